@@ -1,0 +1,69 @@
+//! The one error every decoder in [`crate::protocol`] returns.
+
+use thiserror::Error;
+
+/// Why a piece of wire data could not be decoded, with what was being decoded and where.
+///
+/// Decoders never panic on received data and never allocate more than the input could
+/// justify: a hostile length is a `DecodeError`, not an abort.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("cannot decode {context} at byte {offset}: {kind}")]
+pub struct DecodeError {
+    /// What was being decoded, e.g. `"ProduceResponse.responses"` or `"RecordBatch.crc"`.
+    pub context: &'static str,
+    /// Byte offset into the buffer the decoder was given.
+    pub offset: usize,
+    /// What was wrong.
+    pub kind: DecodeErrorKind,
+}
+
+/// The kinds of [`DecodeError`].
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum DecodeErrorKind {
+    /// The input ended before the value did.
+    #[error("needed {needed} more bytes, {remaining} left")]
+    UnexpectedEof {
+        /// Bytes the value needed.
+        needed: usize,
+        /// Bytes that were left.
+        remaining: usize,
+    },
+    /// A length prefix that is negative (where null is not allowed) or larger than the input.
+    #[error("invalid length {0}")]
+    InvalidLength(i64),
+    /// A varint longer than its type allows.
+    #[error("varint too long")]
+    VarintOverflow,
+    /// A string that is not UTF-8.
+    #[error("string is not valid UTF-8")]
+    InvalidUtf8,
+    /// A version of a message this crate does not implement.
+    #[error("unsupported version {version} of API {api_key}")]
+    UnsupportedVersion {
+        /// The API key.
+        api_key: i16,
+        /// The version asked for.
+        version: i16,
+    },
+    /// A RecordBatch whose CRC-32C does not match its contents.
+    #[error("CRC mismatch: header says {expected:#010x}, contents give {actual:#010x}")]
+    CrcMismatch {
+        /// The CRC stored in the batch header.
+        expected: u32,
+        /// The CRC computed over the batch.
+        actual: u32,
+    },
+    /// A RecordBatch compressed with a codec this crate does not decode yet.
+    #[error("unsupported compression codec {0}")]
+    UnsupportedCompression(u8),
+    /// A RecordBatch with a magic byte other than 2.
+    #[error("unsupported record batch magic {0}")]
+    UnsupportedMagic(i8),
+    /// A value outside the range the field allows.
+    #[error("invalid value: {0}")]
+    InvalidValue(&'static str),
+    /// Bytes left over after a value that should have filled its frame.
+    #[error("{0} trailing bytes")]
+    TrailingBytes(usize),
+}

@@ -1,0 +1,70 @@
+//! The Kafka wire protocol: primitives, headers, requests and responses, and RecordBatch v2.
+//!
+//! Pure code: no I/O, no clock. Every decoder takes untrusted bytes and returns a
+//! [`DecodeError`] rather than panicking or allocating more than the input justifies.
+
+pub mod decoder;
+pub mod encoder;
+pub mod error;
+pub mod header;
+
+pub use decoder::Decoder;
+pub use encoder::WireWrite;
+pub use error::{DecodeError, DecodeErrorKind};
+
+use bytes::BufMut;
+
+/// The API keys this crate speaks (Kafka's `ApiKeys`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i16)]
+#[allow(missing_docs)] // the variants are Kafka's API names
+pub enum ApiKey {
+    Produce = 0,
+    Fetch = 1,
+    ListOffsets = 2,
+    Metadata = 3,
+    OffsetFetch = 9,
+    FindCoordinator = 10,
+    JoinGroup = 11,
+    Heartbeat = 12,
+    LeaveGroup = 13,
+    SyncGroup = 14,
+    SaslHandshake = 17,
+    ApiVersions = 18,
+    InitProducerId = 22,
+    AddPartitionsToTxn = 24,
+    AddOffsetsToTxn = 25,
+    EndTxn = 26,
+    TxnOffsetCommit = 28,
+    SaslAuthenticate = 36,
+}
+
+/// One message body (request or response) of one API, in every version this crate implements.
+pub trait Message: Sized {
+    /// The API this message belongs to.
+    const API_KEY: ApiKey;
+    /// The lowest version implemented.
+    const MIN_VERSION: i16;
+    /// The highest version implemented.
+    const MAX_VERSION: i16;
+    /// The first flexible version (compact encodings and tagged fields); `i16::MAX` if none.
+    const FLEXIBLE_FROM: i16;
+
+    /// Whether `version` uses the flexible encoding.
+    fn is_flexible(version: i16) -> bool {
+        version >= Self::FLEXIBLE_FROM
+    }
+
+    /// Writes the body at `version`. Fields the version lacks are left out; the caller picks
+    /// a version in `MIN_VERSION..=MAX_VERSION`.
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B);
+
+    /// Reads the body at `version`.
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError>;
+}
+
+/// A request body, tied to the response it gets.
+pub trait Request: Message {
+    /// The response body to this request.
+    type Response: Message;
+}
