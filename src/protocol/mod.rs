@@ -7,6 +7,9 @@ pub mod decoder;
 pub mod encoder;
 pub mod error;
 pub mod header;
+pub mod messages;
+pub mod record_batch;
+pub mod versions;
 
 pub use decoder::Decoder;
 pub use encoder::WireWrite;

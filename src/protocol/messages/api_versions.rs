@@ -1,0 +1,1 @@
+//! api_versions (placeholder: filled in by the codec work).

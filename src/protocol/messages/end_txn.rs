@@ -1,0 +1,1 @@
+//! end_txn (placeholder: filled in by the codec work).

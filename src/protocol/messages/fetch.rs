@@ -1,0 +1,1 @@
+//! fetch (placeholder: filled in by the codec work).

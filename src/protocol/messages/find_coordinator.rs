@@ -1,0 +1,1 @@
+//! find_coordinator (placeholder: filled in by the codec work).

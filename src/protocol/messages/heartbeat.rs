@@ -1,0 +1,1 @@
+//! heartbeat (placeholder: filled in by the codec work).

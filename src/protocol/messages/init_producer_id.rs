@@ -1,0 +1,1 @@
+//! init_producer_id (placeholder: filled in by the codec work).

@@ -1,0 +1,1 @@
+//! join_group (placeholder: filled in by the codec work).

@@ -1,0 +1,1 @@
+//! leave_group (placeholder: filled in by the codec work).

@@ -1,0 +1,1 @@
+//! list_offsets (placeholder: filled in by the codec work).

@@ -1,0 +1,1 @@
+//! metadata (placeholder: filled in by the codec work).

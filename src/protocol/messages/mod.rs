@@ -1,0 +1,21 @@
+//! Request and response bodies, one module per API, each implementing [`super::Message`]
+//! for every version a Kafka 3.x–4.x broker accepts.
+
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
+pub mod api_versions;
+pub mod end_txn;
+pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
+pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_fetch;
+pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
+pub mod sync_group;
+pub mod txn_offset_commit;

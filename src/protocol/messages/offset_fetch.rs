@@ -1,0 +1,1 @@
+//! offset_fetch (placeholder: filled in by the codec work).

@@ -1,0 +1,1 @@
+//! produce (placeholder: filled in by the codec work).

@@ -1,0 +1,1 @@
+//! sasl_authenticate (placeholder: filled in by the codec work).

@@ -1,0 +1,1 @@
+//! sasl_handshake (placeholder: filled in by the codec work).

@@ -1,0 +1,1 @@
+//! sync_group (placeholder: filled in by the codec work).

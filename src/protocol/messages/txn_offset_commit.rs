@@ -1,0 +1,1 @@
+//! txn_offset_commit (placeholder: filled in by the codec work).

@@ -1,0 +1,1 @@
+//! RecordBatch v2 (placeholder: filled in by the codec work).

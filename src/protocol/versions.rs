@@ -1,0 +1,1 @@
+//! Version negotiation (placeholder: filled in by the codec work).
