@@ -1,0 +1,413 @@
+//! Support for the integration tests: reaching the test bed started by `scripts/testbed`,
+//! cutting and degrading broker traffic through Toxiproxy, creating topics with Kafka's own
+//! tools, and reading topics back with an independent reader (kcat, librdkafka-based).
+//!
+//! A test calls [`Cluster::single`] (or `three`, `tv1`) first. When the cluster is not up,
+//! the test is skipped with a message, except under `CI=true`, where a missing broker fails
+//! the test: CI must never count a skipped check as a pass.
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+/// One cluster of the test bed (see `scripts/testbed`).
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// Comma-separated proxy addresses (what clients bootstrap from).
+    pub bootstrap: String,
+    /// Number of brokers.
+    pub brokers: usize,
+    /// `transaction.version` the cluster was formatted with.
+    pub txn_version: u8,
+    /// The first port of the cluster's range: broker i's proxy listens on `base + i`.
+    pub base_port: u16,
+    lock: &'static RwLock<()>,
+}
+
+static SINGLE_LOCK: RwLock<()> = RwLock::new(());
+static THREE_LOCK: RwLock<()> = RwLock::new(());
+static TV1_LOCK: RwLock<()> = RwLock::new(());
+/// Toxiproxy's `/reset` and topic names are global; serialise the few global operations.
+static GLOBAL: Mutex<()> = Mutex::new(());
+
+/// Whether this run is CI's (`CI=true`), where a missing broker is a failure.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+impl Cluster {
+    /// The default cluster: one broker, transactions v2 (`scripts/testbed up`).
+    pub fn single() -> Option<Self> {
+        Self::find("", 1, 2, 19090, &SINGLE_LOCK)
+    }
+
+    /// Three brokers, transactions v2 (`scripts/testbed up --brokers 3`).
+    pub fn three() -> Option<Self> {
+        Self::find("_3", 3, 2, 19290, &THREE_LOCK)
+    }
+
+    /// One broker formatted with `transaction.version=1` (`scripts/testbed up --txn-version 1`).
+    pub fn tv1() -> Option<Self> {
+        Self::find("_TV1", 1, 1, 19190, &TV1_LOCK)
+    }
+
+    fn find(suffix: &str, brokers: usize, txn_version: u8, base_port: u16, lock: &'static RwLock<()>) -> Option<Self> {
+        let default: Vec<String> = (0..brokers).map(|i| format!("127.0.0.1:{}", base_port + i as u16)).collect();
+        let bootstrap = std::env::var(format!("KAFKA_BOOTSTRAP{suffix}")).unwrap_or_else(|_| default.join(","));
+        let first = bootstrap.split(',').next().unwrap_or_default().to_owned();
+        let reachable = first
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .is_some_and(|addr| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok());
+        if !reachable {
+            let how = match (brokers, txn_version) {
+                (3, _) => "scripts/testbed up --brokers 3",
+                (_, 1) => "scripts/testbed up --txn-version 1",
+                _ => "scripts/testbed up",
+            };
+            assert!(!in_ci(), "CI=true but no broker answers at {bootstrap}; `{how}` should have started it");
+            eprintln!("SKIPPED: no broker at {bootstrap}; start one with `{how}`");
+            return None;
+        }
+        Some(Self {
+            bootstrap,
+            brokers,
+            txn_version,
+            base_port,
+            lock,
+        })
+    }
+
+    /// Shared access: the test injects no faults, but must not run while another test cuts
+    /// this cluster's traffic.
+    pub fn shared(&self) -> RwLockReadGuard<'static, ()> {
+        self.lock.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Exclusive access, for a test that injects faults into this cluster's proxies.
+    /// The proxies are reset (enabled, no toxics) when access is granted.
+    pub fn exclusive(&self) -> RwLockWriteGuard<'static, ()> {
+        let guard = self.lock.write().unwrap_or_else(|e| e.into_inner());
+        for i in 0..self.brokers {
+            let proxy = self.proxy(i);
+            proxy.remove_all_toxics();
+            proxy.set_enabled(true);
+        }
+        guard
+    }
+
+    /// The Toxiproxy proxy in front of broker `i` (0-based).
+    pub fn proxy(&self, i: usize) -> Proxy {
+        Proxy {
+            name: format!("b{}-tv{}-broker{i}", self.brokers, self.txn_version),
+        }
+    }
+
+    /// Cluster options for `scripts/testbed`.
+    fn testbed_args(&self) -> Vec<String> {
+        vec![
+            "--brokers".into(),
+            self.brokers.to_string(),
+            "--txn-version".into(),
+            self.txn_version.to_string(),
+        ]
+    }
+
+    /// SIGKILLs broker `i` (or SIGTERMs it when `kill` is false) through `scripts/testbed`.
+    pub fn stop_broker(&self, i: usize, kill: bool) {
+        let mut args = vec!["stop-broker".to_owned(), i.to_string()];
+        if kill {
+            args.push("--kill".into());
+        }
+        args.extend(self.testbed_args());
+        run_ok(Command::new(testbed_script()).args(&args));
+    }
+
+    /// Starts broker `i` again (same data) and waits for its listener.
+    pub fn start_broker(&self, i: usize) {
+        let mut args = vec!["start-broker".to_owned(), i.to_string()];
+        args.extend(self.testbed_args());
+        run_ok(Command::new(testbed_script()).args(&args));
+    }
+
+    /// Creates `topic` with Kafka's own TopicCommand (through the proxy).
+    pub fn create_topic(&self, topic: &str, partitions: u32, replication: u32, configs: &[(&str, &str)]) {
+        let mut args = vec![
+            "org.apache.kafka.tools.TopicCommand".to_owned(),
+            "--bootstrap-server".into(),
+            self.bootstrap.clone(),
+            "--create".into(),
+            "--topic".into(),
+            topic.into(),
+            "--partitions".into(),
+            partitions.to_string(),
+            "--replication-factor".into(),
+            replication.to_string(),
+        ];
+        for (k, v) in configs {
+            args.push("--config".into());
+            args.push(format!("{k}={v}"));
+        }
+        run_ok(&mut java_tool(&args));
+    }
+
+    /// Kafka's `FeatureCommand describe` output.
+    pub fn describe_features(&self) -> String {
+        let args = [
+            "org.apache.kafka.tools.FeatureCommand".to_owned(),
+            "--bootstrap-server".into(),
+            self.bootstrap.clone(),
+            "describe".into(),
+        ];
+        String::from_utf8_lossy(&run_ok(&mut java_tool(&args)).stdout).into_owned()
+    }
+
+    /// Reads `topic` from the beginning to its current end with kcat.
+    pub fn read_topic(&self, topic: &str, isolation: Isolation) -> Vec<ConsumedRecord> {
+        kcat_read(&self.bootstrap, topic, isolation)
+    }
+}
+
+/// A topic name unique to this test run, so reruns against the same cluster never collide.
+pub fn unique_topic(prefix: &str) -> String {
+    let _g: MutexGuard<'_, ()> = GLOBAL.lock().unwrap_or_else(|e| e.into_inner());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+fn testbed_script() -> String {
+    std::env::var("EXACTLY_TESTBED").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/testbed").to_owned())
+}
+
+fn kafka_libs() -> String {
+    std::env::var("KAFKA_LIBS").unwrap_or_else(|_| {
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+        format!("{home}/.cache/exactly/kafka-4.1.1/libs")
+    })
+}
+
+fn java_tool(args: &[String]) -> Command {
+    let mut cmd = Command::new("java");
+    cmd.arg("-cp")
+        .arg(format!("{}/*", kafka_libs()))
+        .arg(concat!(
+            "-Dlog4j2.configurationFile=",
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/testbed.d/tools-log4j2.yaml"
+        ))
+        .args(args);
+    cmd
+}
+
+/// Runs a command to completion and panics with its output if it failed.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The isolation level an independent read uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Sees records of open and aborted transactions too.
+    ReadUncommitted,
+    /// Sees only committed records (and non-transactional ones).
+    ReadCommitted,
+}
+
+/// One record as kcat read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumedRecord {
+    /// Partition.
+    pub partition: i32,
+    /// Offset.
+    pub offset: i64,
+    /// Key, if any (as UTF-8, lossy).
+    pub key: Option<String>,
+    /// Value, if any (as UTF-8, lossy).
+    pub value: Option<String>,
+}
+
+fn kcat_read(bootstrap: &str, topic: &str, isolation: Isolation) -> Vec<ConsumedRecord> {
+    let level = match isolation {
+        Isolation::ReadUncommitted => "read_uncommitted",
+        Isolation::ReadCommitted => "read_committed",
+    };
+    let out = run_ok(
+        Command::new("kcat")
+            .args(["-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-J", "-q"])
+            .args(["-X", &format!("isolation.level={level}")])
+            .args(["-m", "60"]),
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let v: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("kcat printed non-JSON {line:?}: {e}"));
+            let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+            ConsumedRecord {
+                partition: v["partition"].as_i64().expect("kcat JSON has partition") as i32,
+                offset: v["offset"].as_i64().expect("kcat JSON has offset"),
+                key: text("key"),
+                value: text("payload"),
+            }
+        })
+        .collect()
+}
+
+/// Produces `values` to `topic` with kcat (librdkafka, idempotent); returns whether every
+/// message was delivered within `timeout`.
+pub fn kcat_produce(bootstrap: &str, topic: &str, values: &[&str], timeout: Duration) -> bool {
+    let mut child = Command::new("kcat")
+        .args(["-P", "-b", bootstrap, "-t", topic])
+        .args(["-X", &format!("message.timeout.ms={}", timeout.as_millis())])
+        .args(["-X", "enable.idempotence=true"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kcat runs");
+    {
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        for v in values {
+            writeln!(stdin, "{v}").expect("write to kcat");
+        }
+    }
+    // Bounded: kcat gives up after message.timeout.ms; allow it generous slack to exit.
+    let deadline = Instant::now() + timeout + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for kcat") {
+            return status.success();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Lists the brokers the cluster advertises, as kcat's metadata request sees them.
+pub fn kcat_brokers(bootstrap: &str) -> Vec<(i64, String)> {
+    let out = run_ok(Command::new("kcat").args(["-L", "-J", "-b", bootstrap, "-m", "10"]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("kcat -L -J prints JSON");
+    v["brokers"]
+        .as_array()
+        .expect("brokers array")
+        .iter()
+        .map(|b| (b["id"].as_i64().unwrap_or(-1), b["name"].as_str().unwrap_or_default().to_owned()))
+        .collect()
+}
+
+/// A Toxiproxy proxy, driven through its HTTP API on 127.0.0.1.
+#[derive(Debug, Clone)]
+pub struct Proxy {
+    /// The proxy's name (`b1-tv2-broker0`, ...).
+    pub name: String,
+}
+
+impl Proxy {
+    /// Enables (`true`) or disables (`false`: every connection is cut and refused) the proxy.
+    pub fn set_enabled(&self, enabled: bool) {
+        toxiproxy(
+            "POST",
+            &format!("/proxies/{}", self.name),
+            Some(&format!("{{\"enabled\":{enabled}}}")),
+        );
+    }
+
+    /// Adds a toxic, e.g. `("latency", "downstream", r#"{"latency":100,"jitter":50}"#)`.
+    pub fn add_toxic(&self, name: &str, kind: &str, stream: &str, attributes: &str) {
+        let body = format!(
+            "{{\"name\":\"{name}\",\"type\":\"{kind}\",\"stream\":\"{stream}\",\"toxicity\":1.0,\"attributes\":{attributes}}}"
+        );
+        toxiproxy("POST", &format!("/proxies/{}/toxics", self.name), Some(&body));
+    }
+
+    /// Removes one toxic by name.
+    pub fn remove_toxic(&self, name: &str) {
+        toxiproxy("DELETE", &format!("/proxies/{}/toxics/{name}", self.name), None);
+    }
+
+    /// Removes every toxic of this proxy.
+    pub fn remove_all_toxics(&self) {
+        let list = toxiproxy("GET", &format!("/proxies/{}/toxics", self.name), None);
+        let toxics: serde_json::Value = serde_json::from_str(&list).expect("toxic list is JSON");
+        for t in toxics.as_array().into_iter().flatten() {
+            if let Some(name) = t["name"].as_str() {
+                self.remove_toxic(name);
+            }
+        }
+    }
+
+    /// The proxy's state as Toxiproxy reports it.
+    pub fn state(&self) -> serde_json::Value {
+        serde_json::from_str(&toxiproxy("GET", &format!("/proxies/{}", self.name), None)).expect("proxy JSON")
+    }
+}
+
+fn toxiproxy_addr() -> String {
+    let url = std::env::var("TOXIPROXY_URL").unwrap_or_else(|_| "http://127.0.0.1:8474".into());
+    url.trim_start_matches("http://").trim_end_matches('/').to_owned()
+}
+
+/// One HTTP/1.1 request to Toxiproxy; panics on a non-2xx status. Returns the body.
+fn toxiproxy(method: &str, path: &str, body: Option<&str>) -> String {
+    let addr = toxiproxy_addr();
+    let mut stream = TcpStream::connect(&addr).unwrap_or_else(|e| panic!("Toxiproxy at {addr}: {e}"));
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let body = body.unwrap_or("");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write to Toxiproxy");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read from Toxiproxy");
+    let status: u16 = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        (200..300).contains(&status),
+        "Toxiproxy {method} {path} answered {status}: {response}"
+    );
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    if response.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    }
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
