@@ -294,7 +294,8 @@ impl<'a> Decoder<'a> {
 
     /// The element count of an ARRAY (int32) or COMPACT_ARRAY, chosen by `flexible`; `None`
     /// for a null array. The count is checked against the bytes left (each element takes at
-    /// least one byte), so it is safe to use as a `Vec` capacity.
+    /// least one byte); use [`initial_capacity`] before reserving room for that many
+    /// elements of a larger type.
     pub fn array_len(
         &mut self,
         flexible: bool,
@@ -316,7 +317,7 @@ impl<'a> Decoder<'a> {
         mut element: impl FnMut(&mut Self) -> Result<T, DecodeError>,
     ) -> Result<Vec<T>, DecodeError> {
         let n = self.array_len(flexible, context)?.unwrap_or(0);
-        let mut out = Vec::with_capacity(n);
+        let mut out = Vec::with_capacity(initial_capacity(n));
         for _ in 0..n {
             out.push(element(self)?);
         }
@@ -333,7 +334,7 @@ impl<'a> Decoder<'a> {
         match self.array_len(flexible, context)? {
             None => Ok(None),
             Some(n) => {
-                let mut out = Vec::with_capacity(n);
+                let mut out = Vec::with_capacity(initial_capacity(n));
                 for _ in 0..n {
                     out.push(element(self)?);
                 }
@@ -371,6 +372,14 @@ impl<'a> Decoder<'a> {
     pub fn skip_tagged_fields(&mut self, context: &'static str) -> Result<(), DecodeError> {
         self.tagged_fields(context, |_, _| Ok(false))
     }
+}
+
+/// Room to reserve for `claimed` elements: a claimed count is only bounded by the bytes
+/// left, and an element may be a hundred times larger in memory than its smallest encoding,
+/// so a hostile frame could otherwise make us reserve far more than it is worth. Vectors grow
+/// past this as elements actually decode.
+pub fn initial_capacity(claimed: usize) -> usize {
+    claimed.min(1024)
 }
 
 #[cfg(test)]

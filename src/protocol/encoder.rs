@@ -77,8 +77,8 @@ pub trait WireWrite: BufMut {
         }
     }
 
-    /// BYTES or COMPACT_BYTES, chosen by `flexible`.
-    fn put_bytes(&mut self, flexible: bool, v: &[u8]) {
+    /// BYTES or COMPACT_BYTES, chosen by `flexible`. (Not `put_bytes`: `BufMut` has one.)
+    fn put_bytes_field(&mut self, flexible: bool, v: &[u8]) {
         self.put_nullable_bytes(flexible, Some(v));
     }
 

@@ -1,1 +1,234 @@
-//! Version negotiation (placeholder: filled in by the codec work).
+//! Version negotiation: what a broker said in its ApiVersions response, and the version of
+//! each request to send it.
+//!
+//! Each request goes out at the highest version both sides implement, optionally capped by
+//! the caller (e.g. Produce at 11 unless transactions v2 are on, see KAFKA-NOTES.md). The
+//! broker's finalized features tell which protocol generation the cluster runs, most
+//! importantly `transaction.version` (KIP-890: transactions v2 when >= 2).
+
+use std::collections::HashMap;
+
+use super::Message;
+use super::messages::api_versions::ApiVersionsResponse;
+
+/// The finalized feature that selects the transaction protocol (KIP-890).
+pub const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
+
+/// The APIs, version ranges and finalized features one broker advertised.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BrokerApiVersions {
+    /// API key -> (min, max) version, inclusive.
+    apis: HashMap<i16, (i16, i16)>,
+    /// Finalized feature name -> finalized max version level.
+    finalized_features: HashMap<String, i16>,
+}
+
+impl BrokerApiVersions {
+    /// Collects the ranges and features of a broker's ApiVersions response.
+    ///
+    /// The response's error code is not looked at: a caller that got an error (e.g. the
+    /// KIP-511 UNSUPPORTED_VERSION answer) retries before building this. Finalized features are
+    /// kept only when `finalized_features_epoch >= 0`, the schema's condition for them to be
+    /// valid (KIP-584).
+    pub fn from_response(response: &ApiVersionsResponse) -> Self {
+        let apis = response
+            .api_keys
+            .iter()
+            .map(|api| (api.api_key, (api.min_version, api.max_version)))
+            .collect();
+        let finalized_features = if response.finalized_features_epoch >= 0 {
+            response
+                .finalized_features
+                .iter()
+                .map(|f| (f.name.clone(), f.max_version_level))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        Self {
+            apis,
+            finalized_features,
+        }
+    }
+
+    /// The broker's (min, max) versions of `api_key`, if it supports it at all.
+    pub fn range(&self, api_key: i16) -> Option<(i16, i16)> {
+        self.apis.get(&api_key).copied()
+    }
+
+    /// The highest version of `M` that both this crate (`M::MIN_VERSION..=M::MAX_VERSION`) and
+    /// the broker support, never above `cap`; `None` when there is no common version.
+    pub fn negotiate<M: Message>(&self, cap: Option<i16>) -> Option<i16> {
+        let (broker_min, broker_max) = self.range(M::API_KEY as i16)?;
+        let high = M::MAX_VERSION.min(broker_max).min(cap.unwrap_or(i16::MAX));
+        let low = M::MIN_VERSION.max(broker_min);
+        (high >= low).then_some(high)
+    }
+
+    /// The finalized max version level of feature `name`, if the cluster finalized it.
+    pub fn finalized_feature(&self, name: &str) -> Option<i16> {
+        self.finalized_features.get(name).copied()
+    }
+
+    /// The cluster's `transaction.version`; 0 when the feature is not finalized (every 3.x
+    /// cluster). Transactions v2 (KIP-890 part 2) are on when it is >= 2.
+    pub fn transaction_version(&self) -> i16 {
+        self.finalized_feature(TRANSACTION_VERSION_FEATURE)
+            .unwrap_or(0)
+    }
+
+    /// Whether the cluster runs transactions v2 (`transaction.version >= 2`, KIP-890).
+    pub fn transactions_v2(&self) -> bool {
+        self.transaction_version() >= 2
+    }
+}
+
+impl From<&ApiVersionsResponse> for BrokerApiVersions {
+    fn from(response: &ApiVersionsResponse) -> Self {
+        Self::from_response(response)
+    }
+}
+
+/// Assertions shared by the message modules' unit tests: golden byte vectors and robustness
+/// against truncated or random input.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::fmt::Debug;
+
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    use crate::protocol::{Decoder, Message};
+
+    /// Asserts that `value` encodes at `version` to exactly `golden` and that `golden` decodes
+    /// back to `value`, consuming every byte.
+    pub(crate) fn assert_golden<M: Message + PartialEq + Debug>(
+        value: &M,
+        version: i16,
+        golden: &[u8],
+    ) {
+        let mut out = Vec::new();
+        value.encode(version, &mut out);
+        assert_eq!(out, golden, "encoding of {value:?} at v{version}");
+        let mut d = Decoder::new(golden);
+        let decoded = M::decode(&mut d, version).expect("golden bytes decode");
+        assert_eq!(&decoded, value, "decoding at v{version}");
+        d.finish("golden").expect("golden bytes are consumed");
+    }
+
+    /// Asserts that the encoding of `value` at `version` decodes, that every strict prefix of
+    /// it fails to decode, and that random bytes and corrupted encodings never panic.
+    pub(crate) fn assert_decodes_robustly<M: Message>(value: &M, version: i16) {
+        let mut full = Vec::new();
+        value.encode(version, &mut full);
+        let mut d = Decoder::new(&full);
+        assert!(M::decode(&mut d, version).is_ok(), "v{version} decodes");
+        assert_eq!(d.remaining(), 0, "v{version} decode consumes everything");
+        for len in 0..full.len() {
+            assert!(
+                M::decode(&mut Decoder::new(&full[..len]), version).is_err(),
+                "prefix of {len}/{} bytes at v{version} decoded",
+                full.len()
+            );
+        }
+        let mut rng = SmallRng::seed_from_u64(0x5eed ^ version as u64);
+        for _ in 0..300 {
+            let len = rng.random_range(0..96);
+            let noise: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+            let _ = M::decode(&mut Decoder::new(&noise), version);
+            if !full.is_empty() {
+                let mut corrupt = full.clone();
+                for _ in 0..rng.random_range(1..4) {
+                    let at = rng.random_range(0..corrupt.len());
+                    corrupt[at] = rng.random();
+                }
+                let _ = M::decode(&mut Decoder::new(&corrupt), version);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::messages::api_versions::{ApiVersion, FinalizedFeatureKey};
+    use crate::protocol::messages::end_txn::EndTxnRequest;
+    use crate::protocol::messages::produce::ProduceRequest;
+    use crate::protocol::messages::txn_offset_commit::TxnOffsetCommitRequest;
+
+    fn broker(apis: &[(i16, i16, i16)], features: &[(&str, i16)], epoch: i64) -> BrokerApiVersions {
+        BrokerApiVersions::from_response(&ApiVersionsResponse {
+            api_keys: apis
+                .iter()
+                .map(|&(api_key, min_version, max_version)| ApiVersion {
+                    api_key,
+                    min_version,
+                    max_version,
+                })
+                .collect(),
+            finalized_features_epoch: epoch,
+            finalized_features: features
+                .iter()
+                .map(|&(name, level)| FinalizedFeatureKey {
+                    name: name.into(),
+                    max_version_level: level,
+                    min_version_level: 1,
+                })
+                .collect(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn negotiation_takes_the_highest_common_version_under_the_cap() {
+        // Produce: we implement 3..=13.
+        let b = broker(&[(0, 0, 12), (26, 0, 5)], &[], -1);
+        assert_eq!(b.range(0), Some((0, 12)));
+        assert_eq!(b.negotiate::<ProduceRequest>(None), Some(12));
+        assert_eq!(b.negotiate::<ProduceRequest>(Some(11)), Some(11));
+        assert_eq!(b.negotiate::<ProduceRequest>(Some(20)), Some(12));
+        // A cap below our minimum leaves nothing to send.
+        assert_eq!(b.negotiate::<ProduceRequest>(Some(2)), None);
+        assert_eq!(b.negotiate::<EndTxnRequest>(Some(4)), Some(4));
+        // Not advertised at all.
+        assert_eq!(b.negotiate::<TxnOffsetCommitRequest>(None), None);
+    }
+
+    #[test]
+    fn negotiation_fails_when_the_ranges_do_not_meet() {
+        // A broker that only has Produce 0..=2 (older than anything we implement).
+        let b = broker(&[(0, 0, 2)], &[], -1);
+        assert_eq!(b.negotiate::<ProduceRequest>(None), None);
+        // A broker whose minimum is above our maximum.
+        let b = broker(&[(26, 9, 12)], &[], -1);
+        assert_eq!(b.negotiate::<EndTxnRequest>(None), None);
+    }
+
+    #[test]
+    fn transaction_version_comes_from_the_finalized_features() {
+        let tv2 = broker(
+            &[],
+            &[("transaction.version", 2), ("metadata.version", 25)],
+            7,
+        );
+        assert_eq!(tv2.finalized_feature("metadata.version"), Some(25));
+        assert_eq!(tv2.transaction_version(), 2);
+        assert!(tv2.transactions_v2());
+
+        let tv1 = broker(&[], &[("transaction.version", 1)], 7);
+        assert_eq!(tv1.transaction_version(), 1);
+        assert!(!tv1.transactions_v2());
+
+        let old = broker(&[], &[], 7);
+        assert_eq!(old.finalized_feature("transaction.version"), None);
+        assert_eq!(old.transaction_version(), 0);
+
+        // Finalized features are not valid while the epoch is unknown (-1).
+        let unknown = broker(&[], &[("transaction.version", 2)], -1);
+        assert_eq!(unknown.transaction_version(), 0);
+        assert_eq!(
+            BrokerApiVersions::from(&ApiVersionsResponse::default()),
+            old
+        );
+    }
+}

@@ -1,1 +1,209 @@
-//! end_txn (placeholder: filled in by the codec work).
+//! EndTxn (API key 26): commits or aborts the producer's ongoing transaction (KIP-98).
+//!
+//! Schemas `EndTxnRequest.json` / `EndTxnResponse.json`: versions 0–5, flexible from v3.
+//!
+//! Version history: v1 is the same as v0; v2 may answer PRODUCER_FENCED (KIP-588); v3 is the
+//! first flexible version; v4 may answer TRANSACTION_ABORTABLE (KIP-890 part 1); v5 bumps the
+//! epoch at every transaction end and returns the new ProducerId/ProducerEpoch (KIP-890 part 2,
+//! transactions v2).
+
+use bytes::BufMut;
+
+use crate::protocol::header::check_version;
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
+
+/// EndTxn request body.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EndTxnRequest {
+    /// The transactional id.
+    pub transactional_id: String,
+    /// The producer id.
+    pub producer_id: i64,
+    /// The producer's current epoch.
+    pub producer_epoch: i16,
+    /// True to commit, false to abort.
+    pub committed: bool,
+}
+
+impl Message for EndTxnRequest {
+    const API_KEY: ApiKey = ApiKey::EndTxn;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 5;
+    const FLEXIBLE_FROM: i16 = 3;
+
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = Self::is_flexible(version);
+        out.put_string(flexible, &self.transactional_id);
+        out.put_i64(self.producer_id);
+        out.put_i16(self.producer_epoch);
+        out.put_bool(self.committed);
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        check_version::<Self>(d, version)?;
+        let flexible = Self::is_flexible(version);
+        let request = Self {
+            transactional_id: d.string(flexible, "EndTxnRequest.transactional_id")?,
+            producer_id: d.i64("EndTxnRequest.producer_id")?,
+            producer_epoch: d.i16("EndTxnRequest.producer_epoch")?,
+            committed: d.bool("EndTxnRequest.committed")?,
+        };
+        if flexible {
+            d.skip_tagged_fields("EndTxnRequest.tagged_fields")?;
+        }
+        Ok(request)
+    }
+}
+
+impl Request for EndTxnRequest {
+    type Response = EndTxnResponse;
+}
+
+/// EndTxn response body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndTxnResponse {
+    /// How long the request was throttled by a quota, in milliseconds.
+    pub throttle_time_ms: i32,
+    /// The error code, 0 for success.
+    pub error_code: i16,
+    /// v5+: the producer id to use from now on (KIP-890 part 2: a new one when the epoch
+    /// overflowed); -1 (the default) below v5.
+    pub producer_id: i64,
+    /// v5+: the producer epoch to use from now on, bumped by the coordinator at every
+    /// transaction end (KIP-890 part 2); -1 (the default) below v5.
+    pub producer_epoch: i16,
+}
+
+impl Default for EndTxnResponse {
+    fn default() -> Self {
+        Self {
+            throttle_time_ms: 0,
+            error_code: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+        }
+    }
+}
+
+impl Message for EndTxnResponse {
+    const API_KEY: ApiKey = ApiKey::EndTxn;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 5;
+    const FLEXIBLE_FROM: i16 = 3;
+
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        out.put_i32(self.throttle_time_ms);
+        out.put_i16(self.error_code);
+        if version >= 5 {
+            out.put_i64(self.producer_id);
+            out.put_i16(self.producer_epoch);
+        }
+        if Self::is_flexible(version) {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        check_version::<Self>(d, version)?;
+        let mut response = Self {
+            throttle_time_ms: d.i32("EndTxnResponse.throttle_time_ms")?,
+            error_code: d.i16("EndTxnResponse.error_code")?,
+            ..Self::default()
+        };
+        if version >= 5 {
+            response.producer_id = d.i64("EndTxnResponse.producer_id")?;
+            response.producer_epoch = d.i16("EndTxnResponse.producer_epoch")?;
+        }
+        if Self::is_flexible(version) {
+            d.skip_tagged_fields("EndTxnResponse.tagged_fields")?;
+        }
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::versions::test_support::{assert_decodes_robustly, assert_golden};
+
+    #[test]
+    fn golden_request_v0_classic_and_v3_flexible() {
+        let request = EndTxnRequest {
+            transactional_id: "t".into(),
+            producer_id: 9,
+            producer_epoch: 2,
+            committed: true,
+        };
+        #[rustfmt::skip]
+        let v0 = [
+            0x00, 0x01, b't',             // transactional_id "t"
+            0, 0, 0, 0, 0, 0, 0, 0x09,    // producer_id 9
+            0x00, 0x02,                   // producer_epoch 2
+            0x01,                         // committed true
+        ];
+        assert_golden(&request, 0, &v0);
+        #[rustfmt::skip]
+        let v3 = [
+            0x02, b't',                   // transactional_id "t" (compact)
+            0, 0, 0, 0, 0, 0, 0, 0x09,    // producer_id 9
+            0x00, 0x02,                   // producer_epoch 2
+            0x01,                         // committed true
+            0x00,                         // tagged fields
+        ];
+        assert_golden(&request, 3, &v3);
+    }
+
+    #[test]
+    fn golden_response_v2_classic_and_v5_with_the_new_epoch() {
+        let v2_response = EndTxnResponse {
+            throttle_time_ms: 0,
+            error_code: 51, // CONCURRENT_TRANSACTIONS
+            ..Default::default()
+        };
+        #[rustfmt::skip]
+        let v2 = [
+            0x00, 0x00, 0x00, 0x00,       // throttle_time_ms 0
+            0x00, 0x33,                   // error_code 51
+        ];
+        assert_golden(&v2_response, 2, &v2);
+
+        let v5_response = EndTxnResponse {
+            throttle_time_ms: 0,
+            error_code: 0,
+            producer_id: 9,
+            producer_epoch: 3,
+        };
+        #[rustfmt::skip]
+        let v5 = [
+            0x00, 0x00, 0x00, 0x00,       // throttle_time_ms 0
+            0x00, 0x00,                   // error_code 0
+            0, 0, 0, 0, 0, 0, 0, 0x09,    // producer_id 9
+            0x00, 0x03,                   // producer_epoch 3 (bumped)
+            0x00,                         // tagged fields
+        ];
+        assert_golden(&v5_response, 5, &v5);
+    }
+
+    #[test]
+    fn truncated_and_random_input_is_an_error_not_a_panic() {
+        let request = EndTxnRequest {
+            transactional_id: "txn-1".into(),
+            producer_id: 77,
+            producer_epoch: 4,
+            committed: false,
+        };
+        let response = EndTxnResponse {
+            throttle_time_ms: 1,
+            error_code: 0,
+            producer_id: 77,
+            producer_epoch: 5,
+        };
+        for version in EndTxnRequest::MIN_VERSION..=EndTxnRequest::MAX_VERSION {
+            assert_decodes_robustly(&request, version);
+            assert_decodes_robustly(&response, version);
+        }
+    }
+}

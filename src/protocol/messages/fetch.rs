@@ -1,1 +1,1340 @@
-//! fetch (placeholder: filled in by the codec work).
+//! Fetch (API key 1), versions 0–18: reading records from partition leaders (consumers) or
+//! followers (replicas). The records come back as raw bytes; a RecordBatch decoder reads them.
+//!
+//! Schema: `FetchRequest.json` / `FetchResponse.json`. v1 adds the response's throttle time;
+//! v3 `MaxBytes` (KIP-74); v4 `IsolationLevel`, the last stable offset and aborted
+//! transactions (KIP-98); v5 log start offsets (KIP-107); v7 incremental fetch sessions
+//! (KIP-227); v9 `CurrentLeaderEpoch` (KIP-320); v11 `RackId` and the preferred read replica
+//! (KIP-392); v12 is the first flexible version, with `LastFetchedEpoch` and the tagged
+//! `ClusterId`, `DivergingEpoch`, `CurrentLeader` and `SnapshotId` (KIP-595); v13 names topics
+//! by id instead of by name (KIP-516); v15 moves the follower's id into the tagged
+//! `ReplicaState` (KIP-903); v16 adds the tagged `NodeEndpoints` (KIP-951); v17 the tagged
+//! `ReplicaDirectoryId` (KIP-853); v18 the tagged follower `HighWatermark` (KAFKA-14145, Kafka
+//! 4.1). Kafka 4.0 dropped v0–3 (KIP-896); 3.x brokers still accept them.
+
+use bytes::{BufMut, Bytes};
+
+use crate::protocol::header::check_version;
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
+
+/// From this version topics are named by id, not by name (KIP-516).
+const TOPIC_IDS_FROM: i16 = 13;
+
+/// Writes a topic reference: its id when `by_id`, else its name. Messages that moved from
+/// topic names to topic ids (KIP-516) keep both fields and write the one their version has.
+pub(super) fn put_topic_name_or_id<B: BufMut>(
+    out: &mut B,
+    by_id: bool,
+    flexible: bool,
+    name: &str,
+    topic_id: &[u8; 16],
+) {
+    if by_id {
+        out.put_uuid(topic_id);
+    } else {
+        out.put_string(flexible, name);
+    }
+}
+
+/// Reads a topic reference written by [`put_topic_name_or_id`]: `(name, id)`, the field the
+/// version lacks left empty (all-zero id).
+pub(super) fn read_topic_name_or_id(
+    d: &mut Decoder<'_>,
+    by_id: bool,
+    flexible: bool,
+    context: &'static str,
+) -> Result<(String, [u8; 16]), DecodeError> {
+    if by_id {
+        Ok((String::new(), d.uuid(context)?))
+    } else {
+        Ok((d.string(flexible, context)?, [0; 16]))
+    }
+}
+
+/// The tagged fields of one struct, gathered in ascending tag order and then written as one
+/// tagged-field section (count, then each field's tag, size and bytes). A field is added only
+/// when it differs from its default, as Kafka's generated code does.
+#[derive(Default)]
+struct TaggedFields {
+    fields: Vec<(u32, Vec<u8>)>,
+}
+
+impl TaggedFields {
+    fn add(&mut self, tag: u32, write: impl FnOnce(&mut Vec<u8>)) {
+        debug_assert!(
+            self.fields.last().is_none_or(|(last, _)| *last < tag),
+            "tagged fields must be added in ascending tag order"
+        );
+        let mut body = Vec::new();
+        write(&mut body);
+        self.fields.push((tag, body));
+    }
+
+    fn write<B: BufMut>(self, out: &mut B) {
+        out.put_uvarint(self.fields.len() as u32);
+        for (tag, body) in &self.fields {
+            out.put_tagged_field(*tag, body);
+        }
+    }
+}
+
+/// FetchRequest: the partitions to read, from which offsets, and how long to wait for data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchRequest {
+    /// v12+, tagged 0: the cluster id if known, so a broker can reject a fetch meant for
+    /// another cluster (KIP-595); null otherwise.
+    pub cluster_id: Option<String>,
+    /// v0–14: the follower's broker id, or -1 for a consumer (moved into `replica_state` in
+    /// v15, KIP-903).
+    pub replica_id: i32,
+    /// v15+, tagged 1: the follower's id and broker epoch (KIP-903); the default (-1, -1)
+    /// for a consumer, and then not written.
+    pub replica_state: ReplicaState,
+    /// How long the broker may wait for `min_bytes` of data, in milliseconds.
+    pub max_wait_ms: i32,
+    /// The least data to wait for, in bytes.
+    pub min_bytes: i32,
+    /// v3+: the most data to return, in bytes (KIP-74; the first batch is returned whole
+    /// even if larger).
+    pub max_bytes: i32,
+    /// v4+: 0 read uncommitted, 1 read committed (KIP-98).
+    pub isolation_level: i8,
+    /// v7+: the fetch session id, 0 for none (KIP-227).
+    pub session_id: i32,
+    /// v7+: the fetch session epoch; -1 (the default) for a full fetch without a session.
+    pub session_epoch: i32,
+    /// The topics to fetch.
+    pub topics: Vec<FetchTopic>,
+    /// v7+: in an incremental fetch, the partitions to drop from the session (KIP-227).
+    pub forgotten_topics_data: Vec<ForgottenTopic>,
+    /// v11+: the consumer's rack, for fetching from the closest replica (KIP-392).
+    pub rack_id: String,
+}
+
+impl Default for FetchRequest {
+    /// The schema's defaults (`ReplicaId` -1, `MaxBytes` `i32::MAX`, `SessionEpoch` -1).
+    fn default() -> Self {
+        Self {
+            cluster_id: None,
+            replica_id: -1,
+            replica_state: ReplicaState::default(),
+            max_wait_ms: 0,
+            min_bytes: 0,
+            max_bytes: i32::MAX,
+            isolation_level: 0,
+            session_id: 0,
+            session_epoch: -1,
+            topics: Vec::new(),
+            forgotten_topics_data: Vec::new(),
+            rack_id: String::new(),
+        }
+    }
+}
+
+/// The fetching follower's identity (v15+, KIP-903).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaState {
+    /// The follower's broker id, or -1 for a consumer.
+    pub replica_id: i32,
+    /// The follower's broker epoch, or -1 if not available.
+    pub replica_epoch: i64,
+}
+
+impl Default for ReplicaState {
+    /// The schema's defaults (-1, -1): a consumer.
+    fn default() -> Self {
+        Self {
+            replica_id: -1,
+            replica_epoch: -1,
+        }
+    }
+}
+
+impl ReplicaState {
+    /// Tagged fields exist only in flexible versions, so this is always flexible.
+    fn encode<B: BufMut>(&self, out: &mut B) {
+        out.put_i32(self.replica_id);
+        out.put_i64(self.replica_epoch);
+        out.put_empty_tagged_fields();
+    }
+
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let state = Self {
+            replica_id: d.i32("FetchRequest.replica_state.replica_id")?,
+            replica_epoch: d.i64("FetchRequest.replica_state.replica_epoch")?,
+        };
+        d.skip_tagged_fields("FetchRequest.replica_state.tagged_fields")?;
+        Ok(state)
+    }
+}
+
+/// One topic of a [`FetchRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FetchTopic {
+    /// v0–12: the topic name.
+    pub topic: String,
+    /// v13+: the topic id (KIP-516).
+    pub topic_id: [u8; 16],
+    /// The partitions to fetch.
+    pub partitions: Vec<FetchPartition>,
+}
+
+/// One partition of a [`FetchTopic`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchPartition {
+    /// The partition index.
+    pub partition: i32,
+    /// v9+: the leader epoch the fetcher knows, for fencing (KIP-320); -1 if unknown.
+    pub current_leader_epoch: i32,
+    /// The offset to read from.
+    pub fetch_offset: i64,
+    /// v12+: the epoch of the last fetched record, for divergence detection (KIP-595); -1 if
+    /// none.
+    pub last_fetched_epoch: i32,
+    /// v5+: the follower's log start offset; -1 for a consumer (KIP-107).
+    pub log_start_offset: i64,
+    /// The most data to return for this partition, in bytes.
+    pub partition_max_bytes: i32,
+    /// v17+, tagged 0: the follower's log directory id (KIP-853); all zero when not set.
+    pub replica_directory_id: [u8; 16],
+    /// v18+, tagged 1: the KRaft follower's high watermark (KAFKA-14145); `i64::MAX` when not
+    /// set.
+    pub high_watermark: i64,
+}
+
+impl Default for FetchPartition {
+    /// The schema's defaults (epochs and log start offset -1, `HighWatermark` `i64::MAX`).
+    fn default() -> Self {
+        Self {
+            partition: 0,
+            current_leader_epoch: -1,
+            fetch_offset: 0,
+            last_fetched_epoch: -1,
+            log_start_offset: -1,
+            partition_max_bytes: 0,
+            replica_directory_id: [0; 16],
+            high_watermark: i64::MAX,
+        }
+    }
+}
+
+/// One topic of [`FetchRequest::forgotten_topics_data`] (v7+).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ForgottenTopic {
+    /// v7–12: the topic name.
+    pub topic: String,
+    /// v13+: the topic id (KIP-516).
+    pub topic_id: [u8; 16],
+    /// The partition indexes to drop from the session.
+    pub partitions: Vec<i32>,
+}
+
+impl FetchPartition {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        out.put_i32(self.partition);
+        if version >= 9 {
+            out.put_i32(self.current_leader_epoch);
+        }
+        out.put_i64(self.fetch_offset);
+        if version >= 12 {
+            out.put_i32(self.last_fetched_epoch);
+        }
+        if version >= 5 {
+            out.put_i64(self.log_start_offset);
+        }
+        out.put_i32(self.partition_max_bytes);
+        if FetchRequest::is_flexible(version) {
+            let mut tagged = TaggedFields::default();
+            if version >= 17 && self.replica_directory_id != [0; 16] {
+                tagged.add(0, |b| b.put_uuid(&self.replica_directory_id));
+            }
+            if version >= 18 && self.high_watermark != i64::MAX {
+                tagged.add(1, |b| b.put_i64(self.high_watermark));
+            }
+            tagged.write(out);
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let mut partition = Self {
+            partition: d.i32("FetchRequest.partitions.partition")?,
+            ..Self::default()
+        };
+        if version >= 9 {
+            partition.current_leader_epoch =
+                d.i32("FetchRequest.partitions.current_leader_epoch")?;
+        }
+        partition.fetch_offset = d.i64("FetchRequest.partitions.fetch_offset")?;
+        if version >= 12 {
+            partition.last_fetched_epoch = d.i32("FetchRequest.partitions.last_fetched_epoch")?;
+        }
+        if version >= 5 {
+            partition.log_start_offset = d.i64("FetchRequest.partitions.log_start_offset")?;
+        }
+        partition.partition_max_bytes = d.i32("FetchRequest.partitions.partition_max_bytes")?;
+        if FetchRequest::is_flexible(version) {
+            d.tagged_fields("FetchRequest.partitions.tagged_fields", |tag, f| {
+                match tag {
+                    0 if version >= 17 => {
+                        partition.replica_directory_id =
+                            f.uuid("FetchRequest.partitions.replica_directory_id")?;
+                    }
+                    1 if version >= 18 => {
+                        partition.high_watermark =
+                            f.i64("FetchRequest.partitions.high_watermark")?;
+                    }
+                    _ => return Ok(false),
+                }
+                Ok(true)
+            })?;
+        }
+        Ok(partition)
+    }
+}
+
+impl FetchTopic {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = FetchRequest::is_flexible(version);
+        put_topic_name_or_id(
+            out,
+            version >= TOPIC_IDS_FROM,
+            flexible,
+            &self.topic,
+            &self.topic_id,
+        );
+        out.put_array(flexible, &self.partitions, |out, p| p.encode(version, out));
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = FetchRequest::is_flexible(version);
+        let (topic, topic_id) = read_topic_name_or_id(
+            d,
+            version >= TOPIC_IDS_FROM,
+            flexible,
+            "FetchRequest.topics.topic",
+        )?;
+        let fetch_topic = Self {
+            topic,
+            topic_id,
+            partitions: d.array_of(flexible, "FetchRequest.topics.partitions", |d| {
+                FetchPartition::decode(d, version)
+            })?,
+        };
+        if flexible {
+            d.skip_tagged_fields("FetchRequest.topics.tagged_fields")?;
+        }
+        Ok(fetch_topic)
+    }
+}
+
+impl ForgottenTopic {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = FetchRequest::is_flexible(version);
+        put_topic_name_or_id(
+            out,
+            version >= TOPIC_IDS_FROM,
+            flexible,
+            &self.topic,
+            &self.topic_id,
+        );
+        out.put_array(flexible, &self.partitions, |out, p| out.put_i32(*p));
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = FetchRequest::is_flexible(version);
+        let (topic, topic_id) = read_topic_name_or_id(
+            d,
+            version >= TOPIC_IDS_FROM,
+            flexible,
+            "FetchRequest.forgotten_topics_data.topic",
+        )?;
+        let forgotten = Self {
+            topic,
+            topic_id,
+            partitions: d.array_of(
+                flexible,
+                "FetchRequest.forgotten_topics_data.partitions",
+                |d| d.i32("FetchRequest.forgotten_topics_data.partitions"),
+            )?,
+        };
+        if flexible {
+            d.skip_tagged_fields("FetchRequest.forgotten_topics_data.tagged_fields")?;
+        }
+        Ok(forgotten)
+    }
+}
+
+impl Message for FetchRequest {
+    const API_KEY: ApiKey = ApiKey::Fetch;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 18;
+    const FLEXIBLE_FROM: i16 = 12;
+
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = Self::is_flexible(version);
+        if version <= 14 {
+            out.put_i32(self.replica_id);
+        }
+        out.put_i32(self.max_wait_ms);
+        out.put_i32(self.min_bytes);
+        if version >= 3 {
+            out.put_i32(self.max_bytes);
+        }
+        if version >= 4 {
+            out.put_i8(self.isolation_level);
+        }
+        if version >= 7 {
+            out.put_i32(self.session_id);
+            out.put_i32(self.session_epoch);
+        }
+        out.put_array(flexible, &self.topics, |out, t| t.encode(version, out));
+        if version >= 7 {
+            out.put_array(flexible, &self.forgotten_topics_data, |out, t| {
+                t.encode(version, out)
+            });
+        }
+        if version >= 11 {
+            out.put_string(flexible, &self.rack_id);
+        }
+        if flexible {
+            let mut tagged = TaggedFields::default();
+            if let Some(cluster_id) = &self.cluster_id {
+                tagged.add(0, |b| b.put_string(true, cluster_id));
+            }
+            if version >= 15 && self.replica_state != ReplicaState::default() {
+                tagged.add(1, |b| self.replica_state.encode(b));
+            }
+            tagged.write(out);
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        check_version::<Self>(d, version)?;
+        let flexible = Self::is_flexible(version);
+        let mut request = Self::default();
+        if version <= 14 {
+            request.replica_id = d.i32("FetchRequest.replica_id")?;
+        }
+        request.max_wait_ms = d.i32("FetchRequest.max_wait_ms")?;
+        request.min_bytes = d.i32("FetchRequest.min_bytes")?;
+        if version >= 3 {
+            request.max_bytes = d.i32("FetchRequest.max_bytes")?;
+        }
+        if version >= 4 {
+            request.isolation_level = d.i8("FetchRequest.isolation_level")?;
+        }
+        if version >= 7 {
+            request.session_id = d.i32("FetchRequest.session_id")?;
+            request.session_epoch = d.i32("FetchRequest.session_epoch")?;
+        }
+        request.topics = d.array_of(flexible, "FetchRequest.topics", |d| {
+            FetchTopic::decode(d, version)
+        })?;
+        if version >= 7 {
+            request.forgotten_topics_data =
+                d.array_of(flexible, "FetchRequest.forgotten_topics_data", |d| {
+                    ForgottenTopic::decode(d, version)
+                })?;
+        }
+        if version >= 11 {
+            request.rack_id = d.string(flexible, "FetchRequest.rack_id")?;
+        }
+        if flexible {
+            d.tagged_fields("FetchRequest.tagged_fields", |tag, f| {
+                match tag {
+                    0 => request.cluster_id = f.nullable_string(true, "FetchRequest.cluster_id")?,
+                    1 if version >= 15 => request.replica_state = ReplicaState::decode(f)?,
+                    _ => return Ok(false),
+                }
+                Ok(true)
+            })?;
+        }
+        Ok(request)
+    }
+}
+
+impl Request for FetchRequest {
+    type Response = FetchResponse;
+}
+
+/// FetchResponse: per partition, the records read (raw) and the partition's state.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FetchResponse {
+    /// v1+: how long the broker throttled the request (quota), in milliseconds.
+    pub throttle_time_ms: i32,
+    /// v7+: the top-level error code (fetch-session errors), 0 for none.
+    pub error_code: i16,
+    /// v7+: the fetch session id, 0 if the fetch is not part of a session (KIP-227).
+    pub session_id: i32,
+    /// The topics fetched.
+    pub responses: Vec<FetchTopicResponse>,
+    /// v16+, tagged 0: the endpoints of the leaders named in partitions that answered
+    /// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (KIP-951).
+    pub node_endpoints: Vec<NodeEndpoint>,
+}
+
+/// One topic of a [`FetchResponse`] (`FetchableTopicResponse` in the schema).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FetchTopicResponse {
+    /// v0–12: the topic name.
+    pub topic: String,
+    /// v13+: the topic id (KIP-516).
+    pub topic_id: [u8; 16],
+    /// The partitions fetched.
+    pub partitions: Vec<FetchPartitionResponse>,
+}
+
+/// One partition of a [`FetchTopicResponse`] (`PartitionData` in the schema).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchPartitionResponse {
+    /// The partition index.
+    pub partition_index: i32,
+    /// The partition's error code, 0 for none.
+    pub error_code: i16,
+    /// The partition's high watermark.
+    pub high_watermark: i64,
+    /// v4+: the last stable offset: every transaction before it is decided (KIP-98); -1 if
+    /// unknown.
+    pub last_stable_offset: i64,
+    /// v5+: the log start offset (KIP-107); -1 if unknown.
+    pub log_start_offset: i64,
+    /// v12+, tagged 0: where the fetcher's log diverges from the leader's (KIP-595).
+    pub diverging_epoch: EpochEndOffset,
+    /// v12+, tagged 1: the current leader, when the fetch went to the wrong broker (KIP-595,
+    /// KIP-951).
+    pub current_leader: LeaderIdAndEpoch,
+    /// v12+, tagged 2: the snapshot to fetch when the offset is before the log start
+    /// (KIP-630).
+    pub snapshot_id: SnapshotId,
+    /// v4+: the aborted transactions among the records, for read-committed fetches (KIP-98);
+    /// null when there are none to report.
+    pub aborted_transactions: Option<Vec<AbortedTransaction>>,
+    /// v11+: the replica the consumer should fetch from next, or -1 (KIP-392).
+    pub preferred_read_replica: i32,
+    /// The record data, unparsed (a sequence of RecordBatches; the last may be partial).
+    pub records: Option<Bytes>,
+}
+
+impl Default for FetchPartitionResponse {
+    /// The schema's defaults (offsets, epochs and replica -1; `AbortedTransactions` nullable
+    /// without a declared default, so empty).
+    fn default() -> Self {
+        Self {
+            partition_index: 0,
+            error_code: 0,
+            high_watermark: 0,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            diverging_epoch: EpochEndOffset::default(),
+            current_leader: LeaderIdAndEpoch::default(),
+            snapshot_id: SnapshotId::default(),
+            aborted_transactions: Some(Vec::new()),
+            preferred_read_replica: -1,
+            records: None,
+        }
+    }
+}
+
+/// The largest epoch and its end offset where the logs agree (v12+, KIP-595).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochEndOffset {
+    /// The epoch, -1 if none.
+    pub epoch: i32,
+    /// The end offset, -1 if none.
+    pub end_offset: i64,
+}
+
+impl Default for EpochEndOffset {
+    /// The schema's defaults (-1, -1): no divergence.
+    fn default() -> Self {
+        Self {
+            epoch: -1,
+            end_offset: -1,
+        }
+    }
+}
+
+/// A partition's current leader (v12+).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaderIdAndEpoch {
+    /// The leader's broker id, -1 if unknown.
+    pub leader_id: i32,
+    /// The leader epoch, -1 if unknown.
+    pub leader_epoch: i32,
+}
+
+impl Default for LeaderIdAndEpoch {
+    /// The schema's defaults (-1, -1): unknown.
+    fn default() -> Self {
+        Self {
+            leader_id: -1,
+            leader_epoch: -1,
+        }
+    }
+}
+
+/// The snapshot to fetch instead of the log (v12+, KIP-630).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotId {
+    /// The snapshot's end offset, -1 if none.
+    pub end_offset: i64,
+    /// The snapshot's epoch, -1 if none.
+    pub epoch: i32,
+}
+
+impl Default for SnapshotId {
+    /// The schema's defaults (-1, -1): no snapshot.
+    fn default() -> Self {
+        Self {
+            end_offset: -1,
+            epoch: -1,
+        }
+    }
+}
+
+/// An aborted transaction among the fetched records (v4+, KIP-98).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AbortedTransaction {
+    /// The producer id of the aborted transaction.
+    pub producer_id: i64,
+    /// The offset of the transaction's first record.
+    pub first_offset: i64,
+}
+
+/// A broker's endpoint (v16+, KIP-951).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeEndpoint {
+    /// The broker id.
+    pub node_id: i32,
+    /// The broker's host name.
+    pub host: String,
+    /// The broker's port.
+    pub port: i32,
+    /// The broker's rack, or null.
+    pub rack: Option<String>,
+}
+
+impl EpochEndOffset {
+    /// Tagged fields exist only in flexible versions, so this is always flexible.
+    fn encode<B: BufMut>(&self, out: &mut B) {
+        out.put_i32(self.epoch);
+        out.put_i64(self.end_offset);
+        out.put_empty_tagged_fields();
+    }
+
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let value = Self {
+            epoch: d.i32("FetchResponse.diverging_epoch.epoch")?,
+            end_offset: d.i64("FetchResponse.diverging_epoch.end_offset")?,
+        };
+        d.skip_tagged_fields("FetchResponse.diverging_epoch.tagged_fields")?;
+        Ok(value)
+    }
+}
+
+impl LeaderIdAndEpoch {
+    /// Tagged fields exist only in flexible versions, so this is always flexible.
+    fn encode<B: BufMut>(&self, out: &mut B) {
+        out.put_i32(self.leader_id);
+        out.put_i32(self.leader_epoch);
+        out.put_empty_tagged_fields();
+    }
+
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let value = Self {
+            leader_id: d.i32("FetchResponse.current_leader.leader_id")?,
+            leader_epoch: d.i32("FetchResponse.current_leader.leader_epoch")?,
+        };
+        d.skip_tagged_fields("FetchResponse.current_leader.tagged_fields")?;
+        Ok(value)
+    }
+}
+
+impl SnapshotId {
+    /// Tagged fields exist only in flexible versions, so this is always flexible.
+    fn encode<B: BufMut>(&self, out: &mut B) {
+        out.put_i64(self.end_offset);
+        out.put_i32(self.epoch);
+        out.put_empty_tagged_fields();
+    }
+
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let value = Self {
+            end_offset: d.i64("FetchResponse.snapshot_id.end_offset")?,
+            epoch: d.i32("FetchResponse.snapshot_id.epoch")?,
+        };
+        d.skip_tagged_fields("FetchResponse.snapshot_id.tagged_fields")?;
+        Ok(value)
+    }
+}
+
+impl AbortedTransaction {
+    fn encode<B: BufMut>(&self, flexible: bool, out: &mut B) {
+        out.put_i64(self.producer_id);
+        out.put_i64(self.first_offset);
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, flexible: bool) -> Result<Self, DecodeError> {
+        let value = Self {
+            producer_id: d.i64("FetchResponse.aborted_transactions.producer_id")?,
+            first_offset: d.i64("FetchResponse.aborted_transactions.first_offset")?,
+        };
+        if flexible {
+            d.skip_tagged_fields("FetchResponse.aborted_transactions.tagged_fields")?;
+        }
+        Ok(value)
+    }
+}
+
+impl NodeEndpoint {
+    /// Tagged fields exist only in flexible versions, so this is always flexible.
+    fn encode<B: BufMut>(&self, out: &mut B) {
+        out.put_i32(self.node_id);
+        out.put_string(true, &self.host);
+        out.put_i32(self.port);
+        out.put_nullable_string(true, self.rack.as_deref());
+        out.put_empty_tagged_fields();
+    }
+
+    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let value = Self {
+            node_id: d.i32("FetchResponse.node_endpoints.node_id")?,
+            host: d.string(true, "FetchResponse.node_endpoints.host")?,
+            port: d.i32("FetchResponse.node_endpoints.port")?,
+            rack: d.nullable_string(true, "FetchResponse.node_endpoints.rack")?,
+        };
+        d.skip_tagged_fields("FetchResponse.node_endpoints.tagged_fields")?;
+        Ok(value)
+    }
+}
+
+impl FetchPartitionResponse {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = FetchResponse::is_flexible(version);
+        out.put_i32(self.partition_index);
+        out.put_i16(self.error_code);
+        out.put_i64(self.high_watermark);
+        if version >= 4 {
+            out.put_i64(self.last_stable_offset);
+        }
+        if version >= 5 {
+            out.put_i64(self.log_start_offset);
+        }
+        if version >= 4 {
+            match &self.aborted_transactions {
+                None => out.put_array_len(flexible, None),
+                Some(aborted) => out.put_array(flexible, aborted, |out, t| t.encode(flexible, out)),
+            }
+        }
+        if version >= 11 {
+            out.put_i32(self.preferred_read_replica);
+        }
+        out.put_nullable_bytes(flexible, self.records.as_deref());
+        if flexible {
+            let mut tagged = TaggedFields::default();
+            if self.diverging_epoch != EpochEndOffset::default() {
+                tagged.add(0, |b| self.diverging_epoch.encode(b));
+            }
+            if self.current_leader != LeaderIdAndEpoch::default() {
+                tagged.add(1, |b| self.current_leader.encode(b));
+            }
+            if self.snapshot_id != SnapshotId::default() {
+                tagged.add(2, |b| self.snapshot_id.encode(b));
+            }
+            tagged.write(out);
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = FetchResponse::is_flexible(version);
+        let mut partition = Self {
+            partition_index: d.i32("FetchResponse.partitions.partition_index")?,
+            error_code: d.i16("FetchResponse.partitions.error_code")?,
+            high_watermark: d.i64("FetchResponse.partitions.high_watermark")?,
+            ..Self::default()
+        };
+        if version >= 4 {
+            partition.last_stable_offset = d.i64("FetchResponse.partitions.last_stable_offset")?;
+        }
+        if version >= 5 {
+            partition.log_start_offset = d.i64("FetchResponse.partitions.log_start_offset")?;
+        }
+        if version >= 4 {
+            partition.aborted_transactions =
+                d.nullable_array_of(flexible, "FetchResponse.aborted_transactions", |d| {
+                    AbortedTransaction::decode(d, flexible)
+                })?;
+        }
+        if version >= 11 {
+            partition.preferred_read_replica =
+                d.i32("FetchResponse.partitions.preferred_read_replica")?;
+        }
+        partition.records = d.nullable_bytes(flexible, "FetchResponse.partitions.records")?;
+        if flexible {
+            d.tagged_fields("FetchResponse.partitions.tagged_fields", |tag, f| {
+                match tag {
+                    0 => partition.diverging_epoch = EpochEndOffset::decode(f)?,
+                    1 => partition.current_leader = LeaderIdAndEpoch::decode(f)?,
+                    2 => partition.snapshot_id = SnapshotId::decode(f)?,
+                    _ => return Ok(false),
+                }
+                Ok(true)
+            })?;
+        }
+        Ok(partition)
+    }
+}
+
+impl FetchTopicResponse {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = FetchResponse::is_flexible(version);
+        put_topic_name_or_id(
+            out,
+            version >= TOPIC_IDS_FROM,
+            flexible,
+            &self.topic,
+            &self.topic_id,
+        );
+        out.put_array(flexible, &self.partitions, |out, p| p.encode(version, out));
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = FetchResponse::is_flexible(version);
+        let (topic, topic_id) = read_topic_name_or_id(
+            d,
+            version >= TOPIC_IDS_FROM,
+            flexible,
+            "FetchResponse.responses.topic",
+        )?;
+        let response = Self {
+            topic,
+            topic_id,
+            partitions: d.array_of(flexible, "FetchResponse.responses.partitions", |d| {
+                FetchPartitionResponse::decode(d, version)
+            })?,
+        };
+        if flexible {
+            d.skip_tagged_fields("FetchResponse.responses.tagged_fields")?;
+        }
+        Ok(response)
+    }
+}
+
+impl Message for FetchResponse {
+    const API_KEY: ApiKey = ApiKey::Fetch;
+    const MIN_VERSION: i16 = FetchRequest::MIN_VERSION;
+    const MAX_VERSION: i16 = FetchRequest::MAX_VERSION;
+    const FLEXIBLE_FROM: i16 = FetchRequest::FLEXIBLE_FROM;
+
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = Self::is_flexible(version);
+        if version >= 1 {
+            out.put_i32(self.throttle_time_ms);
+        }
+        if version >= 7 {
+            out.put_i16(self.error_code);
+            out.put_i32(self.session_id);
+        }
+        out.put_array(flexible, &self.responses, |out, t| t.encode(version, out));
+        if flexible {
+            let mut tagged = TaggedFields::default();
+            if version >= 16 && !self.node_endpoints.is_empty() {
+                tagged.add(0, |b| {
+                    b.put_array(true, &self.node_endpoints, |b, n| n.encode(b))
+                });
+            }
+            tagged.write(out);
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        check_version::<Self>(d, version)?;
+        let flexible = Self::is_flexible(version);
+        let mut response = Self::default();
+        if version >= 1 {
+            response.throttle_time_ms = d.i32("FetchResponse.throttle_time_ms")?;
+        }
+        if version >= 7 {
+            response.error_code = d.i16("FetchResponse.error_code")?;
+            response.session_id = d.i32("FetchResponse.session_id")?;
+        }
+        response.responses = d.array_of(flexible, "FetchResponse.responses", |d| {
+            FetchTopicResponse::decode(d, version)
+        })?;
+        if flexible {
+            d.tagged_fields("FetchResponse.tagged_fields", |tag, f| {
+                if tag == 0 && version >= 16 {
+                    response.node_endpoints =
+                        f.array_of(true, "FetchResponse.node_endpoints", NodeEndpoint::decode)?;
+                    return Ok(true);
+                }
+                Ok(false)
+            })?;
+        }
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::heartbeat::group_test_support::{assert_golden, assert_robust, decode};
+    use super::*;
+
+    const TOPIC_ID: [u8; 16] = [
+        0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae,
+        0xaf,
+    ];
+
+    /// A consumer's fetch of one partition, by name (≤ v12) or by id (v13+).
+    fn consumer_request(by_id: bool) -> FetchRequest {
+        FetchRequest {
+            max_wait_ms: 500,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+            isolation_level: 1,
+            topics: vec![FetchTopic {
+                topic: if by_id { String::new() } else { "t".into() },
+                topic_id: if by_id { TOPIC_ID } else { [0; 16] },
+                partitions: vec![FetchPartition {
+                    partition: 0,
+                    current_leader_epoch: 3,
+                    fetch_offset: 7,
+                    partition_max_bytes: 1 << 16,
+                    ..FetchPartition::default()
+                }],
+            }],
+            ..FetchRequest::default()
+        }
+    }
+
+    #[test]
+    fn request_v11_classic_golden() {
+        let mut value = consumer_request(false);
+        value.rack_id = "r".into();
+        #[rustfmt::skip]
+        let golden = [
+            0xff, 0xff, 0xff, 0xff,                 // replica_id -1 (v0–14)
+            0x00, 0x00, 0x01, 0xf4,                 // max_wait_ms 500
+            0x00, 0x00, 0x00, 0x01,                 // min_bytes 1
+            0x00, 0x10, 0x00, 0x00,                 // max_bytes 1 MiB (v3+)
+            0x01,                                   // isolation_level (v4+)
+            0x00, 0x00, 0x00, 0x00,                 // session_id (v7+)
+            0xff, 0xff, 0xff, 0xff,                 // session_epoch -1 (v7+)
+            0x00, 0x00, 0x00, 0x01,                 // topics: count 1
+            0x00, 0x01, b't',                       //   topic
+            0x00, 0x00, 0x00, 0x01,                 //   partitions: count 1
+            0x00, 0x00, 0x00, 0x00,                 //     partition
+            0x00, 0x00, 0x00, 0x03,                 //     current_leader_epoch (v9+)
+            0, 0, 0, 0, 0, 0, 0, 7,                 //     fetch_offset
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // log_start_offset -1 (v5+)
+            0x00, 0x01, 0x00, 0x00,                 //     partition_max_bytes 64 KiB
+            0x00, 0x00, 0x00, 0x00,                 // forgotten_topics_data: count 0 (v7+)
+            0x00, 0x01, b'r',                       // rack_id (v11+)
+        ];
+        assert_golden(&value, 11, &golden);
+    }
+
+    #[test]
+    fn request_v0_classic_golden() {
+        let mut value = consumer_request(false);
+        value.max_bytes = i32::MAX;
+        value.isolation_level = 0;
+        value.topics[0].partitions[0].current_leader_epoch = -1;
+        #[rustfmt::skip]
+        let golden = [
+            0xff, 0xff, 0xff, 0xff,                 // replica_id
+            0x00, 0x00, 0x01, 0xf4,                 // max_wait_ms
+            0x00, 0x00, 0x00, 0x01,                 // min_bytes
+            0x00, 0x00, 0x00, 0x01,                 // topics: count 1
+            0x00, 0x01, b't',                       //   topic
+            0x00, 0x00, 0x00, 0x01,                 //   partitions: count 1
+            0x00, 0x00, 0x00, 0x00,                 //     partition
+            0, 0, 0, 0, 0, 0, 0, 7,                 //     fetch_offset
+            0x00, 0x01, 0x00, 0x00,                 //     partition_max_bytes
+        ];
+        assert_golden(&value, 0, &golden);
+    }
+
+    #[test]
+    fn request_v12_flexible_golden_with_cluster_id() {
+        let mut value = consumer_request(false);
+        value.cluster_id = Some("c".into());
+        value.topics[0].partitions[0].last_fetched_epoch = 2;
+        #[rustfmt::skip]
+        let golden = [
+            0xff, 0xff, 0xff, 0xff,                 // replica_id -1
+            0x00, 0x00, 0x01, 0xf4,                 // max_wait_ms
+            0x00, 0x00, 0x00, 0x01,                 // min_bytes
+            0x00, 0x10, 0x00, 0x00,                 // max_bytes
+            0x01,                                   // isolation_level
+            0x00, 0x00, 0x00, 0x00,                 // session_id
+            0xff, 0xff, 0xff, 0xff,                 // session_epoch
+            0x02,                                   // topics: compact count 1 + 1
+            0x02, b't',                             //   topic: compact string (v12 is by name)
+            0x02,                                   //   partitions: compact count 1 + 1
+            0x00, 0x00, 0x00, 0x00,                 //     partition
+            0x00, 0x00, 0x00, 0x03,                 //     current_leader_epoch
+            0, 0, 0, 0, 0, 0, 0, 7,                 //     fetch_offset
+            0x00, 0x00, 0x00, 0x02,                 //     last_fetched_epoch (v12+)
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // log_start_offset -1
+            0x00, 0x01, 0x00, 0x00,                 //     partition_max_bytes
+            0x00,                                   //     partition tagged fields: none
+            0x00,                                   //   topic tagged fields
+            0x01,                                   // forgotten_topics_data: compact count 0 + 1
+            0x01,                                   // rack_id: empty compact string
+            0x01,                                   // tagged fields: 1
+            0x00, 0x02, 0x02, b'c',                 //   tag 0 ClusterId, size 2, compact "c"
+        ];
+        assert_golden(&value, 12, &golden);
+    }
+
+    #[test]
+    fn request_v18_flexible_golden_by_topic_id_with_tagged_fields() {
+        let mut value = consumer_request(true);
+        value.replica_state = ReplicaState {
+            replica_id: 1,
+            replica_epoch: 9,
+        };
+        value.forgotten_topics_data = vec![ForgottenTopic {
+            topic: String::new(),
+            topic_id: TOPIC_ID,
+            partitions: vec![4],
+        }];
+        let partition = &mut value.topics[0].partitions[0];
+        partition.replica_directory_id = [0x11; 16];
+        partition.high_watermark = 6;
+        #[rustfmt::skip]
+        let golden = [
+            // no replica_id from v15 (it moved into the tagged ReplicaState)
+            0x00, 0x00, 0x01, 0xf4,                 // max_wait_ms
+            0x00, 0x00, 0x00, 0x01,                 // min_bytes
+            0x00, 0x10, 0x00, 0x00,                 // max_bytes
+            0x01,                                   // isolation_level
+            0x00, 0x00, 0x00, 0x00,                 // session_id
+            0xff, 0xff, 0xff, 0xff,                 // session_epoch
+            0x02,                                   // topics: compact count 1 + 1
+            0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,
+            0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf, // topic_id (v13+)
+            0x02,                                   //   partitions
+            0x00, 0x00, 0x00, 0x00,                 //     partition
+            0x00, 0x00, 0x00, 0x03,                 //     current_leader_epoch
+            0, 0, 0, 0, 0, 0, 0, 7,                 //     fetch_offset
+            0xff, 0xff, 0xff, 0xff,                 //     last_fetched_epoch -1
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // log_start_offset -1
+            0x00, 0x01, 0x00, 0x00,                 //     partition_max_bytes
+            0x02,                                   //     partition tagged fields: 2
+            0x00, 0x10,                             //       tag 0 ReplicaDirectoryId, size 16
+            0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+            0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+            0x01, 0x08,                             //       tag 1 HighWatermark (v18), size 8
+            0, 0, 0, 0, 0, 0, 0, 6,
+            0x00,                                   //   topic tagged fields
+            0x02,                                   // forgotten_topics_data: compact count 1 + 1
+            0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,
+            0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf, // topic_id
+            0x02, 0x00, 0x00, 0x00, 0x04,           //   partitions [4]
+            0x00,                                   //   forgotten topic tagged fields
+            0x01,                                   // rack_id: empty
+            0x01,                                   // tagged fields: 1 (no ClusterId)
+            0x01, 0x0d,                             //   tag 1 ReplicaState, size 13
+            0x00, 0x00, 0x00, 0x01,                 //     replica_id
+            0, 0, 0, 0, 0, 0, 0, 9,                 //     replica_epoch
+            0x00,                                   //     ReplicaState tagged fields
+        ];
+        assert_golden(&value, 18, &golden);
+    }
+
+    fn partition_response() -> FetchPartitionResponse {
+        FetchPartitionResponse {
+            partition_index: 0,
+            error_code: 0,
+            high_watermark: 10,
+            last_stable_offset: 8,
+            log_start_offset: 0,
+            aborted_transactions: Some(vec![AbortedTransaction {
+                producer_id: 5,
+                first_offset: 6,
+            }]),
+            records: Some(Bytes::from_static(&[0xde, 0xad])),
+            ..FetchPartitionResponse::default()
+        }
+    }
+
+    #[test]
+    fn response_v4_classic_golden() {
+        let mut partition = partition_response();
+        partition.log_start_offset = -1; // v5+
+        let value = FetchResponse {
+            throttle_time_ms: 0,
+            responses: vec![FetchTopicResponse {
+                topic: "t".into(),
+                topic_id: [0; 16],
+                partitions: vec![partition],
+            }],
+            ..FetchResponse::default()
+        };
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x00, 0x00, 0x00,                 // throttle_time_ms (v1+)
+            0x00, 0x00, 0x00, 0x01,                 // responses: count 1
+            0x00, 0x01, b't',                       //   topic
+            0x00, 0x00, 0x00, 0x01,                 //   partitions: count 1
+            0x00, 0x00, 0x00, 0x00,                 //     partition_index
+            0x00, 0x00,                             //     error_code
+            0, 0, 0, 0, 0, 0, 0, 10,                //     high_watermark
+            0, 0, 0, 0, 0, 0, 0, 8,                 //     last_stable_offset (v4+)
+            0x00, 0x00, 0x00, 0x01,                 //     aborted_transactions: count 1 (v4+)
+            0, 0, 0, 0, 0, 0, 0, 5,                 //       producer_id
+            0, 0, 0, 0, 0, 0, 0, 6,                 //       first_offset
+            0x00, 0x00, 0x00, 0x02, 0xde, 0xad,     //     records: int32 length 2
+        ];
+        assert_golden(&value, 4, &golden);
+    }
+
+    #[test]
+    fn response_v0_classic_golden() {
+        let value = FetchResponse {
+            responses: vec![FetchTopicResponse {
+                topic: "t".into(),
+                topic_id: [0; 16],
+                partitions: vec![FetchPartitionResponse {
+                    partition_index: 0,
+                    error_code: 0,
+                    high_watermark: 10,
+                    records: Some(Bytes::from_static(&[0xde, 0xad])),
+                    ..FetchPartitionResponse::default()
+                }],
+            }],
+            ..FetchResponse::default()
+        };
+        #[rustfmt::skip]
+        let golden = [
+            // no throttle_time_ms before v1
+            0x00, 0x00, 0x00, 0x01,                 // responses: count 1
+            0x00, 0x01, b't',                       //   topic
+            0x00, 0x00, 0x00, 0x01,                 //   partitions: count 1
+            0x00, 0x00, 0x00, 0x00,                 //     partition_index
+            0x00, 0x00,                             //     error_code
+            0, 0, 0, 0, 0, 0, 0, 10,                //     high_watermark
+            0x00, 0x00, 0x00, 0x02, 0xde, 0xad,     //     records (a v0/v1 message set)
+        ];
+        assert_golden(&value, 0, &golden);
+    }
+
+    #[test]
+    fn response_v11_classic_golden_with_null_aborted_and_records() {
+        let value = FetchResponse {
+            throttle_time_ms: 1,
+            error_code: 0,
+            session_id: 3,
+            responses: vec![FetchTopicResponse {
+                topic: "t".into(),
+                topic_id: [0; 16],
+                partitions: vec![FetchPartitionResponse {
+                    partition_index: 1,
+                    error_code: 1, // OFFSET_OUT_OF_RANGE
+                    high_watermark: -1,
+                    aborted_transactions: None,
+                    preferred_read_replica: 2,
+                    records: None,
+                    ..FetchPartitionResponse::default()
+                }],
+            }],
+            node_endpoints: Vec::new(),
+        };
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x00, 0x00, 0x01,                 // throttle_time_ms
+            0x00, 0x00,                             // error_code (v7+)
+            0x00, 0x00, 0x00, 0x03,                 // session_id (v7+)
+            0x00, 0x00, 0x00, 0x01,                 // responses: count 1
+            0x00, 0x01, b't',                       //   topic
+            0x00, 0x00, 0x00, 0x01,                 //   partitions: count 1
+            0x00, 0x00, 0x00, 0x01,                 //     partition_index
+            0x00, 0x01,                             //     error_code
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // high_watermark -1
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // last_stable_offset -1
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // log_start_offset -1
+            0xff, 0xff, 0xff, 0xff,                 //     aborted_transactions: null
+            0x00, 0x00, 0x00, 0x02,                 //     preferred_read_replica (v11+)
+            0xff, 0xff, 0xff, 0xff,                 //     records: null
+        ];
+        assert_golden(&value, 11, &golden);
+    }
+
+    #[test]
+    fn response_v16_flexible_golden_with_tagged_fields() {
+        let mut partition = partition_response();
+        partition.error_code = 6; // NOT_LEADER_OR_FOLLOWER
+        partition.current_leader = LeaderIdAndEpoch {
+            leader_id: 2,
+            leader_epoch: 4,
+        };
+        partition.diverging_epoch = EpochEndOffset {
+            epoch: 1,
+            end_offset: 3,
+        };
+        let value = FetchResponse {
+            throttle_time_ms: 0,
+            error_code: 0,
+            session_id: 0,
+            responses: vec![FetchTopicResponse {
+                topic: String::new(),
+                topic_id: TOPIC_ID,
+                partitions: vec![partition],
+            }],
+            node_endpoints: vec![NodeEndpoint {
+                node_id: 2,
+                host: "h".into(),
+                port: 9092,
+                rack: None,
+            }],
+        };
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x00, 0x00, 0x00,                 // throttle_time_ms
+            0x00, 0x00,                             // error_code
+            0x00, 0x00, 0x00, 0x00,                 // session_id
+            0x02,                                   // responses: compact count 1 + 1
+            0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7,
+            0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf, // topic_id (v13+)
+            0x02,                                   //   partitions
+            0x00, 0x00, 0x00, 0x00,                 //     partition_index
+            0x00, 0x06,                             //     error_code
+            0, 0, 0, 0, 0, 0, 0, 10,                //     high_watermark
+            0, 0, 0, 0, 0, 0, 0, 8,                 //     last_stable_offset
+            0, 0, 0, 0, 0, 0, 0, 0,                 //     log_start_offset
+            0x02,                                   //     aborted_transactions: compact 1 + 1
+            0, 0, 0, 0, 0, 0, 0, 5,                 //       producer_id
+            0, 0, 0, 0, 0, 0, 0, 6,                 //       first_offset
+            0x00,                                   //       tagged fields
+            0xff, 0xff, 0xff, 0xff,                 //     preferred_read_replica -1
+            0x03, 0xde, 0xad,                       //     records: compact length 2 + 1
+            0x02,                                   //     tagged fields: 2 (no SnapshotId)
+            0x00, 0x0d,                             //       tag 0 DivergingEpoch, size 13
+            0x00, 0x00, 0x00, 0x01,                 //         epoch
+            0, 0, 0, 0, 0, 0, 0, 3,                 //         end_offset
+            0x00,                                   //         tagged fields
+            0x01, 0x09,                             //       tag 1 CurrentLeader, size 9
+            0x00, 0x00, 0x00, 0x02,                 //         leader_id
+            0x00, 0x00, 0x00, 0x04,                 //         leader_epoch
+            0x00,                                   //         tagged fields
+            0x00,                                   //   topic tagged fields
+            0x01,                                   // tagged fields: 1
+            0x00, 0x0d,                             //   tag 0 NodeEndpoints (v16+), size 13
+            0x02,                                   //     compact count 1 + 1
+            0x00, 0x00, 0x00, 0x02,                 //       node_id
+            0x02, b'h',                             //       host
+            0x00, 0x00, 0x23, 0x84,                 //       port 9092
+            0x00,                                   //       rack: null
+            0x00,                                   //       tagged fields
+        ];
+        assert_golden(&value, 16, &golden);
+    }
+
+    #[test]
+    fn unknown_tagged_fields_are_skipped() {
+        // A v12 response whose partition carries SnapshotId (tag 2) and an unknown tag 9,
+        // and whose top level carries an unknown tag 5.
+        #[rustfmt::skip]
+        let bytes = [
+            0x00, 0x00, 0x00, 0x00,                 // throttle_time_ms
+            0x00, 0x00,                             // error_code
+            0x00, 0x00, 0x00, 0x00,                 // session_id
+            0x02,                                   // responses
+            0x02, b't',                             //   topic
+            0x02,                                   //   partitions
+            0x00, 0x00, 0x00, 0x00,                 //     partition_index
+            0x00, 0x00,                             //     error_code
+            0, 0, 0, 0, 0, 0, 0, 0,                 //     high_watermark
+            0, 0, 0, 0, 0, 0, 0, 0,                 //     last_stable_offset
+            0, 0, 0, 0, 0, 0, 0, 0,                 //     log_start_offset
+            0x00,                                   //     aborted_transactions: null
+            0xff, 0xff, 0xff, 0xff,                 //     preferred_read_replica
+            0x00,                                   //     records: null
+            0x02,                                   //     tagged fields: 2
+            0x02, 0x0d,                             //       tag 2 SnapshotId, size 13
+            0, 0, 0, 0, 0, 0, 0, 5,                 //         end_offset
+            0x00, 0x00, 0x00, 0x01,                 //         epoch
+            0x00,                                   //         tagged fields
+            0x09, 0x01, 0xaa,                       //       tag 9 (unknown), size 1
+            0x00,                                   //   topic tagged fields
+            0x01, 0x05, 0x02, 0xbb, 0xcc,           // tagged fields: tag 5 (unknown), size 2
+        ];
+        let response: FetchResponse = decode(&bytes, 12).unwrap();
+        let partition = &response.responses[0].partitions[0];
+        assert_eq!(
+            partition.snapshot_id,
+            SnapshotId {
+                end_offset: 5,
+                epoch: 1
+            }
+        );
+        assert_eq!(partition.aborted_transactions, None);
+        assert_eq!(partition.records, None);
+        assert!(response.node_endpoints.is_empty());
+    }
+
+    #[test]
+    fn decoding_is_robust() {
+        let mut request = consumer_request(false);
+        request.topics[0].topic_id = TOPIC_ID;
+        request.cluster_id = Some("c".into());
+        request.replica_state = ReplicaState {
+            replica_id: 1,
+            replica_epoch: 2,
+        };
+        request.forgotten_topics_data = vec![ForgottenTopic {
+            topic: "f".into(),
+            topic_id: TOPIC_ID,
+            partitions: vec![1],
+        }];
+        request.rack_id = "r".into();
+        let partition = &mut request.topics[0].partitions[0];
+        partition.replica_directory_id = [1; 16];
+        partition.high_watermark = 3;
+        assert_robust(&request);
+
+        let mut partition = partition_response();
+        partition.diverging_epoch = EpochEndOffset {
+            epoch: 1,
+            end_offset: 2,
+        };
+        partition.current_leader = LeaderIdAndEpoch {
+            leader_id: 1,
+            leader_epoch: 2,
+        };
+        partition.snapshot_id = SnapshotId {
+            end_offset: 1,
+            epoch: 2,
+        };
+        assert_robust(&FetchResponse {
+            throttle_time_ms: 1,
+            error_code: 0,
+            session_id: 2,
+            responses: vec![FetchTopicResponse {
+                topic: "t".into(),
+                topic_id: TOPIC_ID,
+                partitions: vec![partition],
+            }],
+            node_endpoints: vec![NodeEndpoint {
+                node_id: 1,
+                host: "h".into(),
+                port: 1,
+                rack: Some("r".into()),
+            }],
+        });
+    }
+}

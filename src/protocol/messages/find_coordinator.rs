@@ -1,1 +1,365 @@
-//! find_coordinator (placeholder: filled in by the codec work).
+//! FindCoordinator (API key 10): which broker coordinates a consumer group or a transactional
+//! id.
+//!
+//! Schemas `FindCoordinatorRequest.json` / `FindCoordinatorResponse.json`: versions 0–6,
+//! flexible from v3.
+//!
+//! Version history: v1 adds the key type (KIP-98) and, in the response, throttle time and an
+//! error message; v2 is the same as v1; v3 is the first flexible version; v4 batches keys
+//! (`CoordinatorKeys` / `Coordinators`, KIP-699) and drops the single-key fields; v5 may answer
+//! TRANSACTION_ABORTABLE (KIP-890); v6 adds the share-group key type (KIP-932).
+//!
+//! Both shapes map onto one pair of structs: a request is a key type and a list of keys, a
+//! response a list of [`Coordinator`]s. Below v4 the list holds exactly one entry.
+
+use bytes::BufMut;
+
+use crate::protocol::header::check_version;
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
+
+/// FindCoordinator request body, in one shape for every version.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FindCoordinatorRequest {
+    /// v1+: what the keys are: [`Self::KEY_TYPE_GROUP`] (the only kind v0 knows),
+    /// [`Self::KEY_TYPE_TRANSACTION`] (KIP-98) or [`Self::KEY_TYPE_SHARE`] (v6, KIP-932).
+    pub key_type: i8,
+    /// The keys (group ids or transactional ids). v4+ send them all (`CoordinatorKeys`,
+    /// KIP-699); v0–3 have a single `Key` field and send exactly one, the first (an empty list
+    /// is written as the empty key).
+    pub coordinator_keys: Vec<String>,
+}
+
+impl FindCoordinatorRequest {
+    /// Key type of a consumer group id.
+    pub const KEY_TYPE_GROUP: i8 = 0;
+    /// Key type of a transactional id (KIP-98).
+    pub const KEY_TYPE_TRANSACTION: i8 = 1;
+    /// Key type of a share group (v6+, KIP-932).
+    pub const KEY_TYPE_SHARE: i8 = 2;
+
+    /// A request for the coordinator of one key.
+    pub fn single(key_type: i8, key: impl Into<String>) -> Self {
+        Self {
+            key_type,
+            coordinator_keys: vec![key.into()],
+        }
+    }
+}
+
+impl Message for FindCoordinatorRequest {
+    const API_KEY: ApiKey = ApiKey::FindCoordinator;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 6;
+    const FLEXIBLE_FROM: i16 = 3;
+
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        debug_assert!(
+            version >= 1 || self.key_type == Self::KEY_TYPE_GROUP,
+            "FindCoordinator v0 can only look up groups"
+        );
+        debug_assert!(
+            version >= 4 || self.coordinator_keys.len() == 1,
+            "FindCoordinator v0-3 carry exactly one key"
+        );
+        let flexible = Self::is_flexible(version);
+        if version <= 3 {
+            let key = self.coordinator_keys.first().map_or("", String::as_str);
+            out.put_string(flexible, key);
+        }
+        if version >= 1 {
+            out.put_i8(self.key_type);
+        }
+        if version >= 4 {
+            out.put_array(flexible, &self.coordinator_keys, |out, key| {
+                out.put_string(flexible, key)
+            });
+        }
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        const KEYS: &str = "FindCoordinatorRequest.coordinator_keys";
+        check_version::<Self>(d, version)?;
+        let flexible = Self::is_flexible(version);
+        let mut request = Self::default();
+        if version <= 3 {
+            request.coordinator_keys = vec![d.string(flexible, "FindCoordinatorRequest.key")?];
+        }
+        if version >= 1 {
+            request.key_type = d.i8("FindCoordinatorRequest.key_type")?;
+        }
+        if version >= 4 {
+            request.coordinator_keys = d.array_of(flexible, KEYS, |d| d.string(flexible, KEYS))?;
+        }
+        if flexible {
+            d.skip_tagged_fields("FindCoordinatorRequest.tagged_fields")?;
+        }
+        Ok(request)
+    }
+}
+
+impl Request for FindCoordinatorRequest {
+    type Response = FindCoordinatorResponse;
+}
+
+/// FindCoordinator response body, in one shape for every version.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FindCoordinatorResponse {
+    /// v1+: how long the request was throttled by a quota, in milliseconds.
+    pub throttle_time_ms: i32,
+    /// One result per key. v4+ carry the list (`Coordinators`, KIP-699); v0–3 carry the
+    /// fields of one result at the top level: they decode to a one-entry list whose `key` is
+    /// empty (the caller knows which key it asked for), and only the first entry is encoded.
+    pub coordinators: Vec<Coordinator>,
+}
+
+/// The coordinator of one key.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Coordinator {
+    /// v4+: the key this result is for; empty below v4.
+    pub key: String,
+    /// The coordinator's broker id.
+    pub node_id: i32,
+    /// The coordinator's host name.
+    pub host: String,
+    /// The coordinator's port.
+    pub port: i32,
+    /// The error code, 0 for success.
+    pub error_code: i16,
+    /// v1+: the error message, or null.
+    pub error_message: Option<String>,
+}
+
+impl Coordinator {
+    /// The v4+ list entry.
+    fn encode_entry<B: BufMut>(&self, out: &mut B) {
+        out.put_string(true, &self.key);
+        out.put_i32(self.node_id);
+        out.put_string(true, &self.host);
+        out.put_i32(self.port);
+        out.put_i16(self.error_code);
+        out.put_nullable_string(true, self.error_message.as_deref());
+        out.put_empty_tagged_fields();
+    }
+
+    fn decode_entry(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let coordinator = Self {
+            key: d.string(true, "Coordinator.key")?,
+            node_id: d.i32("Coordinator.node_id")?,
+            host: d.string(true, "Coordinator.host")?,
+            port: d.i32("Coordinator.port")?,
+            error_code: d.i16("Coordinator.error_code")?,
+            error_message: d.nullable_string(true, "Coordinator.error_message")?,
+        };
+        d.skip_tagged_fields("Coordinator.tagged_fields")?;
+        Ok(coordinator)
+    }
+
+    /// The v0–3 top-level fields (after the throttle time).
+    fn encode_single<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = FindCoordinatorResponse::is_flexible(version);
+        out.put_i16(self.error_code);
+        if version >= 1 {
+            out.put_nullable_string(flexible, self.error_message.as_deref());
+        }
+        out.put_i32(self.node_id);
+        out.put_string(flexible, &self.host);
+        out.put_i32(self.port);
+    }
+
+    fn decode_single(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = FindCoordinatorResponse::is_flexible(version);
+        let mut coordinator = Self {
+            error_code: d.i16("FindCoordinatorResponse.error_code")?,
+            ..Self::default()
+        };
+        if version >= 1 {
+            coordinator.error_message =
+                d.nullable_string(flexible, "FindCoordinatorResponse.error_message")?;
+        }
+        coordinator.node_id = d.i32("FindCoordinatorResponse.node_id")?;
+        coordinator.host = d.string(flexible, "FindCoordinatorResponse.host")?;
+        coordinator.port = d.i32("FindCoordinatorResponse.port")?;
+        Ok(coordinator)
+    }
+}
+
+impl Message for FindCoordinatorResponse {
+    const API_KEY: ApiKey = ApiKey::FindCoordinator;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 6;
+    const FLEXIBLE_FROM: i16 = 3;
+
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        debug_assert!(
+            version >= 4 || self.coordinators.len() == 1,
+            "FindCoordinator v0-3 carry exactly one result"
+        );
+        let flexible = Self::is_flexible(version);
+        if version >= 1 {
+            out.put_i32(self.throttle_time_ms);
+        }
+        if version >= 4 {
+            out.put_array(true, &self.coordinators, |out, c| c.encode_entry(out));
+        } else {
+            match self.coordinators.first() {
+                Some(coordinator) => coordinator.encode_single(version, out),
+                None => Coordinator::default().encode_single(version, out),
+            }
+        }
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        check_version::<Self>(d, version)?;
+        let flexible = Self::is_flexible(version);
+        let mut response = Self::default();
+        if version >= 1 {
+            response.throttle_time_ms = d.i32("FindCoordinatorResponse.throttle_time_ms")?;
+        }
+        response.coordinators = if version >= 4 {
+            d.array_of(true, "FindCoordinatorResponse.coordinators", |d| {
+                Coordinator::decode_entry(d)
+            })?
+        } else {
+            vec![Coordinator::decode_single(d, version)?]
+        };
+        if flexible {
+            d.skip_tagged_fields("FindCoordinatorResponse.tagged_fields")?;
+        }
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::versions::test_support::{assert_decodes_robustly, assert_golden};
+
+    fn sample_response(version: i16) -> FindCoordinatorResponse {
+        let coordinator = |key: &str| Coordinator {
+            key: if version >= 4 {
+                key.into()
+            } else {
+                String::new()
+            },
+            node_id: 2,
+            host: "broker-2".into(),
+            port: 9093,
+            error_code: 0,
+            error_message: (version >= 1).then(|| "none".into()),
+        };
+        FindCoordinatorResponse {
+            throttle_time_ms: 0,
+            coordinators: if version >= 4 {
+                vec![coordinator("g1"), coordinator("g2")]
+            } else {
+                vec![coordinator("")]
+            },
+        }
+    }
+
+    #[test]
+    fn golden_request_v1_classic_and_v4_batched() {
+        let request =
+            FindCoordinatorRequest::single(FindCoordinatorRequest::KEY_TYPE_TRANSACTION, "tx");
+        #[rustfmt::skip]
+        let v1 = [
+            0x00, 0x02, b't', b'x',       // key "tx"
+            0x01,                         // key_type 1 (transaction)
+        ];
+        assert_golden(&request, 1, &v1);
+        #[rustfmt::skip]
+        let v3 = [
+            0x03, b't', b'x',             // key "tx" (compact)
+            0x01,                         // key_type 1
+            0x00,                         // tagged fields
+        ];
+        assert_golden(&request, 3, &v3);
+
+        let batched = FindCoordinatorRequest {
+            key_type: FindCoordinatorRequest::KEY_TYPE_GROUP,
+            coordinator_keys: vec!["a".into(), "b".into()],
+        };
+        #[rustfmt::skip]
+        let v4 = [
+            0x00,                         // key_type 0 (group)
+            0x03,                         // coordinator_keys: compact 2+1
+            0x02, b'a',                   //   "a"
+            0x02, b'b',                   //   "b"
+            0x00,                         // tagged fields
+        ];
+        assert_golden(&batched, 4, &v4);
+    }
+
+    #[test]
+    fn golden_response_v1_classic_and_v4_batched() {
+        let single = FindCoordinatorResponse {
+            throttle_time_ms: 1,
+            coordinators: vec![Coordinator {
+                key: String::new(),
+                node_id: 5,
+                host: "h".into(),
+                port: 9092,
+                error_code: 0,
+                error_message: None,
+            }],
+        };
+        #[rustfmt::skip]
+        let v1 = [
+            0x00, 0x00, 0x00, 0x01,       // throttle_time_ms 1
+            0x00, 0x00,                   // error_code 0
+            0xff, 0xff,                   // error_message null
+            0x00, 0x00, 0x00, 0x05,       // node_id 5
+            0x00, 0x01, b'h',             // host "h"
+            0x00, 0x00, 0x23, 0x84,       // port 9092
+        ];
+        assert_golden(&single, 1, &v1);
+
+        let batched = FindCoordinatorResponse {
+            throttle_time_ms: 0,
+            coordinators: vec![Coordinator {
+                key: "g".into(),
+                node_id: 1,
+                host: "h".into(),
+                port: 1,
+                error_code: 15,
+                error_message: Some("e".into()),
+            }],
+        };
+        #[rustfmt::skip]
+        let v6 = [
+            0x00, 0x00, 0x00, 0x00,       // throttle_time_ms 0
+            0x02,                         // coordinators: compact 1+1
+            0x02, b'g',                   //   key "g"
+            0x00, 0x00, 0x00, 0x01,       //   node_id 1
+            0x02, b'h',                   //   host "h"
+            0x00, 0x00, 0x00, 0x01,       //   port 1
+            0x00, 0x0f,                   //   error_code 15 (COORDINATOR_NOT_AVAILABLE)
+            0x02, b'e',                   //   error_message "e"
+            0x00,                         //   entry tagged fields
+            0x00,                         // tagged fields
+        ];
+        assert_golden(&batched, 6, &v6);
+    }
+
+    #[test]
+    fn truncated_and_random_input_is_an_error_not_a_panic() {
+        for version in FindCoordinatorRequest::MIN_VERSION..=FindCoordinatorRequest::MAX_VERSION {
+            let request = if version >= 4 {
+                FindCoordinatorRequest {
+                    key_type: 1,
+                    coordinator_keys: vec!["a".into(), "bc".into()],
+                }
+            } else {
+                FindCoordinatorRequest::single(0, "group")
+            };
+            assert_decodes_robustly(&request, version);
+            assert_decodes_robustly(&sample_response(version), version);
+        }
+    }
+}

@@ -1,1 +1,438 @@
-//! join_group (placeholder: filled in by the codec work).
+//! JoinGroup (API key 11), versions 0–9: the first step of a classic-protocol rebalance. Every
+//! member sends the protocols it supports; the coordinator picks one, names a leader and, to
+//! the leader only, lists every member's metadata.
+//!
+//! Schema: `JoinGroupRequest.json` / `JoinGroupResponse.json`. Request: v1 adds
+//! `RebalanceTimeoutMs`, v4 makes a new member join twice (first to learn its member id,
+//! KIP-394), v5 adds `GroupInstanceId` (KIP-345), v6 is the first flexible version, v8 adds
+//! `Reason` (KIP-800). Response: v2 adds the throttle time, v5 each member's
+//! `GroupInstanceId`, v7 `ProtocolType` and a nullable `ProtocolName` (KIP-559), v9
+//! `SkipAssignment` (KIP-814).
+
+use bytes::{BufMut, Bytes};
+
+use crate::protocol::header::check_version;
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
+
+/// JoinGroupRequest: a member asking to join (or rejoin) a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinGroupRequest {
+    /// The group id.
+    pub group_id: String,
+    /// How long the coordinator waits for a heartbeat before it considers the member dead.
+    pub session_timeout_ms: i32,
+    /// v1+: how long the coordinator waits for every member to rejoin during a rebalance;
+    /// -1 (the default) means the session timeout is used.
+    pub rebalance_timeout_ms: i32,
+    /// The member id from an earlier join, or empty for a new member.
+    pub member_id: String,
+    /// v5+: the static member's `group.instance.id` (KIP-345), or null.
+    pub group_instance_id: Option<String>,
+    /// The protocol type, e.g. `consumer`.
+    pub protocol_type: String,
+    /// The protocols the member supports, in order of preference.
+    pub protocols: Vec<JoinGroupProtocol>,
+    /// v8+: why the member (re)joins (KIP-800), or null.
+    pub reason: Option<String>,
+}
+
+impl Default for JoinGroupRequest {
+    /// The schema's defaults (`RebalanceTimeoutMs` -1).
+    fn default() -> Self {
+        Self {
+            group_id: String::new(),
+            session_timeout_ms: 0,
+            rebalance_timeout_ms: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            protocol_type: String::new(),
+            protocols: Vec::new(),
+            reason: None,
+        }
+    }
+}
+
+/// One protocol a joining member supports, with its metadata for that protocol.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JoinGroupProtocol {
+    /// The protocol name, e.g. `range`.
+    pub name: String,
+    /// The member's metadata for the protocol (opaque here).
+    pub metadata: Bytes,
+}
+
+impl JoinGroupProtocol {
+    fn encode<B: BufMut>(&self, flexible: bool, out: &mut B) {
+        out.put_string(flexible, &self.name);
+        out.put_bytes_field(flexible, &self.metadata);
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, flexible: bool) -> Result<Self, DecodeError> {
+        let protocol = Self {
+            name: d.string(flexible, "JoinGroupRequest.protocols.name")?,
+            metadata: d.bytes(flexible, "JoinGroupRequest.protocols.metadata")?,
+        };
+        if flexible {
+            d.skip_tagged_fields("JoinGroupRequest.protocols.tagged_fields")?;
+        }
+        Ok(protocol)
+    }
+}
+
+impl Message for JoinGroupRequest {
+    const API_KEY: ApiKey = ApiKey::JoinGroup;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 9;
+    const FLEXIBLE_FROM: i16 = 6;
+
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = Self::is_flexible(version);
+        out.put_string(flexible, &self.group_id);
+        out.put_i32(self.session_timeout_ms);
+        if version >= 1 {
+            out.put_i32(self.rebalance_timeout_ms);
+        }
+        out.put_string(flexible, &self.member_id);
+        if version >= 5 {
+            out.put_nullable_string(flexible, self.group_instance_id.as_deref());
+        }
+        out.put_string(flexible, &self.protocol_type);
+        out.put_array(flexible, &self.protocols, |out, p| p.encode(flexible, out));
+        if version >= 8 {
+            out.put_nullable_string(flexible, self.reason.as_deref());
+        }
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        check_version::<Self>(d, version)?;
+        let flexible = Self::is_flexible(version);
+        let mut request = Self {
+            group_id: d.string(flexible, "JoinGroupRequest.group_id")?,
+            session_timeout_ms: d.i32("JoinGroupRequest.session_timeout_ms")?,
+            ..Self::default()
+        };
+        if version >= 1 {
+            request.rebalance_timeout_ms = d.i32("JoinGroupRequest.rebalance_timeout_ms")?;
+        }
+        request.member_id = d.string(flexible, "JoinGroupRequest.member_id")?;
+        if version >= 5 {
+            request.group_instance_id =
+                d.nullable_string(flexible, "JoinGroupRequest.group_instance_id")?;
+        }
+        request.protocol_type = d.string(flexible, "JoinGroupRequest.protocol_type")?;
+        request.protocols = d.array_of(flexible, "JoinGroupRequest.protocols", |d| {
+            JoinGroupProtocol::decode(d, flexible)
+        })?;
+        if version >= 8 {
+            request.reason = d.nullable_string(flexible, "JoinGroupRequest.reason")?;
+        }
+        if flexible {
+            d.skip_tagged_fields("JoinGroupRequest.tagged_fields")?;
+        }
+        Ok(request)
+    }
+}
+
+impl Request for JoinGroupRequest {
+    type Response = JoinGroupResponse;
+}
+
+/// JoinGroupResponse: the generation the member joined, its member id, the leader and the
+/// selected protocol; for the leader, every member's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinGroupResponse {
+    /// v2+: how long the broker throttled the request (quota), in milliseconds.
+    pub throttle_time_ms: i32,
+    /// The error code, 0 for none (MEMBER_ID_REQUIRED asks a v4+ member to join again with
+    /// the member id in this response).
+    pub error_code: i16,
+    /// The generation id of the group.
+    pub generation_id: i32,
+    /// v7+: the group's protocol type (KIP-559), or null.
+    pub protocol_type: Option<String>,
+    /// The protocol the coordinator selected; nullable from v7 (KIP-559), so `None` is
+    /// written as the empty string before v7.
+    pub protocol_name: Option<String>,
+    /// The member id of the group's leader.
+    pub leader: String,
+    /// v9+: whether the leader must skip computing the assignment (KIP-814).
+    pub skip_assignment: bool,
+    /// The member id the coordinator assigned to this member.
+    pub member_id: String,
+    /// The group's members with their metadata; only the leader gets them.
+    pub members: Vec<JoinGroupMember>,
+}
+
+impl Default for JoinGroupResponse {
+    /// The schema's defaults (`GenerationId` -1; `ProtocolName` is nullable without a
+    /// declared default, so the empty string, as Kafka's generated code has it).
+    fn default() -> Self {
+        Self {
+            throttle_time_ms: 0,
+            error_code: 0,
+            generation_id: -1,
+            protocol_type: None,
+            protocol_name: Some(String::new()),
+            leader: String::new(),
+            skip_assignment: false,
+            member_id: String::new(),
+            members: Vec::new(),
+        }
+    }
+}
+
+/// One member of the group as the leader sees it in a [`JoinGroupResponse`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JoinGroupMember {
+    /// The member id.
+    pub member_id: String,
+    /// v5+: the static member's `group.instance.id` (KIP-345), or null.
+    pub group_instance_id: Option<String>,
+    /// The member's metadata for the selected protocol (opaque here).
+    pub metadata: Bytes,
+}
+
+impl JoinGroupMember {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = JoinGroupResponse::is_flexible(version);
+        out.put_string(flexible, &self.member_id);
+        if version >= 5 {
+            out.put_nullable_string(flexible, self.group_instance_id.as_deref());
+        }
+        out.put_bytes_field(flexible, &self.metadata);
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = JoinGroupResponse::is_flexible(version);
+        let mut member = Self {
+            member_id: d.string(flexible, "JoinGroupResponse.members.member_id")?,
+            ..Self::default()
+        };
+        if version >= 5 {
+            member.group_instance_id =
+                d.nullable_string(flexible, "JoinGroupResponse.members.group_instance_id")?;
+        }
+        member.metadata = d.bytes(flexible, "JoinGroupResponse.members.metadata")?;
+        if flexible {
+            d.skip_tagged_fields("JoinGroupResponse.members.tagged_fields")?;
+        }
+        Ok(member)
+    }
+}
+
+impl Message for JoinGroupResponse {
+    const API_KEY: ApiKey = ApiKey::JoinGroup;
+    const MIN_VERSION: i16 = JoinGroupRequest::MIN_VERSION;
+    const MAX_VERSION: i16 = JoinGroupRequest::MAX_VERSION;
+    const FLEXIBLE_FROM: i16 = JoinGroupRequest::FLEXIBLE_FROM;
+
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = Self::is_flexible(version);
+        if version >= 2 {
+            out.put_i32(self.throttle_time_ms);
+        }
+        out.put_i16(self.error_code);
+        out.put_i32(self.generation_id);
+        if version >= 7 {
+            out.put_nullable_string(flexible, self.protocol_type.as_deref());
+            out.put_nullable_string(flexible, self.protocol_name.as_deref());
+        } else {
+            out.put_string(flexible, self.protocol_name.as_deref().unwrap_or_default());
+        }
+        out.put_string(flexible, &self.leader);
+        if version >= 9 {
+            out.put_bool(self.skip_assignment);
+        }
+        out.put_string(flexible, &self.member_id);
+        out.put_array(flexible, &self.members, |out, m| m.encode(version, out));
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        check_version::<Self>(d, version)?;
+        let flexible = Self::is_flexible(version);
+        let mut response = Self::default();
+        if version >= 2 {
+            response.throttle_time_ms = d.i32("JoinGroupResponse.throttle_time_ms")?;
+        }
+        response.error_code = d.i16("JoinGroupResponse.error_code")?;
+        response.generation_id = d.i32("JoinGroupResponse.generation_id")?;
+        if version >= 7 {
+            response.protocol_type =
+                d.nullable_string(flexible, "JoinGroupResponse.protocol_type")?;
+            response.protocol_name =
+                d.nullable_string(flexible, "JoinGroupResponse.protocol_name")?;
+        } else {
+            response.protocol_name = Some(d.string(flexible, "JoinGroupResponse.protocol_name")?);
+        }
+        response.leader = d.string(flexible, "JoinGroupResponse.leader")?;
+        if version >= 9 {
+            response.skip_assignment = d.bool("JoinGroupResponse.skip_assignment")?;
+        }
+        response.member_id = d.string(flexible, "JoinGroupResponse.member_id")?;
+        response.members = d.array_of(flexible, "JoinGroupResponse.members", |d| {
+            JoinGroupMember::decode(d, version)
+        })?;
+        if flexible {
+            d.skip_tagged_fields("JoinGroupResponse.tagged_fields")?;
+        }
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::heartbeat::group_test_support::{assert_golden, assert_robust};
+    use super::*;
+
+    fn request() -> JoinGroupRequest {
+        JoinGroupRequest {
+            group_id: "g".into(),
+            session_timeout_ms: 45_000,
+            rebalance_timeout_ms: 300_000,
+            member_id: String::new(),
+            group_instance_id: Some("i".into()),
+            protocol_type: "consumer".into(),
+            protocols: vec![JoinGroupProtocol {
+                name: "range".into(),
+                metadata: Bytes::from_static(&[0, 3]),
+            }],
+            reason: Some("r".into()),
+        }
+    }
+
+    fn response() -> JoinGroupResponse {
+        JoinGroupResponse {
+            throttle_time_ms: 0,
+            error_code: 0,
+            generation_id: 1,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            leader: "m".into(),
+            skip_assignment: true,
+            member_id: "m".into(),
+            members: vec![JoinGroupMember {
+                member_id: "m".into(),
+                group_instance_id: None,
+                metadata: Bytes::from_static(&[7]),
+            }],
+        }
+    }
+
+    #[test]
+    fn request_v5_classic_golden() {
+        let mut value = request();
+        value.reason = None; // v8+
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x01, b'g',                       // group_id
+            0x00, 0x00, 0xaf, 0xc8,                 // session_timeout_ms 45000
+            0x00, 0x04, 0x93, 0xe0,                 // rebalance_timeout_ms 300000 (v1+)
+            0x00, 0x00,                             // member_id: empty
+            0x00, 0x01, b'i',                       // group_instance_id (v5+)
+            0x00, 0x08, b'c', b'o', b'n', b's', b'u', b'm', b'e', b'r', // protocol_type
+            0x00, 0x00, 0x00, 0x01,                 // protocols: count 1
+            0x00, 0x05, b'r', b'a', b'n', b'g', b'e', //   name
+            0x00, 0x00, 0x00, 0x02, 0, 3,           //   metadata
+        ];
+        assert_golden(&value, 5, &golden);
+    }
+
+    #[test]
+    fn request_v0_has_no_rebalance_timeout() {
+        let mut value = request();
+        value.rebalance_timeout_ms = -1;
+        value.group_instance_id = None;
+        value.reason = None;
+        value.protocols.clear();
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x01, b'g',
+            0x00, 0x00, 0xaf, 0xc8,
+            0x00, 0x00,
+            0x00, 0x08, b'c', b'o', b'n', b's', b'u', b'm', b'e', b'r',
+            0x00, 0x00, 0x00, 0x00,                 // protocols: count 0
+        ];
+        assert_golden(&value, 0, &golden);
+    }
+
+    #[test]
+    fn request_v8_flexible_golden() {
+        #[rustfmt::skip]
+        let golden = [
+            0x02, b'g',                             // group_id
+            0x00, 0x00, 0xaf, 0xc8,                 // session_timeout_ms
+            0x00, 0x04, 0x93, 0xe0,                 // rebalance_timeout_ms
+            0x01,                                   // member_id: empty (compact 0 + 1)
+            0x02, b'i',                             // group_instance_id
+            0x09, b'c', b'o', b'n', b's', b'u', b'm', b'e', b'r', // protocol_type
+            0x02,                                   // protocols: compact count 1 + 1
+            0x06, b'r', b'a', b'n', b'g', b'e',     //   name
+            0x03, 0, 3,                             //   metadata
+            0x00,                                   //   protocol tagged fields
+            0x02, b'r',                             // reason (v8+)
+            0x00,                                   // tagged fields
+        ];
+        assert_golden(&request(), 8, &golden);
+    }
+
+    #[test]
+    fn response_v5_classic_golden() {
+        let mut value = response();
+        value.protocol_type = None; // v7+
+        value.skip_assignment = false; // v9+
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x00, 0x00, 0x00,                 // throttle_time_ms (v2+)
+            0x00, 0x00,                             // error_code
+            0x00, 0x00, 0x00, 0x01,                 // generation_id 1
+            0x00, 0x05, b'r', b'a', b'n', b'g', b'e', // protocol_name (not nullable before v7)
+            0x00, 0x01, b'm',                       // leader
+            0x00, 0x01, b'm',                       // member_id
+            0x00, 0x00, 0x00, 0x01,                 // members: count 1
+            0x00, 0x01, b'm',                       //   member_id
+            0xff, 0xff,                             //   group_instance_id: null (v5+)
+            0x00, 0x00, 0x00, 0x01, 7,              //   metadata
+        ];
+        assert_golden(&value, 5, &golden);
+    }
+
+    #[test]
+    fn response_v9_flexible_golden() {
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x00, 0x00, 0x00,                 // throttle_time_ms
+            0x00, 0x00,                             // error_code
+            0x00, 0x00, 0x00, 0x01,                 // generation_id
+            0x09, b'c', b'o', b'n', b's', b'u', b'm', b'e', b'r', // protocol_type (v7+)
+            0x06, b'r', b'a', b'n', b'g', b'e',     // protocol_name
+            0x02, b'm',                             // leader
+            0x01,                                   // skip_assignment (v9+)
+            0x02, b'm',                             // member_id
+            0x02,                                   // members: compact count 1 + 1
+            0x02, b'm',                             //   member_id
+            0x00,                                   //   group_instance_id: null
+            0x02, 7,                                //   metadata
+            0x00,                                   //   member tagged fields
+            0x00,                                   // tagged fields
+        ];
+        assert_golden(&response(), 9, &golden);
+    }
+
+    #[test]
+    fn decoding_is_robust() {
+        assert_robust(&request());
+        assert_robust(&response());
+    }
+}

@@ -1,1 +1,494 @@
-//! list_offsets (placeholder: filled in by the codec work).
+//! ListOffsets (API key 2), versions 0–10: the offset of a partition at a timestamp, or at one
+//! of the special timestamps (-1 latest, -2 earliest, -3 max timestamp, -4 local log start,
+//! -5 last tiered offset).
+//!
+//! Schema: `ListOffsetsRequest.json` / `ListOffsetsResponse.json`. v0 asks for up to
+//! `MaxNumOffsets` offsets and gets `OldStyleOffsets` back; v1 returns one offset and its
+//! timestamp; v2 adds `IsolationLevel` (KIP-98) and the throttle time; v4 the leader epochs
+//! (KIP-320); v6 is the first flexible version; v7–v9 only allow new special timestamps
+//! (KIP-734, KIP-405, KIP-1005); v10 adds `TimeoutMs` for tiered-storage reads (KIP-1075).
+//! Kafka 4.0 dropped v0 (KIP-896); 3.x brokers still accept it.
+
+use bytes::BufMut;
+
+use crate::protocol::header::check_version;
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
+
+/// ListOffsetsRequest: per partition, the timestamp whose offset is wanted.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListOffsetsRequest {
+    /// The requesting broker's id, or -1 for a client.
+    pub replica_id: i32,
+    /// v2+: 0 read uncommitted, 1 read committed (the offset is then capped at the last stable
+    /// offset).
+    pub isolation_level: i8,
+    /// The topics to look up.
+    pub topics: Vec<ListOffsetsTopic>,
+    /// v10+: how long to wait for offsets that need a read from remote storage (KIP-1075).
+    pub timeout_ms: i32,
+}
+
+/// One topic of a [`ListOffsetsRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListOffsetsTopic {
+    /// The topic name.
+    pub name: String,
+    /// The partitions to look up.
+    pub partitions: Vec<ListOffsetsPartition>,
+}
+
+/// One partition of a [`ListOffsetsTopic`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListOffsetsPartition {
+    /// The partition index.
+    pub partition_index: i32,
+    /// v4+: the leader epoch the client knows, for fencing (KIP-320); -1 if unknown.
+    pub current_leader_epoch: i32,
+    /// The timestamp to look up, or a special timestamp (-1 latest, -2 earliest, ...).
+    pub timestamp: i64,
+    /// v0 only: how many offsets to return.
+    pub max_num_offsets: i32,
+}
+
+impl Default for ListOffsetsPartition {
+    /// The schema's defaults (`CurrentLeaderEpoch` -1, `MaxNumOffsets` 1).
+    fn default() -> Self {
+        Self {
+            partition_index: 0,
+            current_leader_epoch: -1,
+            timestamp: 0,
+            max_num_offsets: 1,
+        }
+    }
+}
+
+impl ListOffsetsTopic {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = ListOffsetsRequest::is_flexible(version);
+        out.put_string(flexible, &self.name);
+        out.put_array(flexible, &self.partitions, |out, p| p.encode(version, out));
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = ListOffsetsRequest::is_flexible(version);
+        let topic = Self {
+            name: d.string(flexible, "ListOffsetsRequest.topics.name")?,
+            partitions: d.array_of(flexible, "ListOffsetsRequest.topics.partitions", |d| {
+                ListOffsetsPartition::decode(d, version)
+            })?,
+        };
+        if flexible {
+            d.skip_tagged_fields("ListOffsetsRequest.topics.tagged_fields")?;
+        }
+        Ok(topic)
+    }
+}
+
+impl ListOffsetsPartition {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        out.put_i32(self.partition_index);
+        if version >= 4 {
+            out.put_i32(self.current_leader_epoch);
+        }
+        out.put_i64(self.timestamp);
+        if version == 0 {
+            out.put_i32(self.max_num_offsets);
+        }
+        if ListOffsetsRequest::is_flexible(version) {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let mut partition = Self {
+            partition_index: d.i32("ListOffsetsRequest.partitions.partition_index")?,
+            ..Self::default()
+        };
+        if version >= 4 {
+            partition.current_leader_epoch =
+                d.i32("ListOffsetsRequest.partitions.current_leader_epoch")?;
+        }
+        partition.timestamp = d.i64("ListOffsetsRequest.partitions.timestamp")?;
+        if version == 0 {
+            partition.max_num_offsets = d.i32("ListOffsetsRequest.partitions.max_num_offsets")?;
+        }
+        if ListOffsetsRequest::is_flexible(version) {
+            d.skip_tagged_fields("ListOffsetsRequest.partitions.tagged_fields")?;
+        }
+        Ok(partition)
+    }
+}
+
+impl Message for ListOffsetsRequest {
+    const API_KEY: ApiKey = ApiKey::ListOffsets;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 10;
+    const FLEXIBLE_FROM: i16 = 6;
+
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = Self::is_flexible(version);
+        out.put_i32(self.replica_id);
+        if version >= 2 {
+            out.put_i8(self.isolation_level);
+        }
+        out.put_array(flexible, &self.topics, |out, t| t.encode(version, out));
+        if version >= 10 {
+            out.put_i32(self.timeout_ms);
+        }
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        check_version::<Self>(d, version)?;
+        let flexible = Self::is_flexible(version);
+        let mut request = Self {
+            replica_id: d.i32("ListOffsetsRequest.replica_id")?,
+            ..Self::default()
+        };
+        if version >= 2 {
+            request.isolation_level = d.i8("ListOffsetsRequest.isolation_level")?;
+        }
+        request.topics = d.array_of(flexible, "ListOffsetsRequest.topics", |d| {
+            ListOffsetsTopic::decode(d, version)
+        })?;
+        if version >= 10 {
+            request.timeout_ms = d.i32("ListOffsetsRequest.timeout_ms")?;
+        }
+        if flexible {
+            d.skip_tagged_fields("ListOffsetsRequest.tagged_fields")?;
+        }
+        Ok(request)
+    }
+}
+
+impl Request for ListOffsetsRequest {
+    type Response = ListOffsetsResponse;
+}
+
+/// ListOffsetsResponse: per partition, the offset found (or the error).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListOffsetsResponse {
+    /// v2+: how long the broker throttled the request (quota), in milliseconds.
+    pub throttle_time_ms: i32,
+    /// The topics looked up.
+    pub topics: Vec<ListOffsetsTopicResponse>,
+}
+
+/// One topic of a [`ListOffsetsResponse`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListOffsetsTopicResponse {
+    /// The topic name.
+    pub name: String,
+    /// The partitions looked up.
+    pub partitions: Vec<ListOffsetsPartitionResponse>,
+}
+
+/// One partition of a [`ListOffsetsTopicResponse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListOffsetsPartitionResponse {
+    /// The partition index.
+    pub partition_index: i32,
+    /// The partition's error code, 0 for none.
+    pub error_code: i16,
+    /// v0 only: the offsets found, latest first.
+    pub old_style_offsets: Vec<i64>,
+    /// v1+: the timestamp of the offset found, -1 if none.
+    pub timestamp: i64,
+    /// v1+: the offset found, -1 if none.
+    pub offset: i64,
+    /// v4+: the leader epoch of the offset found (KIP-320), -1 if unknown.
+    pub leader_epoch: i32,
+}
+
+impl Default for ListOffsetsPartitionResponse {
+    /// The schema's defaults (`Timestamp`, `Offset` and `LeaderEpoch` -1).
+    fn default() -> Self {
+        Self {
+            partition_index: 0,
+            error_code: 0,
+            old_style_offsets: Vec::new(),
+            timestamp: -1,
+            offset: -1,
+            leader_epoch: -1,
+        }
+    }
+}
+
+impl ListOffsetsTopicResponse {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = ListOffsetsResponse::is_flexible(version);
+        out.put_string(flexible, &self.name);
+        out.put_array(flexible, &self.partitions, |out, p| p.encode(version, out));
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = ListOffsetsResponse::is_flexible(version);
+        let topic = Self {
+            name: d.string(flexible, "ListOffsetsResponse.topics.name")?,
+            partitions: d.array_of(flexible, "ListOffsetsResponse.topics.partitions", |d| {
+                ListOffsetsPartitionResponse::decode(d, version)
+            })?,
+        };
+        if flexible {
+            d.skip_tagged_fields("ListOffsetsResponse.topics.tagged_fields")?;
+        }
+        Ok(topic)
+    }
+}
+
+impl ListOffsetsPartitionResponse {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        out.put_i32(self.partition_index);
+        out.put_i16(self.error_code);
+        if version == 0 {
+            // v0 is never flexible: a classic int32-counted array.
+            out.put_array(false, &self.old_style_offsets, |out, o| out.put_i64(*o));
+        } else {
+            out.put_i64(self.timestamp);
+            out.put_i64(self.offset);
+        }
+        if version >= 4 {
+            out.put_i32(self.leader_epoch);
+        }
+        if ListOffsetsResponse::is_flexible(version) {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let mut partition = Self {
+            partition_index: d.i32("ListOffsetsResponse.partitions.partition_index")?,
+            error_code: d.i16("ListOffsetsResponse.partitions.error_code")?,
+            ..Self::default()
+        };
+        if version == 0 {
+            partition.old_style_offsets = d.array_of(
+                false,
+                "ListOffsetsResponse.partitions.old_style_offsets",
+                |d| d.i64("ListOffsetsResponse.partitions.old_style_offsets"),
+            )?;
+        } else {
+            partition.timestamp = d.i64("ListOffsetsResponse.partitions.timestamp")?;
+            partition.offset = d.i64("ListOffsetsResponse.partitions.offset")?;
+        }
+        if version >= 4 {
+            partition.leader_epoch = d.i32("ListOffsetsResponse.partitions.leader_epoch")?;
+        }
+        if ListOffsetsResponse::is_flexible(version) {
+            d.skip_tagged_fields("ListOffsetsResponse.partitions.tagged_fields")?;
+        }
+        Ok(partition)
+    }
+}
+
+impl Message for ListOffsetsResponse {
+    const API_KEY: ApiKey = ApiKey::ListOffsets;
+    const MIN_VERSION: i16 = ListOffsetsRequest::MIN_VERSION;
+    const MAX_VERSION: i16 = ListOffsetsRequest::MAX_VERSION;
+    const FLEXIBLE_FROM: i16 = ListOffsetsRequest::FLEXIBLE_FROM;
+
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = Self::is_flexible(version);
+        if version >= 2 {
+            out.put_i32(self.throttle_time_ms);
+        }
+        out.put_array(flexible, &self.topics, |out, t| t.encode(version, out));
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        check_version::<Self>(d, version)?;
+        let flexible = Self::is_flexible(version);
+        let mut response = Self::default();
+        if version >= 2 {
+            response.throttle_time_ms = d.i32("ListOffsetsResponse.throttle_time_ms")?;
+        }
+        response.topics = d.array_of(flexible, "ListOffsetsResponse.topics", |d| {
+            ListOffsetsTopicResponse::decode(d, version)
+        })?;
+        if flexible {
+            d.skip_tagged_fields("ListOffsetsResponse.tagged_fields")?;
+        }
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::heartbeat::group_test_support::{assert_golden, assert_robust};
+    use super::*;
+
+    fn request() -> ListOffsetsRequest {
+        ListOffsetsRequest {
+            replica_id: -1,
+            isolation_level: 1,
+            topics: vec![ListOffsetsTopic {
+                name: "t".into(),
+                partitions: vec![ListOffsetsPartition {
+                    partition_index: 2,
+                    current_leader_epoch: 5,
+                    timestamp: -1,
+                    max_num_offsets: 1,
+                }],
+            }],
+            timeout_ms: 1000,
+        }
+    }
+
+    fn response() -> ListOffsetsResponse {
+        ListOffsetsResponse {
+            throttle_time_ms: 0,
+            topics: vec![ListOffsetsTopicResponse {
+                name: "t".into(),
+                partitions: vec![ListOffsetsPartitionResponse {
+                    partition_index: 2,
+                    error_code: 0,
+                    old_style_offsets: Vec::new(),
+                    timestamp: -1,
+                    offset: 42,
+                    leader_epoch: 5,
+                }],
+            }],
+        }
+    }
+
+    #[test]
+    fn request_v0_classic_golden() {
+        let mut value = request();
+        value.isolation_level = 0;
+        value.timeout_ms = 0;
+        value.topics[0].partitions[0] = ListOffsetsPartition {
+            partition_index: 2,
+            current_leader_epoch: -1,
+            timestamp: -2,
+            max_num_offsets: 3,
+        };
+        #[rustfmt::skip]
+        let golden = [
+            0xff, 0xff, 0xff, 0xff,                         // replica_id -1
+            0x00, 0x00, 0x00, 0x01,                         // topics: count 1
+            0x00, 0x01, b't',                               //   name
+            0x00, 0x00, 0x00, 0x01,                         //   partitions: count 1
+            0x00, 0x00, 0x00, 0x02,                         //     partition_index
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, //     timestamp -2 (earliest)
+            0x00, 0x00, 0x00, 0x03,                         //     max_num_offsets (v0)
+        ];
+        assert_golden(&value, 0, &golden);
+    }
+
+    #[test]
+    fn request_v5_classic_golden() {
+        let mut value = request();
+        value.timeout_ms = 0; // v10+
+        #[rustfmt::skip]
+        let golden = [
+            0xff, 0xff, 0xff, 0xff,                         // replica_id -1
+            0x01,                                           // isolation_level (v2+)
+            0x00, 0x00, 0x00, 0x01,                         // topics: count 1
+            0x00, 0x01, b't',                               //   name
+            0x00, 0x00, 0x00, 0x01,                         //   partitions: count 1
+            0x00, 0x00, 0x00, 0x02,                         //     partition_index
+            0x00, 0x00, 0x00, 0x05,                         //     current_leader_epoch (v4+)
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, //     timestamp -1 (latest)
+        ];
+        assert_golden(&value, 5, &golden);
+    }
+
+    #[test]
+    fn request_v10_flexible_golden() {
+        #[rustfmt::skip]
+        let golden = [
+            0xff, 0xff, 0xff, 0xff,                         // replica_id -1
+            0x01,                                           // isolation_level
+            0x02,                                           // topics: compact count 1 + 1
+            0x02, b't',                                     //   name
+            0x02,                                           //   partitions: compact count
+            0x00, 0x00, 0x00, 0x02,                         //     partition_index
+            0x00, 0x00, 0x00, 0x05,                         //     current_leader_epoch
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, //     timestamp -1
+            0x00,                                           //     partition tagged fields
+            0x00,                                           //   topic tagged fields
+            0x00, 0x00, 0x03, 0xe8,                         // timeout_ms 1000 (v10+)
+            0x00,                                           // tagged fields
+        ];
+        assert_golden(&request(), 10, &golden);
+    }
+
+    #[test]
+    fn response_v0_classic_golden() {
+        let mut value = response();
+        value.topics[0].partitions[0] = ListOffsetsPartitionResponse {
+            partition_index: 2,
+            error_code: 0,
+            old_style_offsets: vec![42, 0],
+            ..ListOffsetsPartitionResponse::default()
+        };
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x00, 0x00, 0x01,                         // topics: count 1
+            0x00, 0x01, b't',                               //   name
+            0x00, 0x00, 0x00, 0x01,                         //   partitions: count 1
+            0x00, 0x00, 0x00, 0x02,                         //     partition_index
+            0x00, 0x00,                                     //     error_code
+            0x00, 0x00, 0x00, 0x02,                         //     old_style_offsets: count 2
+            0, 0, 0, 0, 0, 0, 0, 42,
+            0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        assert_golden(&value, 0, &golden);
+    }
+
+    #[test]
+    fn response_v4_classic_golden() {
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x00, 0x00, 0x00,                         // throttle_time_ms (v2+)
+            0x00, 0x00, 0x00, 0x01,                         // topics: count 1
+            0x00, 0x01, b't',                               //   name
+            0x00, 0x00, 0x00, 0x01,                         //   partitions: count 1
+            0x00, 0x00, 0x00, 0x02,                         //     partition_index
+            0x00, 0x00,                                     //     error_code
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, //     timestamp -1 (v1+)
+            0, 0, 0, 0, 0, 0, 0, 42,                        //     offset 42 (v1+)
+            0x00, 0x00, 0x00, 0x05,                         //     leader_epoch (v4+)
+        ];
+        assert_golden(&response(), 4, &golden);
+    }
+
+    #[test]
+    fn response_v6_flexible_golden() {
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x00, 0x00, 0x00,                         // throttle_time_ms
+            0x02,                                           // topics: compact count 1 + 1
+            0x02, b't',                                     //   name
+            0x02,                                           //   partitions
+            0x00, 0x00, 0x00, 0x02,                         //     partition_index
+            0x00, 0x00,                                     //     error_code
+            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, //     timestamp -1
+            0, 0, 0, 0, 0, 0, 0, 42,                        //     offset 42
+            0x00, 0x00, 0x00, 0x05,                         //     leader_epoch
+            0x00,                                           //     partition tagged fields
+            0x00,                                           //   topic tagged fields
+            0x00,                                           // tagged fields
+        ];
+        assert_golden(&response(), 6, &golden);
+    }
+
+    #[test]
+    fn decoding_is_robust() {
+        assert_robust(&request());
+        let mut sample = response();
+        sample.topics[0].partitions[0].old_style_offsets = vec![1, 2];
+        assert_robust(&sample);
+    }
+}

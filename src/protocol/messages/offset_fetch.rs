@@ -1,1 +1,727 @@
-//! offset_fetch (placeholder: filled in by the codec work).
+//! OffsetFetch (API key 9), versions 0–10: the offsets a consumer group has committed.
+//!
+//! Schema: `OffsetFetchRequest.json` / `OffsetFetchResponse.json`. v1 reads from
+//! `__consumer_offsets` rather than ZooKeeper; v2 allows a null topic list (every topic) and
+//! adds a top-level error code; v3 the throttle time; v5 each offset's leader epoch (KIP-320);
+//! v6 is the first flexible version; v7 adds `RequireStable` (KIP-447); v8 batches several
+//! groups in one request (KIP-709); v9 adds the member id and epoch of the new consumer
+//! protocol (KIP-848); v10 names topics by id instead of by name (KIP-848; unstable in Kafka
+//! 4.1, stable from 4.2). Kafka 4.0 dropped v0 (KIP-896); 3.x brokers still accept it.
+
+use bytes::BufMut;
+
+use super::fetch::{put_topic_name_or_id, read_topic_name_or_id};
+use crate::protocol::header::check_version;
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
+
+/// From this version topics are named by id, not by name (KIP-848).
+const TOPIC_IDS_FROM: i16 = 10;
+
+/// OffsetFetchRequest: the committed offsets of one group (v0–7) or of several (v8+).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetFetchRequest {
+    /// v0–7: the group.
+    pub group_id: String,
+    /// v0–7: the partitions wanted; v2+: null for every partition the group has offsets for.
+    /// Before v2 `None` cannot be said and is written as an empty list.
+    pub topics: Option<Vec<OffsetFetchRequestTopic>>,
+    /// v8+: the groups and, for each, the partitions wanted (KIP-709).
+    pub groups: Vec<OffsetFetchRequestGroup>,
+    /// v7+: whether the broker should answer UNSTABLE_OFFSET_COMMIT for partitions with a
+    /// pending transactional commit instead of the last stable offset (KIP-447).
+    pub require_stable: bool,
+}
+
+impl Default for OffsetFetchRequest {
+    /// The schema's defaults (`Topics` is nullable without a declared default, so empty).
+    fn default() -> Self {
+        Self {
+            group_id: String::new(),
+            topics: Some(Vec::new()),
+            groups: Vec::new(),
+            require_stable: false,
+        }
+    }
+}
+
+/// One group of an [`OffsetFetchRequest`], v8+.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetFetchRequestGroup {
+    /// The group id.
+    pub group_id: String,
+    /// v9+: the member id, for a member of a KIP-848 consumer group; null otherwise.
+    pub member_id: Option<String>,
+    /// v9+: the member epoch, for a member of a KIP-848 consumer group; -1 otherwise.
+    pub member_epoch: i32,
+    /// The partitions wanted, or null for every partition the group has offsets for.
+    pub topics: Option<Vec<OffsetFetchRequestTopic>>,
+}
+
+impl Default for OffsetFetchRequestGroup {
+    /// The schema's defaults (`MemberEpoch` -1; `Topics` nullable without a default, so
+    /// empty).
+    fn default() -> Self {
+        Self {
+            group_id: String::new(),
+            member_id: None,
+            member_epoch: -1,
+            topics: Some(Vec::new()),
+        }
+    }
+}
+
+/// One topic whose offsets are wanted.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OffsetFetchRequestTopic {
+    /// v0–9: the topic name.
+    pub name: String,
+    /// v10+: the topic id (KIP-848).
+    pub topic_id: [u8; 16],
+    /// The partition indexes.
+    pub partition_indexes: Vec<i32>,
+}
+
+impl OffsetFetchRequestTopic {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = OffsetFetchRequest::is_flexible(version);
+        put_topic_name_or_id(
+            out,
+            version >= TOPIC_IDS_FROM,
+            flexible,
+            &self.name,
+            &self.topic_id,
+        );
+        out.put_array(flexible, &self.partition_indexes, |out, p| out.put_i32(*p));
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = OffsetFetchRequest::is_flexible(version);
+        let (name, topic_id) = read_topic_name_or_id(
+            d,
+            version >= TOPIC_IDS_FROM,
+            flexible,
+            "OffsetFetchRequest.topics.name",
+        )?;
+        let topic = Self {
+            name,
+            topic_id,
+            partition_indexes: d.array_of(
+                flexible,
+                "OffsetFetchRequest.topics.partition_indexes",
+                |d| d.i32("OffsetFetchRequest.topics.partition_indexes"),
+            )?,
+        };
+        if flexible {
+            d.skip_tagged_fields("OffsetFetchRequest.topics.tagged_fields")?;
+        }
+        Ok(topic)
+    }
+}
+
+/// Writes a nullable topic list (null: every partition the group has offsets for).
+fn put_nullable_topics<B: BufMut>(
+    out: &mut B,
+    version: i16,
+    topics: Option<&[OffsetFetchRequestTopic]>,
+) {
+    let flexible = OffsetFetchRequest::is_flexible(version);
+    match topics {
+        None => out.put_array_len(flexible, None),
+        Some(topics) => out.put_array(flexible, topics, |out, t| t.encode(version, out)),
+    }
+}
+
+/// Reads a topic list written by [`put_nullable_topics`].
+fn read_nullable_topics(
+    d: &mut Decoder<'_>,
+    version: i16,
+) -> Result<Option<Vec<OffsetFetchRequestTopic>>, DecodeError> {
+    let flexible = OffsetFetchRequest::is_flexible(version);
+    d.nullable_array_of(flexible, "OffsetFetchRequest.topics", |d| {
+        OffsetFetchRequestTopic::decode(d, version)
+    })
+}
+
+impl OffsetFetchRequestGroup {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = OffsetFetchRequest::is_flexible(version);
+        out.put_string(flexible, &self.group_id);
+        if version >= 9 {
+            out.put_nullable_string(flexible, self.member_id.as_deref());
+            out.put_i32(self.member_epoch);
+        }
+        put_nullable_topics(out, version, self.topics.as_deref());
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = OffsetFetchRequest::is_flexible(version);
+        let mut group = Self {
+            group_id: d.string(flexible, "OffsetFetchRequest.groups.group_id")?,
+            ..Self::default()
+        };
+        if version >= 9 {
+            group.member_id = d.nullable_string(flexible, "OffsetFetchRequest.groups.member_id")?;
+            group.member_epoch = d.i32("OffsetFetchRequest.groups.member_epoch")?;
+        }
+        group.topics = read_nullable_topics(d, version)?;
+        if flexible {
+            d.skip_tagged_fields("OffsetFetchRequest.groups.tagged_fields")?;
+        }
+        Ok(group)
+    }
+}
+
+impl Message for OffsetFetchRequest {
+    const API_KEY: ApiKey = ApiKey::OffsetFetch;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 10;
+    const FLEXIBLE_FROM: i16 = 6;
+
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = Self::is_flexible(version);
+        if version <= 7 {
+            out.put_string(flexible, &self.group_id);
+            let topics = match self.topics.as_deref() {
+                // v0–1 cannot say "every topic".
+                None if version < 2 => Some(&[][..]),
+                topics => topics,
+            };
+            put_nullable_topics(out, version, topics);
+        } else {
+            out.put_array(flexible, &self.groups, |out, g| g.encode(version, out));
+        }
+        if version >= 7 {
+            out.put_bool(self.require_stable);
+        }
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        check_version::<Self>(d, version)?;
+        let flexible = Self::is_flexible(version);
+        let mut request = Self::default();
+        if version <= 7 {
+            request.group_id = d.string(flexible, "OffsetFetchRequest.group_id")?;
+            request.topics = read_nullable_topics(d, version)?;
+        } else {
+            request.groups = d.array_of(flexible, "OffsetFetchRequest.groups", |d| {
+                OffsetFetchRequestGroup::decode(d, version)
+            })?;
+        }
+        if version >= 7 {
+            request.require_stable = d.bool("OffsetFetchRequest.require_stable")?;
+        }
+        if flexible {
+            d.skip_tagged_fields("OffsetFetchRequest.tagged_fields")?;
+        }
+        Ok(request)
+    }
+}
+
+impl Request for OffsetFetchRequest {
+    type Response = OffsetFetchResponse;
+}
+
+/// OffsetFetchResponse: the committed offsets of one group (v0–7) or of several (v8+).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OffsetFetchResponse {
+    /// v3+: how long the broker throttled the request (quota), in milliseconds.
+    pub throttle_time_ms: i32,
+    /// v0–7: the offsets per topic.
+    pub topics: Vec<OffsetFetchResponseTopic>,
+    /// v2–7: the group-level error code, 0 for none.
+    pub error_code: i16,
+    /// v8+: the offsets per group.
+    pub groups: Vec<OffsetFetchResponseGroup>,
+}
+
+/// One group of an [`OffsetFetchResponse`], v8+.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OffsetFetchResponseGroup {
+    /// The group id.
+    pub group_id: String,
+    /// The offsets per topic.
+    pub topics: Vec<OffsetFetchResponseTopic>,
+    /// The group-level error code, 0 for none.
+    pub error_code: i16,
+}
+
+/// One topic's committed offsets.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OffsetFetchResponseTopic {
+    /// v0–9: the topic name.
+    pub name: String,
+    /// v10+: the topic id (KIP-848).
+    pub topic_id: [u8; 16],
+    /// The offsets per partition.
+    pub partitions: Vec<OffsetFetchResponsePartition>,
+}
+
+/// One partition's committed offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetFetchResponsePartition {
+    /// The partition index.
+    pub partition_index: i32,
+    /// The committed offset, -1 if none.
+    pub committed_offset: i64,
+    /// v5+: the leader epoch of the committed offset (KIP-320), -1 if unknown.
+    pub committed_leader_epoch: i32,
+    /// The metadata committed with the offset.
+    pub metadata: Option<String>,
+    /// The partition's error code, 0 for none.
+    pub error_code: i16,
+}
+
+impl Default for OffsetFetchResponsePartition {
+    /// The schema's defaults (`CommittedLeaderEpoch` -1; `Metadata` nullable without a
+    /// declared default, so the empty string).
+    fn default() -> Self {
+        Self {
+            partition_index: 0,
+            committed_offset: 0,
+            committed_leader_epoch: -1,
+            metadata: Some(String::new()),
+            error_code: 0,
+        }
+    }
+}
+
+impl OffsetFetchResponsePartition {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = OffsetFetchResponse::is_flexible(version);
+        out.put_i32(self.partition_index);
+        out.put_i64(self.committed_offset);
+        if version >= 5 {
+            out.put_i32(self.committed_leader_epoch);
+        }
+        out.put_nullable_string(flexible, self.metadata.as_deref());
+        out.put_i16(self.error_code);
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = OffsetFetchResponse::is_flexible(version);
+        let mut partition = Self {
+            partition_index: d.i32("OffsetFetchResponse.partitions.partition_index")?,
+            committed_offset: d.i64("OffsetFetchResponse.partitions.committed_offset")?,
+            ..Self::default()
+        };
+        if version >= 5 {
+            partition.committed_leader_epoch =
+                d.i32("OffsetFetchResponse.partitions.committed_leader_epoch")?;
+        }
+        partition.metadata =
+            d.nullable_string(flexible, "OffsetFetchResponse.partitions.metadata")?;
+        partition.error_code = d.i16("OffsetFetchResponse.partitions.error_code")?;
+        if flexible {
+            d.skip_tagged_fields("OffsetFetchResponse.partitions.tagged_fields")?;
+        }
+        Ok(partition)
+    }
+}
+
+impl OffsetFetchResponseTopic {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = OffsetFetchResponse::is_flexible(version);
+        put_topic_name_or_id(
+            out,
+            version >= TOPIC_IDS_FROM,
+            flexible,
+            &self.name,
+            &self.topic_id,
+        );
+        out.put_array(flexible, &self.partitions, |out, p| p.encode(version, out));
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = OffsetFetchResponse::is_flexible(version);
+        let (name, topic_id) = read_topic_name_or_id(
+            d,
+            version >= TOPIC_IDS_FROM,
+            flexible,
+            "OffsetFetchResponse.topics.name",
+        )?;
+        let topic = Self {
+            name,
+            topic_id,
+            partitions: d.array_of(flexible, "OffsetFetchResponse.topics.partitions", |d| {
+                OffsetFetchResponsePartition::decode(d, version)
+            })?,
+        };
+        if flexible {
+            d.skip_tagged_fields("OffsetFetchResponse.topics.tagged_fields")?;
+        }
+        Ok(topic)
+    }
+}
+
+/// Writes a topic list of the response.
+fn put_response_topics<B: BufMut>(out: &mut B, version: i16, topics: &[OffsetFetchResponseTopic]) {
+    let flexible = OffsetFetchResponse::is_flexible(version);
+    out.put_array(flexible, topics, |out, t| t.encode(version, out));
+}
+
+/// Reads a topic list written by [`put_response_topics`].
+fn read_response_topics(
+    d: &mut Decoder<'_>,
+    version: i16,
+) -> Result<Vec<OffsetFetchResponseTopic>, DecodeError> {
+    let flexible = OffsetFetchResponse::is_flexible(version);
+    d.array_of(flexible, "OffsetFetchResponse.topics", |d| {
+        OffsetFetchResponseTopic::decode(d, version)
+    })
+}
+
+impl OffsetFetchResponseGroup {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = OffsetFetchResponse::is_flexible(version);
+        out.put_string(flexible, &self.group_id);
+        put_response_topics(out, version, &self.topics);
+        out.put_i16(self.error_code);
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        let flexible = OffsetFetchResponse::is_flexible(version);
+        let group = Self {
+            group_id: d.string(flexible, "OffsetFetchResponse.groups.group_id")?,
+            topics: read_response_topics(d, version)?,
+            error_code: d.i16("OffsetFetchResponse.groups.error_code")?,
+        };
+        if flexible {
+            d.skip_tagged_fields("OffsetFetchResponse.groups.tagged_fields")?;
+        }
+        Ok(group)
+    }
+}
+
+impl Message for OffsetFetchResponse {
+    const API_KEY: ApiKey = ApiKey::OffsetFetch;
+    const MIN_VERSION: i16 = OffsetFetchRequest::MIN_VERSION;
+    const MAX_VERSION: i16 = OffsetFetchRequest::MAX_VERSION;
+    const FLEXIBLE_FROM: i16 = OffsetFetchRequest::FLEXIBLE_FROM;
+
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+        let flexible = Self::is_flexible(version);
+        if version >= 3 {
+            out.put_i32(self.throttle_time_ms);
+        }
+        if version <= 7 {
+            put_response_topics(out, version, &self.topics);
+            if version >= 2 {
+                out.put_i16(self.error_code);
+            }
+        } else {
+            out.put_array(flexible, &self.groups, |out, g| g.encode(version, out));
+        }
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+
+    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        check_version::<Self>(d, version)?;
+        let flexible = Self::is_flexible(version);
+        let mut response = Self::default();
+        if version >= 3 {
+            response.throttle_time_ms = d.i32("OffsetFetchResponse.throttle_time_ms")?;
+        }
+        if version <= 7 {
+            response.topics = read_response_topics(d, version)?;
+            if version >= 2 {
+                response.error_code = d.i16("OffsetFetchResponse.error_code")?;
+            }
+        } else {
+            response.groups = d.array_of(flexible, "OffsetFetchResponse.groups", |d| {
+                OffsetFetchResponseGroup::decode(d, version)
+            })?;
+        }
+        if flexible {
+            d.skip_tagged_fields("OffsetFetchResponse.tagged_fields")?;
+        }
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::heartbeat::group_test_support::{assert_golden, assert_robust};
+    use super::*;
+
+    const TOPIC_ID: [u8; 16] = [
+        0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e,
+        0x1f,
+    ];
+
+    fn topic() -> OffsetFetchRequestTopic {
+        OffsetFetchRequestTopic {
+            name: "t".into(),
+            topic_id: [0; 16],
+            partition_indexes: vec![0, 1],
+        }
+    }
+
+    fn partition() -> OffsetFetchResponsePartition {
+        OffsetFetchResponsePartition {
+            partition_index: 1,
+            committed_offset: 9,
+            committed_leader_epoch: 3,
+            metadata: None,
+            error_code: 0,
+        }
+    }
+
+    #[test]
+    fn request_v3_classic_golden() {
+        let value = OffsetFetchRequest {
+            group_id: "g".into(),
+            topics: Some(vec![topic()]),
+            ..OffsetFetchRequest::default()
+        };
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x01, b'g',               // group_id
+            0x00, 0x00, 0x00, 0x01,         // topics: count 1
+            0x00, 0x01, b't',               //   name
+            0x00, 0x00, 0x00, 0x02,         //   partition_indexes: count 2
+            0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x01,
+        ];
+        assert_golden(&value, 3, &golden);
+        // v0 (ZooKeeper offsets, dropped by Kafka 4.0) and v1 share the layout.
+        assert_golden(&value, 0, &golden);
+        // A null topic list (every topic) is -1 from v2 on.
+        let all = OffsetFetchRequest {
+            group_id: "g".into(),
+            topics: None,
+            ..OffsetFetchRequest::default()
+        };
+        assert_golden(&all, 2, &[0, 1, b'g', 0xff, 0xff, 0xff, 0xff]);
+    }
+
+    #[test]
+    fn request_v7_flexible_golden() {
+        let value = OffsetFetchRequest {
+            group_id: "g".into(),
+            topics: None,
+            require_stable: true,
+            ..OffsetFetchRequest::default()
+        };
+        #[rustfmt::skip]
+        let golden = [
+            0x02, b'g',                     // group_id
+            0x00,                           // topics: null (compact 0)
+            0x01,                           // require_stable (v7+)
+            0x00,                           // tagged fields
+        ];
+        assert_golden(&value, 7, &golden);
+    }
+
+    #[test]
+    fn request_v9_batched_golden() {
+        let value = OffsetFetchRequest {
+            group_id: String::new(),
+            topics: Some(Vec::new()),
+            groups: vec![OffsetFetchRequestGroup {
+                group_id: "g".into(),
+                member_id: Some("m".into()),
+                member_epoch: 4,
+                topics: Some(vec![topic()]),
+            }],
+            require_stable: false,
+        };
+        #[rustfmt::skip]
+        let golden = [
+            0x02,                           // groups: compact count 1 + 1
+            0x02, b'g',                     //   group_id
+            0x02, b'm',                     //   member_id (v9+)
+            0x00, 0x00, 0x00, 0x04,         //   member_epoch (v9+)
+            0x02,                           //   topics: compact count 1 + 1
+            0x02, b't',                     //     name
+            0x03,                           //     partition_indexes: compact count 2 + 1
+            0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x01,
+            0x00,                           //     topic tagged fields
+            0x00,                           //   group tagged fields
+            0x00,                           // require_stable
+            0x00,                           // tagged fields
+        ];
+        assert_golden(&value, 9, &golden);
+    }
+
+    #[test]
+    fn request_v10_names_topics_by_id() {
+        let mut by_id = topic();
+        by_id.name = String::new();
+        by_id.topic_id = TOPIC_ID;
+        let value = OffsetFetchRequest {
+            groups: vec![OffsetFetchRequestGroup {
+                group_id: "g".into(),
+                member_id: None,
+                member_epoch: -1,
+                topics: Some(vec![by_id]),
+            }],
+            ..OffsetFetchRequest::default()
+        };
+        #[rustfmt::skip]
+        let golden = [
+            0x02,                           // groups: compact count 1 + 1
+            0x02, b'g',                     //   group_id
+            0x00,                           //   member_id: null
+            0xff, 0xff, 0xff, 0xff,         //   member_epoch -1
+            0x02,                           //   topics: compact count 1 + 1
+            0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17,
+            0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f, // topic_id (v10+) instead of the name
+            0x03,                           //     partition_indexes: compact count 2 + 1
+            0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x01,
+            0x00,                           //     topic tagged fields
+            0x00,                           //   group tagged fields
+            0x00,                           // require_stable
+            0x00,                           // tagged fields
+        ];
+        assert_golden(&value, 10, &golden);
+    }
+
+    #[test]
+    fn response_v5_classic_golden() {
+        let value = OffsetFetchResponse {
+            throttle_time_ms: 2,
+            topics: vec![OffsetFetchResponseTopic {
+                name: "t".into(),
+                topic_id: [0; 16],
+                partitions: vec![partition()],
+            }],
+            error_code: 16, // NOT_COORDINATOR
+            groups: Vec::new(),
+        };
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x00, 0x00, 0x02,         // throttle_time_ms (v3+)
+            0x00, 0x00, 0x00, 0x01,         // topics: count 1
+            0x00, 0x01, b't',               //   name
+            0x00, 0x00, 0x00, 0x01,         //   partitions: count 1
+            0x00, 0x00, 0x00, 0x01,         //     partition_index
+            0, 0, 0, 0, 0, 0, 0, 9,         //     committed_offset
+            0x00, 0x00, 0x00, 0x03,         //     committed_leader_epoch (v5+)
+            0xff, 0xff,                     //     metadata: null
+            0x00, 0x00,                     //     error_code
+            0x00, 0x10,                     // error_code 16 (v2–7)
+        ];
+        assert_golden(&value, 5, &golden);
+    }
+
+    #[test]
+    fn response_v0_classic_golden() {
+        let mut p = partition();
+        p.committed_leader_epoch = -1; // v5+
+        let value = OffsetFetchResponse {
+            topics: vec![OffsetFetchResponseTopic {
+                name: "t".into(),
+                topic_id: [0; 16],
+                partitions: vec![p],
+            }],
+            ..OffsetFetchResponse::default()
+        };
+        #[rustfmt::skip]
+        let golden = [
+            // no throttle_time_ms before v3
+            0x00, 0x00, 0x00, 0x01,         // topics: count 1
+            0x00, 0x01, b't',               //   name
+            0x00, 0x00, 0x00, 0x01,         //   partitions: count 1
+            0x00, 0x00, 0x00, 0x01,         //     partition_index
+            0, 0, 0, 0, 0, 0, 0, 9,         //     committed_offset
+            0xff, 0xff,                     //     metadata: null
+            0x00, 0x00,                     //     error_code
+            // no top-level error_code before v2
+        ];
+        assert_golden(&value, 0, &golden);
+    }
+
+    #[test]
+    fn response_v8_flexible_golden() {
+        let value = OffsetFetchResponse {
+            throttle_time_ms: 0,
+            groups: vec![OffsetFetchResponseGroup {
+                group_id: "g".into(),
+                topics: vec![OffsetFetchResponseTopic {
+                    name: "t".into(),
+                    topic_id: [0; 16],
+                    partitions: vec![partition()],
+                }],
+                error_code: 0,
+            }],
+            ..OffsetFetchResponse::default()
+        };
+        #[rustfmt::skip]
+        let golden = [
+            0x00, 0x00, 0x00, 0x00,         // throttle_time_ms
+            0x02,                           // groups: compact count 1 + 1
+            0x02, b'g',                     //   group_id
+            0x02,                           //   topics
+            0x02, b't',                     //     name
+            0x02,                           //     partitions
+            0x00, 0x00, 0x00, 0x01,         //       partition_index
+            0, 0, 0, 0, 0, 0, 0, 9,         //       committed_offset
+            0x00, 0x00, 0x00, 0x03,         //       committed_leader_epoch
+            0x00,                           //       metadata: null
+            0x00, 0x00,                     //       error_code
+            0x00,                           //       partition tagged fields
+            0x00,                           //     topic tagged fields
+            0x00, 0x00,                     //   error_code
+            0x00,                           //   group tagged fields
+            0x00,                           // tagged fields
+        ];
+        assert_golden(&value, 8, &golden);
+    }
+
+    #[test]
+    fn decoding_is_robust() {
+        let mut named_and_identified = topic();
+        named_and_identified.topic_id = TOPIC_ID;
+        assert_robust(&OffsetFetchRequest {
+            group_id: "g".into(),
+            topics: Some(vec![named_and_identified.clone()]),
+            groups: vec![OffsetFetchRequestGroup {
+                group_id: "g".into(),
+                member_id: Some("m".into()),
+                member_epoch: 1,
+                topics: Some(vec![named_and_identified]),
+            }],
+            require_stable: true,
+        });
+        let topics = vec![OffsetFetchResponseTopic {
+            name: "t".into(),
+            topic_id: TOPIC_ID,
+            partitions: vec![OffsetFetchResponsePartition {
+                metadata: Some("x".into()),
+                ..partition()
+            }],
+        }];
+        assert_robust(&OffsetFetchResponse {
+            throttle_time_ms: 1,
+            topics: topics.clone(),
+            error_code: 1,
+            groups: vec![OffsetFetchResponseGroup {
+                group_id: "g".into(),
+                topics,
+                error_code: 2,
+            }],
+        });
+    }
+}

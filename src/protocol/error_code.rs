@@ -1,0 +1,170 @@
+//! Kafka's error codes, under their Kafka names, with the classification a producer needs.
+
+use std::fmt;
+
+/// A Kafka error code as it appears on the wire. Known codes have associated constants named
+/// as in Kafka's `Errors` enum; unknown codes are kept as they are (a newer broker may send
+/// codes this crate does not know, and that must not be a decode failure).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ErrorCode(pub i16);
+
+macro_rules! error_codes {
+    ($($name:ident = $code:literal, $retriable:literal;)*) => {
+        #[allow(missing_docs)] // the constants are Kafka's names for its codes
+        impl ErrorCode {
+            $(pub const $name: ErrorCode = ErrorCode($code);)*
+
+            /// Kafka's name for this code, or `None` for a code this crate does not know.
+            pub fn name(self) -> Option<&'static str> {
+                match self.0 {
+                    $($code => Some(stringify!($name)),)*
+                    _ => None,
+                }
+            }
+
+            /// Whether Kafka marks this error retriable (`RetriableException` in the Java
+            /// client): the same request may succeed if sent again.
+            pub fn is_retriable(self) -> bool {
+                match self.0 {
+                    $($code => $retriable,)*
+                    _ => false,
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    UNKNOWN_SERVER_ERROR = -1, false;
+    NONE = 0, false;
+    OFFSET_OUT_OF_RANGE = 1, false;
+    CORRUPT_MESSAGE = 2, true;
+    UNKNOWN_TOPIC_OR_PARTITION = 3, true;
+    INVALID_FETCH_SIZE = 4, false;
+    LEADER_NOT_AVAILABLE = 5, true;
+    NOT_LEADER_OR_FOLLOWER = 6, true;
+    REQUEST_TIMED_OUT = 7, true;
+    BROKER_NOT_AVAILABLE = 8, false;
+    REPLICA_NOT_AVAILABLE = 9, true;
+    MESSAGE_TOO_LARGE = 10, false;
+    STALE_CONTROLLER_EPOCH = 11, false;
+    OFFSET_METADATA_TOO_LARGE = 12, false;
+    NETWORK_EXCEPTION = 13, true;
+    COORDINATOR_LOAD_IN_PROGRESS = 14, true;
+    COORDINATOR_NOT_AVAILABLE = 15, true;
+    NOT_COORDINATOR = 16, true;
+    INVALID_TOPIC_EXCEPTION = 17, false;
+    RECORD_LIST_TOO_LARGE = 18, false;
+    NOT_ENOUGH_REPLICAS = 19, true;
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20, true;
+    INVALID_REQUIRED_ACKS = 21, false;
+    ILLEGAL_GENERATION = 22, false;
+    INCONSISTENT_GROUP_PROTOCOL = 23, false;
+    INVALID_GROUP_ID = 24, false;
+    UNKNOWN_MEMBER_ID = 25, false;
+    INVALID_SESSION_TIMEOUT = 26, false;
+    REBALANCE_IN_PROGRESS = 27, false;
+    INVALID_COMMIT_OFFSET_SIZE = 28, false;
+    TOPIC_AUTHORIZATION_FAILED = 29, false;
+    GROUP_AUTHORIZATION_FAILED = 30, false;
+    CLUSTER_AUTHORIZATION_FAILED = 31, false;
+    INVALID_TIMESTAMP = 32, false;
+    UNSUPPORTED_SASL_MECHANISM = 33, false;
+    ILLEGAL_SASL_STATE = 34, false;
+    UNSUPPORTED_VERSION = 35, false;
+    TOPIC_ALREADY_EXISTS = 36, false;
+    INVALID_PARTITIONS = 37, false;
+    INVALID_REPLICATION_FACTOR = 38, false;
+    INVALID_REPLICA_ASSIGNMENT = 39, false;
+    INVALID_CONFIG = 40, false;
+    NOT_CONTROLLER = 41, true;
+    INVALID_REQUEST = 42, false;
+    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43, false;
+    POLICY_VIOLATION = 44, false;
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45, false;
+    DUPLICATE_SEQUENCE_NUMBER = 46, false;
+    INVALID_PRODUCER_EPOCH = 47, false;
+    INVALID_TXN_STATE = 48, false;
+    INVALID_PRODUCER_ID_MAPPING = 49, false;
+    INVALID_TRANSACTION_TIMEOUT = 50, false;
+    CONCURRENT_TRANSACTIONS = 51, true;
+    TRANSACTION_COORDINATOR_FENCED = 52, false;
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53, false;
+    SECURITY_DISABLED = 54, false;
+    OPERATION_NOT_ATTEMPTED = 55, false;
+    KAFKA_STORAGE_ERROR = 56, true;
+    LOG_DIR_NOT_FOUND = 57, false;
+    SASL_AUTHENTICATION_FAILED = 58, false;
+    UNKNOWN_PRODUCER_ID = 59, false;
+    REASSIGNMENT_IN_PROGRESS = 60, false;
+    GROUP_ID_NOT_FOUND = 69, false;
+    FENCED_LEADER_EPOCH = 74, true;
+    UNKNOWN_LEADER_EPOCH = 75, true;
+    OFFSET_NOT_AVAILABLE = 78, true;
+    MEMBER_ID_REQUIRED = 79, false;
+    PREFERRED_LEADER_NOT_AVAILABLE = 80, true;
+    GROUP_MAX_SIZE_REACHED = 81, false;
+    FENCED_INSTANCE_ID = 82, false;
+    INVALID_RECORD = 87, false;
+    UNSTABLE_OFFSET_COMMIT = 88, true;
+    THROTTLING_QUOTA_EXCEEDED = 89, true;
+    PRODUCER_FENCED = 90, false;
+    UNKNOWN_TOPIC_ID = 100, true;
+    INCONSISTENT_TOPIC_ID = 103, true;
+    TRANSACTIONAL_ID_NOT_FOUND = 105, false;
+    INVALID_RECORD_STATE = 121, false;
+    TRANSACTION_ABORTABLE = 120, false;
+}
+
+impl ErrorCode {
+    /// Whether this is the no-error code.
+    pub fn is_ok(self) -> bool {
+        self == Self::NONE
+    }
+
+    /// Errors after which the partition's leader may have moved: the producer refreshes
+    /// metadata before retrying (as the Java client's `InvalidMetadataException` family).
+    pub fn invalidates_metadata(self) -> bool {
+        matches!(
+            self,
+            Self::NOT_LEADER_OR_FOLLOWER
+                | Self::UNKNOWN_TOPIC_OR_PARTITION
+                | Self::LEADER_NOT_AVAILABLE
+                | Self::FENCED_LEADER_EPOCH
+                | Self::UNKNOWN_LEADER_EPOCH
+                | Self::KAFKA_STORAGE_ERROR
+                | Self::UNKNOWN_TOPIC_ID
+                | Self::INCONSISTENT_TOPIC_ID
+        )
+    }
+}
+
+impl fmt::Debug for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => write!(f, "{name} ({})", self.0),
+            None => write!(f, "error code {}", self.0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_classes_follow_kafka() {
+        assert_eq!(ErrorCode(45).name(), Some("OUT_OF_ORDER_SEQUENCE_NUMBER"));
+        assert_eq!(ErrorCode::PRODUCER_FENCED.0, 90);
+        assert!(ErrorCode::NOT_LEADER_OR_FOLLOWER.is_retriable());
+        assert!(!ErrorCode::MESSAGE_TOO_LARGE.is_retriable());
+        assert_eq!(ErrorCode(9999).to_string(), "error code 9999");
+        assert!(!ErrorCode(9999).is_retriable());
+    }
+}

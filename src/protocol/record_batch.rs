@@ -1,1 +1,0 @@
-//! RecordBatch v2 (placeholder: filled in by the codec work).
