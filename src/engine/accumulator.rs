@@ -1,0 +1,300 @@
+//! The accumulator: per-partition open batches that `send` appends into on the caller's task,
+//! encoding each record straight into the batch buffer (DESIGN, performance shape).
+//!
+//! It is plain data. The tokio driver keeps it behind one short lock shared by `send` and the
+//! engine; the simulation drives it single-threaded. Batches here hold no producer id, epoch
+//! or sequence: those are stamped when a batch is drained into a request (DESIGN rule P1).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::completion::BatchCompletion;
+use super::{Millis, TopicPartition};
+use crate::protocol::record_batch::{BatchBuilder, Header, RECORD_BATCH_HEADER_LEN, SealedBatch};
+
+/// Sizes and times the accumulator works with.
+#[derive(Debug, Clone)]
+pub struct AccumulatorConfig {
+    /// `batch.size`: a batch is closed once the next record would take it past this.
+    pub batch_size: usize,
+    /// `linger.ms`: how long a batch stays open waiting for more records.
+    pub linger_ms: Millis,
+    /// `buffer.memory`: bytes of records held before `send` has to wait.
+    pub buffer_memory: usize,
+    /// `max.request.size`: the largest record batch (one record included) accepted.
+    pub max_request_size: usize,
+    /// Whether batches are sealed as transactional (attributes bit 4).
+    pub transactional: bool,
+}
+
+/// Why a record was not appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppendError {
+    /// The record alone is larger than a limit; it can never be sent.
+    TooLarge {
+        /// Bytes the record needs in a batch of its own.
+        size: usize,
+        /// The limit.
+        max: usize,
+        /// The setting behind the limit.
+        setting: &'static str,
+    },
+    /// `buffer.memory` is full: wait for deliveries to complete, then try again.
+    BufferFull,
+}
+
+/// Where an appended record went.
+#[derive(Debug, Clone)]
+pub struct Appended {
+    /// The completion of the record's batch.
+    pub completion: Arc<BatchCompletion>,
+    /// The record's index (offset delta) in its batch.
+    pub index: i32,
+    /// Whether this append opened a new batch or closed a full one: the engine should look at
+    /// the accumulator again (it is not woken per record).
+    pub wake_engine: bool,
+}
+
+/// A closed batch waiting in the accumulator for the engine to take it.
+#[derive(Debug)]
+pub struct ClosedBatch {
+    /// Its partition.
+    pub partition: TopicPartition,
+    /// The encoded records.
+    pub batch: SealedBatch,
+    /// Shared by the records' delivery futures.
+    pub completion: Arc<BatchCompletion>,
+    /// When its first record was appended (the start of its delivery timeout).
+    pub created_ms: Millis,
+}
+
+#[derive(Debug)]
+struct OpenBatch {
+    builder: BatchBuilder,
+    completion: Arc<BatchCompletion>,
+    created_ms: Millis,
+}
+
+/// Open batches per partition, closed batches awaiting the engine, and the memory account.
+#[derive(Debug)]
+pub struct Accumulator {
+    config: AccumulatorConfig,
+    open: HashMap<TopicPartition, OpenBatch>,
+    closed: Vec<ClosedBatch>,
+    buffered_bytes: usize,
+}
+
+impl Accumulator {
+    /// An empty accumulator.
+    pub fn new(config: AccumulatorConfig) -> Self {
+        Self {
+            config,
+            open: HashMap::new(),
+            closed: Vec::new(),
+            buffered_bytes: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AccumulatorConfig {
+        &self.config
+    }
+
+    /// Bytes of records currently held (open, closed, and in flight until resolved).
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered_bytes
+    }
+
+    /// Appends one record to `partition`'s open batch, opening a new batch when there is none
+    /// or the record does not fit. Fails without side effects when the record is too large or
+    /// the buffer is full.
+    pub fn append(
+        &mut self,
+        partition: &TopicPartition,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+        now: Millis,
+    ) -> Result<Appended, AppendError> {
+        let alone = RECORD_BATCH_HEADER_LEN
+            + BatchBuilder::new(timestamp, 0).record_size(timestamp, key, value, headers);
+        if alone > self.config.max_request_size {
+            return Err(AppendError::TooLarge {
+                size: alone,
+                max: self.config.max_request_size,
+                setting: "max.request.size",
+            });
+        }
+        if alone > self.config.buffer_memory {
+            return Err(AppendError::TooLarge {
+                size: alone,
+                max: self.config.buffer_memory,
+                setting: "buffer.memory",
+            });
+        }
+        let mut wake_engine = false;
+        let fits_open = self.open.get(partition).map(|open| {
+            let added = open.builder.record_size(timestamp, key, value, headers);
+            (
+                open.builder.size_in_bytes() + added <= self.config.batch_size,
+                added,
+            )
+        });
+        let added = match fits_open {
+            Some((true, added)) => added,
+            _ => alone,
+        };
+        if self.buffered_bytes + added > self.config.buffer_memory {
+            return Err(AppendError::BufferFull);
+        }
+        if let Some((false, _)) = fits_open {
+            self.close(partition);
+            wake_engine = true;
+        }
+        let open = self.open.entry(partition.clone()).or_insert_with(|| {
+            wake_engine = true;
+            OpenBatch {
+                builder: BatchBuilder::new(timestamp, self.config.batch_size.min(64 * 1024)),
+                completion: BatchCompletion::new(),
+                created_ms: now,
+            }
+        });
+        let index = open.builder.append(timestamp, key, value, headers);
+        self.buffered_bytes += added;
+        let completion = Arc::clone(&open.completion);
+        if open.builder.size_in_bytes() >= self.config.batch_size {
+            self.close(partition);
+            wake_engine = true;
+        }
+        Ok(Appended {
+            completion,
+            index,
+            wake_engine,
+        })
+    }
+
+    fn close(&mut self, partition: &TopicPartition) {
+        if let Some(open) = self.open.remove(partition) {
+            self.closed.push(ClosedBatch {
+                partition: partition.clone(),
+                batch: open.builder.seal(self.config.transactional),
+                completion: open.completion,
+                created_ms: open.created_ms,
+            });
+        }
+    }
+
+    /// Closes every open batch whose linger time has passed (all of them when `flush`), and
+    /// hands over every closed batch in the order they were closed.
+    pub fn take_ready(&mut self, now: Millis, flush: bool) -> Vec<ClosedBatch> {
+        let linger = self.config.linger_ms;
+        let mut expired: Vec<TopicPartition> = self
+            .open
+            .iter()
+            .filter(|(_, open)| flush || open.created_ms.saturating_add(linger) <= now)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        // HashMap order is random; close in a fixed order so a simulation seed replays exactly.
+        expired.sort();
+        for tp in &expired {
+            self.close(tp);
+        }
+        std::mem::take(&mut self.closed)
+    }
+
+    /// When the next open batch's linger time runs out, if any batch is open.
+    pub fn next_linger_deadline(&self) -> Option<Millis> {
+        self.open
+            .values()
+            .map(|open| open.created_ms.saturating_add(self.config.linger_ms))
+            .min()
+    }
+
+    /// Whether any record is waiting in an open or closed batch.
+    pub fn has_pending(&self) -> bool {
+        !self.open.is_empty() || !self.closed.is_empty()
+    }
+
+    /// Returns the memory of a resolved batch to the buffer.
+    pub fn release(&mut self, bytes: usize) {
+        self.buffered_bytes = self.buffered_bytes.saturating_sub(bytes);
+    }
+
+    /// Removes every open and closed batch (when the producer fails fatally or closes).
+    pub fn take_all(&mut self) -> Vec<ClosedBatch> {
+        self.take_ready(Millis::MAX, true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> AccumulatorConfig {
+        AccumulatorConfig {
+            batch_size: 200,
+            linger_ms: 5,
+            buffer_memory: 1000,
+            max_request_size: 500,
+            transactional: false,
+        }
+    }
+
+    fn tp() -> TopicPartition {
+        TopicPartition::new("t", 0)
+    }
+
+    #[test]
+    fn records_share_a_batch_until_it_is_full() {
+        let mut acc = Accumulator::new(config());
+        let a = acc.append(&tp(), 1, None, Some(&[0; 50]), &[], 0).unwrap();
+        let b = acc.append(&tp(), 1, None, Some(&[0; 50]), &[], 0).unwrap();
+        assert!(a.wake_engine && !b.wake_engine);
+        assert!(Arc::ptr_eq(&a.completion, &b.completion));
+        assert_eq!((a.index, b.index), (0, 1));
+        let c = acc.append(&tp(), 1, None, Some(&[0; 50]), &[], 0).unwrap();
+        assert!(c.wake_engine, "the third record does not fit in 200 bytes");
+        assert!(!Arc::ptr_eq(&a.completion, &c.completion));
+        assert_eq!(acc.take_ready(0, false).len(), 1);
+    }
+
+    #[test]
+    fn linger_closes_batches_and_flush_closes_all() {
+        let mut acc = Accumulator::new(config());
+        acc.append(&tp(), 1, None, Some(b"v"), &[], 10).unwrap();
+        assert_eq!(acc.next_linger_deadline(), Some(15));
+        assert!(acc.take_ready(14, false).is_empty());
+        assert_eq!(acc.take_ready(15, false).len(), 1);
+        acc.append(&tp(), 1, None, Some(b"v"), &[], 20).unwrap();
+        assert_eq!(acc.take_ready(20, true).len(), 1);
+        assert!(!acc.has_pending());
+    }
+
+    #[test]
+    fn limits_are_enforced_without_side_effects() {
+        let mut acc = Accumulator::new(config());
+        let err = acc
+            .append(&tp(), 1, None, Some(&[0; 600]), &[], 0)
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            AppendError::TooLarge {
+                setting: "max.request.size",
+                ..
+            }
+        ));
+        // Each 150-byte record fills a 200-byte batch of its own (~220 bytes with the header).
+        for _ in 0..4 {
+            acc.append(&tp(), 1, None, Some(&[0; 150]), &[], 0).unwrap();
+        }
+        assert_eq!(
+            acc.append(&tp(), 1, None, Some(&[0; 150]), &[], 0)
+                .unwrap_err(),
+            AppendError::BufferFull
+        );
+        let before = acc.buffered_bytes();
+        acc.release(before);
+        assert_eq!(acc.buffered_bytes(), 0);
+    }
+}

@@ -1,0 +1,140 @@
+//! The sans-I/O producer core: the accumulator, per-partition sequence state, retries, epoch
+//! bumps. Deterministic: no sockets, no tokio, no clock, no global RNG. It consumes
+//! [`Event`]s and produces [`Action`]s; the tokio driver in [`crate::client`] and the
+//! simulation in `sim` both drive this same code, so every retry path the driver can hit is
+//! reachable in a millisecond test with a chosen fault schedule (DESIGN, layers).
+
+pub mod accumulator;
+pub mod completion;
+mod partition;
+mod producer;
+
+use std::fmt;
+use std::sync::Arc;
+
+pub use producer::{Counters, Engine, EngineConfig};
+
+use crate::error::Error;
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::record_batch::SealedBatch;
+
+/// Milliseconds on the driver's monotonic clock (virtual time in the simulation).
+pub type Millis = u64;
+
+/// A broker's node id.
+pub type BrokerId = i32;
+
+/// Identifies one request the engine asked the driver to send.
+pub type RequestId = u64;
+
+/// A topic and partition.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    /// The topic name.
+    pub topic: Arc<str>,
+    /// The partition index.
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    /// A topic-partition.
+    pub fn new(topic: impl Into<Arc<str>>, partition: i32) -> Self {
+        Self {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl fmt::Debug for TopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// The producer id and epoch every batch is stamped with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerIdentity {
+    /// The producer id the broker assigned.
+    pub producer_id: i64,
+    /// The epoch of that id.
+    pub epoch: i16,
+}
+
+/// What the broker said about one partition of a Produce request.
+#[derive(Debug, Clone)]
+pub struct PartitionResponse {
+    /// The partition.
+    pub partition: TopicPartition,
+    /// The error, or NONE.
+    pub error: ErrorCode,
+    /// The offset of the batch's first record (on NONE).
+    pub base_offset: i64,
+    /// LogAppendTime if the topic uses it, else -1.
+    pub log_append_time: i64,
+    /// The partition's log start offset (-1 if unknown).
+    pub log_start_offset: i64,
+    /// The broker's error message, if any.
+    pub message: Option<String>,
+}
+
+/// Something that happened, for the engine to take into account.
+#[derive(Debug)]
+pub enum Event {
+    /// Partition leaders from fresh metadata (`None`: no leader right now).
+    Leaders(Vec<(TopicPartition, Option<BrokerId>)>),
+    /// The answer to an [`Action::InitProducerId`].
+    ProducerId {
+        /// The request it answers.
+        request: RequestId,
+        /// The identity, or why there is none.
+        result: Result<ProducerIdentity, Error>,
+    },
+    /// The answer to an [`Action::Produce`].
+    ProduceResponse {
+        /// The request it answers.
+        request: RequestId,
+        /// One entry per partition of the request.
+        partitions: Vec<PartitionResponse>,
+    },
+    /// A request got no answer: the connection failed or was closed.
+    RequestFailed {
+        /// The request.
+        request: RequestId,
+        /// Whether any of it may have reached the broker. `false` only when the driver knows
+        /// it never wrote the request (the connection failed before the write).
+        written: bool,
+        /// What went wrong.
+        error: Error,
+    },
+}
+
+/// Something the engine asks its driver to do.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Send a Produce request to `broker` carrying one batch per partition, each stamped.
+    Produce {
+        /// Identifies the request in the answering event.
+        request: RequestId,
+        /// The partition leader to send to.
+        broker: BrokerId,
+        /// The stamped batches, all of one producer id and epoch (DESIGN rule P2).
+        batches: Vec<(TopicPartition, SealedBatch)>,
+    },
+    /// Ask any broker for a producer id (idempotent: InitProducerId without transactional id).
+    InitProducerId {
+        /// Identifies the request in the answering event.
+        request: RequestId,
+    },
+    /// Metadata is stale (a leader moved or is unknown): fetch it and send [`Event::Leaders`].
+    RefreshMetadata,
+    /// Close the connection to `broker`: a request on it timed out, and responses on a Kafka
+    /// connection come in order, so nothing later on it can be trusted to arrive.
+    Disconnect {
+        /// The broker.
+        broker: BrokerId,
+    },
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,798 @@
+//! The idempotent producer's state machine: which batch goes out when, stamped with what, and
+//! what each answer means for it (DESIGN rules P1–P9).
+
+use std::collections::{BTreeMap, HashMap};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tracing::{debug, info, warn};
+
+use super::accumulator::Accumulator;
+use super::completion::{BatchAck, BatchOutcome};
+use super::partition::{PartitionState, ProducerBatch, WireState};
+use super::{
+    Action, BrokerId, Event, Millis, PartitionResponse, ProducerIdentity, RequestId, TopicPartition,
+};
+use crate::error::Error;
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::record_batch::SealedBatch;
+
+/// The engine's settings (the delivery-related part of the producer configuration).
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// `max.in.flight.requests.per.connection`, at most 5: the broker remembers the last five
+    /// batches per producer and partition, so more could not be de-duplicated (P4).
+    pub max_in_flight: usize,
+    /// `retries`: how many times a batch is re-sent at most.
+    pub retries: u32,
+    /// `retry.backoff.ms`: the first retry's delay; it doubles per attempt, with jitter.
+    pub retry_backoff_ms: Millis,
+    /// `retry.backoff.max.ms`: the cap of that delay.
+    pub retry_backoff_max_ms: Millis,
+    /// `delivery.timeout.ms`: a record is resolved within this (plus one request timeout).
+    pub delivery_timeout_ms: Millis,
+    /// `request.timeout.ms`: an unanswered request is given up after this.
+    pub request_timeout_ms: Millis,
+    /// `max.request.size`: the most batch bytes put in one Produce request.
+    pub max_request_size: usize,
+    /// Least time between two metadata refreshes the engine asks for.
+    pub metadata_refresh_backoff_ms: Millis,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            max_in_flight: 5,
+            retries: u32::MAX,
+            retry_backoff_ms: 100,
+            retry_backoff_max_ms: 1000,
+            delivery_timeout_ms: 120_000,
+            request_timeout_ms: 30_000,
+            max_request_size: 1024 * 1024,
+            metadata_refresh_backoff_ms: 100,
+        }
+    }
+}
+
+/// Counters that move only on outcomes the broker confirmed, or on decisions the engine took
+/// (DESIGN rule P8): nothing here counts an attempt as a success.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Records the broker acknowledged.
+    pub records_acked: u64,
+    /// Records whose delivery failed and that are not in the log.
+    pub records_failed: u64,
+    /// Records whose delivery failed but that may be in the log.
+    pub records_indeterminate: u64,
+    /// Batches sent again after a failed or unanswered attempt.
+    pub batch_retries: u64,
+    /// Epoch bumps (including moves to a new producer id).
+    pub epoch_bumps: u64,
+    /// The current producer id (-1 before the first InitProducerId answer).
+    pub producer_id: i64,
+    /// The current epoch (-1 before the first InitProducerId answer).
+    pub epoch: i16,
+}
+
+/// A Produce request being assembled for one broker.
+struct RequestDraft {
+    request: RequestId,
+    bytes: usize,
+    batches: Vec<(TopicPartition, SealedBatch)>,
+}
+
+#[derive(Debug)]
+enum Outstanding {
+    Produce {
+        broker: BrokerId,
+        sent_ms: Millis,
+        partitions: Vec<TopicPartition>,
+    },
+    InitProducerId {
+        sent_ms: Millis,
+    },
+}
+
+/// The idempotent producer engine. See the module documentation of [`crate::engine`].
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+    identity: Option<ProducerIdentity>,
+    /// No InitProducerId before this time (backoff after a failed one).
+    identity_retry_at: Millis,
+    identity_attempts: u32,
+    /// Why the next identity must differ from the current one, if it must (P5, P7).
+    bump_reason: Option<&'static str>,
+    partitions: BTreeMap<TopicPartition, PartitionState>,
+    outstanding: HashMap<RequestId, Outstanding>,
+    next_request: RequestId,
+    metadata_wanted: bool,
+    metadata_requested_at: Option<Millis>,
+    flushing: bool,
+    fatal: Option<Error>,
+    rng: SmallRng,
+    counters: Counters,
+    actions: Vec<Action>,
+}
+
+impl Engine {
+    /// A new engine. `seed` drives the retry jitter, so a simulation seed replays exactly.
+    pub fn new(config: EngineConfig, seed: u64) -> Self {
+        Self {
+            config,
+            identity: None,
+            identity_retry_at: 0,
+            identity_attempts: 0,
+            bump_reason: None,
+            partitions: BTreeMap::new(),
+            outstanding: HashMap::new(),
+            next_request: 1,
+            metadata_wanted: false,
+            metadata_requested_at: None,
+            flushing: false,
+            fatal: None,
+            rng: SmallRng::seed_from_u64(seed),
+            counters: Counters {
+                producer_id: -1,
+                epoch: -1,
+                ..Counters::default()
+            },
+            actions: Vec::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Confirmed-outcome counters and the current identity.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The producer id and epoch batches are stamped with now, once there is one.
+    pub fn identity(&self) -> Option<ProducerIdentity> {
+        self.identity
+    }
+
+    /// The error that made the producer unusable, if one did.
+    pub fn fatal_error(&self) -> Option<&Error> {
+        self.fatal.as_ref()
+    }
+
+    /// Closes every open batch at the next [`Engine::poll`] regardless of linger, until
+    /// [`Engine::is_idle`]; used by `flush` and `close`.
+    pub fn begin_flush(&mut self) {
+        self.flushing = true;
+    }
+
+    /// Whether every record handed to the engine is resolved and nothing waits anywhere.
+    pub fn is_idle(&self, acc: &Accumulator) -> bool {
+        !acc.has_pending() && self.partitions.values().all(PartitionState::is_idle)
+    }
+
+    /// Records taken out of the accumulator that are not resolved yet.
+    pub fn unresolved_batches(&self) -> usize {
+        self.partitions
+            .values()
+            .map(|p| p.queued.len() + p.unacked.len())
+            .sum()
+    }
+
+    fn next_request_id(&mut self) -> RequestId {
+        let id = self.next_request;
+        self.next_request += 1;
+        id
+    }
+
+    /// Takes an event into account. Actions it leads to come out of the next [`Engine::poll`].
+    pub fn handle(&mut self, event: Event, now: Millis, acc: &mut Accumulator) {
+        match event {
+            Event::Leaders(leaders) => {
+                for (tp, leader) in leaders {
+                    self.partitions.entry(tp).or_default().leader = leader;
+                }
+            }
+            Event::ProducerId { request, result } => self.on_producer_id(request, result, now, acc),
+            Event::ProduceResponse {
+                request,
+                partitions,
+            } => {
+                if let Some(Outstanding::Produce { .. }) = self.outstanding.remove(&request) {
+                    for response in partitions {
+                        self.on_partition_response(request, response, now, acc);
+                    }
+                    // A partition the broker left out of its answer was not handled: treat it
+                    // as unanswered (conservative: it may have been written).
+                    self.fail_request_batches(request, true, now);
+                }
+            }
+            Event::RequestFailed {
+                request,
+                written,
+                error,
+            } => match self.outstanding.remove(&request) {
+                Some(Outstanding::Produce {
+                    broker, partitions, ..
+                }) => {
+                    debug!(request, broker, written, %error, partitions = partitions.len(), "produce request failed");
+                    self.fail_request_batches(request, written, now);
+                    self.want_metadata();
+                }
+                Some(Outstanding::InitProducerId { .. }) => {
+                    self.on_producer_id(request, Err(error), now, acc)
+                }
+                None => {}
+            },
+        }
+    }
+
+    fn on_producer_id(
+        &mut self,
+        request: RequestId,
+        result: Result<ProducerIdentity, Error>,
+        now: Millis,
+        acc: &mut Accumulator,
+    ) {
+        self.outstanding.remove(&request);
+        match result {
+            Ok(identity) => {
+                info!(
+                    producer_id = identity.producer_id,
+                    epoch = identity.epoch,
+                    "producer id assigned"
+                );
+                self.install_identity(identity);
+            }
+            Err(error) if error.is_fatal() => self.fail_fatally(error, acc),
+            Err(error) => {
+                self.identity_attempts += 1;
+                let delay = self.backoff(self.identity_attempts);
+                warn!(%error, retry_in_ms = delay, "InitProducerId failed");
+                self.identity_retry_at = now + delay;
+            }
+        }
+    }
+
+    fn install_identity(&mut self, identity: ProducerIdentity) {
+        self.identity = Some(identity);
+        self.identity_attempts = 0;
+        self.counters.producer_id = identity.producer_id;
+        self.counters.epoch = identity.epoch;
+    }
+
+    fn on_partition_response(
+        &mut self,
+        request: RequestId,
+        response: PartitionResponse,
+        now: Millis,
+        acc: &mut Accumulator,
+    ) {
+        let Some(state) = self.partitions.get_mut(&response.partition) else {
+            return;
+        };
+        let Some(position) = state.position_of(request) else {
+            return;
+        };
+        let code = response.error;
+        let tp = &response.partition;
+        match code {
+            ErrorCode::NONE | ErrorCode::DUPLICATE_SEQUENCE_NUMBER => {
+                // NONE with the original offsets is how the broker answers a retry of a batch it
+                // already has; DUPLICATE_SEQUENCE_NUMBER says the same without offsets (P5).
+                let base_offset = if code == ErrorCode::NONE {
+                    response.base_offset
+                } else {
+                    -1
+                };
+                let batch = state
+                    .unacked
+                    .remove(position)
+                    .expect("position is in range");
+                if base_offset >= 0 {
+                    let last = base_offset + i64::from(batch.batch.record_count()) - 1;
+                    state.last_acked_offset = state.last_acked_offset.max(last);
+                }
+                debug!(partition = ?tp, base_offset, base_sequence = batch.batch.base_sequence(), "batch acknowledged");
+                let ack = BatchAck {
+                    base_offset,
+                    log_append_time: response.log_append_time,
+                };
+                Self::resolve(&mut self.counters, acc, batch, Ok(ack));
+            }
+            ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER => {
+                let batch = &mut state.unacked[position];
+                batch.attempt_failed(false);
+                // An earlier batch still unresolved explains the gap: it is being retried (P4).
+                // Otherwise the broker expects a sequence we did not send next: re-stamp under a
+                // new epoch (KIP-360; what the Java client does for an idempotent producer).
+                if position == 0 && !batch.behind_gap {
+                    warn!(partition = ?tp, base_sequence = batch.batch.base_sequence(), "out of order sequence on the next expected batch");
+                    state.diverged = true;
+                    self.bump_reason
+                        .get_or_insert("OUT_OF_ORDER_SEQUENCE_NUMBER on the next expected batch");
+                }
+                state.retry_at = now;
+            }
+            ErrorCode::UNKNOWN_PRODUCER_ID | ErrorCode::INVALID_PRODUCER_EPOCH => {
+                // The broker lost (or never had) our producer state, e.g. after producer id
+                // expiration or retention removed our last batch: continuing the old sequence
+                // cannot work, so bump and re-send (P7; KIP-360). The batch was not appended.
+                warn!(partition = ?tp, %code, log_start_offset = response.log_start_offset, last_acked = state.last_acked_offset, "broker does not know our producer state");
+                state.unacked[position].attempt_failed(false);
+                state.diverged = true;
+                self.bump_reason
+                    .get_or_insert("broker lost the producer state");
+            }
+            code if code.is_retriable() => {
+                // Appended to the leader but not yet replicated, or timed out while replicating:
+                // the batch may be in the log. Everything else retriable was rejected up front.
+                let maybe_written = matches!(
+                    code,
+                    ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                        | ErrorCode::REQUEST_TIMED_OUT
+                        | ErrorCode::KAFKA_STORAGE_ERROR
+                );
+                let batch = &mut state.unacked[position];
+                batch.attempt_failed(maybe_written);
+                let attempts = batch.attempts;
+                debug!(partition = ?tp, %code, attempts, "retriable produce error");
+                let delay = self.backoff(attempts);
+                let state = self.partitions.get_mut(tp).expect("partition exists");
+                state.retry_at = now + delay;
+                if code.invalidates_metadata() {
+                    state.leader = None;
+                    self.want_metadata();
+                }
+            }
+            code => {
+                let error = Error::Broker {
+                    code,
+                    message: response.message,
+                };
+                if error.is_fatal() {
+                    self.fail_fatally(error, acc);
+                    return;
+                }
+                // Rejected for good (e.g. MESSAGE_TOO_LARGE): not in the log. Its sequence was
+                // used on the wire, so every later batch of this identity is out of order from
+                // now on: they go out again re-stamped after an epoch bump (KAFKA-14034).
+                warn!(partition = ?tp, %code, "batch rejected");
+                let batch = state
+                    .unacked
+                    .remove(position)
+                    .expect("position is in range");
+                state.mark_gap_from(position);
+                self.bump_reason
+                    .get_or_insert("a sent batch failed for good");
+                Self::resolve(&mut self.counters, acc, batch, Err(error));
+            }
+        }
+    }
+
+    /// Marks the batches of an unanswered request: certainly not in the log when the request
+    /// was never written, otherwise unresolved (P5).
+    fn fail_request_batches(&mut self, request: RequestId, written: bool, now: Millis) {
+        let backoff = self.config.retry_backoff_ms;
+        for state in self.partitions.values_mut() {
+            for batch in state.unacked.iter_mut() {
+                if batch.wire == Some(WireState::InFlight(request)) {
+                    batch.attempt_failed(written);
+                    state.retry_at = state.retry_at.max(now + backoff);
+                }
+            }
+        }
+    }
+
+    fn want_metadata(&mut self) {
+        self.metadata_wanted = true;
+    }
+
+    /// Resolves a batch: completes its records' futures, returns its memory, counts it.
+    fn resolve(
+        counters: &mut Counters,
+        acc: &mut Accumulator,
+        batch: ProducerBatch,
+        outcome: BatchOutcome,
+    ) {
+        let records = u64::try_from(batch.batch.record_count()).unwrap_or(0);
+        match &outcome {
+            Ok(_) => counters.records_acked += records,
+            Err(e) if e.is_indeterminate() => counters.records_indeterminate += records,
+            Err(_) => counters.records_failed += records,
+        }
+        acc.release(batch.batch.size_in_bytes());
+        batch.completion.complete(outcome);
+    }
+
+    fn fail_fatally(&mut self, error: Error, acc: &mut Accumulator) {
+        warn!(%error, "producer failed fatally");
+        let fatal = Error::Fatal(std::sync::Arc::new(error));
+        self.fatal = Some(fatal.clone());
+        for state in self.partitions.values_mut() {
+            for batch in state.queued.drain(..).chain(state.unacked.drain(..)) {
+                // A batch that went out may be in the log: say so (P6).
+                let outcome = if batch.wire.is_some_and(|w| w != WireState::NotWritten) {
+                    Err(Error::DeliveryTimeout {
+                        elapsed_ms: 0,
+                        indeterminate: true,
+                    })
+                } else {
+                    Err(fatal.clone())
+                };
+                Self::resolve(&mut self.counters, acc, batch, outcome);
+            }
+        }
+        for closed in acc.take_all() {
+            let records = u64::try_from(closed.batch.record_count()).unwrap_or(0);
+            self.counters.records_failed += records;
+            acc.release(closed.batch.size_in_bytes());
+            closed.completion.complete(Err(fatal.clone()));
+        }
+    }
+
+    /// Exponential backoff with ±20% jitter from the seeded RNG.
+    fn backoff(&mut self, attempts: u32) -> Millis {
+        let exp = self
+            .config
+            .retry_backoff_ms
+            .saturating_mul(1u64 << attempts.saturating_sub(1).min(20));
+        let base = exp.min(self.config.retry_backoff_max_ms).max(1);
+        let jitter = base / 5;
+        base - jitter + self.rng.random_range(0..=2 * jitter)
+    }
+
+    /// Runs every decision that is due at `now` and returns the actions for the driver.
+    pub fn poll(&mut self, now: Millis, acc: &mut Accumulator) -> Vec<Action> {
+        if self.fatal.is_some() {
+            self.fail_fatally_remaining(acc);
+            return std::mem::take(&mut self.actions);
+        }
+        for closed in acc.take_ready(now, self.flushing) {
+            let state = self.partitions.entry(closed.partition).or_default();
+            state.queued.push_back(ProducerBatch::new(
+                closed.batch,
+                closed.completion,
+                closed.created_ms,
+            ));
+        }
+        self.expire_requests(now);
+        for state in self.partitions.values_mut() {
+            if state.in_flight() == 0 {
+                state.unstamp_unwritten_tail();
+            }
+        }
+        self.expire_batches(now, acc);
+        self.maybe_bump(now, acc);
+        self.request_identity(now);
+        self.dispatch(now);
+        self.request_metadata(now);
+        if self.flushing && self.is_idle(acc) {
+            self.flushing = false;
+        }
+        std::mem::take(&mut self.actions)
+    }
+
+    fn fail_fatally_remaining(&mut self, acc: &mut Accumulator) {
+        if let Some(fatal) = self.fatal.clone() {
+            for closed in acc.take_all() {
+                let records = u64::try_from(closed.batch.record_count()).unwrap_or(0);
+                self.counters.records_failed += records;
+                acc.release(closed.batch.size_in_bytes());
+                closed.completion.complete(Err(fatal.clone()));
+            }
+        }
+    }
+
+    /// Gives up on requests unanswered for `request.timeout.ms`: their batches become
+    /// unresolved and the connection is closed (P9).
+    fn expire_requests(&mut self, now: Millis) {
+        let timeout = self.config.request_timeout_ms;
+        let expired: Vec<(RequestId, Option<BrokerId>)> = self
+            .outstanding
+            .iter()
+            .filter_map(|(&id, o)| match o {
+                Outstanding::Produce {
+                    broker, sent_ms, ..
+                } if sent_ms + timeout <= now => Some((id, Some(*broker))),
+                Outstanding::InitProducerId { sent_ms } if sent_ms + timeout <= now => {
+                    Some((id, None))
+                }
+                _ => None,
+            })
+            .collect();
+        for (request, broker) in expired {
+            self.outstanding.remove(&request);
+            match broker {
+                Some(broker) => {
+                    warn!(request, broker, "produce request timed out");
+                    self.fail_request_batches(request, true, now);
+                    self.actions.push(Action::Disconnect { broker });
+                    self.want_metadata();
+                }
+                None => {
+                    self.identity_attempts += 1;
+                    self.identity_retry_at = now + self.config.retry_backoff_ms;
+                }
+            }
+        }
+    }
+
+    /// Fails batches whose `delivery.timeout.ms` has passed. A batch still in flight waits for
+    /// its request to be answered or to time out, so that its outcome is as precise as it can
+    /// be. Failing a batch that went out leaves a hole in the sequence: epoch bump (P5).
+    fn expire_batches(&mut self, now: Millis, acc: &mut Accumulator) {
+        let timeout = self.config.delivery_timeout_ms;
+        let retries = self.config.retries;
+        for (tp, state) in self.partitions.iter_mut() {
+            while let Some(batch) = state.queued.front() {
+                if batch.created_ms + timeout > now {
+                    break;
+                }
+                let batch = state.queued.pop_front().expect("front exists");
+                let error = Error::DeliveryTimeout {
+                    elapsed_ms: now - batch.created_ms,
+                    indeterminate: false,
+                };
+                Self::resolve(&mut self.counters, acc, batch, Err(error));
+            }
+            let mut position = 0;
+            while position < state.unacked.len() {
+                let batch = &state.unacked[position];
+                let out_of_time = batch.created_ms + timeout <= now;
+                let out_of_retries = batch.attempts > retries;
+                let waiting = matches!(batch.wire, Some(WireState::InFlight(_)));
+                if waiting || !(out_of_time || out_of_retries) {
+                    position += 1;
+                    continue;
+                }
+                let batch = state
+                    .unacked
+                    .remove(position)
+                    .expect("position is in range");
+                let indeterminate = batch.wire == Some(WireState::Unresolved) && !batch.behind_gap;
+                warn!(partition = ?tp, base_sequence = batch.batch.base_sequence(), indeterminate, "batch expired");
+                state.mark_gap_from(position);
+                self.bump_reason.get_or_insert("a sent batch expired");
+                let error = Error::DeliveryTimeout {
+                    elapsed_ms: now - batch.created_ms,
+                    indeterminate,
+                };
+                Self::resolve(&mut self.counters, acc, batch, Err(error));
+            }
+        }
+    }
+
+    /// Bumps the epoch once nothing of the old one is in flight or can still be resolved
+    /// under it, and resets every partition's sequence (P5, KAFKA-12152): idle partitions
+    /// too, since the broker expects sequence 0 of the new epoch everywhere.
+    fn maybe_bump(&mut self, now: Millis, acc: &mut Accumulator) {
+        let Some(reason) = self.bump_reason else {
+            return;
+        };
+        let produce_in_flight = self
+            .outstanding
+            .values()
+            .any(|o| matches!(o, Outstanding::Produce { .. }));
+        if produce_in_flight || self.partitions.values().any(PartitionState::has_retry) {
+            return;
+        }
+        for (tp, state) in self.partitions.iter_mut() {
+            for batch in state.reset_for_new_identity() {
+                // It went out under the old identity and its outcome is unknown: re-stamping it
+                // could write it twice, so it fails as indeterminate (P5, P6).
+                warn!(partition = ?tp, base_sequence = batch.batch.base_sequence(), "unresolved batch failed at epoch bump");
+                let error = Error::DeliveryTimeout {
+                    elapsed_ms: now.saturating_sub(batch.created_ms),
+                    indeterminate: true,
+                };
+                Self::resolve(&mut self.counters, acc, batch, Err(error));
+            }
+        }
+        self.bump_reason = None;
+        self.counters.epoch_bumps += 1;
+        match self.identity {
+            Some(current) if current.epoch < i16::MAX => {
+                let next = ProducerIdentity {
+                    producer_id: current.producer_id,
+                    epoch: current.epoch + 1,
+                };
+                info!(
+                    producer_id = next.producer_id,
+                    epoch = next.epoch,
+                    reason,
+                    "epoch bumped"
+                );
+                self.install_identity(next);
+            }
+            _ => {
+                // Epoch exhausted (or no identity yet): a new producer id starts at epoch 0.
+                info!(reason, "new producer id needed");
+                self.identity = None;
+            }
+        }
+    }
+
+    fn request_identity(&mut self, now: Millis) {
+        let asked = self
+            .outstanding
+            .values()
+            .any(|o| matches!(o, Outstanding::InitProducerId { .. }));
+        if self.identity.is_some() || asked || now < self.identity_retry_at {
+            return;
+        }
+        let request = self.next_request_id();
+        self.outstanding
+            .insert(request, Outstanding::InitProducerId { sent_ms: now });
+        self.actions.push(Action::InitProducerId { request });
+    }
+
+    fn request_metadata(&mut self, now: Millis) {
+        if self
+            .partitions
+            .values()
+            .any(|p| p.leader.is_none() && !p.is_idle())
+        {
+            self.metadata_wanted = true;
+        }
+        let due = self
+            .metadata_requested_at
+            .is_none_or(|at| at + self.config.metadata_refresh_backoff_ms <= now);
+        if self.metadata_wanted && due {
+            self.metadata_wanted = false;
+            self.metadata_requested_at = Some(now);
+            self.actions.push(Action::RefreshMetadata);
+        }
+    }
+
+    /// Builds at most one Produce request per broker, with at most one batch per partition:
+    /// retries first and alone (after the partition's pipeline drained, P4), then new batches
+    /// stamped now (P1), up to `max_in_flight` per partition and per broker.
+    fn dispatch(&mut self, now: Millis) {
+        let Some(identity) = self.identity else {
+            return;
+        };
+        let bumping = self.bump_reason.is_some();
+        let mut per_broker: BTreeMap<BrokerId, RequestDraft> = BTreeMap::new();
+        let mut broker_in_flight: HashMap<BrokerId, usize> = HashMap::new();
+        for o in self.outstanding.values() {
+            if let Outstanding::Produce { broker, .. } = o {
+                *broker_in_flight.entry(*broker).or_default() += 1;
+            }
+        }
+        let max_in_flight = self.config.max_in_flight;
+        let max_request = self.config.max_request_size;
+        for (tp, state) in self.partitions.iter_mut() {
+            let Some(broker) = state.leader else { continue };
+            if broker_in_flight.get(&broker).copied().unwrap_or(0) >= max_in_flight {
+                continue;
+            }
+            let draft = per_broker.entry(broker).or_insert_with(|| {
+                let request = self.next_request;
+                self.next_request += 1;
+                RequestDraft {
+                    request,
+                    bytes: 0,
+                    batches: Vec::new(),
+                }
+            });
+            let RequestDraft {
+                request,
+                bytes,
+                batches,
+            } = draft;
+            if state.diverged {
+                continue;
+            }
+            if state.has_retry() {
+                if state.in_flight() > 0 || now < state.retry_at {
+                    continue;
+                }
+                let Some(batch) = state.unacked.iter_mut().find(|b| b.awaits_retry()) else {
+                    continue;
+                };
+                if *bytes > 0 && *bytes + batch.batch.size_in_bytes() > max_request {
+                    continue;
+                }
+                batch.wire = Some(WireState::InFlight(*request));
+                batch.attempts += 1;
+                self.counters.batch_retries += 1;
+                debug!(partition = ?tp, base_sequence = batch.batch.base_sequence(), attempts = batch.attempts, "retrying batch");
+                *bytes += batch.batch.size_in_bytes();
+                batches.push((tp.clone(), batch.batch.clone()));
+                continue;
+            }
+            let waiting_retry = state
+                .unacked
+                .iter()
+                .any(|b| b.wire.is_some_and(|w| !matches!(w, WireState::InFlight(_))));
+            if bumping
+                || waiting_retry
+                || state.in_flight() >= max_in_flight
+                || now < state.retry_at
+            {
+                continue;
+            }
+            let Some(next) = state.queued.front() else {
+                continue;
+            };
+            if *bytes > 0 && *bytes + next.batch.size_in_bytes() > max_request {
+                continue;
+            }
+            if let Some(batch) = state.stamp_next(identity.producer_id, identity.epoch, *request) {
+                debug!(partition = ?tp, producer_id = identity.producer_id, epoch = identity.epoch, base_sequence = batch.base_sequence(), records = batch.record_count(), "batch stamped");
+                *bytes += batch.size_in_bytes();
+                batches.push((tp.clone(), batch.clone()));
+            }
+        }
+        for (
+            broker,
+            RequestDraft {
+                request, batches, ..
+            },
+        ) in per_broker
+        {
+            if batches.is_empty() {
+                continue;
+            }
+            let partitions = batches.iter().map(|(tp, _)| tp.clone()).collect();
+            self.outstanding.insert(
+                request,
+                Outstanding::Produce {
+                    broker,
+                    sent_ms: now,
+                    partitions,
+                },
+            );
+            self.actions.push(Action::Produce {
+                request,
+                broker,
+                batches,
+            });
+        }
+    }
+
+    /// The earliest time after `now` at which [`Engine::poll`] has something to do without a
+    /// new event (deadlines at or before `now` were handled by the poll that just ran).
+    pub fn next_wakeup(&self, now: Millis, acc: &Accumulator) -> Option<Millis> {
+        let mut wake: Option<Millis> = None;
+        let mut consider = |t: Millis| {
+            if t > now {
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+        };
+        if let Some(linger) = acc.next_linger_deadline() {
+            consider(linger.max(now + 1));
+        }
+        let timeout = self.config.delivery_timeout_ms;
+        for state in self.partitions.values() {
+            if let Some(b) = state.queued.front() {
+                consider(b.created_ms + timeout);
+            }
+            for b in &state.unacked {
+                consider(b.created_ms + timeout);
+            }
+            if !state.is_idle() {
+                consider(state.retry_at);
+            }
+        }
+        for o in self.outstanding.values() {
+            match o {
+                Outstanding::Produce { sent_ms, .. } | Outstanding::InitProducerId { sent_ms } => {
+                    consider(sent_ms + self.config.request_timeout_ms)
+                }
+            }
+        }
+        if self.identity.is_none() {
+            consider(self.identity_retry_at);
+        }
+        if self.metadata_wanted {
+            consider(
+                self.metadata_requested_at
+                    .map_or(0, |at| at + self.config.metadata_refresh_backoff_ms),
+            );
+        }
+        wake
+    }
+}

@@ -1,0 +1,389 @@
+//! Scripted scenarios for the engine: each drives it event by event and checks what it
+//! stamps, sends and resolves. (The randomised simulation lives in `sim`.)
+
+use std::sync::Arc;
+
+use super::accumulator::{Accumulator, AccumulatorConfig};
+use super::completion::BatchCompletion;
+use super::*;
+
+const T0: &str = "t";
+
+struct Harness {
+    engine: Engine,
+    acc: Accumulator,
+    now: Millis,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let config = EngineConfig {
+            delivery_timeout_ms: 1_000,
+            request_timeout_ms: 300,
+            retry_backoff_ms: 10,
+            retry_backoff_max_ms: 10,
+            ..EngineConfig::default()
+        };
+        let acc = Accumulator::new(AccumulatorConfig {
+            batch_size: 16 * 1024,
+            linger_ms: 0,
+            buffer_memory: 1 << 20,
+            max_request_size: 1 << 20,
+            transactional: false,
+        });
+        let mut h = Self {
+            engine: Engine::new(config, 7),
+            acc,
+            now: 0,
+        };
+        let leaders = (0..3)
+            .map(|p| (TopicPartition::new(T0, p), Some(1)))
+            .collect();
+        h.engine.handle(Event::Leaders(leaders), 0, &mut h.acc);
+        h
+    }
+
+    fn send(&mut self, partition: i32) -> Arc<BatchCompletion> {
+        let tp = TopicPartition::new(T0, partition);
+        self.acc
+            .append(&tp, 0, None, Some(b"value"), &[], self.now)
+            .expect("append")
+            .completion
+    }
+
+    fn poll(&mut self) -> Vec<Action> {
+        self.engine.poll(self.now, &mut self.acc)
+    }
+
+    fn advance(&mut self, ms: Millis) -> Vec<Action> {
+        self.now += ms;
+        self.poll()
+    }
+
+    fn give_identity(&mut self, producer_id: i64, epoch: i16) {
+        let actions = self.poll();
+        let request = actions
+            .iter()
+            .find_map(|a| match a {
+                Action::InitProducerId { request } => Some(*request),
+                _ => None,
+            })
+            .expect("asks for a producer id");
+        self.engine.handle(
+            Event::ProducerId {
+                request,
+                result: Ok(ProducerIdentity { producer_id, epoch }),
+            },
+            self.now,
+            &mut self.acc,
+        );
+    }
+
+    fn answer(&mut self, request: RequestId, answers: &[(i32, ErrorCode, i64)]) {
+        let partitions = answers
+            .iter()
+            .map(|&(p, error, base_offset)| PartitionResponse {
+                partition: TopicPartition::new(T0, p),
+                error,
+                base_offset,
+                log_append_time: -1,
+                log_start_offset: 0,
+                message: None,
+            })
+            .collect();
+        self.engine.handle(
+            Event::ProduceResponse {
+                request,
+                partitions,
+            },
+            self.now,
+            &mut self.acc,
+        );
+    }
+
+    fn fail(&mut self, request: RequestId, written: bool) {
+        let error = Error::Io {
+            broker: "b".into(),
+            message: "reset".into(),
+        };
+        self.engine.handle(
+            Event::RequestFailed {
+                request,
+                written,
+                error,
+            },
+            self.now,
+            &mut self.acc,
+        );
+    }
+}
+
+/// (partition, producer id, epoch, base sequence) of one batch on the wire.
+type Stamp = (i32, i64, i16, i32);
+
+/// (request, stamps) of each Produce action.
+fn produces(actions: &[Action]) -> Vec<(RequestId, Vec<Stamp>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Produce {
+                request, batches, ..
+            } => Some((
+                *request,
+                batches
+                    .iter()
+                    .map(|(tp, b)| {
+                        (
+                            tp.partition,
+                            b.producer_id(),
+                            b.producer_epoch(),
+                            b.base_sequence(),
+                        )
+                    })
+                    .collect(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn offset_of(c: &BatchCompletion) -> Option<i64> {
+    c.outcome().and_then(|o| o.ok()).map(|a| a.base_offset)
+}
+
+#[test]
+fn sequences_are_taken_at_dispatch_and_contiguous() {
+    let mut h = Harness::new();
+    let first = h.send(0);
+    // No identity yet: nothing is stamped, nothing is sent (P1).
+    let actions = h.poll();
+    assert!(produces(&actions).is_empty());
+    let init = actions.iter().find_map(|a| match a {
+        Action::InitProducerId { request } => Some(*request),
+        _ => None,
+    });
+    h.engine.handle(
+        Event::ProducerId {
+            request: init.unwrap(),
+            result: Ok(ProducerIdentity {
+                producer_id: 9,
+                epoch: 0,
+            }),
+        },
+        0,
+        &mut h.acc,
+    );
+    let sent = produces(&h.poll());
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].1, vec![(0, 9, 0, 0)]);
+    h.send(0);
+    h.send(0);
+    let second = produces(&h.poll());
+    assert_eq!(
+        second[0].1,
+        vec![(0, 9, 0, 1)],
+        "one batch per partition per request; next sequence is 1"
+    );
+    h.answer(sent[0].0, &[(0, ErrorCode::NONE, 100)]);
+    assert_eq!(offset_of(&first), Some(100));
+    assert_eq!(h.engine.counters().records_acked, 1);
+}
+
+#[test]
+fn a_request_never_written_consumes_no_sequence() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    let c = h.send(0);
+    let sent = produces(&h.poll());
+    h.fail(sent[0].0, false);
+    // The batch expires without ever reaching the broker: a plain failure, no bump (P1).
+    for _ in 0..200 {
+        for (request, _) in produces(&h.advance(10)) {
+            h.fail(request, false);
+        }
+    }
+    let err = c.outcome().expect("resolved").unwrap_err();
+    assert!(!err.is_indeterminate(), "{err}");
+    assert_eq!(h.engine.counters().epoch_bumps, 0);
+    h.send(0);
+    let next = produces(&h.poll());
+    assert_eq!(
+        next[0].1,
+        vec![(0, 1, 0, 0)],
+        "sequence 0 again: the failed send consumed none"
+    );
+}
+
+#[test]
+fn lost_ack_is_retried_with_the_same_identity_and_resolved_once() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    let c = h.send(0);
+    let sent = produces(&h.poll());
+    h.fail(sent[0].0, true);
+    let retry = produces(&h.advance(20));
+    assert_eq!(
+        retry[0].1, sent[0].1,
+        "same producer id, epoch and sequence (P2)"
+    );
+    // The broker recognises the batch and answers with its original offset.
+    h.answer(retry[0].0, &[(0, ErrorCode::NONE, 42)]);
+    assert_eq!(offset_of(&c), Some(42));
+    assert_eq!(h.engine.counters().records_acked, 1);
+    assert_eq!(h.engine.counters().batch_retries, 1);
+}
+
+#[test]
+fn expired_unresolved_batch_bumps_epoch_and_resets_every_partition() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    h.send(1);
+    let p1 = produces(&h.poll());
+    h.answer(p1[0].0, &[(1, ErrorCode::NONE, 0)]);
+    let lost = h.send(0);
+    let sent = produces(&h.poll());
+    h.fail(sent[0].0, true);
+    // Every retry goes unanswered until the delivery timeout.
+    for _ in 0..150 {
+        for (request, _) in produces(&h.advance(10)) {
+            h.fail(request, true);
+        }
+    }
+    let err = lost.outcome().expect("resolved").unwrap_err();
+    assert!(
+        err.is_indeterminate(),
+        "a written batch whose answer was lost is indeterminate: {err}"
+    );
+    assert_eq!(h.engine.counters().epoch_bumps, 1);
+    assert_eq!(
+        h.engine.identity(),
+        Some(ProducerIdentity {
+            producer_id: 1,
+            epoch: 1
+        })
+    );
+    // Partition 1 was idle: its sequence restarts at 0 too (KAFKA-12152).
+    h.send(1);
+    let next = produces(&h.poll());
+    assert_eq!(next[0].1, vec![(1, 1, 1, 0)]);
+}
+
+#[test]
+fn a_batch_rejected_for_good_makes_later_batches_restamp_after_a_bump() {
+    let mut h = Harness::new();
+    h.engine = Engine::new(
+        EngineConfig {
+            max_in_flight: 5,
+            ..h.engine.config().clone()
+        },
+        1,
+    );
+    let leaders = vec![(TopicPartition::new(T0, 0), Some(1))];
+    h.engine.handle(Event::Leaders(leaders), 0, &mut h.acc);
+    h.give_identity(1, 0);
+    let rejected = h.send(0);
+    let a = produces(&h.poll());
+    let later = h.send(0);
+    let b = produces(&h.poll());
+    assert_eq!(b[0].1, vec![(0, 1, 0, 1)]);
+    h.answer(a[0].0, &[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]);
+    h.answer(b[0].0, &[(0, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]);
+    let err = rejected.outcome().expect("resolved").unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::MESSAGE_TOO_LARGE));
+    assert!(!err.is_indeterminate());
+    let again = produces(&h.advance(20));
+    assert_eq!(
+        again[0].1,
+        vec![(0, 1, 1, 0)],
+        "re-stamped: new epoch, sequence 0 (P2)"
+    );
+    h.answer(again[0].0, &[(0, ErrorCode::NONE, 5)]);
+    assert_eq!(offset_of(&later), Some(5));
+}
+
+#[test]
+fn out_of_order_behind_an_earlier_retry_is_not_data_loss() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    let first = h.send(0);
+    let a = produces(&h.poll());
+    let second = h.send(0);
+    let b = produces(&h.poll());
+    h.answer(a[0].0, &[(0, ErrorCode::NOT_LEADER_OR_FOLLOWER, -1)]);
+    h.answer(b[0].0, &[(0, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]);
+    h.engine.handle(
+        Event::Leaders(vec![(TopicPartition::new(T0, 0), Some(1))]),
+        h.now,
+        &mut h.acc,
+    );
+    // Retries go out in order, one at a time, under the same identity (P4): no bump.
+    let r1 = produces(&h.advance(20));
+    assert_eq!(r1[0].1, vec![(0, 1, 0, 0)]);
+    h.answer(r1[0].0, &[(0, ErrorCode::NONE, 10)]);
+    let r2 = produces(&h.advance(20));
+    assert_eq!(r2[0].1, vec![(0, 1, 0, 1)]);
+    h.answer(r2[0].0, &[(0, ErrorCode::NONE, 11)]);
+    assert_eq!(
+        (offset_of(&first), offset_of(&second)),
+        (Some(10), Some(11))
+    );
+    assert_eq!(h.engine.counters().epoch_bumps, 0);
+}
+
+#[test]
+fn epoch_exhaustion_takes_a_new_producer_id() {
+    let mut h = Harness::new();
+    h.give_identity(1, i16::MAX);
+    h.send(0);
+    let sent = produces(&h.poll());
+    h.answer(sent[0].0, &[(0, ErrorCode::UNKNOWN_PRODUCER_ID, -1)]);
+    let actions = h.advance(1);
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::InitProducerId { .. })),
+        "at epoch i16::MAX a bump needs a new producer id: {actions:?}"
+    );
+    assert_eq!(h.engine.identity(), None);
+}
+
+#[test]
+fn request_timeout_makes_batches_unresolved_and_closes_the_connection() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    h.send(0);
+    let sent = produces(&h.poll());
+    let actions = h.advance(300);
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Disconnect { broker: 1 }))
+    );
+    let retry = produces(&h.advance(20));
+    assert_eq!(retry[0].1, sent[0].1);
+    // The answer to the timed-out request arrives late: it is ignored.
+    h.answer(sent[0].0, &[(0, ErrorCode::NONE, 1)]);
+    assert_eq!(h.engine.counters().records_acked, 0);
+}
+
+#[test]
+fn a_retry_that_never_left_does_not_erase_an_earlier_lost_ack() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    let c = h.send(0);
+    let sent = produces(&h.poll());
+    // Written, answer lost: maybe in the log.
+    h.fail(sent[0].0, true);
+    // Every retry fails before it is written (broker unreachable) until the batch expires.
+    for _ in 0..150 {
+        for (request, _) in produces(&h.advance(10)) {
+            h.fail(request, false);
+        }
+    }
+    let err = c.outcome().expect("resolved").unwrap_err();
+    assert!(
+        err.is_indeterminate(),
+        "the first attempt may have landed: {err}"
+    );
+    assert_eq!(h.engine.counters().epoch_bumps, 1);
+}

@@ -1,0 +1,164 @@
+//! The crate's one error type.
+
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::protocol::DecodeError;
+use crate::protocol::error_code::ErrorCode;
+
+/// Everything that can go wrong in `exactly`.
+///
+/// Classify with [`Error::is_retriable`], [`Error::is_fatal`], [`Error::is_abortable`] and
+/// [`Error::is_indeterminate`]. A failed delivery that is *indeterminate* may still have been
+/// written to the log (KAFKA-13574 showed a "failed" send can be committed); every other
+/// delivery failure means the record is not in the log (DESIGN rule P6).
+#[derive(Debug, Clone, Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A broker answered with an error code.
+    #[error("broker error {code}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Broker {
+        /// The code, under its Kafka name.
+        code: ErrorCode,
+        /// The broker's message, if it sent one.
+        message: Option<String>,
+    },
+    /// The record was not acknowledged within `delivery.timeout.ms`.
+    #[error(
+        "delivery timed out after {elapsed_ms} ms{}",
+        if *indeterminate { " (the record may have been written)" } else { " (the record was not written)" }
+    )]
+    DeliveryTimeout {
+        /// How long the record waited.
+        elapsed_ms: u64,
+        /// Whether the record may have been written (its batch was sent and its answer lost).
+        indeterminate: bool,
+    },
+    /// A record larger than `max.request.size` (or than the buffer) was rejected at `send`.
+    #[error("record of {size} bytes is larger than the limit of {max} bytes ({setting})")]
+    RecordTooLarge {
+        /// Encoded size of the record.
+        size: usize,
+        /// The limit it broke.
+        max: usize,
+        /// The setting that sets the limit.
+        setting: &'static str,
+    },
+    /// A topic name Kafka would reject.
+    #[error("invalid topic name {topic:?}: {reason}")]
+    InvalidTopic {
+        /// The name.
+        topic: String,
+        /// Why it is invalid.
+        reason: &'static str,
+    },
+    /// The topic does not exist (or its metadata did not arrive) within the metadata deadline.
+    #[error("topic {topic:?} not found within {waited_ms} ms (last error: {last_error})")]
+    UnknownTopic {
+        /// The topic.
+        topic: String,
+        /// How long the producer waited for its metadata.
+        waited_ms: u64,
+        /// What the broker last said about it.
+        last_error: ErrorCode,
+    },
+    /// A configuration setting is unknown, malformed or contradicts another.
+    #[error("invalid configuration {setting}: {reason}")]
+    Config {
+        /// The setting, by its Kafka property name.
+        setting: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The producer was closed (or failed fatally) before the operation.
+    #[error("the producer is closed")]
+    Closed,
+    /// A call made in a state that does not allow it (e.g. `send` outside a transaction on a
+    /// transactional producer). Nothing was sent.
+    #[error("invalid state: {0}")]
+    InvalidState(String),
+    /// The producer hit an error it cannot recover from; it is unusable. The cause is kept.
+    #[error("fatal: {0}")]
+    Fatal(Arc<Error>),
+    /// A broker sent bytes that do not decode.
+    #[error("malformed response: {0}")]
+    Decode(#[from] DecodeError),
+    /// A network error talking to a broker.
+    #[error("I/O error with {broker}: {message}")]
+    Io {
+        /// The broker's address.
+        broker: String,
+        /// The error.
+        message: String,
+    },
+    /// No broker could be reached, or none answered, within the deadline.
+    #[error("timed out: {0}")]
+    Timeout(String),
+}
+
+impl Error {
+    /// A broker error without a message.
+    pub fn broker(code: ErrorCode) -> Self {
+        Error::Broker {
+            code,
+            message: None,
+        }
+    }
+
+    /// Whether the same operation may succeed if tried again.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Error::Broker { code, .. } => code.is_retriable(),
+            Error::Io { .. } | Error::Timeout(_) => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the producer is unusable after this error (DESIGN rule T5).
+    pub fn is_fatal(&self) -> bool {
+        match self {
+            Error::Fatal(_) | Error::Closed => true,
+            Error::Broker { code, .. } => matches!(
+                *code,
+                ErrorCode::PRODUCER_FENCED
+                    | ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                    | ErrorCode::CLUSTER_AUTHORIZATION_FAILED
+                    | ErrorCode::UNSUPPORTED_VERSION
+                    | ErrorCode::TRANSACTION_COORDINATOR_FENCED
+            ),
+            _ => false,
+        }
+    }
+
+    /// Whether the current transaction must be aborted, after which the producer can go on.
+    pub fn is_abortable(&self) -> bool {
+        match self {
+            Error::Broker { code, .. } => *code == ErrorCode::TRANSACTION_ABORTABLE,
+            _ => false,
+        }
+    }
+
+    /// Whether a failed delivery may nonetheless have been written to the log.
+    pub fn is_indeterminate(&self) -> bool {
+        matches!(
+            self,
+            Error::DeliveryTimeout {
+                indeterminate: true,
+                ..
+            }
+        )
+    }
+
+    /// The broker error code, if this error carries one.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Error::Broker { code, .. } => Some(*code),
+            Error::Fatal(inner) => inner.code(),
+            _ => None,
+        }
+    }
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
