@@ -4,7 +4,21 @@
 //!
 //! The crate is layered (see the project's DESIGN.md):
 //! - [`protocol`]: a pure codec for the Kafka wire protocol and RecordBatch v2.
+//! - [`engine`]: the sans-I/O producer core (accumulator, sequences, retries, epoch bumps).
+//! - [`client`]: the tokio driver (connections, metadata) and configuration.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod client;
+pub mod engine;
+pub mod error;
+mod producer;
 pub mod protocol;
+#[cfg(feature = "sim")]
+pub mod sim;
+
+pub use client::config::{Acks, ProducerBuilder, ProducerConfig};
+pub use engine::Counters;
+pub use error::{Error, Result};
+pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
+pub use protocol::record_batch::Header;

@@ -7,6 +7,8 @@
 //! the test: CI must never count a skipped check as a pass.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod delivery;
+
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::process::{Command, Output, Stdio};
@@ -54,9 +56,18 @@ impl Cluster {
         Self::find("_TV1", 1, 1, 19190, &TV1_LOCK)
     }
 
-    fn find(suffix: &str, brokers: usize, txn_version: u8, base_port: u16, lock: &'static RwLock<()>) -> Option<Self> {
-        let default: Vec<String> = (0..brokers).map(|i| format!("127.0.0.1:{}", base_port + i as u16)).collect();
-        let bootstrap = std::env::var(format!("KAFKA_BOOTSTRAP{suffix}")).unwrap_or_else(|_| default.join(","));
+    fn find(
+        suffix: &str,
+        brokers: usize,
+        txn_version: u8,
+        base_port: u16,
+        lock: &'static RwLock<()>,
+    ) -> Option<Self> {
+        let default: Vec<String> = (0..brokers)
+            .map(|i| format!("127.0.0.1:{}", base_port + i as u16))
+            .collect();
+        let bootstrap =
+            std::env::var(format!("KAFKA_BOOTSTRAP{suffix}")).unwrap_or_else(|_| default.join(","));
         let first = bootstrap.split(',').next().unwrap_or_default().to_owned();
         let reachable = first
             .to_socket_addrs()
@@ -69,7 +80,10 @@ impl Cluster {
                 (_, 1) => "scripts/testbed up --txn-version 1",
                 _ => "scripts/testbed up",
             };
-            assert!(!in_ci(), "CI=true but no broker answers at {bootstrap}; `{how}` should have started it");
+            assert!(
+                !in_ci(),
+                "CI=true but no broker answers at {bootstrap}; `{how}` should have started it"
+            );
             eprintln!("SKIPPED: no broker at {bootstrap}; start one with `{how}`");
             return None;
         }
@@ -135,7 +149,13 @@ impl Cluster {
     }
 
     /// Creates `topic` with Kafka's own TopicCommand (through the proxy).
-    pub fn create_topic(&self, topic: &str, partitions: u32, replication: u32, configs: &[(&str, &str)]) {
+    pub fn create_topic(
+        &self,
+        topic: &str,
+        partitions: u32,
+        replication: u32,
+        configs: &[(&str, &str)],
+    ) {
         let mut args = vec![
             "org.apache.kafka.tools.TopicCommand".to_owned(),
             "--bootstrap-server".into(),
@@ -183,7 +203,8 @@ pub fn unique_topic(prefix: &str) -> String {
 }
 
 fn testbed_script() -> String {
-    std::env::var("EXACTLY_TESTBED").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/testbed").to_owned())
+    std::env::var("EXACTLY_TESTBED")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/testbed").to_owned())
 }
 
 fn kafka_libs() -> String {
@@ -251,7 +272,18 @@ fn kcat_read(bootstrap: &str, topic: &str, isolation: Isolation) -> Vec<Consumed
     };
     let out = run_ok(
         Command::new("kcat")
-            .args(["-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-J", "-q"])
+            .args([
+                "-C",
+                "-b",
+                bootstrap,
+                "-t",
+                topic,
+                "-o",
+                "beginning",
+                "-e",
+                "-J",
+                "-q",
+            ])
             .args(["-X", &format!("isolation.level={level}")])
             .args(["-m", "60"]),
     );
@@ -259,8 +291,8 @@ fn kcat_read(bootstrap: &str, topic: &str, isolation: Isolation) -> Vec<Consumed
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|line| {
-            let v: serde_json::Value =
-                serde_json::from_str(line).unwrap_or_else(|e| panic!("kcat printed non-JSON {line:?}: {e}"));
+            let v: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("kcat printed non-JSON {line:?}: {e}"));
             let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
             ConsumedRecord {
                 partition: v["partition"].as_i64().expect("kcat JSON has partition") as i32,
@@ -313,8 +345,28 @@ pub fn kcat_brokers(bootstrap: &str) -> Vec<(i64, String)> {
         .as_array()
         .expect("brokers array")
         .iter()
-        .map(|b| (b["id"].as_i64().unwrap_or(-1), b["name"].as_str().unwrap_or_default().to_owned()))
+        .map(|b| {
+            (
+                b["id"].as_i64().unwrap_or(-1),
+                b["name"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
         .collect()
+}
+
+/// The node id of `topic`'s partition `partition` leader, from kcat's metadata.
+pub fn kcat_partition_leader(bootstrap: &str, topic: &str, partition: i64) -> i64 {
+    let out =
+        run_ok(Command::new("kcat").args(["-L", "-J", "-b", bootstrap, "-t", topic, "-m", "10"]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("kcat -L -J prints JSON");
+    v["topics"][0]["partitions"]
+        .as_array()
+        .and_then(|ps| {
+            ps.iter()
+                .find(|p| p["partition"].as_i64() == Some(partition))
+        })
+        .and_then(|p| p["leader"].as_i64())
+        .unwrap_or_else(|| panic!("no leader for {topic}-{partition} in {v}"))
 }
 
 /// A Toxiproxy proxy, driven through its HTTP API on 127.0.0.1.
@@ -339,12 +391,20 @@ impl Proxy {
         let body = format!(
             "{{\"name\":\"{name}\",\"type\":\"{kind}\",\"stream\":\"{stream}\",\"toxicity\":1.0,\"attributes\":{attributes}}}"
         );
-        toxiproxy("POST", &format!("/proxies/{}/toxics", self.name), Some(&body));
+        toxiproxy(
+            "POST",
+            &format!("/proxies/{}/toxics", self.name),
+            Some(&body),
+        );
     }
 
     /// Removes one toxic by name.
     pub fn remove_toxic(&self, name: &str) {
-        toxiproxy("DELETE", &format!("/proxies/{}/toxics/{name}", self.name), None);
+        toxiproxy(
+            "DELETE",
+            &format!("/proxies/{}/toxics/{name}", self.name),
+            None,
+        );
     }
 
     /// Removes every toxic of this proxy.
@@ -360,28 +420,36 @@ impl Proxy {
 
     /// The proxy's state as Toxiproxy reports it.
     pub fn state(&self) -> serde_json::Value {
-        serde_json::from_str(&toxiproxy("GET", &format!("/proxies/{}", self.name), None)).expect("proxy JSON")
+        serde_json::from_str(&toxiproxy("GET", &format!("/proxies/{}", self.name), None))
+            .expect("proxy JSON")
     }
 }
 
 fn toxiproxy_addr() -> String {
     let url = std::env::var("TOXIPROXY_URL").unwrap_or_else(|_| "http://127.0.0.1:8474".into());
-    url.trim_start_matches("http://").trim_end_matches('/').to_owned()
+    url.trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned()
 }
 
 /// One HTTP/1.1 request to Toxiproxy; panics on a non-2xx status. Returns the body.
 fn toxiproxy(method: &str, path: &str, body: Option<&str>) -> String {
     let addr = toxiproxy_addr();
-    let mut stream = TcpStream::connect(&addr).unwrap_or_else(|e| panic!("Toxiproxy at {addr}: {e}"));
+    let mut stream =
+        TcpStream::connect(&addr).unwrap_or_else(|e| panic!("Toxiproxy at {addr}: {e}"));
     stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
     let body = body.unwrap_or("");
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    stream.write_all(request.as_bytes()).expect("write to Toxiproxy");
+    stream
+        .write_all(request.as_bytes())
+        .expect("write to Toxiproxy");
     let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read from Toxiproxy");
+    stream
+        .read_to_string(&mut response)
+        .expect("read from Toxiproxy");
     let status: u16 = response
         .split_whitespace()
         .nth(1)
@@ -391,8 +459,14 @@ fn toxiproxy(method: &str, path: &str, body: Option<&str>) -> String {
         (200..300).contains(&status),
         "Toxiproxy {method} {path} answered {status}: {response}"
     );
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    if response.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or("");
+    if response
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_owned()

@@ -1,0 +1,1039 @@
+//! Producer configuration: typed fields with the Java producer's defaults, Kafka's property
+//! names (so existing settings can be brought over) and the Java producer's consistency rules.
+//!
+//! Two ways in, one set of rules:
+//! - [`ProducerConfig::from_properties`] takes `(name, value)` pairs under Kafka's property names
+//!   (`enable.idempotence`, `linger.ms`, ...), parsed as Java's `ConfigDef` parses them (values
+//!   trimmed, booleans case-insensitive, `acks` one of `all`, `-1`, `1`, `0`).
+//! - [`ProducerBuilder`] has a typed, chainable setter per setting and `property(name, value)`.
+//!
+//! Both end in [`ProducerConfig::validate`], which enforces what the Java producer enforces
+//! (`ProducerConfig.postProcessAndValidateIdempotenceConfigs`,
+//! `KafkaProducer.configureDeliveryTimeout`, the `ConfigDef` ranges) — but strictly: where Java
+//! silently *adjusts* a setting the user did not write (it turns idempotence off when `acks` is
+//! not `all`, or raises `delivery.timeout.ms` to `linger.ms + request.timeout.ms`), we report
+//! the contradiction instead, so the guarantees a user gets are the ones they can read in their
+//! configuration. Every problem is an [`Error::Config`] naming the Kafka property.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::error::Error;
+
+const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
+const CLIENT_ID: &str = "client.id";
+const ENABLE_IDEMPOTENCE: &str = "enable.idempotence";
+const ACKS: &str = "acks";
+const LINGER_MS: &str = "linger.ms";
+const BATCH_SIZE: &str = "batch.size";
+const BUFFER_MEMORY: &str = "buffer.memory";
+const MAX_IN_FLIGHT: &str = "max.in.flight.requests.per.connection";
+const RETRIES: &str = "retries";
+const RETRY_BACKOFF_MS: &str = "retry.backoff.ms";
+const RETRY_BACKOFF_MAX_MS: &str = "retry.backoff.max.ms";
+const DELIVERY_TIMEOUT_MS: &str = "delivery.timeout.ms";
+const REQUEST_TIMEOUT_MS: &str = "request.timeout.ms";
+const MAX_REQUEST_SIZE: &str = "max.request.size";
+const METADATA_MAX_AGE_MS: &str = "metadata.max.age.ms";
+const MAX_BLOCK_MS: &str = "max.block.ms";
+const TRANSACTIONAL_ID: &str = "transactional.id";
+const TRANSACTION_TIMEOUT_MS: &str = "transaction.timeout.ms";
+
+/// Every property name [`ProducerConfig::set`] accepts, under Kafka's spelling.
+pub const PROPERTY_NAMES: [&str; 18] = [
+    BOOTSTRAP_SERVERS,
+    CLIENT_ID,
+    ENABLE_IDEMPOTENCE,
+    ACKS,
+    LINGER_MS,
+    BATCH_SIZE,
+    BUFFER_MEMORY,
+    MAX_IN_FLIGHT,
+    RETRIES,
+    RETRY_BACKOFF_MS,
+    RETRY_BACKOFF_MAX_MS,
+    DELIVERY_TIMEOUT_MS,
+    REQUEST_TIMEOUT_MS,
+    MAX_REQUEST_SIZE,
+    METADATA_MAX_AGE_MS,
+    MAX_BLOCK_MS,
+    TRANSACTIONAL_ID,
+    TRANSACTION_TIMEOUT_MS,
+];
+
+/// The most batches an idempotent producer may have in flight per connection: the broker keeps
+/// the sequence numbers of the last 5 batches per producer and partition
+/// (`ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE`; DESIGN rule P4).
+pub const MAX_IN_FLIGHT_FOR_IDEMPOTENCE: usize = 5;
+
+/// The largest value of a Java `INT` property (`Type.INT` in `ProducerConfig`); several of them
+/// also travel as an `int32` on the wire (Produce `TimeoutMs`, InitProducerId
+/// `TransactionTimeoutMs`).
+const INT_MAX: u64 = i32::MAX as u64;
+
+/// The longest `client.id` or `transactional.id`: both are `string` fields on the wire (request
+/// header `ClientId`; InitProducerId `TransactionalId`), whose length is an `int16`.
+const STRING_MAX_BYTES: usize = i16::MAX as usize;
+
+/// How many acknowledgements a Produce request waits for (`acks`; Produce `Acks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Acks {
+    /// `acks=0`: the broker does not answer; nothing is known about delivery.
+    None,
+    /// `acks=1`: the partition leader has written the batch to its log.
+    Leader,
+    /// `acks=all` (`-1`): every in-sync replica has the batch. Required for idempotence.
+    #[default]
+    All,
+}
+
+impl Acks {
+    /// The value of the Produce request's `Acks` field.
+    pub fn as_i16(self) -> i16 {
+        match self {
+            Acks::None => 0,
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+}
+
+impl FromStr for Acks {
+    type Err = Error;
+
+    /// Parses `acks` as Java's `ProducerConfig` does: `in("all", "-1", "0", "1")`, case-sensitive.
+    fn from_str(value: &str) -> Result<Self, Error> {
+        match value.trim() {
+            "all" | "-1" => Ok(Acks::All),
+            "1" => Ok(Acks::Leader),
+            "0" => Ok(Acks::None),
+            other => Err(config_error(
+                ACKS,
+                format!("expected one of all, -1, 1, 0; got {other:?}"),
+            )),
+        }
+    }
+}
+
+/// Everything the producer is configured with.
+///
+/// Defaults are the Kafka 4.x Java producer's, except `client.id` (Java makes up
+/// `producer-N`). Build one with [`ProducerBuilder`] or [`ProducerConfig::from_properties`];
+/// [`ProducerConfig::default`] has no bootstrap servers and so does not validate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerConfig {
+    /// `bootstrap.servers`: the brokers first asked for metadata, each `host:port` (an IPv6
+    /// address in brackets, `[::1]:9092`). Required.
+    pub bootstrap_servers: Vec<String>,
+    /// `client.id`: sent in every request header; brokers use it in logs and quotas.
+    pub client_id: String,
+    /// `enable.idempotence`: the broker deduplicates retried batches by producer id, epoch and
+    /// sequence (KIP-98), so a retry never writes a record twice.
+    pub enable_idempotence: bool,
+    /// `acks`: how many replicas must have a batch before the broker answers.
+    pub acks: Acks,
+    /// `linger.ms`: how long a batch waits for more records before it is sent.
+    pub linger_ms: u64,
+    /// `batch.size`: the byte size at which a partition's batch is full (and, for keyless
+    /// records, the bytes after which the sticky partitioner moves on, KIP-794).
+    pub batch_size: usize,
+    /// `buffer.memory`: the bytes of records the producer holds before `send` waits.
+    pub buffer_memory: usize,
+    /// `max.in.flight.requests.per.connection`: unanswered Produce requests per broker.
+    pub max_in_flight_requests_per_connection: usize,
+    /// `retries`: how many times a failed batch is retried (within `delivery.timeout.ms`).
+    pub retries: u32,
+    /// `retry.backoff.ms`: the first wait before a retry.
+    pub retry_backoff_ms: u64,
+    /// `retry.backoff.max.ms`: the cap of the exponentially growing retry wait (KIP-580). If
+    /// it is below `retry.backoff.ms` the wait is fixed at this value, as in Java (which only
+    /// warns: `CommonClientConfigs.warnDisablingExponentialBackoff`).
+    pub retry_backoff_max_ms: u64,
+    /// `delivery.timeout.ms`: the bound on the time from `send` to the record's outcome,
+    /// retries included (KIP-91).
+    pub delivery_timeout_ms: u64,
+    /// `request.timeout.ms`: how long the producer waits for one answer from a broker.
+    pub request_timeout_ms: u64,
+    /// `max.request.size`: the largest Produce request, and so the largest record.
+    pub max_request_size: usize,
+    /// `metadata.max.age.ms`: metadata older than this is refreshed even without errors.
+    pub metadata_max_age_ms: u64,
+    /// `max.block.ms`: how long `send` waits for metadata or buffer space before failing.
+    pub max_block_ms: u64,
+    /// `transactional.id`: makes the producer transactional (KIP-98); `None` for
+    /// idempotent-only.
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms`: how long the coordinator lets a transaction stay open before
+    /// aborting it; the broker caps it with `transaction.max.timeout.ms`.
+    pub transaction_timeout_ms: u64,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        ProducerConfig {
+            bootstrap_servers: Vec::new(),
+            client_id: "exactly".to_owned(),
+            enable_idempotence: true,
+            acks: Acks::All,
+            linger_ms: 5,
+            batch_size: 16_384,
+            buffer_memory: 32 * 1024 * 1024,
+            max_in_flight_requests_per_connection: MAX_IN_FLIGHT_FOR_IDEMPOTENCE,
+            retries: i32::MAX as u32,
+            retry_backoff_ms: 100,
+            retry_backoff_max_ms: 1_000,
+            delivery_timeout_ms: 120_000,
+            request_timeout_ms: 30_000,
+            max_request_size: 1024 * 1024,
+            metadata_max_age_ms: 300_000,
+            max_block_ms: 60_000,
+            transactional_id: None,
+            transaction_timeout_ms: 60_000,
+        }
+    }
+}
+
+impl ProducerConfig {
+    /// A validated configuration from `(property, value)` pairs under Kafka's names, applied
+    /// over the defaults in order (a repeated property: the last wins).
+    ///
+    /// An unknown property, a malformed value or a contradiction is an [`Error::Config`].
+    pub fn from_properties<I, K, V>(props: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut config = ProducerConfig::default();
+        for (key, value) in props {
+            config.set(key.as_ref(), value.as_ref())?;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Sets one property by its Kafka name. The value is trimmed and parsed as Java's
+    /// `ConfigDef` parses its type (LIST: comma-separated; BOOLEAN: `true`/`false`, any case;
+    /// numbers: decimal). Ranges and cross-setting rules are checked by [`Self::validate`].
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        let value = value.trim();
+        match key {
+            BOOTSTRAP_SERVERS => {
+                self.bootstrap_servers = value
+                    .split(',')
+                    .map(|entry| entry.trim().to_owned())
+                    .collect();
+            }
+            CLIENT_ID => self.client_id = value.to_owned(),
+            ENABLE_IDEMPOTENCE => self.enable_idempotence = parse_bool(key, value)?,
+            ACKS => self.acks = value.parse()?,
+            LINGER_MS => self.linger_ms = parse_number(key, value)?,
+            BATCH_SIZE => self.batch_size = parse_number(key, value)?,
+            BUFFER_MEMORY => self.buffer_memory = parse_number(key, value)?,
+            MAX_IN_FLIGHT => self.max_in_flight_requests_per_connection = parse_number(key, value)?,
+            RETRIES => self.retries = parse_number(key, value)?,
+            RETRY_BACKOFF_MS => self.retry_backoff_ms = parse_number(key, value)?,
+            RETRY_BACKOFF_MAX_MS => self.retry_backoff_max_ms = parse_number(key, value)?,
+            DELIVERY_TIMEOUT_MS => self.delivery_timeout_ms = parse_number(key, value)?,
+            REQUEST_TIMEOUT_MS => self.request_timeout_ms = parse_number(key, value)?,
+            MAX_REQUEST_SIZE => self.max_request_size = parse_number(key, value)?,
+            METADATA_MAX_AGE_MS => self.metadata_max_age_ms = parse_number(key, value)?,
+            MAX_BLOCK_MS => self.max_block_ms = parse_number(key, value)?,
+            // An empty id is kept (not read as "unset") so that `validate` rejects it, as Java's
+            // `ConfigDef.NonEmptyString` does.
+            TRANSACTIONAL_ID => self.transactional_id = Some(value.to_owned()),
+            TRANSACTION_TIMEOUT_MS => self.transaction_timeout_ms = parse_number(key, value)?,
+            unknown => return Err(unknown_property(unknown)),
+        }
+        Ok(())
+    }
+
+    /// Checks every setting and every rule between settings; the first problem found is
+    /// returned, naming the property to change.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.validate_bootstrap_servers()?;
+        check_wire_string(CLIENT_ID, &self.client_id)?;
+
+        // Java `Type.INT` properties: larger values do not parse in Java, and the timeouts go on
+        // the wire as int32.
+        for (setting, value) in [
+            (BATCH_SIZE, self.batch_size as u64),
+            (
+                MAX_IN_FLIGHT,
+                self.max_in_flight_requests_per_connection as u64,
+            ),
+            (RETRIES, u64::from(self.retries)),
+            (DELIVERY_TIMEOUT_MS, self.delivery_timeout_ms),
+            (REQUEST_TIMEOUT_MS, self.request_timeout_ms),
+            (MAX_REQUEST_SIZE, self.max_request_size as u64),
+            (TRANSACTION_TIMEOUT_MS, self.transaction_timeout_ms),
+        ] {
+            if value > INT_MAX {
+                return Err(config_error(
+                    setting,
+                    format!("{value} is larger than the maximum {INT_MAX}"),
+                ));
+            }
+        }
+        // `atLeast(1)` in Java's ConfigDef.
+        if self.max_in_flight_requests_per_connection == 0 {
+            return Err(config_error(MAX_IN_FLIGHT, "must be at least 1"));
+        }
+        // Java allows 0 (no batching); one record per batch defeats the per-batch design
+        // (DESIGN "Performance shape"), so we ask for at least one byte.
+        if self.batch_size == 0 {
+            return Err(config_error(BATCH_SIZE, "must be at least 1"));
+        }
+
+        if self.enable_idempotence {
+            self.validate_idempotence()?;
+        }
+        if let Some(transactional_id) = &self.transactional_id {
+            if transactional_id.is_empty() {
+                return Err(config_error(TRANSACTIONAL_ID, "must not be empty"));
+            }
+            check_wire_string(TRANSACTIONAL_ID, transactional_id)?;
+            if !self.enable_idempotence {
+                return Err(config_error(
+                    TRANSACTIONAL_ID,
+                    "cannot be set without also enabling idempotence (enable.idempotence=true)",
+                ));
+            }
+        }
+
+        // KafkaProducer.configureDeliveryTimeout (KIP-91): a record must be allowed to linger
+        // and then wait for one full request before it can time out. Java clamps the sum to
+        // Integer.MAX_VALUE.
+        let linger_and_request = self
+            .linger_ms
+            .saturating_add(self.request_timeout_ms)
+            .min(INT_MAX);
+        if self.delivery_timeout_ms < linger_and_request {
+            return Err(config_error(
+                DELIVERY_TIMEOUT_MS,
+                format!(
+                    "{} should be equal to or larger than linger.ms + request.timeout.ms ({})",
+                    self.delivery_timeout_ms, linger_and_request
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `bootstrap.servers`: at least one entry, each `host:port` (Java:
+    /// `ClientUtils.parseAndValidateAddresses`).
+    fn validate_bootstrap_servers(&self) -> Result<(), Error> {
+        if self.bootstrap_servers.is_empty() {
+            return Err(config_error(
+                BOOTSTRAP_SERVERS,
+                "is required: at least one host:port",
+            ));
+        }
+        for address in &self.bootstrap_servers {
+            check_address(address).map_err(|reason| {
+                config_error(
+                    BOOTSTRAP_SERVERS,
+                    format!("invalid address {address:?}: {reason}"),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The idempotent producer's requirements, with Java's wording
+    /// (`ProducerConfig.postProcessAndValidateIdempotenceConfigs`); each error names the setting
+    /// that contradicts `enable.idempotence=true`.
+    fn validate_idempotence(&self) -> Result<(), Error> {
+        if self.retries == 0 {
+            return Err(config_error(
+                RETRIES,
+                "must be non-zero when using the idempotent producer (or set enable.idempotence=false)",
+            ));
+        }
+        if self.acks != Acks::All {
+            return Err(config_error(
+                ACKS,
+                "must be all in order to use the idempotent producer; otherwise we cannot \
+                 guarantee idempotence (or set enable.idempotence=false)",
+            ));
+        }
+        if self.max_in_flight_requests_per_connection > MAX_IN_FLIGHT_FOR_IDEMPOTENCE {
+            return Err(config_error(
+                MAX_IN_FLIGHT,
+                format!(
+                    "must be at most {MAX_IN_FLIGHT_FOR_IDEMPOTENCE} to use the idempotent producer; \
+                     current value is {}",
+                    self.max_in_flight_requests_per_connection
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Builds a [`ProducerConfig`] with typed, chainable setters.
+///
+/// A setter never fails on the spot: the first bad [`ProducerBuilder::property`] is remembered
+/// and reported by [`ProducerBuilder::config`], which also validates the whole configuration.
+#[derive(Debug, Clone, Default)]
+pub struct ProducerBuilder {
+    /// The configuration being built, starting from the defaults.
+    pub(crate) config: ProducerConfig,
+    /// The first error a setter met, reported by `config()`.
+    pub(crate) error: Option<Error>,
+}
+
+impl ProducerBuilder {
+    /// A builder with the default configuration (bootstrap servers still to set).
+    pub fn new() -> Self {
+        ProducerBuilder::default()
+    }
+
+    /// `bootstrap.servers`: one `host:port`, or several separated by commas.
+    pub fn bootstrap(self, servers: &str) -> Self {
+        self.property(BOOTSTRAP_SERVERS, servers)
+    }
+
+    /// `client.id`.
+    pub fn client_id(mut self, client_id: impl Into<String>) -> Self {
+        self.config.client_id = client_id.into();
+        self
+    }
+
+    /// `enable.idempotence`.
+    pub fn idempotence(mut self, enable: bool) -> Self {
+        self.config.enable_idempotence = enable;
+        self
+    }
+
+    /// `acks`.
+    pub fn acks(mut self, acks: Acks) -> Self {
+        self.config.acks = acks;
+        self
+    }
+
+    /// `linger.ms` (whole milliseconds; a fraction is dropped).
+    pub fn linger(mut self, linger: Duration) -> Self {
+        self.config.linger_ms = millis(linger);
+        self
+    }
+
+    /// `batch.size`, in bytes.
+    pub fn batch_size(mut self, bytes: usize) -> Self {
+        self.config.batch_size = bytes;
+        self
+    }
+
+    /// `buffer.memory`, in bytes.
+    pub fn buffer_memory(mut self, bytes: usize) -> Self {
+        self.config.buffer_memory = bytes;
+        self
+    }
+
+    /// `max.in.flight.requests.per.connection`.
+    pub fn max_in_flight(mut self, requests: usize) -> Self {
+        self.config.max_in_flight_requests_per_connection = requests;
+        self
+    }
+
+    /// `retries`.
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.config.retries = retries;
+        self
+    }
+
+    /// `retry.backoff.ms` (whole milliseconds).
+    pub fn retry_backoff(mut self, backoff: Duration) -> Self {
+        self.config.retry_backoff_ms = millis(backoff);
+        self
+    }
+
+    /// `retry.backoff.max.ms` (whole milliseconds).
+    pub fn retry_backoff_max(mut self, backoff: Duration) -> Self {
+        self.config.retry_backoff_max_ms = millis(backoff);
+        self
+    }
+
+    /// `delivery.timeout.ms` (whole milliseconds).
+    pub fn delivery_timeout(mut self, timeout: Duration) -> Self {
+        self.config.delivery_timeout_ms = millis(timeout);
+        self
+    }
+
+    /// `request.timeout.ms` (whole milliseconds).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.config.request_timeout_ms = millis(timeout);
+        self
+    }
+
+    /// `max.request.size`, in bytes.
+    pub fn max_request_size(mut self, bytes: usize) -> Self {
+        self.config.max_request_size = bytes;
+        self
+    }
+
+    /// `metadata.max.age.ms` (whole milliseconds).
+    pub fn metadata_max_age(mut self, age: Duration) -> Self {
+        self.config.metadata_max_age_ms = millis(age);
+        self
+    }
+
+    /// `max.block.ms` (whole milliseconds).
+    pub fn max_block(mut self, wait: Duration) -> Self {
+        self.config.max_block_ms = millis(wait);
+        self
+    }
+
+    /// `transactional.id`: makes the producer transactional.
+    pub fn transactional_id(mut self, transactional_id: impl Into<String>) -> Self {
+        self.config.transactional_id = Some(transactional_id.into());
+        self
+    }
+
+    /// `transaction.timeout.ms` (whole milliseconds).
+    pub fn transaction_timeout(mut self, timeout: Duration) -> Self {
+        self.config.transaction_timeout_ms = millis(timeout);
+        self
+    }
+
+    /// Any property under its Kafka name, as [`ProducerConfig::set`]. A bad one is remembered
+    /// and reported by [`ProducerBuilder::config`].
+    pub fn property(mut self, key: impl AsRef<str>, value: impl AsRef<str>) -> Self {
+        if let Err(error) = self.config.set(key.as_ref(), value.as_ref()) {
+            self.error.get_or_insert(error);
+        }
+        self
+    }
+
+    /// The validated configuration, or the first error a setter met, or the first rule it
+    /// breaks.
+    pub fn config(self) -> Result<ProducerConfig, Error> {
+        if let Some(error) = self.error {
+            return Err(error);
+        }
+        self.config.validate()?;
+        Ok(self.config)
+    }
+}
+
+/// A configuration error about `setting`.
+fn config_error(setting: &str, reason: impl Into<String>) -> Error {
+    Error::Config {
+        setting: setting.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// The error for a property we do not know, suggesting the known name closest to it when it
+/// is at most two edits away (a typo rather than another client's setting).
+fn unknown_property(key: &str) -> Error {
+    let closest = PROPERTY_NAMES
+        .iter()
+        .map(|name| (edit_distance(key, name), *name))
+        .filter(|(distance, _)| *distance <= 2)
+        .min_by_key(|(distance, _)| *distance);
+    let reason = match closest {
+        Some((_, name)) => format!("unknown property; did you mean {name:?}?"),
+        None => "unknown property".to_owned(),
+    };
+    config_error(key, reason)
+}
+
+/// Levenshtein distance between two strings, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    // `row[j]`: distance between the prefix of `a` read so far and `b[..j]`.
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, a_char) in a.chars().enumerate() {
+        let mut diagonal = i;
+        row[0] = i + 1;
+        for (j, b_char) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(a_char != *b_char);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// A Java `BOOLEAN`: `true` or `false`, any case.
+fn parse_bool(setting: &str, value: &str) -> Result<bool, Error> {
+    if value.eq_ignore_ascii_case("true") {
+        Ok(true)
+    } else if value.eq_ignore_ascii_case("false") {
+        Ok(false)
+    } else {
+        Err(config_error(
+            setting,
+            format!("expected true or false, got {value:?}"),
+        ))
+    }
+}
+
+/// A non-negative decimal integer (every numeric producer setting has `atLeast(0)` in Java).
+fn parse_number<T: FromStr>(setting: &str, value: &str) -> Result<T, Error> {
+    value.parse().map_err(|_| {
+        config_error(
+            setting,
+            format!("expected a non-negative integer, got {value:?}"),
+        )
+    })
+}
+
+/// Whether a string fits a wire `string` (int16 length).
+fn check_wire_string(setting: &str, value: &str) -> Result<(), Error> {
+    if value.len() > STRING_MAX_BYTES {
+        return Err(config_error(
+            setting,
+            format!(
+                "is {} bytes long; the protocol allows at most {STRING_MAX_BYTES}",
+                value.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks one `host:port`. The host takes the characters Java's `Utils.getHost` pattern
+/// accepts (`[0-9a-zA-Z\-%._:]`); an IPv6 address must be in brackets (`[::1]:9092`), since
+/// without them its last group could not be told from the port. The port is 1 to 65535.
+fn check_address(address: &str) -> Result<(), &'static str> {
+    let (host, port) = address
+        .rsplit_once(':')
+        .ok_or("expected host:port (an IPv6 address as [address]:port)")?;
+    let host_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '%' | '.' | '_');
+    let host_ok = match host.strip_prefix('[') {
+        Some(bracketed) => bracketed
+            .strip_suffix(']')
+            .is_some_and(|ip| !ip.is_empty() && ip.chars().all(|c| host_char(c) || c == ':')),
+        None => !host.is_empty() && host.chars().all(host_char),
+    };
+    if !host_ok {
+        return Err("invalid host (an IPv6 address must be written as [address]:port)");
+    }
+    let port_ok = !port.is_empty()
+        && port.bytes().all(|b| b.is_ascii_digit())
+        && port.parse::<u16>().is_ok_and(|port| port != 0);
+    if !port_ok {
+        return Err("the port must be a number from 1 to 65535");
+    }
+    Ok(())
+}
+
+/// A duration in whole milliseconds, saturating.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The setting named by a configuration error.
+    fn setting_of(result: Result<impl std::fmt::Debug, Error>) -> String {
+        match result {
+            Err(Error::Config { setting, .. }) => setting,
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+
+    fn with(props: &[(&str, &str)]) -> Result<ProducerConfig, Error> {
+        let base = [(BOOTSTRAP_SERVERS, "127.0.0.1:9092")];
+        ProducerConfig::from_properties(base.iter().chain(props).copied())
+    }
+
+    #[test]
+    fn defaults_are_the_java_producers() {
+        let config = with(&[]).unwrap();
+        assert_eq!(config.bootstrap_servers, vec!["127.0.0.1:9092"]);
+        assert_eq!(config.client_id, "exactly");
+        assert!(config.enable_idempotence);
+        assert_eq!(config.acks, Acks::All);
+        assert_eq!(config.linger_ms, 5);
+        assert_eq!(config.batch_size, 16384);
+        assert_eq!(config.buffer_memory, 33_554_432);
+        assert_eq!(config.max_in_flight_requests_per_connection, 5);
+        assert_eq!(config.retries, 2_147_483_647);
+        assert_eq!(config.retry_backoff_ms, 100);
+        assert_eq!(config.retry_backoff_max_ms, 1000);
+        assert_eq!(config.delivery_timeout_ms, 120_000);
+        assert_eq!(config.request_timeout_ms, 30_000);
+        assert_eq!(config.max_request_size, 1_048_576);
+        assert_eq!(config.metadata_max_age_ms, 300_000);
+        assert_eq!(config.max_block_ms, 60_000);
+        assert_eq!(config.transactional_id, None);
+        assert_eq!(config.transaction_timeout_ms, 60_000);
+    }
+
+    #[test]
+    fn default_config_lacks_bootstrap_servers() {
+        assert_eq!(
+            setting_of(ProducerConfig::default().validate()),
+            BOOTSTRAP_SERVERS
+        );
+        assert_eq!(
+            setting_of(ProducerBuilder::new().config()),
+            BOOTSTRAP_SERVERS
+        );
+    }
+
+    #[test]
+    fn every_property_parses() {
+        let properties = [
+            (BOOTSTRAP_SERVERS, " a.example:9092, [::1]:9093 ,10.0.0.1:1"),
+            (CLIENT_ID, " app-1 "),
+            (ENABLE_IDEMPOTENCE, "TRUE"),
+            (ACKS, "-1"),
+            (LINGER_MS, "20"),
+            (BATCH_SIZE, "65536"),
+            (BUFFER_MEMORY, "1048576"),
+            (MAX_IN_FLIGHT, "3"),
+            (RETRIES, "7"),
+            (RETRY_BACKOFF_MS, "50"),
+            (RETRY_BACKOFF_MAX_MS, "2000"),
+            (DELIVERY_TIMEOUT_MS, "90000"),
+            (REQUEST_TIMEOUT_MS, "10000"),
+            (MAX_REQUEST_SIZE, "2097152"),
+            (METADATA_MAX_AGE_MS, "60000"),
+            (MAX_BLOCK_MS, "5000"),
+            (TRANSACTIONAL_ID, "copy-1"),
+            (TRANSACTION_TIMEOUT_MS, "30000"),
+        ];
+        for name in PROPERTY_NAMES {
+            assert!(
+                properties.iter().any(|(key, _)| *key == name),
+                "{name} is not covered"
+            );
+        }
+        let config = ProducerConfig::from_properties(properties).unwrap();
+        assert_eq!(
+            config.bootstrap_servers,
+            vec!["a.example:9092", "[::1]:9093", "10.0.0.1:1"]
+        );
+        assert_eq!(config.client_id, "app-1");
+        assert!(config.enable_idempotence);
+        assert_eq!(config.acks, Acks::All);
+        assert_eq!(config.linger_ms, 20);
+        assert_eq!(config.batch_size, 65536);
+        assert_eq!(config.buffer_memory, 1_048_576);
+        assert_eq!(config.max_in_flight_requests_per_connection, 3);
+        assert_eq!(config.retries, 7);
+        assert_eq!(config.retry_backoff_ms, 50);
+        assert_eq!(config.retry_backoff_max_ms, 2000);
+        assert_eq!(config.delivery_timeout_ms, 90_000);
+        assert_eq!(config.request_timeout_ms, 10_000);
+        assert_eq!(config.max_request_size, 2_097_152);
+        assert_eq!(config.metadata_max_age_ms, 60_000);
+        assert_eq!(config.max_block_ms, 5000);
+        assert_eq!(config.transactional_id.as_deref(), Some("copy-1"));
+        assert_eq!(config.transaction_timeout_ms, 30_000);
+    }
+
+    #[test]
+    fn acks_values_and_wire_form() {
+        for (text, acks, wire) in [
+            ("all", Acks::All, -1),
+            ("-1", Acks::All, -1),
+            ("1", Acks::Leader, 1),
+            ("0", Acks::None, 0),
+        ] {
+            assert_eq!(text.parse::<Acks>().unwrap(), acks);
+            assert_eq!(acks.as_i16(), wire);
+        }
+        // Java's validator is `in("all", "-1", "0", "1")`, case-sensitive.
+        for bad in ["ALL", "2", "leader", ""] {
+            assert_eq!(setting_of(bad.parse::<Acks>()), ACKS);
+        }
+        let config = with(&[(ENABLE_IDEMPOTENCE, "false"), (ACKS, "1")]).unwrap();
+        assert_eq!(config.acks, Acks::Leader);
+    }
+
+    #[test]
+    fn malformed_values_name_the_property_and_the_value() {
+        for (key, value) in [
+            (ENABLE_IDEMPOTENCE, "yes"),
+            (LINGER_MS, "-1"),
+            (BATCH_SIZE, "16k"),
+            (RETRIES, "4294967296"),
+            (REQUEST_TIMEOUT_MS, ""),
+            (ACKS, "2"),
+        ] {
+            match with(&[(key, value)]) {
+                Err(Error::Config { setting, reason }) => {
+                    assert_eq!(setting, key);
+                    assert!(reason.contains(&format!("{value:?}")), "{reason}");
+                }
+                other => panic!("{key}={value}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_property_suggests_the_closest_name() {
+        match with(&[("linger.msec", "5")]) {
+            Err(Error::Config { setting, reason }) => {
+                assert_eq!(setting, "linger.msec");
+                assert!(reason.contains("\"linger.ms\""), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        match with(&[("enable.idempotency", "true")]) {
+            Err(Error::Config { reason, .. }) => {
+                assert!(reason.contains("\"enable.idempotence\""), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Another client's setting, not a typo: no suggestion.
+        match with(&[("key.serializer", "x")]) {
+            Err(Error::Config { setting, reason }) => {
+                assert_eq!(setting, "key.serializer");
+                assert_eq!(reason, "unknown property");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn edit_distance_counts_insertions_deletions_substitutions() {
+        assert_eq!(edit_distance("acks", "acks"), 0);
+        assert_eq!(edit_distance("ack", "acks"), 1);
+        assert_eq!(edit_distance("acks", "ack"), 1);
+        assert_eq!(edit_distance("acks", "axks"), 1);
+        assert_eq!(edit_distance("", "acks"), 4);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn idempotence_contradictions_name_the_contradicting_setting() {
+        assert_eq!(setting_of(with(&[(ACKS, "1")])), ACKS);
+        assert_eq!(setting_of(with(&[(ACKS, "0")])), ACKS);
+        assert_eq!(setting_of(with(&[(MAX_IN_FLIGHT, "6")])), MAX_IN_FLIGHT);
+        assert_eq!(setting_of(with(&[(RETRIES, "0")])), RETRIES);
+        // Without idempotence, the same settings are fine.
+        let relaxed = with(&[
+            (ENABLE_IDEMPOTENCE, "false"),
+            (ACKS, "0"),
+            (MAX_IN_FLIGHT, "6"),
+            (RETRIES, "0"),
+        ]);
+        assert!(relaxed.is_ok(), "{relaxed:?}");
+    }
+
+    #[test]
+    fn transactional_id_rules() {
+        assert_eq!(
+            setting_of(with(&[
+                (ENABLE_IDEMPOTENCE, "false"),
+                (TRANSACTIONAL_ID, "t")
+            ])),
+            TRANSACTIONAL_ID
+        );
+        assert_eq!(
+            setting_of(with(&[(TRANSACTIONAL_ID, "  ")])),
+            TRANSACTIONAL_ID
+        );
+        let long = "t".repeat(STRING_MAX_BYTES + 1);
+        assert_eq!(
+            setting_of(with(&[(TRANSACTIONAL_ID, &long)])),
+            TRANSACTIONAL_ID
+        );
+        let longest = "t".repeat(STRING_MAX_BYTES);
+        assert!(with(&[(TRANSACTIONAL_ID, &longest)]).is_ok());
+    }
+
+    #[test]
+    fn client_id_is_free_form_but_bounded() {
+        assert!(with(&[(CLIENT_ID, "any thing/é:1")]).is_ok());
+        assert!(with(&[(CLIENT_ID, "")]).is_ok());
+        let long = "c".repeat(STRING_MAX_BYTES + 1);
+        assert_eq!(setting_of(with(&[(CLIENT_ID, &long)])), CLIENT_ID);
+    }
+
+    #[test]
+    fn delivery_timeout_must_cover_linger_and_request_timeout() {
+        assert_eq!(
+            setting_of(with(&[
+                (LINGER_MS, "1000"),
+                (REQUEST_TIMEOUT_MS, "30000"),
+                (DELIVERY_TIMEOUT_MS, "30999")
+            ])),
+            DELIVERY_TIMEOUT_MS
+        );
+        assert!(
+            with(&[
+                (LINGER_MS, "1000"),
+                (REQUEST_TIMEOUT_MS, "30000"),
+                (DELIVERY_TIMEOUT_MS, "31000")
+            ])
+            .is_ok()
+        );
+        // Java clamps linger + request timeout to Integer.MAX_VALUE.
+        assert!(
+            with(&[
+                (LINGER_MS, &u64::MAX.to_string()),
+                (DELIVERY_TIMEOUT_MS, "2147483647")
+            ])
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn ranges() {
+        assert_eq!(setting_of(with(&[(MAX_IN_FLIGHT, "0")])), MAX_IN_FLIGHT);
+        assert_eq!(setting_of(with(&[(BATCH_SIZE, "0")])), BATCH_SIZE);
+        // Java INT properties stop at Integer.MAX_VALUE.
+        for setting in [
+            BATCH_SIZE,
+            RETRIES,
+            DELIVERY_TIMEOUT_MS,
+            REQUEST_TIMEOUT_MS,
+            MAX_REQUEST_SIZE,
+            TRANSACTION_TIMEOUT_MS,
+        ] {
+            assert_eq!(setting_of(with(&[(setting, "2147483648")])), setting);
+        }
+        assert_eq!(
+            setting_of(with(&[
+                (ENABLE_IDEMPOTENCE, "false"),
+                (MAX_IN_FLIGHT, "2147483648")
+            ])),
+            MAX_IN_FLIGHT
+        );
+        // Java LONG properties go further.
+        assert!(with(&[(MAX_BLOCK_MS, "2147483648")]).is_ok());
+        // The builder's durations are checked the same way.
+        assert_eq!(
+            setting_of(
+                ProducerBuilder::new()
+                    .bootstrap("h:1")
+                    .transaction_timeout(Duration::from_secs(3_000_000))
+                    .config()
+            ),
+            TRANSACTION_TIMEOUT_MS
+        );
+    }
+
+    #[test]
+    fn bootstrap_addresses() {
+        for good in [
+            "localhost:9092",
+            "127.0.0.1:1",
+            "[::1]:65535",
+            "[fe80::b1da:69ca:57f7:63d8%3]:5678",
+            "My_Domain.com:8080",
+            "a:1,b:2",
+        ] {
+            assert!(with(&[(BOOTSTRAP_SERVERS, good)]).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "localhost",
+            "localhost:",
+            ":9092",
+            "localhost:0",
+            "localhost:65536",
+            "localhost:+80",
+            "::1:9092",
+            "[::1:9092",
+            "[]:9092",
+            "PLAINTEXT://localhost:9092",
+            "host name:9092",
+            "a:1,,b:2",
+            "a:1,",
+        ] {
+            assert_eq!(
+                setting_of(with(&[(BOOTSTRAP_SERVERS, bad)])),
+                BOOTSTRAP_SERVERS,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn builder_and_properties_give_equal_configs() {
+        let from_builder = ProducerBuilder::new()
+            .bootstrap("b1:9092,b2:9092")
+            .client_id("app")
+            .idempotence(true)
+            .acks(Acks::All)
+            .linger(Duration::from_millis(10))
+            .batch_size(32768)
+            .buffer_memory(1 << 20)
+            .max_in_flight(2)
+            .retries(9)
+            .retry_backoff(Duration::from_millis(20))
+            .retry_backoff_max(Duration::from_millis(500))
+            .delivery_timeout(Duration::from_secs(60))
+            .request_timeout(Duration::from_secs(20))
+            .max_request_size(500_000)
+            .metadata_max_age(Duration::from_secs(30))
+            .max_block(Duration::from_secs(2))
+            .transactional_id("copy-1")
+            .transaction_timeout(Duration::from_secs(45))
+            .config()
+            .unwrap();
+        let from_properties = ProducerConfig::from_properties([
+            ("bootstrap.servers", "b1:9092,b2:9092"),
+            ("client.id", "app"),
+            ("enable.idempotence", "true"),
+            ("acks", "all"),
+            ("linger.ms", "10"),
+            ("batch.size", "32768"),
+            ("buffer.memory", "1048576"),
+            ("max.in.flight.requests.per.connection", "2"),
+            ("retries", "9"),
+            ("retry.backoff.ms", "20"),
+            ("retry.backoff.max.ms", "500"),
+            ("delivery.timeout.ms", "60000"),
+            ("request.timeout.ms", "20000"),
+            ("max.request.size", "500000"),
+            ("metadata.max.age.ms", "30000"),
+            ("max.block.ms", "2000"),
+            ("transactional.id", "copy-1"),
+            ("transaction.timeout.ms", "45000"),
+        ])
+        .unwrap();
+        assert_eq!(from_builder, from_properties);
+
+        let by_property = ProducerBuilder::new()
+            .property("bootstrap.servers", "b1:9092,b2:9092")
+            .property("linger.ms", "10")
+            .config()
+            .unwrap();
+        let typed = ProducerBuilder::new()
+            .bootstrap("b1:9092,b2:9092")
+            .linger(Duration::from_millis(10))
+            .config()
+            .unwrap();
+        assert_eq!(by_property, typed);
+    }
+
+    #[test]
+    fn builder_reports_the_first_bad_property() {
+        let result = ProducerBuilder::new()
+            .bootstrap("h:1")
+            .property("lingr.ms", "5")
+            .property("batch.size", "lots")
+            .config();
+        match result {
+            Err(Error::Config { setting, reason }) => {
+                assert_eq!(setting, "lingr.ms");
+                assert!(reason.contains("\"linger.ms\""), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A later valid setting does not clear the remembered error.
+        let result = ProducerBuilder::new()
+            .property("acks", "most")
+            .bootstrap("h:1")
+            .acks(Acks::All)
+            .config();
+        assert_eq!(setting_of(result), ACKS);
+    }
+
+    #[test]
+    fn durations_are_whole_milliseconds() {
+        assert_eq!(millis(Duration::from_micros(1999)), 1);
+        assert_eq!(millis(Duration::MAX), u64::MAX);
+    }
+}

@@ -1,0 +1,442 @@
+//! The tokio driver: one task that feeds the engine events, carries out its actions over the
+//! broker links, keeps metadata fresh and sleeps until the engine's next deadline. It decides
+//! nothing about delivery itself: that is the engine's job (DESIGN, layers).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, warn};
+
+use super::connection::{BrokerLink, LinkConfig};
+use super::producer_shared::Shared;
+use crate::engine::{
+    Action, BrokerId, Engine, Event, PartitionResponse, ProducerIdentity, RequestId, TopicPartition,
+};
+use crate::error::Error;
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::header::encode_request_frame;
+use crate::protocol::messages::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
+use crate::protocol::messages::metadata::{
+    MetadataRequest, MetadataRequestTopic, MetadataResponse,
+};
+use crate::protocol::messages::produce::{
+    PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData,
+};
+use crate::protocol::record_batch::SealedBatch;
+use crate::protocol::{Decoder, Message};
+
+/// Produce v13 names topics by id; this producer names them, so it stays at v12.
+const PRODUCE_VERSION_CAP: i16 = 12;
+
+/// Requests from producer handles to the driver task.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Fetch metadata now (a `send` waits for a topic's partitions).
+    RefreshMetadata,
+    /// Resolve the sender once every record handed over so far is resolved.
+    Flush(oneshot::Sender<()>),
+    /// Flush, then stop the task.
+    Close(oneshot::Sender<()>),
+}
+
+/// Messages from link callbacks back into the driver task.
+enum Inbound {
+    Engine(Event),
+    Metadata(Result<MetadataResponse, Error>),
+}
+
+pub(crate) struct Driver {
+    shared: Arc<Shared>,
+    engine: Engine,
+    links: HashMap<BrokerId, BrokerLink>,
+    bootstrap: Vec<String>,
+    link_config: LinkConfig,
+    inbound_tx: mpsc::UnboundedSender<Inbound>,
+    inbound_rx: mpsc::UnboundedReceiver<Inbound>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    flush_waiters: Vec<oneshot::Sender<()>>,
+    close_waiter: Option<oneshot::Sender<()>>,
+    metadata_in_flight: bool,
+    /// Rotates the broker asked for metadata and producer ids, so one dead broker is not
+    /// asked forever.
+    next_any_broker: usize,
+}
+
+impl Driver {
+    pub fn new(
+        shared: Arc<Shared>,
+        engine: Engine,
+        commands: mpsc::UnboundedReceiver<Command>,
+    ) -> Self {
+        let (inbound_tx, inbound_rx) = mpsc::unbounded_channel();
+        let config = &shared.config;
+        let link_config = LinkConfig {
+            client_id: config.client_id.clone(),
+            connect_timeout: Duration::from_millis(config.request_timeout_ms.min(10_000)),
+            reconnect_backoff: Duration::from_millis(config.retry_backoff_ms),
+        };
+        Self {
+            bootstrap: config.bootstrap_servers.clone(),
+            shared,
+            engine,
+            links: HashMap::new(),
+            link_config,
+            inbound_tx,
+            inbound_rx,
+            commands,
+            flush_waiters: Vec::new(),
+            close_waiter: None,
+            metadata_in_flight: false,
+            next_any_broker: 0,
+        }
+    }
+
+    pub async fn run(mut self) {
+        let metadata_max_age = Duration::from_millis(self.shared.config.metadata_max_age_ms);
+        let mut next_metadata = tokio::time::Instant::now();
+        loop {
+            let now = self.shared.now_ms();
+            if tokio::time::Instant::now() >= next_metadata {
+                self.refresh_metadata();
+                next_metadata = tokio::time::Instant::now() + metadata_max_age;
+            }
+            let (actions, idle, wake_at) = {
+                let mut acc = self.shared.lock_accumulator();
+                let before = acc.buffered_bytes();
+                let actions = self.engine.poll(now, &mut acc);
+                if acc.buffered_bytes() < before {
+                    self.shared.space.notify_waiters();
+                }
+                (
+                    actions,
+                    self.engine.is_idle(&acc),
+                    self.engine.next_wakeup(now, &acc),
+                )
+            };
+            for action in actions {
+                self.execute(action);
+            }
+            self.shared
+                .publish_counters(self.engine.counters(), self.engine.fatal_error());
+            if idle {
+                self.flush_waiters.drain(..).for_each(|w| {
+                    let _ = w.send(());
+                });
+                if let Some(waiter) = self.close_waiter.take() {
+                    let _ = waiter.send(());
+                    return;
+                }
+            }
+            let sleep = wake_at.map_or(Duration::from_secs(1), |at| {
+                Duration::from_millis(at.saturating_sub(now))
+            });
+            tokio::select! {
+                _ = self.shared.wake.notified() => {}
+                inbound = self.inbound_rx.recv() => {
+                    if let Some(inbound) = inbound {
+                        self.receive(inbound);
+                        while let Ok(more) = self.inbound_rx.try_recv() {
+                            self.receive(more);
+                        }
+                    }
+                }
+                command = self.commands.recv() => match command {
+                    Some(Command::RefreshMetadata) => self.refresh_metadata(),
+                    Some(Command::Flush(waiter)) => {
+                        self.engine.begin_flush();
+                        self.flush_waiters.push(waiter);
+                    }
+                    Some(Command::Close(waiter)) => {
+                        self.engine.begin_flush();
+                        self.close_waiter = Some(waiter);
+                    }
+                    // Every handle is gone: nobody can await a delivery any more.
+                    None => return,
+                },
+                _ = tokio::time::sleep(sleep.min(Duration::from_secs(1))) => {}
+            }
+        }
+    }
+
+    fn receive(&mut self, inbound: Inbound) {
+        let now = self.shared.now_ms();
+        match inbound {
+            Inbound::Engine(event) => {
+                let mut acc = self.shared.lock_accumulator();
+                self.engine.handle(event, now, &mut acc);
+            }
+            Inbound::Metadata(result) => {
+                self.metadata_in_flight = false;
+                match result {
+                    Ok(response) => {
+                        let leaders = {
+                            let mut metadata = self
+                                .shared
+                                .metadata
+                                .write()
+                                .unwrap_or_else(|e| e.into_inner());
+                            metadata.update(&response);
+                            metadata.leaders()
+                        };
+                        self.shared.metadata_changed.notify_waiters();
+                        let mut acc = self.shared.lock_accumulator();
+                        self.engine.handle(Event::Leaders(leaders), now, &mut acc);
+                    }
+                    Err(error) => {
+                        warn!(%error, "metadata request failed");
+                        self.next_any_broker += 1;
+                        self.shared.metadata_changed.notify_waiters();
+                    }
+                }
+            }
+        }
+    }
+
+    fn link(&mut self, broker: BrokerId) -> Option<BrokerLink> {
+        if let Some(link) = self.links.get(&broker) {
+            return Some(link.clone());
+        }
+        let address = if broker < 0 {
+            self.bootstrap
+                .get(usize::try_from(-broker - 1).ok()?)?
+                .clone()
+        } else {
+            self.shared
+                .metadata
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .brokers
+                .get(&broker)?
+                .clone()
+        };
+        let link = BrokerLink::spawn(address, self.link_config.clone());
+        self.links.insert(broker, link.clone());
+        Some(link)
+    }
+
+    /// Some broker to ask cluster-wide questions: known brokers first, then the bootstrap
+    /// addresses (as negative ids), rotating after failures.
+    fn any_link(&mut self) -> Option<BrokerLink> {
+        let mut candidates: Vec<BrokerId> = self
+            .shared
+            .metadata
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .brokers
+            .keys()
+            .copied()
+            .collect();
+        candidates.sort_unstable();
+        candidates.extend((0..self.bootstrap.len()).map(|i| -(i as BrokerId) - 1));
+        let pick = *candidates.get(self.next_any_broker % candidates.len().max(1))?;
+        self.link(pick)
+    }
+
+    fn refresh_metadata(&mut self) {
+        if self.metadata_in_flight {
+            return;
+        }
+        let topics: Vec<MetadataRequestTopic> = self
+            .shared
+            .wanted_topics()
+            .into_iter()
+            .map(|name| MetadataRequestTopic {
+                name: Some(name.to_string()),
+                ..MetadataRequestTopic::default()
+            })
+            .collect();
+        let Some(link) = self.any_link() else { return };
+        self.metadata_in_flight = true;
+        let request = MetadataRequest {
+            topics: Some(topics),
+            allow_auto_topic_creation: false,
+            ..MetadataRequest::default()
+        };
+        let tx = self.inbound_tx.clone();
+        let client_id: Arc<str> = Arc::from(self.shared.config.client_id.as_str());
+        tokio::spawn(async move {
+            let result = link.call(request, None, client_id).await;
+            let _ = tx.send(Inbound::Metadata(result));
+        });
+    }
+
+    fn execute(&mut self, action: Action) {
+        match action {
+            Action::Produce {
+                request,
+                broker,
+                batches,
+            } => self.produce(request, broker, batches),
+            Action::InitProducerId { request } => self.init_producer_id(request),
+            Action::RefreshMetadata => self.refresh_metadata(),
+            Action::Disconnect { broker } => {
+                debug!(broker, "closing connection after a request timeout");
+                self.links.remove(&broker);
+            }
+        }
+    }
+
+    fn produce(
+        &mut self,
+        request: RequestId,
+        broker: BrokerId,
+        batches: Vec<(TopicPartition, SealedBatch)>,
+    ) {
+        let tx = self.inbound_tx.clone();
+        let Some(link) = self.link(broker) else {
+            let error = Error::Timeout(format!("no address known for broker {broker}"));
+            let _ = tx.send(Inbound::Engine(Event::RequestFailed {
+                request,
+                written: false,
+                error,
+            }));
+            return;
+        };
+        let config = &self.shared.config;
+        let produce = ProduceRequest {
+            transactional_id: config.transactional_id.clone(),
+            acks: config.acks.as_i16(),
+            timeout_ms: i32::try_from(config.request_timeout_ms).unwrap_or(i32::MAX),
+            topic_data: group_by_topic(&batches),
+        };
+        let expects_response = produce.acks != 0;
+        let client_id = config.client_id.clone();
+        link.send(
+            Box::new(move |versions, correlation_id| {
+                let version = versions
+                    .negotiate::<ProduceRequest>(Some(PRODUCE_VERSION_CAP))
+                    .ok_or_else(|| Error::broker(ErrorCode::UNSUPPORTED_VERSION))?;
+                let frame =
+                    encode_request_frame(&produce, version, correlation_id, Some(&client_id));
+                Ok((frame, version, expects_response))
+            }),
+            Box::new(move |result| {
+                let event = match result {
+                    Ok((version, body)) => {
+                        match decode_produce(&body, version, &batches, expects_response) {
+                            Ok(partitions) => Event::ProduceResponse {
+                                request,
+                                partitions,
+                            },
+                            Err(error) => Event::RequestFailed {
+                                request,
+                                written: true,
+                                error,
+                            },
+                        }
+                    }
+                    Err(failure) => Event::RequestFailed {
+                        request,
+                        written: failure.written(),
+                        error: failure.into_error(),
+                    },
+                };
+                let _ = tx.send(Inbound::Engine(event));
+            }),
+        );
+    }
+
+    fn init_producer_id(&mut self, request: RequestId) {
+        let tx = self.inbound_tx.clone();
+        let Some(link) = self.any_link() else {
+            let _ = tx.send(Inbound::Engine(Event::ProducerId {
+                request,
+                result: Err(Error::Timeout("no broker to ask for a producer id".into())),
+            }));
+            return;
+        };
+        let body = InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: i32::try_from(self.shared.config.transaction_timeout_ms)
+                .unwrap_or(i32::MAX),
+            producer_id: -1,
+            producer_epoch: -1,
+        };
+        let client_id: Arc<str> = Arc::from(self.shared.config.client_id.as_str());
+        self.next_any_broker += 1;
+        tokio::spawn(async move {
+            let result = match link.call(body, None, client_id).await {
+                Ok(InitProducerIdResponse {
+                    error_code: 0,
+                    producer_id,
+                    producer_epoch,
+                    ..
+                }) => Ok(ProducerIdentity {
+                    producer_id,
+                    epoch: producer_epoch,
+                }),
+                Ok(response) => Err(Error::broker(ErrorCode(response.error_code))),
+                Err(error) => Err(error),
+            };
+            let _ = tx.send(Inbound::Engine(Event::ProducerId { request, result }));
+        });
+    }
+}
+
+/// Groups `(partition, batch)` pairs into Produce topic data, keeping their order.
+fn group_by_topic(batches: &[(TopicPartition, SealedBatch)]) -> Vec<TopicProduceData> {
+    let mut topics: Vec<TopicProduceData> = Vec::new();
+    for (tp, batch) in batches {
+        let partition = PartitionProduceData {
+            index: tp.partition,
+            records: Some(batch.to_bytes()),
+        };
+        match topics.iter_mut().find(|t| *t.name == *tp.topic) {
+            Some(topic) => topic.partition_data.push(partition),
+            None => topics.push(TopicProduceData {
+                name: tp.topic.to_string(),
+                partition_data: vec![partition],
+                ..TopicProduceData::default()
+            }),
+        }
+    }
+    topics
+}
+
+/// Maps a Produce response onto the request's partitions. With acks=0 there is no response:
+/// every batch counts as written with an unknown offset, as in the Java client.
+fn decode_produce(
+    body: &[u8],
+    version: i16,
+    batches: &[(TopicPartition, SealedBatch)],
+    expects_response: bool,
+) -> Result<Vec<PartitionResponse>, Error> {
+    if !expects_response {
+        return Ok(batches
+            .iter()
+            .map(|(tp, _)| PartitionResponse {
+                partition: tp.clone(),
+                error: ErrorCode::NONE,
+                base_offset: -1,
+                log_append_time: -1,
+                log_start_offset: -1,
+                message: None,
+            })
+            .collect());
+    }
+    let mut d = Decoder::new(body);
+    let response = ProduceResponse::decode(&mut d, version)?;
+    d.finish("ProduceResponse")?;
+    let mut out = Vec::new();
+    for topic in response.responses {
+        for p in topic.partition_responses {
+            let Some((tp, _)) = batches
+                .iter()
+                .find(|(tp, _)| *tp.topic == *topic.name && tp.partition == p.index)
+            else {
+                continue;
+            };
+            out.push(PartitionResponse {
+                partition: tp.clone(),
+                error: ErrorCode(p.error_code),
+                base_offset: p.base_offset,
+                log_append_time: p.log_append_time_ms,
+                log_start_offset: p.log_start_offset,
+                message: p.error_message,
+            });
+        }
+    }
+    Ok(out)
+}

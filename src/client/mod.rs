@@ -1,0 +1,9 @@
+//! The tokio driver: broker connections, metadata, the task that runs the engine, and the
+//! producer's configuration and partitioning.
+
+pub mod config;
+pub(crate) mod connection;
+pub(crate) mod driver;
+pub(crate) mod metadata;
+pub mod partitioner;
+pub(crate) mod producer_shared;

@@ -1,0 +1,474 @@
+//! The user-facing producer: [`Producer`], [`Record`], and the delivery future each `send`
+//! returns.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::client::config::{ProducerBuilder, ProducerConfig};
+use crate::client::driver::{Command, Driver};
+use crate::client::metadata::TopicMetadata;
+use crate::client::partitioner::{StickyPartitioner, partition_for_key};
+use crate::client::producer_shared::Shared;
+use crate::engine::accumulator::{Accumulator, AccumulatorConfig, AppendError};
+use crate::engine::completion::BatchCompletion;
+use crate::engine::{Counters, Engine, EngineConfig, TopicPartition};
+use crate::error::{Error, Result};
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::record_batch::Header;
+
+/// A record to send: a topic, an optional key and value, headers, and optionally an explicit
+/// partition and timestamp.
+#[derive(Debug, Clone)]
+pub struct Record {
+    topic: Arc<str>,
+    key: Option<Bytes>,
+    value: Option<Bytes>,
+    headers: Vec<Header>,
+    partition: Option<i32>,
+    timestamp: Option<i64>,
+}
+
+impl Record {
+    /// A record for `topic`, with no key, no value and no headers yet.
+    pub fn to(topic: impl AsRef<str>) -> Self {
+        Self {
+            topic: Arc::from(topic.as_ref()),
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            partition: None,
+            timestamp: None,
+        }
+    }
+
+    /// Sets the key. Keyed records go to the partition Java's producer would pick (murmur2).
+    pub fn key(mut self, key: impl Into<Bytes>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Sets the value.
+    pub fn value(mut self, value: impl Into<Bytes>) -> Self {
+        self.value = Some(value.into());
+        self
+    }
+
+    /// Adds a header (duplicate keys are allowed, as in Kafka).
+    pub fn header(mut self, key: impl Into<String>, value: impl Into<Bytes>) -> Self {
+        self.headers.push(Header {
+            key: key.into(),
+            value: Some(value.into()),
+        });
+        self
+    }
+
+    /// Sends to this partition instead of choosing one.
+    pub fn partition(mut self, partition: i32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// Sets the record's CreateTime in milliseconds since the epoch (default: now).
+    pub fn timestamp(mut self, timestamp_ms: i64) -> Self {
+        self.timestamp = Some(timestamp_ms);
+        self
+    }
+}
+
+/// Where a record landed (DESIGN rule O1: the offset is exact).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordMetadata {
+    /// The topic.
+    pub topic: Arc<str>,
+    /// The partition.
+    pub partition: i32,
+    /// The record's offset: its batch's base offset plus its index. -1 only when the broker
+    /// reported the batch as a duplicate without offsets (DUPLICATE_SEQUENCE_NUMBER).
+    pub offset: i64,
+    /// The record's timestamp: CreateTime, or the broker's LogAppendTime for such topics.
+    pub timestamp: i64,
+}
+
+/// Resolves once the broker confirmed the record, or with an error saying whether it may
+/// still have been written ([`Error::is_indeterminate`]). Every send resolves exactly once
+/// (DESIGN rule P6).
+#[derive(Debug)]
+#[must_use = "a delivery future tells whether the record was written"]
+pub struct DeliveryFuture {
+    completion: Arc<BatchCompletion>,
+    partition: TopicPartition,
+    index: i32,
+    timestamp: i64,
+}
+
+impl Future for DeliveryFuture {
+    type Output = Result<RecordMetadata>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        this.completion.poll(cx).map(|outcome| {
+            outcome.map(|ack| RecordMetadata {
+                topic: Arc::clone(&this.partition.topic),
+                partition: this.partition.partition,
+                offset: if ack.base_offset < 0 {
+                    -1
+                } else {
+                    ack.base_offset + i64::from(this.index)
+                },
+                timestamp: if ack.log_append_time >= 0 {
+                    ack.log_append_time
+                } else {
+                    this.timestamp
+                },
+            })
+        })
+    }
+}
+
+struct ProducerInner {
+    shared: Arc<Shared>,
+    commands: mpsc::UnboundedSender<Command>,
+    closed: AtomicBool,
+}
+
+/// An idempotent Kafka producer. Cheap to clone; all clones share one connection pool,
+/// accumulator and producer id.
+///
+/// ```no_run
+/// # async fn demo() -> exactly::Result<()> {
+/// use std::time::Duration;
+/// use exactly::{Producer, Record};
+///
+/// let producer = Producer::builder()
+///     .bootstrap("127.0.0.1:9092")
+///     .linger(Duration::from_millis(5))
+///     .build()
+///     .await?;
+/// let ack = producer.send(Record::to("events").key("k").value("v")).await?;
+/// let meta = ack.await?; // RecordMetadata { topic, partition, offset, timestamp }
+/// println!("written at {}-{}@{}", meta.topic, meta.partition, meta.offset);
+/// producer.close().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<ProducerInner>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("bootstrap", &self.inner.shared.config.bootstrap_servers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProducerBuilder {
+    /// Validates the configuration and starts the producer's driver task on the current
+    /// tokio runtime. Connections are made on demand; the producer id is fetched before the
+    /// first batch goes out.
+    pub async fn build(self) -> Result<Producer> {
+        Producer::from_config(self.config()?)
+    }
+}
+
+impl Producer {
+    /// A builder with typed setters (and `property(k, v)` for Kafka property names).
+    pub fn builder() -> ProducerBuilder {
+        ProducerBuilder::new()
+    }
+
+    /// A producer from Kafka-style properties (`bootstrap.servers`, `linger.ms`, ...).
+    pub async fn from_properties<I, K, V>(properties: I) -> Result<Producer>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let config = ProducerConfig::from_properties(properties)?;
+        config.validate()?;
+        Producer::from_config(config)
+    }
+
+    fn from_config(config: ProducerConfig) -> Result<Producer> {
+        if config.transactional_id.is_some() {
+            return Err(Error::Config {
+                setting: "transactional.id".into(),
+                reason: "transactions are not supported by this version of exactly yet".into(),
+            });
+        }
+        if !config.enable_idempotence {
+            return Err(Error::Config {
+                setting: "enable.idempotence".into(),
+                reason: "exactly only implements the idempotent producer".into(),
+            });
+        }
+        let accumulator = Accumulator::new(AccumulatorConfig {
+            batch_size: config.batch_size,
+            linger_ms: config.linger_ms,
+            buffer_memory: config.buffer_memory,
+            max_request_size: config.max_request_size,
+            transactional: false,
+        });
+        let engine = Engine::new(
+            EngineConfig {
+                max_in_flight: config.max_in_flight_requests_per_connection,
+                retries: config.retries,
+                retry_backoff_ms: config.retry_backoff_ms,
+                retry_backoff_max_ms: config.retry_backoff_max_ms,
+                delivery_timeout_ms: config.delivery_timeout_ms,
+                request_timeout_ms: config.request_timeout_ms,
+                max_request_size: config.max_request_size,
+                metadata_refresh_backoff_ms: config.retry_backoff_ms,
+            },
+            random_seed(),
+        );
+        let sticky = StickyPartitioner::new(config.batch_size, random_seed());
+        let shared = Arc::new(Shared::new(config, accumulator, sticky));
+        let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::Config {
+            setting: "runtime".into(),
+            reason: "Producer::build must be called inside a tokio runtime".into(),
+        })?;
+        runtime.spawn(Driver::new(Arc::clone(&shared), engine, commands_rx).run());
+        Ok(Producer {
+            inner: Arc::new(ProducerInner {
+                shared,
+                commands: commands_tx,
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Hands a record over. Waits only for metadata of a topic seen for the first time and
+    /// for buffer space (backpressure), each at most `max.block.ms`; then returns the future
+    /// of the record's delivery. Bad input fails here, before anything is sent, consuming
+    /// no sequence number.
+    pub async fn send(&self, record: Record) -> Result<DeliveryFuture> {
+        self.check_usable()?;
+        validate_topic(&record.topic)?;
+        let shared = &self.inner.shared;
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(shared.config.max_block_ms);
+        let partitions = self.partition_count(&record.topic, deadline).await?;
+        let partition = match (record.partition, &record.key) {
+            (Some(p), _) if (0..partitions).contains(&p) => p,
+            (Some(p), _) => {
+                return Err(Error::Config {
+                    setting: "partition".into(),
+                    reason: format!(
+                        "topic {} has {partitions} partitions, {p} requested",
+                        record.topic
+                    ),
+                });
+            }
+            (None, Some(key)) => partition_for_key(key, partitions),
+            (None, None) => shared
+                .sticky
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .partition(&record.topic, partitions),
+        };
+        let timestamp = record.timestamp.unwrap_or_else(now_epoch_ms);
+        let tp = TopicPartition::new(Arc::clone(&record.topic), partition);
+        loop {
+            let space = shared.space.notified();
+            let appended = shared.lock_accumulator().append(
+                &tp,
+                timestamp,
+                record.key.as_deref(),
+                record.value.as_deref(),
+                &record.headers,
+                shared.now_ms(),
+            );
+            match appended {
+                Ok(appended) => {
+                    if record.key.is_none() && record.partition.is_none() {
+                        let size = record.value.as_ref().map_or(0, Bytes::len);
+                        shared
+                            .sticky
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .record_appended(&record.topic, size);
+                    }
+                    if appended.wake_engine {
+                        shared.wake.notify_one();
+                    }
+                    return Ok(DeliveryFuture {
+                        completion: appended.completion,
+                        partition: tp,
+                        index: appended.index,
+                        timestamp,
+                    });
+                }
+                Err(AppendError::TooLarge { size, max, setting }) => {
+                    return Err(Error::RecordTooLarge { size, max, setting });
+                }
+                Err(AppendError::BufferFull) => {
+                    shared.wake.notify_one();
+                    if tokio::time::timeout_at(deadline, space).await.is_err() {
+                        return Err(Error::Timeout(format!(
+                            "buffer.memory ({} bytes) stayed full for max.block.ms ({} ms)",
+                            shared.config.buffer_memory, shared.config.max_block_ms
+                        )));
+                    }
+                    self.check_usable()?;
+                }
+            }
+        }
+    }
+
+    /// The number of partitions of `topic`, fetching metadata when the topic is new.
+    async fn partition_count(
+        &self,
+        topic: &Arc<str>,
+        deadline: tokio::time::Instant,
+    ) -> Result<i32> {
+        let shared = &self.inner.shared;
+        let started = tokio::time::Instant::now();
+        let mut last_error = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
+        let mut asked = false;
+        loop {
+            let changed = shared.metadata_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match shared
+                .metadata
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .topics
+                .get(topic)
+            {
+                Some(TopicMetadata::Known { leaders }) if !leaders.is_empty() => {
+                    return Ok(leaders.len() as i32);
+                }
+                Some(TopicMetadata::Failed(code)) => last_error = *code,
+                _ => {}
+            }
+            if last_error == ErrorCode::INVALID_TOPIC_EXCEPTION
+                || last_error == ErrorCode::TOPIC_AUTHORIZATION_FAILED
+            {
+                return Err(Error::Broker {
+                    code: last_error,
+                    message: Some(format!("topic {topic}")),
+                });
+            }
+            if shared.want_topic(topic) || asked {
+                let _ = self.inner.commands.send(Command::RefreshMetadata);
+            }
+            asked = true;
+            let retry = tokio::time::Instant::now()
+                + Duration::from_millis(shared.config.retry_backoff_ms.max(50));
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::UnknownTopic {
+                    topic: topic.to_string(),
+                    waited_ms: started.elapsed().as_millis() as u64,
+                    last_error,
+                });
+            }
+            let _ = tokio::time::timeout_at(retry.min(deadline), changed).await;
+        }
+    }
+
+    /// Waits until every record handed to `send` so far is resolved.
+    pub async fn flush(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .commands
+            .send(Command::Flush(tx))
+            .map_err(|_| Error::Closed)?;
+        self.inner.shared.wake.notify_one();
+        rx.await.map_err(|_| Error::Closed)
+    }
+
+    /// Stops accepting records, delivers (or fails) every record already handed over, and
+    /// stops the driver. Every delivery future resolves before this returns.
+    pub async fn close(&self) -> Result<()> {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        let (tx, rx) = oneshot::channel();
+        if self.inner.commands.send(Command::Close(tx)).is_err() {
+            return Ok(());
+        }
+        self.inner.shared.wake.notify_one();
+        let _ = rx.await;
+        Ok(())
+    }
+
+    /// Counters that move only on broker-confirmed outcomes, and the current producer id and
+    /// epoch (DESIGN rule P8).
+    pub fn counters(&self) -> Counters {
+        self.inner.shared.counters()
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if let Some(fatal) = self.inner.shared.fatal_error() {
+            return Err(fatal);
+        }
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+}
+
+/// A seed for retry jitter and sticky partitioning (the simulation passes its own).
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
+fn now_epoch_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Kafka's topic name rules (`org.apache.kafka.common.internals.Topic.validate`).
+pub(crate) fn validate_topic(topic: &str) -> Result<()> {
+    let reason = if topic.is_empty() {
+        Some("the name is empty")
+    } else if topic == "." || topic == ".." {
+        Some("'.' and '..' are not allowed")
+    } else if topic.len() > 249 {
+        Some("the name is longer than 249 characters")
+    } else if !topic
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        Some("only ASCII letters, digits, '.', '_' and '-' are allowed")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Error::InvalidTopic {
+            topic: topic.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_kafka_rules() {
+        assert!(validate_topic("orders.v1_x-2").is_ok());
+        for bad in ["", ".", "..", "has space", "ümlaut", &"x".repeat(250)] {
+            assert!(
+                matches!(validate_topic(bad), Err(Error::InvalidTopic { .. })),
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! The idempotent producer against real Kafka under real faults (Toxiproxy, SIGKILL). Every
+//! test reads the topic back with kcat and checks the delivery guarantees
+//! (`support::delivery::Run::verify_log`).
+//!
+//! Tests that inject faults hold their cluster's lock for their whole run, across awaits: each
+//! test has a runtime of its own, and the lock exists precisely to keep other tests (on other
+//! threads) off the cluster meanwhile.
+#![allow(clippy::await_holding_lock)]
+
+mod support;
+
+use std::time::Duration;
+
+use exactly::{Error, Producer, Record};
+use support::Cluster;
+use support::delivery::{Run, value_of};
+
+/// Generous bound for any one delivery future: delivery timeout plus request timeout plus
+/// slack. A future that takes longer is a stall (P9) and fails the test.
+const RESOLVE_LIMIT: Duration = Duration::from_secs(90);
+
+async fn producer(cluster: &Cluster, extra: &[(&str, &str)]) -> Producer {
+    let mut props = vec![
+        ("bootstrap.servers", cluster.bootstrap.as_str()),
+        ("linger.ms", "5"),
+        ("request.timeout.ms", "3000"),
+        ("delivery.timeout.ms", "30000"),
+        ("retry.backoff.ms", "50"),
+    ];
+    for (k, v) in extra {
+        props.retain(|(key, _)| key != k);
+        props.push((k, v));
+    }
+    Producer::from_properties(props)
+        .await
+        .expect("producer builds")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sarama_1430_broker_down_then_back() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("sarama1430");
+    cluster.create_topic(&topic, 3, 1, &[]);
+    let producer = producer(
+        &cluster,
+        &[
+            ("delivery.timeout.ms", "4000"),
+            ("request.timeout.ms", "1500"),
+        ],
+    )
+    .await;
+    let mut run = Run::default();
+    let warm = Run::send_range(&producer, &topic, 0, 300, false).await;
+    run.collect(warm, RESOLVE_LIMIT).await;
+
+    // Cut the broker while records are in flight, and keep sending while it is cut, until
+    // those sends fail for good (delivery timeout).
+    // First the broker's answers are lost, so batches are written but unresolved when the
+    // connection is cut.
+    let proxy = cluster.proxy(0);
+    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
+    let in_flight = Run::send_range(&producer, &topic, 300, 400, false).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set_enabled(false);
+    proxy.remove_toxic("drop_answers");
+    let during = Run::send_range(&producer, &topic, 400, 600, false).await;
+    run.collect(in_flight, RESOLVE_LIMIT).await;
+    run.collect(during, RESOLVE_LIMIT).await;
+    proxy.set_enabled(true);
+
+    let after = Run::send_range(&producer, &topic, 600, 900, false).await;
+    let mut later = Run::default();
+    later.collect(after, RESOLVE_LIMIT).await;
+    producer.close().await.unwrap();
+
+    for e in run.errors().into_iter().chain(later.errors()) {
+        assert_ne!(
+            e.code(),
+            Some(exactly::protocol::error_code::ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER),
+            "OUT_OF_ORDER_SEQUENCE_NUMBER reached the user"
+        );
+    }
+    let (_, failed, indeterminate) = run.tally();
+    assert!(failed > 0, "sends made while the broker was cut fail");
+    assert!(
+        indeterminate > 0,
+        "sends whose answers were lost before the cut are indeterminate"
+    );
+    assert_eq!(
+        later.tally().0,
+        300,
+        "every send after the broker came back succeeds: {:?}",
+        later.errors()
+    );
+    let counters = producer.counters();
+    assert!(
+        counters.epoch_bumps >= 1,
+        "unresolved batches failed, so the epoch was bumped (P5)"
+    );
+    run.outcomes.extend(later.outcomes);
+    run.verify_log(&cluster, &topic);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_ack_is_not_duplicated() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("lostack");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let producer = producer(&cluster, &[("request.timeout.ms", "2000")]).await;
+    let mut run = Run::default();
+    let warm = Run::send_range(&producer, &topic, 0, 10, false).await;
+    run.collect(warm, RESOLVE_LIMIT).await;
+
+    // Requests still reach the broker; its answers are dropped.
+    let proxy = cluster.proxy(0);
+    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
+    let lost = Run::send_range(&producer, &topic, 10, 11, false).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    proxy.remove_toxic("drop_answers");
+    run.collect(lost, RESOLVE_LIMIT).await;
+    let counters = producer.counters();
+    producer.close().await.unwrap();
+
+    assert_eq!(
+        run.tally(),
+        (11, 0, 0),
+        "the send resolves Ok: {:?}",
+        run.errors()
+    );
+    assert!(
+        counters.batch_retries >= 1,
+        "the batch was re-sent after its answer was lost"
+    );
+    run.verify_log(&cluster, &topic);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_killed_and_restarted() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("killed");
+    cluster.create_topic(&topic, 3, 1, &[]);
+    let producer = producer(&cluster, &[("delivery.timeout.ms", "60000")]).await;
+    let mut run = Run::default();
+    let before = Run::send_range(&producer, &topic, 0, 500, true).await;
+    cluster.stop_broker(0, true);
+    let during = Run::send_range(&producer, &topic, 500, 1000, true).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cluster.start_broker(0);
+    run.collect(before, RESOLVE_LIMIT).await;
+    run.collect(during, RESOLVE_LIMIT).await;
+    let after = Run::send_range(&producer, &topic, 1000, 1200, true).await;
+    run.collect(after, RESOLVE_LIMIT).await;
+    producer.close().await.unwrap();
+
+    let (acked, _, _) = run.tally();
+    assert!(
+        acked >= 200,
+        "sends after the restart succeed (acked {acked}): {:?}",
+        run.errors().first()
+    );
+    run.verify_log(&cluster, &topic);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_sliced_network_keeps_order() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("sliced");
+    cluster.create_topic(&topic, 3, 1, &[]);
+    let proxy = cluster.proxy(0);
+    let producer = producer(
+        &cluster,
+        &[
+            ("max.in.flight.requests.per.connection", "5"),
+            ("batch.size", "2000"),
+        ],
+    )
+    .await;
+    // Warm up (metadata, producer id) before the network degrades.
+    let mut run = Run::default();
+    let warm = Run::send_range(&producer, &topic, 0, 10, true).await;
+    run.collect(warm, RESOLVE_LIMIT).await;
+    proxy.add_toxic(
+        "lat_up",
+        "latency",
+        "upstream",
+        r#"{"latency":40,"jitter":30}"#,
+    );
+    proxy.add_toxic(
+        "lat_down",
+        "latency",
+        "downstream",
+        r#"{"latency":40,"jitter":30}"#,
+    );
+    proxy.add_toxic(
+        "slices",
+        "slicer",
+        "upstream",
+        r#"{"average_size":64,"size_variation":32,"delay":200}"#,
+    );
+    let sent = Run::send_range(&producer, &topic, 10, 3000, true).await;
+    run.collect(sent, RESOLVE_LIMIT).await;
+    producer.close().await.unwrap();
+    proxy.remove_all_toxics();
+    assert_eq!(
+        run.tally().0,
+        3000,
+        "every record is acked: {:?}",
+        run.errors().first()
+    );
+    run.verify_log(&cluster, &topic);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_failover_three_brokers() {
+    let Some(cluster) = Cluster::three() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("failover");
+    cluster.create_topic(&topic, 3, 3, &[("min.insync.replicas", "2")]);
+    let leader = support::kcat_partition_leader(&cluster.bootstrap, &topic, 0);
+    let producer = producer(&cluster, &[("delivery.timeout.ms", "60000")]).await;
+    let mut run = Run::default();
+    let before = Run::send_range(&producer, &topic, 0, 1000, true).await;
+    // Node ids are 1-based; broker indexes 0-based.
+    let victim = (leader - 1) as usize;
+    cluster.stop_broker(victim, true);
+    let during = Run::send_range(&producer, &topic, 1000, 2000, true).await;
+    run.collect(before, RESOLVE_LIMIT).await;
+    run.collect(during, RESOLVE_LIMIT).await;
+    cluster.start_broker(victim);
+    producer.close().await.unwrap();
+    assert_eq!(
+        run.tally().0,
+        2000,
+        "every record is acked by the new leaders: {:?}",
+        run.errors().first()
+    );
+    run.verify_log(&cluster, &topic);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_fails_clearly_and_consumes_nothing() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("badinput");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let producer = producer(
+        &cluster,
+        &[("max.request.size", "1000"), ("max.block.ms", "2000")],
+    )
+    .await;
+
+    // Too large: refused at send, before anything is stamped.
+    let err = producer
+        .send(Record::to(&topic).value(vec![b'x'; 2000]))
+        .await
+        .expect_err("a 2000-byte record is over max.request.size");
+    assert!(
+        matches!(
+            err,
+            Error::RecordTooLarge {
+                setting: "max.request.size",
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    // The next record goes out with sequence 0 of epoch 0: nothing was consumed (P1).
+    let ok = producer
+        .send(Record::to(&topic).value(value_of(1)))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(ok.offset, 0);
+    let counters = producer.counters();
+    assert_eq!((counters.epoch_bumps, counters.records_acked), (0, 1));
+
+    let err = producer
+        .send(Record::to("bad topic!").value("v"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidTopic { .. }), "{err}");
+
+    let missing = support::unique_topic("missing");
+    let err = producer
+        .send(Record::to(&missing).value("v"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownTopic { .. }), "{err}");
+    assert!(
+        err.to_string().contains(&missing),
+        "the error names the topic: {err}"
+    );
+
+    producer.close().await.unwrap();
+    let err = producer
+        .send(Record::to(&topic).value("late"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Closed), "{err}");
+
+    let log = cluster.read_topic(&topic, support::Isolation::ReadUncommitted);
+    assert_eq!(log.len(), 1, "only the valid record is in the log: {log:?}");
+}
