@@ -319,3 +319,35 @@ async fn bad_input_fails_clearly_and_consumes_nothing() {
     let log = cluster.read_topic(&topic, support::Isolation::ReadUncommitted);
     assert_eq!(log.len(), 1, "only the valid record is in the log: {log:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_buffer_waits_then_resumes() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("backpressure");
+    cluster.create_topic(&topic, 2, 1, &[]);
+    // A buffer of a few batches: sends must wait for deliveries to free it, and be woken when
+    // they do (a missed wake-up here once stalled sends for max.block.ms).
+    let producer = producer(
+        &cluster,
+        &[
+            ("buffer.memory", "65536"),
+            ("batch.size", "16384"),
+            ("max.block.ms", "5000"),
+        ],
+    )
+    .await;
+    let mut run = Run::default();
+    let sent = Run::send_range(&producer, &topic, 0, 5000, true).await;
+    run.collect(sent, RESOLVE_LIMIT).await;
+    producer.close().await.unwrap();
+    assert_eq!(
+        run.tally().0,
+        5000,
+        "every record is acked: {:?}",
+        run.errors().first()
+    );
+    run.verify_log(&cluster, &topic);
+}

@@ -11,6 +11,7 @@ use tracing::{debug, warn};
 
 use super::connection::{BrokerLink, LinkConfig};
 use super::producer_shared::Shared;
+use crate::engine::accumulator::Accumulator;
 use crate::engine::{
     Action, BrokerId, Engine, Event, PartitionResponse, ProducerIdentity, RequestId, TopicPartition,
 };
@@ -102,19 +103,10 @@ impl Driver {
                 self.refresh_metadata();
                 next_metadata = tokio::time::Instant::now() + metadata_max_age;
             }
-            let (actions, idle, wake_at) = {
-                let mut acc = self.shared.lock_accumulator();
-                let before = acc.buffered_bytes();
-                let actions = self.engine.poll(now, &mut acc);
-                if acc.buffered_bytes() < before {
-                    self.shared.space.notify_waiters();
-                }
-                (
-                    actions,
-                    self.engine.is_idle(&acc),
-                    self.engine.next_wakeup(now, &acc),
-                )
-            };
+            let (actions, idle, wake_at) = self.with_engine(|engine, acc| {
+                let actions = engine.poll(now, acc);
+                (actions, engine.is_idle(acc), engine.next_wakeup(now, acc))
+            });
             for action in actions {
                 self.execute(action);
             }
@@ -160,12 +152,25 @@ impl Driver {
         }
     }
 
+    /// Runs `f` on the engine with the accumulator locked, and wakes the `send`s waiting for
+    /// buffer space if `f` resolved batches (their memory went back to the buffer).
+    fn with_engine<R>(&mut self, f: impl FnOnce(&mut Engine, &mut Accumulator) -> R) -> R {
+        let mut acc = self.shared.lock_accumulator();
+        let before = acc.buffered_bytes();
+        let result = f(&mut self.engine, &mut acc);
+        let released = acc.buffered_bytes() < before;
+        drop(acc);
+        if released {
+            self.shared.space.notify_waiters();
+        }
+        result
+    }
+
     fn receive(&mut self, inbound: Inbound) {
         let now = self.shared.now_ms();
         match inbound {
             Inbound::Engine(event) => {
-                let mut acc = self.shared.lock_accumulator();
-                self.engine.handle(event, now, &mut acc);
+                self.with_engine(|engine, acc| engine.handle(event, now, acc))
             }
             Inbound::Metadata(result) => {
                 self.metadata_in_flight = false;
@@ -181,8 +186,9 @@ impl Driver {
                             metadata.leaders()
                         };
                         self.shared.metadata_changed.notify_waiters();
-                        let mut acc = self.shared.lock_accumulator();
-                        self.engine.handle(Event::Leaders(leaders), now, &mut acc);
+                        self.with_engine(|engine, acc| {
+                            engine.handle(Event::Leaders(leaders), now, acc)
+                        });
                     }
                     Err(error) => {
                         warn!(%error, "metadata request failed");
