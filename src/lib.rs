@@ -22,3 +22,8 @@ pub use engine::Counters;
 pub use error::{Error, Result};
 pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
 pub use protocol::record_batch::Header;
+
+/// The README's examples, compiled as doctests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
