@@ -274,8 +274,8 @@ impl Message for AddPartitionsToTxnResponse {
 
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
         debug_assert!(
-            version >= 4 || self.results_by_transaction.len() == 1,
-            "AddPartitionsToTxn v0-3 carry exactly one transaction's results"
+            version >= 4 || self.results_by_transaction.len() <= 1,
+            "AddPartitionsToTxn v0-3 carry one transaction's results (none encodes as empty)"
         );
         out.put_i32(self.throttle_time_ms);
         if version >= 4 {

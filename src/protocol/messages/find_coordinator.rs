@@ -194,8 +194,8 @@ impl Message for FindCoordinatorResponse {
 
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
         debug_assert!(
-            version >= 4 || self.coordinators.len() == 1,
-            "FindCoordinator v0-3 carry exactly one result"
+            version >= 4 || self.coordinators.len() <= 1,
+            "FindCoordinator v0-3 carry one result (none encodes as an empty one)"
         );
         let flexible = Self::is_flexible(version);
         if version >= 1 {

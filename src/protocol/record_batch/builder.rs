@@ -1,6 +1,8 @@
 //! The encoder: [`BatchBuilder`] appends records into an open batch's body; [`SealedBatch`] is
 //! the closed batch, stamped with the producer's identity when it is dispatched.
 
+use std::fmt;
+
 use bytes::Bytes;
 use crc32c::crc32c;
 
@@ -80,7 +82,7 @@ fn put_field<const N: usize>(
 /// Every record's offset delta is its position in the batch, and its timestamp is stored
 /// relative to the base timestamp given at [`BatchBuilder::new`] (a record may be older than
 /// the base: deltas are signed).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct BatchBuilder {
     body: Vec<u8>,
     base_timestamp: i64,
@@ -247,7 +249,7 @@ impl BatchBuilder {
 /// A closed batch: a 61-byte header plus an immutable body, so it can be written to the socket
 /// as two slices without copying, and re-stamped after an epoch bump (DESIGN rule P2) by
 /// rewriting only the header.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SealedBatch {
     header: [u8; RECORD_BATCH_HEADER_LEN],
     body: Bytes,
@@ -348,6 +350,32 @@ impl SealedBatch {
         out.extend_from_slice(&self.header);
         out.extend_from_slice(&self.body);
         Bytes::from(out)
+    }
+}
+
+// Debug shows the fields, not the (up to megabytes of) record bytes.
+impl fmt::Debug for BatchBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BatchBuilder")
+            .field("record_count", &self.record_count)
+            .field("size_in_bytes", &self.size_in_bytes())
+            .field("base_timestamp", &self.base_timestamp)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for SealedBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SealedBatch")
+            .field("record_count", &self.record_count())
+            .field("size_in_bytes", &self.size_in_bytes())
+            .field("producer_id", &self.producer_id())
+            .field("producer_epoch", &self.producer_epoch())
+            .field("base_sequence", &self.base_sequence())
+            .field("transactional", &self.is_transactional())
+            .field("base_timestamp", &self.base_timestamp())
+            .field("max_timestamp", &self.max_timestamp())
+            .finish_non_exhaustive()
     }
 }
 

@@ -175,6 +175,11 @@ fn encoder_writes_the_golden_bytes() {
     assert_eq!(sealed.size_in_bytes(), GOLDEN.len());
     assert_eq!(sealed.header()[..], GOLDEN[..RECORD_BATCH_HEADER_LEN]);
     assert_eq!(sealed.body()[..], GOLDEN[RECORD_BATCH_HEADER_LEN..]);
+    let debug = format!("{sealed:?}");
+    assert!(
+        debug.contains("record_count: 3") && debug.contains("producer_id: 4242"),
+        "{debug}"
+    );
 }
 
 #[test]
