@@ -78,6 +78,9 @@ pub enum Error {
     /// transactional producer). Nothing was sent.
     #[error("invalid state: {0}")]
     InvalidState(String),
+    /// The record was part of a transaction that was aborted before it was written.
+    #[error("the transaction was aborted; the record was not written")]
+    TransactionAborted,
     /// The producer hit an error it cannot recover from; it is unusable. The cause is kept.
     #[error("fatal: {0}")]
     Fatal(Arc<Error>),

@@ -19,6 +19,7 @@ pub mod sim;
 
 pub use client::config::{Acks, ProducerBuilder, ProducerConfig};
 pub use engine::Counters;
+pub use engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, PendingOffsets, TxnState};
 pub use error::{Error, Result};
 pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
 pub use protocol::record_batch::Header;

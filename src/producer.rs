@@ -18,7 +18,8 @@ use crate::client::partitioner::{StickyPartitioner, partition_for_key};
 use crate::client::producer_shared::Shared;
 use crate::engine::accumulator::{Accumulator, AccumulatorConfig, AppendError};
 use crate::engine::completion::BatchCompletion;
-use crate::engine::{Counters, Engine, EngineConfig, TopicPartition};
+use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, TxnCall, TxnState};
+use crate::engine::{Counters, Engine, EngineConfig, TopicPartition, TransactionConfig};
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::Header;
@@ -198,12 +199,6 @@ impl Producer {
     }
 
     fn from_config(config: ProducerConfig) -> Result<Producer> {
-        if config.transactional_id.is_some() {
-            return Err(Error::Config {
-                setting: "transactional.id".into(),
-                reason: "transactions are not supported by this version of exactly yet".into(),
-            });
-        }
         if !config.enable_idempotence {
             return Err(Error::Config {
                 setting: "enable.idempotence".into(),
@@ -215,7 +210,7 @@ impl Producer {
             linger_ms: config.linger_ms,
             buffer_memory: config.buffer_memory,
             max_request_size: config.max_request_size,
-            transactional: false,
+            transactional: config.transactional_id.is_some(),
         });
         let engine = Engine::new(
             EngineConfig {
@@ -227,17 +222,25 @@ impl Producer {
                 request_timeout_ms: config.request_timeout_ms,
                 max_request_size: config.max_request_size,
                 metadata_refresh_backoff_ms: config.retry_backoff_ms,
+                transaction: config.transactional_id.clone().map(|transactional_id| {
+                    TransactionConfig {
+                        transactional_id,
+                        timeout_ms: i32::try_from(config.transaction_timeout_ms)
+                            .unwrap_or(i32::MAX),
+                        call_timeout_ms: config.max_block_ms,
+                    }
+                }),
             },
             random_seed(),
         );
         let sticky = StickyPartitioner::new(config.batch_size, random_seed());
-        let shared = Arc::new(Shared::new(config, accumulator, sticky));
+        let shared = Arc::new(Shared::new(config, engine, accumulator, sticky));
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::Config {
             setting: "runtime".into(),
             reason: "Producer::build must be called inside a tokio runtime".into(),
         })?;
-        runtime.spawn(Driver::new(Arc::clone(&shared), engine, commands_rx).run());
+        runtime.spawn(Driver::new(Arc::clone(&shared), commands_rx).run());
         Ok(Producer {
             inner: Arc::new(ProducerInner {
                 shared,
@@ -280,14 +283,19 @@ impl Producer {
         let tp = TopicPartition::new(Arc::clone(&record.topic), partition);
         loop {
             let space = shared.space.notified();
-            let appended = shared.lock_accumulator().append(
-                &tp,
-                timestamp,
-                record.key.as_deref(),
-                record.value.as_deref(),
-                &record.headers,
-                shared.now_ms(),
-            );
+            let appended = {
+                let mut core = shared.lock_core();
+                // A transactional producer accepts records only inside a transaction (T1).
+                core.engine.check_send()?;
+                core.acc.append(
+                    &tp,
+                    timestamp,
+                    record.key.as_deref(),
+                    record.value.as_deref(),
+                    &record.headers,
+                    shared.now_ms(),
+                )
+            };
             match appended {
                 Ok(appended) => {
                     if record.key.is_none() && record.partition.is_none() {
@@ -404,12 +412,77 @@ impl Producer {
     /// Counters that move only on broker-confirmed outcomes, and the current producer id and
     /// epoch (DESIGN rule P8).
     pub fn counters(&self) -> Counters {
-        self.inner.shared.counters()
+        self.inner.shared.lock_core().engine.counters().clone()
+    }
+
+    /// Fetches the producer id and epoch for the `transactional.id`, fencing any earlier
+    /// producer with the same id, and completes or aborts what that producer left open.
+    /// Call once, before the first transaction.
+    pub async fn init_transactions(&self) -> Result<()> {
+        self.transactional_call(TxnCall::Init).await
+    }
+
+    /// Starts a transaction: records sent from now on commit or abort together. Local: sends
+    /// nothing. Fails with an invalid-state error outside the Ready state.
+    pub fn begin_transaction(&self) -> Result<()> {
+        self.check_usable()?;
+        self.inner.shared.lock_core().engine.begin_transaction()
+    }
+
+    /// Adds consumed offsets to the transaction, committed to `group` only if the transaction
+    /// commits. The group metadata carries the member's generation, so a member that lost its
+    /// partitions in a rebalance is fenced (KIP-447).
+    pub async fn send_offsets_to_transaction(
+        &self,
+        offsets: Vec<OffsetToCommit>,
+        group: &ConsumerGroupMetadata,
+    ) -> Result<()> {
+        self.transactional_call(TxnCall::SendOffsets {
+            offsets,
+            group: group.clone(),
+        })
+        .await
+    }
+
+    /// Flushes every record of the transaction and commits it. If any record failed, the
+    /// transaction cannot commit: the error says so ([`Error::is_abortable`]) and
+    /// [`Producer::abort_transaction`] is the way on.
+    pub async fn commit_transaction(&self) -> Result<()> {
+        self.transactional_call(TxnCall::Commit).await
+    }
+
+    /// Aborts the transaction: records not yet sent fail with [`Error::TransactionAborted`],
+    /// and nothing of the transaction becomes visible to read_committed readers.
+    pub async fn abort_transaction(&self) -> Result<()> {
+        self.transactional_call(TxnCall::Abort).await
+    }
+
+    /// The transaction state, for a transactional producer.
+    pub fn transaction_state(&self) -> Option<TxnState> {
+        self.inner
+            .shared
+            .lock_core()
+            .engine
+            .transaction_state()
+            .cloned()
+    }
+
+    async fn transactional_call(&self, call: TxnCall) -> Result<()> {
+        self.check_usable()?;
+        let shared = &self.inner.shared;
+        let waiter = {
+            let mut core = shared.lock_core();
+            let now = shared.now_ms();
+            let id = core.engine.start_call(call, now)?;
+            shared.await_call(id)
+        };
+        shared.wake.notify_one();
+        waiter.await.map_err(|_| Error::Closed)?
     }
 
     fn check_usable(&self) -> Result<()> {
-        if let Some(fatal) = self.inner.shared.fatal_error() {
-            return Err(fatal);
+        if let Some(fatal) = self.inner.shared.lock_core().engine.fatal_error() {
+            return Err(fatal.clone());
         }
         if self.inner.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed);

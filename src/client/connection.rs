@@ -103,9 +103,26 @@ impl BrokerLink {
     where
         R::Response: Send + 'static,
     {
+        Ok(self.call_with_versions(request, cap, client_id).await?.0)
+    }
+
+    /// Like [`BrokerLink::call`], also returning the API versions the broker advertised on the
+    /// connection that carried the request (transactions v2 is decided from them).
+    pub async fn call_with_versions<R: Request + Send + 'static>(
+        &self,
+        request: R,
+        cap: Option<i16>,
+        client_id: Arc<str>,
+    ) -> Result<(R::Response, BrokerApiVersions), Error>
+    where
+        R::Response: Send + 'static,
+    {
         let (tx, rx) = oneshot::channel();
+        let seen = Arc::new(Mutex::new(None));
+        let seen_in_encoder = Arc::clone(&seen);
         self.send(
             Box::new(move |versions, correlation_id| {
+                *seen_in_encoder.lock().unwrap_or_else(|e| e.into_inner()) = Some(versions.clone());
                 let version = versions.negotiate::<R>(cap).ok_or_else(|| {
                     Error::broker(crate::protocol::error_code::ErrorCode::UNSUPPORTED_VERSION)
                 })?;
@@ -126,7 +143,12 @@ impl BrokerLink {
         let mut d = Decoder::new(&body);
         let response = R::Response::decode(&mut d, version)?;
         d.finish("response body")?;
-        Ok(response)
+        let versions = seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .unwrap_or_default();
+        Ok((response, versions))
     }
 }
 

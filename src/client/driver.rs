@@ -10,14 +10,25 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
 use super::connection::{BrokerLink, LinkConfig};
-use super::producer_shared::Shared;
+use super::producer_shared::{Core, Shared};
 use crate::engine::accumulator::Accumulator;
+use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
 use crate::engine::{
     Action, BrokerId, Engine, Event, PartitionResponse, ProducerIdentity, RequestId, TopicPartition,
 };
 use crate::error::Error;
+use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::header::encode_request_frame;
+use crate::protocol::messages::add_offsets_to_txn::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
+};
+use crate::protocol::messages::add_partitions_to_txn::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction, TopicPartitionErrors,
+};
+use crate::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
+use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
 use crate::protocol::messages::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse,
@@ -25,7 +36,12 @@ use crate::protocol::messages::metadata::{
 use crate::protocol::messages::produce::{
     PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData,
 };
+use crate::protocol::messages::txn_offset_commit::{
+    TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    TxnOffsetCommitResponse,
+};
 use crate::protocol::record_batch::SealedBatch;
+use crate::protocol::versions::BrokerApiVersions;
 use crate::protocol::{Decoder, Message};
 
 /// Produce v13 names topics by id; this producer names them, so it stays at v12.
@@ -50,7 +66,6 @@ enum Inbound {
 
 pub(crate) struct Driver {
     shared: Arc<Shared>,
-    engine: Engine,
     links: HashMap<BrokerId, BrokerLink>,
     bootstrap: Vec<String>,
     link_config: LinkConfig,
@@ -66,11 +81,7 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    pub fn new(
-        shared: Arc<Shared>,
-        engine: Engine,
-        commands: mpsc::UnboundedReceiver<Command>,
-    ) -> Self {
+    pub fn new(shared: Arc<Shared>, commands: mpsc::UnboundedReceiver<Command>) -> Self {
         let (inbound_tx, inbound_rx) = mpsc::unbounded_channel();
         let config = &shared.config;
         let link_config = LinkConfig {
@@ -81,7 +92,6 @@ impl Driver {
         Self {
             bootstrap: config.bootstrap_servers.clone(),
             shared,
-            engine,
             links: HashMap::new(),
             link_config,
             inbound_tx,
@@ -110,8 +120,6 @@ impl Driver {
             for action in actions {
                 self.execute(action);
             }
-            self.shared
-                .publish_counters(self.engine.counters(), self.engine.fatal_error());
             if idle {
                 self.flush_waiters.drain(..).for_each(|w| {
                     let _ = w.send(());
@@ -137,11 +145,11 @@ impl Driver {
                 command = self.commands.recv() => match command {
                     Some(Command::RefreshMetadata) => self.refresh_metadata(),
                     Some(Command::Flush(waiter)) => {
-                        self.engine.begin_flush();
+                        self.with_engine(|engine, _| engine.begin_flush());
                         self.flush_waiters.push(waiter);
                     }
                     Some(Command::Close(waiter)) => {
-                        self.engine.begin_flush();
+                        self.with_engine(|engine, _| engine.begin_flush());
                         self.close_waiter = Some(waiter);
                     }
                     // Every handle is gone: nobody can await a delivery any more.
@@ -155,14 +163,17 @@ impl Driver {
     /// Runs `f` on the engine with the accumulator locked, and wakes the `send`s waiting for
     /// buffer space if `f` resolved batches (their memory went back to the buffer).
     fn with_engine<R>(&mut self, f: impl FnOnce(&mut Engine, &mut Accumulator) -> R) -> R {
-        let mut acc = self.shared.lock_accumulator();
+        let mut core = self.shared.lock_core();
+        let Core { engine, acc } = &mut *core;
         let before = acc.buffered_bytes();
-        let result = f(&mut self.engine, &mut acc);
+        let result = f(engine, acc);
         let released = acc.buffered_bytes() < before;
-        drop(acc);
+        let finished = engine.take_finished_calls();
+        drop(core);
         if released {
             self.shared.space.notify_waiters();
         }
+        self.shared.finish_calls(finished);
         result
     }
 
@@ -277,6 +288,12 @@ impl Driver {
             } => self.produce(request, broker, batches),
             Action::InitProducerId { request } => self.init_producer_id(request),
             Action::RefreshMetadata => self.refresh_metadata(),
+            Action::FindCoordinator { request, key } => self.find_coordinator(request, key),
+            Action::Coordinator {
+                request,
+                broker,
+                body,
+            } => self.coordinator_request(request, broker, body),
             Action::Disconnect { broker } => {
                 debug!(broker, "closing connection after a request timeout");
                 self.links.remove(&broker);
@@ -308,11 +325,20 @@ impl Driver {
             topic_data: group_by_topic(&batches),
         };
         let expects_response = produce.acks != 0;
+        // Transactional data under transactions v1 must not use Produce v12, which would add
+        // the partition to the transaction implicitly (KIP-890).
+        let transactional_v1 =
+            config.transactional_id.is_some() && !self.shared.lock_core().engine.transactions_v2();
+        let cap = if transactional_v1 {
+            11
+        } else {
+            PRODUCE_VERSION_CAP
+        };
         let client_id = config.client_id.clone();
         link.send(
             Box::new(move |versions, correlation_id| {
                 let version = versions
-                    .negotiate::<ProduceRequest>(Some(PRODUCE_VERSION_CAP))
+                    .negotiate::<ProduceRequest>(Some(cap))
                     .ok_or_else(|| Error::broker(ErrorCode::UNSUPPORTED_VERSION))?;
                 let frame =
                     encode_request_frame(&produce, version, correlation_id, Some(&client_id));
@@ -342,6 +368,249 @@ impl Driver {
                 let _ = tx.send(Inbound::Engine(event));
             }),
         );
+    }
+
+    fn fail_txn_request(&self, request: RequestId, error: Error) {
+        let _ = self.inbound_tx.send(Inbound::Engine(Event::Txn {
+            request,
+            result: Err(error),
+        }));
+    }
+
+    fn find_coordinator(&mut self, request: RequestId, key: CoordinatorKey) {
+        let Some(link) = self.any_link() else {
+            return self.fail_txn_request(
+                request,
+                Error::Timeout("no broker to ask for a coordinator".into()),
+            );
+        };
+        self.next_any_broker += 1;
+        let (key_type, key) = match key {
+            CoordinatorKey::Transaction(id) => (FindCoordinatorRequest::KEY_TYPE_TRANSACTION, id),
+            CoordinatorKey::Group(id) => (FindCoordinatorRequest::KEY_TYPE_GROUP, id),
+        };
+        let tx = self.inbound_tx.clone();
+        let shared = Arc::clone(&self.shared);
+        let client_id: Arc<str> = Arc::from(self.shared.config.client_id.as_str());
+        tokio::spawn(async move {
+            let result = match link
+                .call(
+                    FindCoordinatorRequest::single(key_type, key),
+                    None,
+                    client_id,
+                )
+                .await
+            {
+                Ok(response) => match response.coordinators.into_iter().next() {
+                    Some(c) if c.error_code == 0 => {
+                        // The coordinator may not be in our metadata yet: remember its address.
+                        let address = format!("{}:{}", c.host, c.port);
+                        shared
+                            .metadata
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .brokers
+                            .entry(c.node_id)
+                            .or_insert(address);
+                        Ok(TxnResponse::Coordinator(c.node_id))
+                    }
+                    Some(c) => Err(Error::Broker {
+                        code: ErrorCode(c.error_code),
+                        message: c.error_message,
+                    }),
+                    None => Err(Error::Timeout(
+                        "FindCoordinator answered without a coordinator".into(),
+                    )),
+                },
+                Err(error) => Err(error),
+            };
+            let _ = tx.send(Inbound::Engine(Event::Txn { request, result }));
+        });
+    }
+
+    fn coordinator_request(&mut self, request: RequestId, broker: BrokerId, body: TxnRequest) {
+        let Some(link) = self.link(broker) else {
+            return self.fail_txn_request(
+                request,
+                Error::Timeout(format!("no address known for coordinator {broker}")),
+            );
+        };
+        let config = &self.shared.config;
+        let transactional_id = config.transactional_id.clone().unwrap_or_default();
+        let client_id: Arc<str> = Arc::from(config.client_id.as_str());
+        let v2 = self.shared.lock_core().engine.transactions_v2();
+        // Transactions v1 caps EndTxn and TxnOffsetCommit at v4 (v5 means v2: KIP-890).
+        let txn_cap = if v2 { None } else { Some(4) };
+        let tx = &self.inbound_tx;
+        match body {
+            TxnRequest::InitProducerId { current } => {
+                let body = InitProducerIdRequest {
+                    transactional_id: Some(transactional_id),
+                    transaction_timeout_ms: i32::try_from(config.transaction_timeout_ms)
+                        .unwrap_or(i32::MAX),
+                    producer_id: current.map_or(-1, |c| c.producer_id),
+                    producer_epoch: current.map_or(-1, |c| c.epoch),
+                };
+                spawn_txn_call(
+                    tx,
+                    link,
+                    request,
+                    body,
+                    None,
+                    client_id,
+                    |r: InitProducerIdResponse, versions| {
+                        Ok(TxnResponse::InitProducerId {
+                            error: ErrorCode(r.error_code),
+                            identity: ProducerIdentity {
+                                producer_id: r.producer_id,
+                                epoch: r.producer_epoch,
+                            },
+                            transactions_v2: versions.transactions_v2(),
+                        })
+                    },
+                );
+            }
+            TxnRequest::AddPartitions {
+                identity,
+                partitions,
+            } => {
+                let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
+                for tp in &partitions {
+                    match topics.iter_mut().find(|t| *t.name == *tp.topic) {
+                        Some(t) => t.partitions.push(tp.partition),
+                        None => topics.push(AddPartitionsToTxnTopic {
+                            name: tp.topic.to_string(),
+                            partitions: vec![tp.partition],
+                        }),
+                    }
+                }
+                let body = AddPartitionsToTxnRequest {
+                    transactions: vec![AddPartitionsToTxnTransaction {
+                        transactional_id,
+                        producer_id: identity.producer_id,
+                        producer_epoch: identity.epoch,
+                        verify_only: false,
+                        topics,
+                    }],
+                };
+                // v4+ is the brokers' batched form; clients use at most v3.
+                spawn_txn_call(
+                    tx,
+                    link,
+                    request,
+                    body,
+                    Some(3),
+                    client_id,
+                    move |r: AddPartitionsToTxnResponse, _| {
+                        let top = ErrorCode(r.error_code);
+                        let mut results = partition_codes(
+                            r.results_by_transaction
+                                .into_iter()
+                                .flat_map(|t| t.topic_results)
+                                .collect(),
+                        );
+                        if !top.is_ok() || results.is_empty() {
+                            let code = if top.is_ok() {
+                                ErrorCode::UNKNOWN_SERVER_ERROR
+                            } else {
+                                top
+                            };
+                            results = partitions.into_iter().map(|tp| (tp, code)).collect();
+                        }
+                        Ok(TxnResponse::AddPartitions(results))
+                    },
+                );
+            }
+            TxnRequest::AddOffsets { identity, group_id } => {
+                let body = AddOffsetsToTxnRequest {
+                    transactional_id,
+                    producer_id: identity.producer_id,
+                    producer_epoch: identity.epoch,
+                    group_id,
+                };
+                spawn_txn_call(
+                    tx,
+                    link,
+                    request,
+                    body,
+                    None,
+                    client_id,
+                    |r: AddOffsetsToTxnResponse, _| {
+                        Ok(TxnResponse::AddOffsets(ErrorCode(r.error_code)))
+                    },
+                );
+            }
+            TxnRequest::TxnOffsetCommit {
+                identity,
+                group,
+                offsets,
+            } => {
+                let mut topics: Vec<TxnOffsetCommitRequestTopic> = Vec::new();
+                for o in offsets {
+                    let partition = TxnOffsetCommitRequestPartition {
+                        partition_index: o.partition.partition,
+                        committed_offset: o.offset,
+                        committed_leader_epoch: -1,
+                        committed_metadata: o.metadata,
+                    };
+                    match topics.iter_mut().find(|t| *t.name == *o.partition.topic) {
+                        Some(t) => t.partitions.push(partition),
+                        None => topics.push(TxnOffsetCommitRequestTopic {
+                            name: o.partition.topic.to_string(),
+                            partitions: vec![partition],
+                        }),
+                    }
+                }
+                let body = TxnOffsetCommitRequest {
+                    transactional_id,
+                    group_id: group.group_id,
+                    producer_id: identity.producer_id,
+                    producer_epoch: identity.epoch,
+                    generation_id: group.generation_id,
+                    member_id: group.member_id,
+                    group_instance_id: group.group_instance_id,
+                    topics,
+                };
+                spawn_txn_call(
+                    tx,
+                    link,
+                    request,
+                    body,
+                    txn_cap,
+                    client_id,
+                    |r: TxnOffsetCommitResponse, _| {
+                        Ok(TxnResponse::TxnOffsetCommit(partition_codes(r.topics)))
+                    },
+                );
+            }
+            TxnRequest::EndTxn { identity, commit } => {
+                let body = EndTxnRequest {
+                    transactional_id,
+                    producer_id: identity.producer_id,
+                    producer_epoch: identity.epoch,
+                    committed: commit,
+                };
+                spawn_txn_call(
+                    tx,
+                    link,
+                    request,
+                    body,
+                    txn_cap,
+                    client_id,
+                    |r: EndTxnResponse, _| {
+                        // v5 (transactions v2) carries the identity for the next transaction.
+                        let identity = (r.producer_id >= 0).then_some(ProducerIdentity {
+                            producer_id: r.producer_id,
+                            epoch: r.producer_epoch,
+                        });
+                        Ok(TxnResponse::EndTxn {
+                            error: ErrorCode(r.error_code),
+                            identity,
+                        })
+                    },
+                );
+            }
+        }
     }
 
     fn init_producer_id(&mut self, request: RequestId) {
@@ -379,6 +648,46 @@ impl Driver {
             let _ = tx.send(Inbound::Engine(Event::ProducerId { request, result }));
         });
     }
+}
+
+/// Sends `call` to `link` in its own task and feeds the answer, mapped by `answer`, back to
+/// the engine as the result of `request`.
+fn spawn_txn_call<R, F>(
+    tx: &mpsc::UnboundedSender<Inbound>,
+    link: BrokerLink,
+    request: RequestId,
+    body: R,
+    cap: Option<i16>,
+    client_id: Arc<str>,
+    answer: F,
+) where
+    R: Request + Send + 'static,
+    R::Response: Send + 'static,
+    F: FnOnce(R::Response, &BrokerApiVersions) -> Result<TxnResponse, Error> + Send + 'static,
+{
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        let result = match link.call_with_versions(body, cap, client_id).await {
+            Ok((response, versions)) => answer(response, &versions),
+            Err(error) => Err(error),
+        };
+        let _ = tx.send(Inbound::Engine(Event::Txn { request, result }));
+    });
+}
+
+fn partition_codes(topics: Vec<TopicPartitionErrors>) -> Vec<(TopicPartition, ErrorCode)> {
+    topics
+        .into_iter()
+        .flat_map(|t| {
+            let topic: Arc<str> = Arc::from(t.name.as_str());
+            t.partitions.into_iter().map(move |p| {
+                (
+                    TopicPartition::new(Arc::clone(&topic), p.partition_index),
+                    ErrorCode(p.error_code),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Groups `(partition, batch)` pairs into Produce topic data, keeping their order.

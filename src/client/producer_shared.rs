@@ -1,23 +1,29 @@
 //! State shared by every `Producer` handle and the driver task.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Instant;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 
 use super::config::ProducerConfig;
 use super::metadata::ClusterMetadata;
 use super::partitioner::StickyPartitioner;
 use crate::engine::accumulator::Accumulator;
-use crate::engine::{Counters, Millis};
+use crate::engine::{CallId, Engine, Millis};
 use crate::error::Error;
+
+/// The engine and the accumulator it drains, under one short lock: `send` appends and checks
+/// the transaction state, transactional calls start here, and the driver polls here.
+pub(crate) struct Core {
+    pub engine: Engine,
+    pub acc: Accumulator,
+}
 
 pub(crate) struct Shared {
     pub config: ProducerConfig,
     start: Instant,
-    /// The accumulator `send` appends into and the engine drains: one short lock.
-    accumulator: Mutex<Accumulator>,
+    core: Mutex<Core>,
     pub sticky: Mutex<StickyPartitioner>,
     pub metadata: RwLock<ClusterMetadata>,
     /// Topics `send` has asked about; metadata refreshes cover them.
@@ -26,28 +32,30 @@ pub(crate) struct Shared {
     pub metadata_changed: Notify,
     /// Woken when buffer memory was released, for `send`s waiting for space.
     pub space: Notify,
-    /// Wakes the driver: a batch opened or filled up.
+    /// Wakes the driver: a batch opened or filled up, or a call started.
     pub wake: Notify,
-    counters: Mutex<(Counters, Option<Error>)>,
+    /// Transactional calls waiting for their result.
+    calls: Mutex<HashMap<CallId, oneshot::Sender<Result<(), Error>>>>,
 }
 
 impl Shared {
     pub fn new(
         config: ProducerConfig,
-        accumulator: Accumulator,
+        engine: Engine,
+        acc: Accumulator,
         sticky: StickyPartitioner,
     ) -> Self {
         Self {
             config,
             start: Instant::now(),
-            accumulator: Mutex::new(accumulator),
+            core: Mutex::new(Core { engine, acc }),
             sticky: Mutex::new(sticky),
             metadata: RwLock::new(ClusterMetadata::default()),
             wanted_topics: Mutex::new(BTreeSet::new()),
             metadata_changed: Notify::new(),
             space: Notify::new(),
             wake: Notify::new(),
-            counters: Mutex::new((Counters::default(), None)),
+            calls: Mutex::new(HashMap::new()),
         }
     }
 
@@ -56,8 +64,8 @@ impl Shared {
         self.start.elapsed().as_millis() as Millis
     }
 
-    pub fn lock_accumulator(&self) -> MutexGuard<'_, Accumulator> {
-        self.accumulator.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn lock_core(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn want_topic(&self, topic: &Arc<str>) -> bool {
@@ -76,29 +84,27 @@ impl Shared {
             .collect()
     }
 
-    pub fn publish_counters(&self, counters: &Counters, fatal: Option<&Error>) {
-        let mut slot = self.counters.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.0 != *counters {
-            slot.0 = counters.clone();
-        }
-        if slot.1.is_none() {
-            slot.1 = fatal.cloned();
-        }
-    }
-
-    pub fn counters(&self) -> Counters {
-        self.counters
+    /// Registers the waiter of a call the engine just accepted (under the core lock, so the
+    /// driver cannot finish the call before the waiter is there).
+    pub fn await_call(&self, id: CallId) -> oneshot::Receiver<Result<(), Error>> {
+        let (tx, rx) = oneshot::channel();
+        self.calls
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .0
-            .clone()
+            .insert(id, tx);
+        rx
     }
 
-    pub fn fatal_error(&self) -> Option<Error> {
-        self.counters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .1
-            .clone()
+    /// Hands finished calls their results.
+    pub fn finish_calls(&self, finished: Vec<(CallId, Result<(), Error>)>) {
+        if finished.is_empty() {
+            return;
+        }
+        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        for (id, result) in finished {
+            if let Some(waiter) = calls.remove(&id) {
+                let _ = waiter.send(result);
+            }
+        }
     }
 }

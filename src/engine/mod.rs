@@ -8,11 +8,12 @@ pub mod accumulator;
 pub mod completion;
 mod partition;
 mod producer;
+pub mod transaction;
 
 use std::fmt;
 use std::sync::Arc;
 
-pub use producer::{Counters, Engine, EngineConfig};
+pub use producer::{CallId, Counters, Engine, EngineConfig, TransactionConfig};
 
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
@@ -97,6 +98,13 @@ pub enum Event {
         /// One entry per partition of the request.
         partitions: Vec<PartitionResponse>,
     },
+    /// The answer to an [`Action::FindCoordinator`] or [`Action::Coordinator`].
+    Txn {
+        /// The request it answers.
+        request: RequestId,
+        /// The answer, or why there is none.
+        result: Result<transaction::TxnResponse, Error>,
+    },
     /// A request got no answer: the connection failed or was closed.
     RequestFailed {
         /// The request.
@@ -128,6 +136,23 @@ pub enum Action {
     },
     /// Metadata is stale (a leader moved or is unknown): fetch it and send [`Event::Leaders`].
     RefreshMetadata,
+    /// Find the coordinator of a transactional id or group; answer with
+    /// [`transaction::TxnResponse::Coordinator`].
+    FindCoordinator {
+        /// Identifies the request in the answering event.
+        request: RequestId,
+        /// Whose coordinator.
+        key: transaction::CoordinatorKey,
+    },
+    /// Send a request to a coordinator; answer with the matching [`transaction::TxnResponse`].
+    Coordinator {
+        /// Identifies the request in the answering event.
+        request: RequestId,
+        /// The coordinator.
+        broker: BrokerId,
+        /// What to send.
+        body: transaction::TxnRequest,
+    },
     /// Close the connection to `broker`: a request on it timed out, and responses on a Kafka
     /// connection come in order, so nothing later on it can be trusted to arrive.
     Disconnect {

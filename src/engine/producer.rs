@@ -17,6 +17,10 @@ use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::SealedBatch;
 
+mod transactions;
+
+pub use transactions::{CallId, TransactionConfig};
+
 /// The engine's settings (the delivery-related part of the producer configuration).
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -37,6 +41,8 @@ pub struct EngineConfig {
     pub max_request_size: usize,
     /// Least time between two metadata refreshes the engine asks for.
     pub metadata_refresh_backoff_ms: Millis,
+    /// Set for a transactional producer.
+    pub transaction: Option<TransactionConfig>,
 }
 
 impl Default for EngineConfig {
@@ -50,6 +56,7 @@ impl Default for EngineConfig {
             request_timeout_ms: 30_000,
             max_request_size: 1024 * 1024,
             metadata_refresh_backoff_ms: 100,
+            transaction: None,
         }
     }
 }
@@ -91,6 +98,10 @@ enum Outstanding {
     InitProducerId {
         sent_ms: Millis,
     },
+    /// A coordinator lookup or request of the transactional flow.
+    Txn {
+        sent_ms: Millis,
+    },
 }
 
 /// The idempotent producer engine. See the module documentation of [`crate::engine`].
@@ -113,12 +124,18 @@ pub struct Engine {
     rng: SmallRng,
     counters: Counters,
     actions: Vec<Action>,
+    txn: Option<transactions::Transactions>,
 }
 
 impl Engine {
     /// A new engine. `seed` drives the retry jitter, so a simulation seed replays exactly.
     pub fn new(config: EngineConfig, seed: u64) -> Self {
+        let txn = config
+            .transaction
+            .clone()
+            .map(transactions::Transactions::new);
         Self {
+            txn,
             config,
             identity: None,
             identity_retry_at: 0,
@@ -223,8 +240,16 @@ impl Engine {
                 Some(Outstanding::InitProducerId { .. }) => {
                     self.on_producer_id(request, Err(error), now, acc)
                 }
+                Some(Outstanding::Txn { .. }) => {
+                    self.on_txn_response(request, Err(error), now, acc)
+                }
                 None => {}
             },
+            Event::Txn { request, result } => {
+                if self.outstanding.remove(&request).is_some() {
+                    self.on_txn_response(request, result, now, acc);
+                }
+            }
         }
     }
 
@@ -307,13 +332,20 @@ impl Engine {
                 // An earlier batch still unresolved explains the gap: it is being retried (P4).
                 // Otherwise the broker expects a sequence we did not send next: re-stamp under a
                 // new epoch (KIP-360; what the Java client does for an idempotent producer).
+                state.retry_at = now;
                 if position == 0 && !batch.behind_gap {
                     warn!(partition = ?tp, base_sequence = batch.batch.base_sequence(), "out of order sequence on the next expected batch");
                     state.diverged = true;
-                    self.bump_reason
-                        .get_or_insert("OUT_OF_ORDER_SEQUENCE_NUMBER on the next expected batch");
+                    self.sequence_broken("OUT_OF_ORDER_SEQUENCE_NUMBER on the next expected batch");
                 }
-                state.retry_at = now;
+            }
+            ErrorCode::INVALID_PRODUCER_EPOCH | ErrorCode::PRODUCER_FENCED
+                if self.txn.is_some() =>
+            {
+                // Another producer with our transactional id bumped the epoch: we are a zombie
+                // and must stop (T5).
+                warn!(partition = ?tp, %code, "fenced by a newer producer with the same transactional.id");
+                self.fail_fatally(Error::broker(ErrorCode::PRODUCER_FENCED), acc);
             }
             ErrorCode::UNKNOWN_PRODUCER_ID | ErrorCode::INVALID_PRODUCER_EPOCH => {
                 // The broker lost (or never had) our producer state, e.g. after producer id
@@ -322,8 +354,7 @@ impl Engine {
                 warn!(partition = ?tp, %code, log_start_offset = response.log_start_offset, last_acked = state.last_acked_offset, "broker does not know our producer state");
                 state.unacked[position].attempt_failed(false);
                 state.diverged = true;
-                self.bump_reason
-                    .get_or_insert("broker lost the producer state");
+                self.sequence_broken("broker lost the producer state");
             }
             code if code.is_retriable() => {
                 // Appended to the leader but not yet replicated, or timed out while replicating:
@@ -364,8 +395,7 @@ impl Engine {
                     .remove(position)
                     .expect("position is in range");
                 state.mark_gap_from(position);
-                self.bump_reason
-                    .get_or_insert("a sent batch failed for good");
+                self.sequence_broken("a sent batch failed for good");
                 Self::resolve(&mut self.counters, acc, batch, Err(error));
             }
         }
@@ -382,6 +412,20 @@ impl Engine {
                     state.retry_at = state.retry_at.max(now + backoff);
                 }
             }
+        }
+    }
+
+    /// The sequence state of the current identity is broken (a sent batch failed for good or
+    /// expired, or the broker disagrees): an idempotent producer bumps its epoch once the old
+    /// one drained (P5, P7); a transactional one must abort the transaction (T5).
+    fn sequence_broken(&mut self, reason: &'static str) {
+        if self.txn.is_some() {
+            self.make_abortable(Error::Broker {
+                code: ErrorCode::TRANSACTION_ABORTABLE,
+                message: Some(reason.to_owned()),
+            });
+        } else {
+            self.bump_reason.get_or_insert(reason);
         }
     }
 
@@ -457,7 +501,7 @@ impl Engine {
                 closed.created_ms,
             ));
         }
-        self.expire_requests(now);
+        self.expire_requests(now, acc);
         for state in self.partitions.values_mut() {
             if state.in_flight() == 0 {
                 state.unstamp_unwritten_tail();
@@ -466,6 +510,7 @@ impl Engine {
         self.expire_batches(now, acc);
         self.maybe_bump(now, acc);
         self.request_identity(now);
+        self.drive_transaction(now, acc);
         self.dispatch(now);
         self.request_metadata(now);
         if self.flushing && self.is_idle(acc) {
@@ -487,34 +532,39 @@ impl Engine {
 
     /// Gives up on requests unanswered for `request.timeout.ms`: their batches become
     /// unresolved and the connection is closed (P9).
-    fn expire_requests(&mut self, now: Millis) {
+    fn expire_requests(&mut self, now: Millis, acc: &mut Accumulator) {
         let timeout = self.config.request_timeout_ms;
-        let expired: Vec<(RequestId, Option<BrokerId>)> = self
+        let mut expired: Vec<RequestId> = self
             .outstanding
             .iter()
-            .filter_map(|(&id, o)| match o {
-                Outstanding::Produce {
-                    broker, sent_ms, ..
-                } if sent_ms + timeout <= now => Some((id, Some(*broker))),
-                Outstanding::InitProducerId { sent_ms } if sent_ms + timeout <= now => {
-                    Some((id, None))
-                }
-                _ => None,
+            .filter(|(_, o)| match o {
+                Outstanding::Produce { sent_ms, .. }
+                | Outstanding::InitProducerId { sent_ms }
+                | Outstanding::Txn { sent_ms } => sent_ms + timeout <= now,
             })
+            .map(|(&id, _)| id)
             .collect();
-        for (request, broker) in expired {
-            self.outstanding.remove(&request);
-            match broker {
-                Some(broker) => {
+        // HashMap order is random; handle them in a fixed order so a seed replays exactly.
+        expired.sort_unstable();
+        for request in expired {
+            match self.outstanding.remove(&request) {
+                Some(Outstanding::Produce { broker, .. }) => {
                     warn!(request, broker, "produce request timed out");
                     self.fail_request_batches(request, true, now);
                     self.actions.push(Action::Disconnect { broker });
                     self.want_metadata();
                 }
-                None => {
+                Some(Outstanding::InitProducerId { .. }) => {
                     self.identity_attempts += 1;
                     self.identity_retry_at = now + self.config.retry_backoff_ms;
                 }
+                Some(Outstanding::Txn { .. }) => {
+                    let error = Error::Timeout(format!(
+                        "coordinator request unanswered after {timeout} ms"
+                    ));
+                    self.on_txn_response(request, Err(error), now, acc);
+                }
+                None => {}
             }
         }
     }
@@ -525,6 +575,7 @@ impl Engine {
     fn expire_batches(&mut self, now: Millis, acc: &mut Accumulator) {
         let timeout = self.config.delivery_timeout_ms;
         let retries = self.config.retries;
+        let mut broken = false;
         for (tp, state) in self.partitions.iter_mut() {
             while let Some(batch) = state.queued.front() {
                 if batch.created_ms + timeout > now {
@@ -554,13 +605,16 @@ impl Engine {
                 let indeterminate = batch.wire == Some(WireState::Unresolved) && !batch.behind_gap;
                 warn!(partition = ?tp, base_sequence = batch.batch.base_sequence(), indeterminate, "batch expired");
                 state.mark_gap_from(position);
-                self.bump_reason.get_or_insert("a sent batch expired");
+                broken = true;
                 let error = Error::DeliveryTimeout {
                     elapsed_ms: now - batch.created_ms,
                     indeterminate,
                 };
                 Self::resolve(&mut self.counters, acc, batch, Err(error));
             }
+        }
+        if broken {
+            self.sequence_broken("a sent batch expired");
         }
     }
 
@@ -619,7 +673,8 @@ impl Engine {
             .outstanding
             .values()
             .any(|o| matches!(o, Outstanding::InitProducerId { .. }));
-        if self.identity.is_some() || asked || now < self.identity_retry_at {
+        // A transactional producer gets its identity from init_transactions, not on its own.
+        if self.txn.is_some() || self.identity.is_some() || asked || now < self.identity_retry_at {
             return;
         }
         let request = self.next_request_id();
@@ -707,7 +762,11 @@ impl Engine {
                 .unacked
                 .iter()
                 .any(|b| b.wire.is_some_and(|w| !matches!(w, WireState::InFlight(_))));
+            // A transactional producer sends new batches only inside a transaction, and under
+            // transactions v1 only to partitions the coordinator added to it (T2).
+            let txn_blocks = self.txn.as_ref().is_some_and(|t| !t.allows_dispatch(tp));
             if bumping
+                || txn_blocks
                 || waiting_retry
                 || state.in_flight() >= max_in_flight
                 || now < state.retry_at
@@ -724,6 +783,9 @@ impl Engine {
                 debug!(partition = ?tp, producer_id = identity.producer_id, epoch = identity.epoch, base_sequence = batch.base_sequence(), records = batch.record_count(), "batch stamped");
                 *bytes += batch.size_in_bytes();
                 batches.push((tp.clone(), batch.clone()));
+                if let Some(txn) = &mut self.txn {
+                    txn.has_content = true;
+                }
             }
         }
         for (
@@ -779,13 +841,18 @@ impl Engine {
         }
         for o in self.outstanding.values() {
             match o {
-                Outstanding::Produce { sent_ms, .. } | Outstanding::InitProducerId { sent_ms } => {
+                Outstanding::Produce { sent_ms, .. }
+                | Outstanding::InitProducerId { sent_ms }
+                | Outstanding::Txn { sent_ms } => {
                     consider(sent_ms + self.config.request_timeout_ms)
                 }
             }
         }
         if self.identity.is_none() {
             consider(self.identity_retry_at);
+        }
+        if let Some(t) = self.transaction_wakeup() {
+            consider(t);
         }
         if self.metadata_wanted {
             consider(

@@ -8,8 +8,8 @@
 
 use std::collections::HashMap;
 
-use super::Message;
 use super::messages::api_versions::ApiVersionsResponse;
+use super::{ApiKey, Message};
 
 /// The finalized feature that selects the transaction protocol (KIP-890).
 pub const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
@@ -79,7 +79,16 @@ impl BrokerApiVersions {
 
     /// Whether the cluster runs transactions v2 (`transaction.version >= 2`, KIP-890).
     pub fn transactions_v2(&self) -> bool {
+        // KIP-890 part 2: the finalized feature alone is not enough; the client also needs the
+        // request versions that carry it (Produce v12, EndTxn v5, TxnOffsetCommit v5).
+        let supports = |key: ApiKey, version: i16| {
+            self.range(key as i16)
+                .is_some_and(|(_, max)| max >= version)
+        };
         self.transaction_version() >= 2
+            && supports(ApiKey::Produce, 12)
+            && supports(ApiKey::EndTxn, 5)
+            && supports(ApiKey::TxnOffsetCommit, 5)
     }
 }
 
@@ -206,14 +215,23 @@ mod tests {
 
     #[test]
     fn transaction_version_comes_from_the_finalized_features() {
+        // Produce 3..=12, EndTxn 0..=5, TxnOffsetCommit 0..=5: what transactions v2 needs.
+        let v2_apis = [(0, 3, 12), (26, 0, 5), (28, 0, 5)];
         let tv2 = broker(
-            &[],
+            &v2_apis,
             &[("transaction.version", 2), ("metadata.version", 25)],
             7,
         );
         assert_eq!(tv2.finalized_feature("metadata.version"), Some(25));
         assert_eq!(tv2.transaction_version(), 2);
         assert!(tv2.transactions_v2());
+        // The feature without the request versions that carry it is not enough (KIP-890).
+        let no_end_txn_v5 = broker(
+            &[(0, 3, 12), (26, 0, 4), (28, 0, 5)],
+            &[("transaction.version", 2)],
+            7,
+        );
+        assert!(!no_end_txn_v5.transactions_v2());
 
         let tv1 = broker(&[], &[("transaction.version", 1)], 7);
         assert_eq!(tv1.transaction_version(), 1);

@@ -8,6 +8,7 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod delivery;
+pub mod group;
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -34,6 +35,15 @@ static THREE_LOCK: RwLock<()> = RwLock::new(());
 static TV1_LOCK: RwLock<()> = RwLock::new(());
 /// Toxiproxy's `/reset` and topic names are global; serialise the few global operations.
 static GLOBAL: Mutex<()> = Mutex::new(());
+
+/// Sends the crate's tracing events to the test output, filtered by `RUST_LOG` (quiet when
+/// unset). Safe to call from every test.
+pub fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
 
 /// Whether this run is CI's (`CI=true`), where a missing broker is a failure.
 pub fn in_ci() -> bool {
@@ -63,6 +73,7 @@ impl Cluster {
         base_port: u16,
         lock: &'static RwLock<()>,
     ) -> Option<Self> {
+        init_logging();
         let default: Vec<String> = (0..brokers)
             .map(|i| format!("127.0.0.1:{}", base_port + i as u16))
             .collect();

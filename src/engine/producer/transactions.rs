@@ -1,0 +1,807 @@
+//! The transactional producer's flow on top of the idempotent engine (DESIGN rules T1–T5):
+//! coordinator discovery, InitProducerId with a transactional id, partition registration
+//! (transactions v1), offsets, commit and abort, and how batch outcomes feed the state.
+
+use std::collections::BTreeSet;
+
+use tracing::{info, warn};
+
+use super::{Engine, Outstanding};
+use crate::engine::accumulator::Accumulator;
+use crate::engine::partition::{ProducerBatch, WireState};
+use crate::engine::transaction::{
+    CoordinatorKey, TxnCall, TxnRequest, TxnResponse, TxnState, call_error, is_fatal_txn_error,
+    is_retriable_txn_error, needs_new_coordinator,
+};
+use crate::engine::{Action, BrokerId, Millis, ProducerIdentity, RequestId, TopicPartition};
+use crate::error::Error;
+use crate::protocol::error_code::ErrorCode;
+
+/// Identifies one transactional call, to match its result.
+pub type CallId = u64;
+
+/// The transactional part of the engine's configuration.
+#[derive(Debug, Clone)]
+pub struct TransactionConfig {
+    /// `transactional.id`.
+    pub transactional_id: String,
+    /// `transaction.timeout.ms`, sent with InitProducerId.
+    pub timeout_ms: i32,
+    /// How long one call (init, commit, abort, send offsets) may take: `max.block.ms`.
+    pub call_timeout_ms: Millis,
+}
+
+/// Where a call is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    /// InitProducerId (first init, or an epoch bump after an abort: KIP-360).
+    InitProducerId { bump: bool },
+    /// Commit: waiting for every batch of the transaction to be resolved.
+    Flush,
+    /// Abort: waiting for in-flight batches, then failing what was not sent.
+    DrainForAbort,
+    /// AddOffsetsToTxn (transactions v1).
+    AddOffsets,
+    /// Waiting for the group coordinator to be known.
+    FindGroupCoordinator,
+    /// TxnOffsetCommit to the group coordinator.
+    CommitOffsets,
+    /// EndTxn.
+    EndTxn { commit: bool },
+}
+
+#[derive(Debug)]
+struct CallProgress {
+    id: CallId,
+    call: TxnCall,
+    step: Step,
+    outstanding: Option<RequestId>,
+    deadline: Millis,
+    retry_at: Millis,
+    attempts: u32,
+    /// An EndTxn of this call was sent and its answer lost: a retry that finds the
+    /// transaction completed the same way is our own write (T4, KAFKA-21062's lesson).
+    end_txn_maybe_landed: bool,
+}
+
+/// The transactional state the engine keeps.
+#[derive(Debug)]
+pub(super) struct Transactions {
+    config: TransactionConfig,
+    pub state: TxnState,
+    pub v2: bool,
+    coordinator: Option<BrokerId>,
+    group_coordinator: Option<(String, BrokerId)>,
+    /// Transactions v1: partitions AddPartitionsToTxn confirmed for this transaction.
+    added: BTreeSet<TopicPartition>,
+    adding: Option<RequestId>,
+    add_retry_at: Millis,
+    /// The transaction has something for EndTxn to end (a partition, offsets, or a sent batch).
+    pub has_content: bool,
+    /// Failed records counted when the transaction began, to see whether any of its own failed.
+    failures_at_begin: u64,
+    /// Why the transaction became abortable.
+    abort_cause: Option<Error>,
+    /// Transactions v1: the epoch must be bumped after the abort (sequences are broken).
+    bump_after_abort: bool,
+    call: Option<CallProgress>,
+    next_call: CallId,
+    finished: Vec<(CallId, Result<(), Error>)>,
+}
+
+impl Transactions {
+    pub fn new(config: TransactionConfig) -> Self {
+        Self {
+            config,
+            state: TxnState::Uninitialized,
+            v2: false,
+            coordinator: None,
+            group_coordinator: None,
+            added: BTreeSet::new(),
+            adding: None,
+            add_retry_at: 0,
+            has_content: false,
+            failures_at_begin: 0,
+            abort_cause: None,
+            bump_after_abort: false,
+            call: None,
+            next_call: 1,
+            finished: Vec::new(),
+        }
+    }
+
+    /// Whether a new batch of `partition` may be stamped and sent now.
+    pub fn allows_dispatch(&self, partition: &TopicPartition) -> bool {
+        matches!(self.state, TxnState::InTransaction | TxnState::Committing)
+            && (self.v2 || self.added.contains(partition))
+    }
+}
+
+fn failures(counters: &crate::engine::Counters) -> u64 {
+    counters.records_failed + counters.records_indeterminate
+}
+
+impl Engine {
+    /// The transaction state, for a transactional producer.
+    pub fn transaction_state(&self) -> Option<&TxnState> {
+        self.txn.as_ref().map(|t| &t.state)
+    }
+
+    /// Whether the coordinator speaks transactions v2 (KIP-890), once initialised.
+    pub fn transactions_v2(&self) -> bool {
+        self.txn.as_ref().is_some_and(|t| t.v2)
+    }
+
+    /// Whether `send` is allowed now: always for an idempotent producer; inside a transaction
+    /// for a transactional one (T1). The error says why not.
+    pub fn check_send(&self) -> Result<(), Error> {
+        if let Some(fatal) = &self.fatal {
+            return Err(fatal.clone());
+        }
+        let Some(txn) = &self.txn else { return Ok(()) };
+        match &txn.state {
+            TxnState::InTransaction => Ok(()),
+            TxnState::AbortableError => Err(txn
+                .abort_cause
+                .clone()
+                .unwrap_or_else(|| Error::InvalidState("the transaction must be aborted".into()))),
+            state => Err(Error::InvalidState(format!(
+                "send is only allowed inside a transaction (state {state:?})"
+            ))),
+        }
+    }
+
+    /// `begin_transaction`: Ready → InTransaction, locally (T1).
+    pub fn begin_transaction(&mut self) -> Result<(), Error> {
+        let failed_so_far = failures(&self.counters);
+        let txn = self.txn.as_mut().ok_or_else(|| {
+            Error::InvalidState("begin_transaction needs a transactional.id".into())
+        })?;
+        if txn.state != TxnState::Ready {
+            return Err(Error::InvalidState(format!(
+                "begin_transaction in state {:?}",
+                txn.state
+            )));
+        }
+        txn.state = TxnState::InTransaction;
+        txn.failures_at_begin = failed_so_far;
+        txn.has_content = false;
+        txn.added.clear();
+        Ok(())
+    }
+
+    /// Starts a coordinator call. Fails at once, sending nothing, when the call is not valid
+    /// in the current state or another call is running (T1).
+    pub fn start_call(&mut self, call: TxnCall, now: Millis) -> Result<CallId, Error> {
+        if let Some(fatal) = &self.fatal {
+            return Err(fatal.clone());
+        }
+        let txn = self.txn.as_mut().ok_or_else(|| {
+            Error::InvalidState(format!("{} needs a transactional.id", call.name()))
+        })?;
+        if txn.call.is_some() {
+            return Err(Error::InvalidState(format!(
+                "{} while another transactional call is running",
+                call.name()
+            )));
+        }
+        if !call.allowed_in(&txn.state) {
+            if call == TxnCall::Commit && txn.state == TxnState::AbortableError {
+                return Err(txn
+                    .abort_cause
+                    .clone()
+                    .unwrap_or_else(|| Error::InvalidState("abort needed".into())));
+            }
+            return Err(Error::InvalidState(format!(
+                "{} in state {:?}",
+                call.name(),
+                txn.state
+            )));
+        }
+        let step = match &call {
+            TxnCall::Init => Step::InitProducerId { bump: false },
+            TxnCall::Commit => {
+                txn.state = TxnState::Committing;
+                self.flushing = true;
+                Step::Flush
+            }
+            TxnCall::Abort => {
+                txn.state = TxnState::Aborting;
+                Step::DrainForAbort
+            }
+            TxnCall::SendOffsets { .. } if txn.v2 => Step::FindGroupCoordinator,
+            TxnCall::SendOffsets { .. } => Step::AddOffsets,
+        };
+        let id = txn.next_call;
+        txn.next_call += 1;
+        txn.call = Some(CallProgress {
+            id,
+            call,
+            step,
+            outstanding: None,
+            deadline: now + txn.config.call_timeout_ms,
+            retry_at: now,
+            attempts: 0,
+            end_txn_maybe_landed: false,
+        });
+        Ok(id)
+    }
+
+    /// Results of calls that finished since the last look.
+    pub fn take_finished_calls(&mut self) -> Vec<(CallId, Result<(), Error>)> {
+        self.txn
+            .as_mut()
+            .map(|t| std::mem::take(&mut t.finished))
+            .unwrap_or_default()
+    }
+
+    /// A sent batch of the transaction failed or its sequence state broke: the transaction
+    /// can only be aborted (P5, P7 for transactional producers), and under v1 the epoch must
+    /// be bumped after the abort.
+    pub(super) fn make_abortable(&mut self, cause: Error) {
+        if let Some(txn) = &mut self.txn {
+            txn.bump_after_abort = true;
+            if matches!(txn.state, TxnState::InTransaction | TxnState::Committing) {
+                warn!(%cause, "transaction is now abortable");
+                txn.state = TxnState::AbortableError;
+                txn.abort_cause = Some(cause);
+            }
+        }
+    }
+
+    fn finish_call(&mut self, result: Result<(), Error>) {
+        let Some(txn) = &mut self.txn else { return };
+        if let Some(call) = txn.call.take() {
+            if let Some(request) = call.outstanding {
+                self.outstanding.remove(&request);
+            }
+            txn.finished.push((call.id, result));
+        }
+    }
+
+    fn fail_call_fatally(&mut self, error: Error, acc: &mut Accumulator) {
+        if let Some(txn) = &mut self.txn {
+            txn.state = TxnState::FatalError;
+        }
+        self.fail_fatally(error, acc);
+        let fatal = self.fatal.clone().unwrap_or(Error::Closed);
+        self.finish_call(Err(fatal));
+    }
+
+    fn send_to_coordinator(
+        &mut self,
+        broker: BrokerId,
+        body: TxnRequest,
+        now: Millis,
+    ) -> RequestId {
+        let request = self.next_request_id();
+        self.outstanding
+            .insert(request, Outstanding::Txn { sent_ms: now });
+        self.actions.push(Action::Coordinator {
+            request,
+            broker,
+            body,
+        });
+        request
+    }
+
+    fn find_coordinator(&mut self, key: CoordinatorKey, now: Millis) -> RequestId {
+        let request = self.next_request_id();
+        self.outstanding
+            .insert(request, Outstanding::Txn { sent_ms: now });
+        self.actions.push(Action::FindCoordinator { request, key });
+        request
+    }
+
+    /// Advances the running call and, under transactions v1, registers new partitions.
+    pub(super) fn drive_transaction(&mut self, now: Millis, acc: &mut Accumulator) {
+        if self.txn.is_none() || self.fatal.is_some() {
+            return;
+        }
+        self.register_partitions(now);
+        let Some(txn) = &mut self.txn else { return };
+        let Some(call) = &mut txn.call else { return };
+        if call.outstanding.is_some() || now < call.retry_at {
+            return;
+        }
+        if now >= call.deadline {
+            let message = format!(
+                "{} did not complete within max.block.ms (at {:?})",
+                call.call.name(),
+                call.step
+            );
+            // A commit or abort that timed out can be called again (as in the Java client).
+            txn.state = match txn.state {
+                TxnState::Committing => TxnState::InTransaction,
+                TxnState::Aborting => TxnState::AbortableError,
+                ref state => state.clone(),
+            };
+            self.finish_call(Err(Error::Timeout(message)));
+            return;
+        }
+        let step = call.step.clone();
+        let offsets_call = match &call.call {
+            TxnCall::SendOffsets { group, offsets } => Some((group.clone(), offsets.clone())),
+            _ => None,
+        };
+        let group_coordinator = txn.group_coordinator.clone();
+        let identity = self.identity;
+        match step {
+            Step::InitProducerId { bump } => {
+                let current = if bump { identity } else { None };
+                self.coordinator_request(TxnRequest::InitProducerId { current }, now);
+            }
+            Step::Flush => self.commit_after_flush(now, acc),
+            Step::DrainForAbort => {
+                if self
+                    .outstanding
+                    .values()
+                    .any(|o| matches!(o, Outstanding::Produce { .. }))
+                {
+                    return;
+                }
+                self.fail_unsent_for_abort(acc);
+                self.end_or_finish(false, now, acc);
+            }
+            Step::AddOffsets => {
+                let (Some(identity), Some((group, _))) = (identity, offsets_call) else {
+                    return;
+                };
+                let body = TxnRequest::AddOffsets {
+                    identity,
+                    group_id: group.group_id,
+                };
+                self.coordinator_request(body, now);
+            }
+            Step::FindGroupCoordinator | Step::CommitOffsets => {
+                let Some((group, offsets)) = offsets_call else {
+                    return;
+                };
+                let request = match (group_coordinator, identity) {
+                    (Some((known, broker)), Some(identity)) if known == group.group_id => {
+                        self.set_step(Step::CommitOffsets);
+                        let body = TxnRequest::TxnOffsetCommit {
+                            identity,
+                            group,
+                            offsets,
+                        };
+                        self.send_to_coordinator(broker, body, now)
+                    }
+                    _ => {
+                        self.set_step(Step::FindGroupCoordinator);
+                        self.find_coordinator(CoordinatorKey::Group(group.group_id), now)
+                    }
+                };
+                self.set_outstanding(request);
+            }
+            Step::EndTxn { commit } => self.send_end_txn(commit, now),
+        }
+    }
+
+    /// Commit, once every batch of the transaction is resolved: any failure makes the
+    /// transaction abortable instead (T4).
+    fn commit_after_flush(&mut self, now: Millis, acc: &mut Accumulator) {
+        if !self.is_idle(acc) {
+            self.flushing = true;
+            return;
+        }
+        let failed_now = failures(&self.counters);
+        let Some(txn) = &mut self.txn else { return };
+        if failed_now > txn.failures_at_begin || txn.state == TxnState::AbortableError {
+            let cause = txn.abort_cause.clone().unwrap_or_else(|| Error::Broker {
+                code: ErrorCode::TRANSACTION_ABORTABLE,
+                message: Some("a record of the transaction failed; abort it".into()),
+            });
+            txn.state = TxnState::AbortableError;
+            txn.abort_cause = Some(cause.clone());
+            txn.bump_after_abort = true;
+            self.finish_call(Err(cause));
+            return;
+        }
+        self.end_or_finish(true, now, acc);
+    }
+
+    fn set_step(&mut self, step: Step) {
+        if let Some(call) = self.txn.as_mut().and_then(|t| t.call.as_mut()) {
+            call.step = step;
+        }
+    }
+
+    fn set_outstanding(&mut self, request: RequestId) {
+        if let Some(call) = self.txn.as_mut().and_then(|t| t.call.as_mut()) {
+            call.outstanding = Some(request);
+            call.attempts += 1;
+        }
+    }
+
+    /// Ends the transaction with EndTxn when it has anything to end; otherwise finishes at
+    /// once (transactions v2: "EndTxn skipped when nothing was sent").
+    fn end_or_finish(&mut self, commit: bool, now: Millis, acc: &mut Accumulator) {
+        let Some(txn) = &mut self.txn else { return };
+        if txn.has_content {
+            if let Some(call) = &mut txn.call {
+                call.step = Step::EndTxn { commit };
+            }
+            self.send_end_txn(commit, now);
+        } else {
+            self.transaction_ended(None, acc);
+        }
+    }
+
+    fn send_end_txn(&mut self, commit: bool, now: Millis) {
+        if let Some(identity) = self.identity {
+            self.coordinator_request(TxnRequest::EndTxn { identity, commit }, now);
+        }
+    }
+
+    /// Sends `body` to the transaction coordinator, or, while it is unknown, looks it up first
+    /// (the call stays at its step and sends `body` once the coordinator is known).
+    fn coordinator_request(&mut self, body: TxnRequest, now: Millis) {
+        let Some(txn) = &self.txn else { return };
+        let request = match txn.coordinator {
+            Some(coordinator) => self.send_to_coordinator(coordinator, body, now),
+            None => {
+                let key = CoordinatorKey::Transaction(txn.config.transactional_id.clone());
+                self.find_coordinator(key, now)
+            }
+        };
+        self.set_outstanding(request);
+    }
+
+    /// Abort: records that never went out fail as aborted; stamped ones that are certainly not
+    /// in the log too (their sequences are then broken, so v1 bumps the epoch after the abort).
+    /// A batch whose outcome is unknown is failed as indeterminate: if it landed, the abort
+    /// marker hides it from read_committed readers.
+    fn fail_unsent_for_abort(&mut self, acc: &mut Accumulator) {
+        let mut broke_sequences = false;
+        let mut doomed: Vec<(ProducerBatch, Error)> = Vec::new();
+        for state in self.partitions.values_mut() {
+            for batch in state.queued.drain(..) {
+                doomed.push((batch, Error::TransactionAborted));
+            }
+            for batch in state.unacked.drain(..) {
+                broke_sequences = true;
+                let error = if batch.wire == Some(WireState::Unresolved) {
+                    Error::DeliveryTimeout {
+                        elapsed_ms: 0,
+                        indeterminate: true,
+                    }
+                } else {
+                    Error::TransactionAborted
+                };
+                doomed.push((batch, error));
+            }
+        }
+        for (batch, error) in doomed {
+            Self::resolve(&mut self.counters, acc, batch, Err(error));
+        }
+        for closed in acc.take_all() {
+            let records = u64::try_from(closed.batch.record_count()).unwrap_or(0);
+            self.counters.records_failed += records;
+            acc.release(closed.batch.size_in_bytes());
+            closed.completion.complete(Err(Error::TransactionAborted));
+        }
+        if broke_sequences && let Some(txn) = &mut self.txn {
+            txn.bump_after_abort = true;
+        }
+    }
+
+    /// The transaction is over: back to Ready, with a new identity when the coordinator gave
+    /// one (v2) or after a v1 epoch bump; sequences restart at 0 with any new identity (T2).
+    fn transaction_ended(&mut self, new_identity: Option<ProducerIdentity>, acc: &mut Accumulator) {
+        let Some(txn) = &mut self.txn else { return };
+        let aborting = txn.state == TxnState::Aborting;
+        let bump_v1 = aborting && txn.bump_after_abort && !txn.v2;
+        txn.added.clear();
+        txn.has_content = false;
+        txn.abort_cause = None;
+        if bump_v1 {
+            // KIP-360: re-initialise with the current id/epoch to get epoch + 1 before any
+            // further transaction, so nothing of the aborted one can land later.
+            if let Some(call) = &mut txn.call {
+                call.step = Step::InitProducerId { bump: true };
+                call.outstanding = None;
+            }
+            return;
+        }
+        txn.bump_after_abort = false;
+        txn.state = TxnState::Ready;
+        if let Some(identity) = new_identity {
+            self.adopt_identity(identity, acc);
+        }
+        self.finish_call(Ok(()));
+    }
+
+    /// Installs an identity the coordinator handed out and restarts every partition's
+    /// sequence at 0.
+    fn adopt_identity(&mut self, identity: ProducerIdentity, acc: &mut Accumulator) {
+        if self.identity == Some(identity) {
+            return;
+        }
+        if self.identity.is_some() {
+            self.counters.epoch_bumps += 1;
+        }
+        info!(
+            producer_id = identity.producer_id,
+            epoch = identity.epoch,
+            "transactional identity"
+        );
+        for state in self.partitions.values_mut() {
+            for batch in state.reset_for_new_identity() {
+                // Nothing is in flight between transactions; a batch here was already decided.
+                Self::resolve(
+                    &mut self.counters,
+                    acc,
+                    batch,
+                    Err(Error::TransactionAborted),
+                );
+            }
+        }
+        self.install_identity(identity);
+    }
+
+    /// Transactions v1: sends AddPartitionsToTxn for partitions with batches waiting that the
+    /// transaction does not have yet (T2), one request at a time.
+    fn register_partitions(&mut self, now: Millis) {
+        let Some(txn) = &self.txn else { return };
+        if txn.v2 || txn.state != TxnState::InTransaction && txn.state != TxnState::Committing {
+            return;
+        }
+        if txn.adding.is_some() || now < txn.add_retry_at {
+            return;
+        }
+        let Some(identity) = self.identity else {
+            return;
+        };
+        let Some(coordinator) = txn.coordinator else {
+            let key = CoordinatorKey::Transaction(txn.config.transactional_id.clone());
+            let request = self.find_coordinator(key, now);
+            if let Some(txn) = &mut self.txn {
+                txn.adding = Some(request);
+            }
+            return;
+        };
+        let missing: Vec<TopicPartition> = self
+            .partitions
+            .iter()
+            .filter(|(tp, p)| !p.queued.is_empty() && !txn.added.contains(*tp))
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let request = self.send_to_coordinator(
+            coordinator,
+            TxnRequest::AddPartitions {
+                identity,
+                partitions: missing,
+            },
+            now,
+        );
+        if let Some(txn) = &mut self.txn {
+            txn.adding = Some(request);
+        }
+    }
+
+    /// The answer to a coordinator request.
+    pub(super) fn on_txn_response(
+        &mut self,
+        request: RequestId,
+        result: Result<TxnResponse, Error>,
+        now: Millis,
+        acc: &mut Accumulator,
+    ) {
+        let Some(txn) = &mut self.txn else { return };
+        if txn.adding == Some(request) {
+            txn.adding = None;
+            return self.on_add_partitions(result, now, acc);
+        }
+        let Some(call) = &mut txn.call else { return };
+        if call.outstanding != Some(request) {
+            return;
+        }
+        call.outstanding = None;
+        let step = call.step.clone();
+        let response = match result {
+            Ok(response) => response,
+            Err(error) => {
+                // Unanswered: retry the same step after a backoff; an EndTxn may have landed.
+                warn!(%error, ?step, "transactional request failed");
+                if matches!(step, Step::EndTxn { .. }) {
+                    call.end_txn_maybe_landed = true;
+                }
+                if matches!(
+                    step,
+                    Step::EndTxn { .. } | Step::InitProducerId { .. } | Step::AddOffsets
+                ) {
+                    txn.coordinator = None;
+                }
+                let delay = self.backoff(call_attempts(&self.txn));
+                self.retry_call_after(now + delay);
+                return;
+            }
+        };
+        match (step, response) {
+            (Step::FindGroupCoordinator, TxnResponse::Coordinator(broker)) => {
+                if let TxnCall::SendOffsets { group, .. } = &call.call {
+                    txn.group_coordinator = Some((group.group_id.clone(), broker));
+                }
+                call.step = Step::CommitOffsets;
+            }
+            (_, TxnResponse::Coordinator(broker)) => {
+                // The transaction coordinator a step was waiting for; the step goes on.
+                txn.coordinator = Some(broker);
+            }
+            (
+                Step::InitProducerId { .. },
+                TxnResponse::InitProducerId {
+                    error,
+                    identity,
+                    transactions_v2,
+                },
+            ) => {
+                if error.is_ok() {
+                    txn.v2 = transactions_v2;
+                    txn.state = TxnState::Ready;
+                    txn.bump_after_abort = false;
+                    info!(transactions_v2, "transactions initialised");
+                    self.adopt_identity(identity, acc);
+                    self.finish_call(Ok(()));
+                } else {
+                    self.on_call_error(error, "InitProducerId", now, acc);
+                }
+            }
+            (Step::AddOffsets, TxnResponse::AddOffsets(error)) => {
+                if error.is_ok() {
+                    txn.has_content = true;
+                    call.step = Step::FindGroupCoordinator;
+                } else {
+                    self.on_call_error(error, "AddOffsetsToTxn", now, acc);
+                }
+            }
+            (Step::CommitOffsets, TxnResponse::TxnOffsetCommit(results)) => {
+                let worst = results.iter().map(|(_, e)| *e).find(|e| !e.is_ok());
+                match worst {
+                    None => {
+                        txn.has_content = true;
+                        self.finish_call(Ok(()));
+                    }
+                    Some(code) if needs_new_coordinator(code) => {
+                        txn.group_coordinator = None;
+                        call.step = Step::FindGroupCoordinator;
+                        let delay = self.backoff(call_attempts(&self.txn));
+                        self.retry_call_after(now + delay);
+                    }
+                    Some(code) => self.on_call_error(code, "TxnOffsetCommit", now, acc),
+                }
+            }
+            (Step::EndTxn { commit }, TxnResponse::EndTxn { error, identity }) => {
+                let landed_before = call.end_txn_maybe_landed;
+                if error.is_ok() {
+                    info!(commit, "transaction ended");
+                    self.transaction_ended(identity, acc);
+                } else if landed_before && error == ErrorCode::INVALID_TXN_STATE {
+                    // The retry found the transaction no longer open. Our own earlier EndTxn may
+                    // have completed it — but the coordinator does not say which way, so we
+                    // cannot claim the outcome we asked for (T4): report it as indeterminate.
+                    let message = format!(
+                        "EndTxn({}) was retried after a lost answer and the coordinator says the transaction is no longer open",
+                        if commit { "commit" } else { "abort" }
+                    );
+                    self.fail_call_fatally(call_error(error, &message), acc);
+                } else {
+                    self.on_call_error(error, "EndTxn", now, acc);
+                }
+            }
+            (step, response) => {
+                warn!(?step, ?response, "unexpected coordinator answer");
+                let delay = self.backoff(call_attempts(&self.txn));
+                self.retry_call_after(now + delay);
+            }
+        }
+    }
+
+    fn retry_call_after(&mut self, at: Millis) {
+        if let Some(call) = self.txn.as_mut().and_then(|t| t.call.as_mut()) {
+            call.retry_at = at;
+        }
+    }
+
+    /// A broker error on a call: rediscover and retry, fail fatally, or fail the call with
+    /// the transaction abortable.
+    fn on_call_error(&mut self, code: ErrorCode, what: &str, now: Millis, acc: &mut Accumulator) {
+        if is_fatal_txn_error(code) {
+            return self.fail_call_fatally(call_error(code, what), acc);
+        }
+        if is_retriable_txn_error(code) {
+            if needs_new_coordinator(code)
+                && let Some(txn) = &mut self.txn
+            {
+                txn.coordinator = None;
+            }
+            // CONCURRENT_TRANSACTIONS is common right after an EndTxn: retry soon (Java uses
+            // a 20 ms backoff for it).
+            let delay = if code == ErrorCode::CONCURRENT_TRANSACTIONS {
+                20
+            } else {
+                self.backoff(call_attempts(&self.txn))
+            };
+            self.retry_call_after(now + delay);
+            return;
+        }
+        let error = call_error(code, what);
+        self.make_abortable(error.clone());
+        self.finish_call(Err(error));
+    }
+
+    fn on_add_partitions(
+        &mut self,
+        result: Result<TxnResponse, Error>,
+        now: Millis,
+        acc: &mut Accumulator,
+    ) {
+        let results = match result {
+            Ok(TxnResponse::AddPartitions(results)) => results,
+            Ok(TxnResponse::Coordinator(broker)) => {
+                if let Some(txn) = &mut self.txn {
+                    txn.coordinator = Some(broker);
+                }
+                return;
+            }
+            Ok(other) => {
+                warn!(?other, "unexpected answer to AddPartitionsToTxn");
+                return;
+            }
+            Err(error) => {
+                warn!(%error, "AddPartitionsToTxn failed; retrying");
+                if let Some(txn) = &mut self.txn {
+                    txn.coordinator = None;
+                    txn.add_retry_at = now + self.config.retry_backoff_ms;
+                }
+                return;
+            }
+        };
+        let mut retry = false;
+        for (tp, code) in results {
+            if code.is_ok() {
+                if let Some(txn) = &mut self.txn {
+                    txn.added.insert(tp);
+                    txn.has_content = true;
+                }
+            } else if is_fatal_txn_error(code) {
+                return self.fail_fatally(call_error(code, "AddPartitionsToTxn"), acc);
+            } else if is_retriable_txn_error(code) {
+                retry = true;
+                if needs_new_coordinator(code)
+                    && let Some(txn) = &mut self.txn
+                {
+                    txn.coordinator = None;
+                }
+            } else {
+                self.make_abortable(call_error(code, &format!("AddPartitionsToTxn for {tp:?}")));
+            }
+        }
+        if retry && let Some(txn) = &mut self.txn {
+            txn.add_retry_at = now + 20;
+        }
+    }
+
+    /// Earliest time the transaction flow wants to run again.
+    pub(super) fn transaction_wakeup(&self) -> Option<Millis> {
+        let txn = self.txn.as_ref()?;
+        let call = txn.call.as_ref().map(|c| c.retry_at.min(c.deadline));
+        match (
+            call,
+            (!txn.v2 && txn.adding.is_none()).then_some(txn.add_retry_at),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+fn call_attempts(txn: &Option<Transactions>) -> u32 {
+    txn.as_ref()
+        .and_then(|t| t.call.as_ref())
+        .map_or(1, |c| c.attempts.max(1))
+}

@@ -1,0 +1,192 @@
+//! A real consumer group member for the transaction tests: joins a group with the classic
+//! JoinGroup/SyncGroup protocol and reads committed offsets with OffsetFetch, over a plain
+//! blocking socket with the crate's codec, so a test knows the generation and member id the
+//! group coordinator really assigned (KIP-447 fencing is checked against them).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::Bytes;
+use exactly::ConsumerGroupMetadata;
+use exactly::protocol::header::{ResponseHeader, encode_request_frame};
+use exactly::protocol::messages::find_coordinator::FindCoordinatorRequest;
+use exactly::protocol::messages::join_group::{JoinGroupProtocol, JoinGroupRequest};
+use exactly::protocol::messages::offset_fetch::{OffsetFetchRequest, OffsetFetchRequestTopic};
+use exactly::protocol::messages::sync_group::{SyncGroupAssignment, SyncGroupRequest};
+use exactly::protocol::{Decoder, Message, Request};
+
+/// MEMBER_ID_REQUIRED: the first JoinGroup (v4+) only hands out a member id (KIP-394).
+const MEMBER_ID_REQUIRED: i16 = 79;
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+
+/// Versions every Kafka 3.x/4.x broker serves.
+const FIND_COORDINATOR_VERSION: i16 = 4;
+const JOIN_GROUP_VERSION: i16 = 5;
+const SYNC_GROUP_VERSION: i16 = 3;
+const OFFSET_FETCH_VERSION: i16 = 7;
+
+/// A blocking connection to one broker.
+pub struct RawConnection {
+    stream: TcpStream,
+    correlation_id: i32,
+}
+
+impl RawConnection {
+    /// Connects to `address` (`host:port`).
+    pub fn connect(address: &str) -> Self {
+        let stream =
+            TcpStream::connect(address).unwrap_or_else(|e| panic!("connect to {address}: {e}"));
+        stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
+        Self {
+            stream,
+            correlation_id: 0,
+        }
+    }
+
+    /// Sends `request` at `version` and decodes the response.
+    pub fn call<R: Request>(&mut self, request: &R, version: i16) -> R::Response {
+        self.correlation_id += 1;
+        let frame =
+            encode_request_frame(request, version, self.correlation_id, Some("exactly-tests"));
+        self.stream.write_all(&frame).expect("write request");
+        let mut size = [0u8; 4];
+        self.stream
+            .read_exact(&mut size)
+            .expect("read response size");
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut body).expect("read response");
+        let mut d = Decoder::new(&body);
+        let header = ResponseHeader::decode(
+            &mut d,
+            ResponseHeader::is_v1(R::API_KEY as i16, R::is_flexible(version)),
+        )
+        .expect("response header");
+        assert_eq!(header.correlation_id, self.correlation_id);
+        R::Response::decode(&mut d, version).expect("response body")
+    }
+}
+
+/// A member of a consumer group, as the group coordinator knows it.
+pub struct GroupMember {
+    /// What the producer sends offsets with.
+    pub metadata: ConsumerGroupMetadata,
+    coordinator: RawConnection,
+}
+
+/// The consumer protocol's subscription (version 0): the topics, no user data.
+fn subscription(topic: &str) -> Bytes {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0i16.to_be_bytes());
+    out.extend_from_slice(&1i32.to_be_bytes());
+    out.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    out.extend_from_slice(topic.as_bytes());
+    out.extend_from_slice(&(-1i32).to_be_bytes());
+    Bytes::from(out)
+}
+
+impl GroupMember {
+    /// Joins `group_id` (subscribed to `topic`) through the broker at `bootstrap` and
+    /// completes the rebalance as its only member.
+    pub fn join(bootstrap: &str, group_id: &str, topic: &str) -> Self {
+        let first = bootstrap.split(',').next().expect("a bootstrap address");
+        let mut lookup = RawConnection::connect(first);
+        // The first lookup of a fresh cluster creates __consumer_offsets and answers
+        // COORDINATOR_NOT_AVAILABLE meanwhile: retry, bounded.
+        let mut c = None;
+        for _ in 0..60 {
+            let response = lookup.call(
+                &FindCoordinatorRequest::single(FindCoordinatorRequest::KEY_TYPE_GROUP, group_id),
+                FIND_COORDINATOR_VERSION,
+            );
+            let found = response
+                .coordinators
+                .into_iter()
+                .next()
+                .expect("a coordinator entry");
+            if found.error_code == 0 {
+                c = Some(found);
+                break;
+            }
+            assert!(
+                found.error_code == COORDINATOR_NOT_AVAILABLE
+                    || found.error_code == COORDINATOR_LOAD_IN_PROGRESS,
+                "FindCoordinator for {group_id}: {found:?}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let c = c.unwrap_or_else(|| panic!("no coordinator for {group_id} within 30 s"));
+        let mut coordinator = RawConnection::connect(&format!("{}:{}", c.host, c.port));
+        let mut join = JoinGroupRequest {
+            group_id: group_id.into(),
+            session_timeout_ms: 45_000,
+            rebalance_timeout_ms: 30_000,
+            member_id: String::new(),
+            group_instance_id: None,
+            protocol_type: "consumer".into(),
+            protocols: vec![JoinGroupProtocol {
+                name: "range".into(),
+                metadata: subscription(topic),
+            }],
+            reason: None,
+        };
+        let mut joined = coordinator.call(&join, JOIN_GROUP_VERSION);
+        if joined.error_code == MEMBER_ID_REQUIRED {
+            join.member_id = joined.member_id.clone();
+            joined = coordinator.call(&join, JOIN_GROUP_VERSION);
+        }
+        assert_eq!(joined.error_code, 0, "JoinGroup: {joined:?}");
+        let synced = coordinator.call(
+            &SyncGroupRequest {
+                group_id: group_id.into(),
+                generation_id: joined.generation_id,
+                member_id: joined.member_id.clone(),
+                group_instance_id: None,
+                protocol_type: Some("consumer".into()),
+                protocol_name: joined.protocol_name.clone(),
+                // The only member leads and keeps everything; the assignment bytes are opaque
+                // to the coordinator.
+                assignments: vec![SyncGroupAssignment {
+                    member_id: joined.member_id.clone(),
+                    assignment: Bytes::new(),
+                }],
+            },
+            SYNC_GROUP_VERSION,
+        );
+        assert_eq!(synced.error_code, 0, "SyncGroup: {synced:?}");
+        Self {
+            metadata: ConsumerGroupMetadata {
+                group_id: group_id.into(),
+                generation_id: joined.generation_id,
+                member_id: joined.member_id,
+                group_instance_id: None,
+            },
+            coordinator,
+        }
+    }
+
+    /// The group's committed offset for `topic`-`partition` (-1 if none).
+    pub fn committed(&mut self, topic: &str, partition: i32) -> i64 {
+        let response = self.coordinator.call(
+            &OffsetFetchRequest {
+                group_id: self.metadata.group_id.clone(),
+                topics: Some(vec![OffsetFetchRequestTopic {
+                    name: topic.into(),
+                    partition_indexes: vec![partition],
+                    ..OffsetFetchRequestTopic::default()
+                }]),
+                require_stable: false,
+                ..OffsetFetchRequest::default()
+            },
+            OFFSET_FETCH_VERSION,
+        );
+        assert_eq!(response.error_code, 0, "OffsetFetch: {response:?}");
+        response
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .find(|p| p.partition_index == partition)
+            .map_or(-1, |p| p.committed_offset)
+    }
+}

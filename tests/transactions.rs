@@ -1,0 +1,471 @@
+//! The transactional producer against real Kafka: every scenario runs on a transactions-v2
+//! cluster (`_tv2`, the 4.x default) and on one formatted with `transaction.version=1`
+//! (`_tv1`). What is visible is checked with kcat at both isolation levels, and committed
+//! offsets with a real group member's OffsetFetch.
+//!
+//! Tests hold their cluster's lock across awaits on purpose (see `broker_failure.rs`).
+#![allow(clippy::await_holding_lock)]
+
+mod support;
+
+use std::time::Duration;
+
+use exactly::protocol::error_code::ErrorCode;
+use exactly::{ConsumerGroupMetadata, Error, OffsetToCommit, Producer, Record, TxnState};
+use support::group::GroupMember;
+use support::{Cluster, Isolation};
+
+const RESOLVE_LIMIT: Duration = Duration::from_secs(90);
+
+/// Runs `$body` (an async fn taking a `Cluster`) as one test per transaction version.
+macro_rules! on_both_versions {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tv2() {
+                if let Some(cluster) = super::support::Cluster::single() {
+                    super::$name(cluster).await;
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tv1() {
+                if let Some(cluster) = super::support::Cluster::tv1() {
+                    super::$name(cluster).await;
+                }
+            }
+        }
+    };
+}
+
+async fn transactional(cluster: &Cluster, id: &str, extra: &[(&str, &str)]) -> Producer {
+    let mut props = vec![
+        ("bootstrap.servers", cluster.bootstrap.as_str()),
+        ("transactional.id", id),
+        ("linger.ms", "5"),
+        ("request.timeout.ms", "3000"),
+        ("delivery.timeout.ms", "30000"),
+        ("max.block.ms", "60000"),
+    ];
+    for (k, v) in extra {
+        props.retain(|(key, _)| key != k);
+        props.push((k, v));
+    }
+    let producer = Producer::from_properties(props)
+        .await
+        .expect("producer builds");
+    producer
+        .init_transactions()
+        .await
+        .expect("init_transactions");
+    producer
+}
+
+async fn send_all(
+    producer: &Producer,
+    topic: &str,
+    prefix: &str,
+    n: usize,
+) -> Vec<exactly::DeliveryFuture> {
+    let mut futures = Vec::new();
+    for i in 0..n {
+        let record = Record::to(topic)
+            .key(format!("k{i}"))
+            .value(format!("{prefix}-{i}"));
+        futures.push(
+            producer
+                .send(record)
+                .await
+                .expect("send inside a transaction"),
+        );
+    }
+    futures
+}
+
+async fn await_all(
+    futures: Vec<exactly::DeliveryFuture>,
+) -> Vec<exactly::Result<exactly::RecordMetadata>> {
+    let mut out = Vec::new();
+    for f in futures {
+        out.push(
+            tokio::time::timeout(RESOLVE_LIMIT, f)
+                .await
+                .expect("delivery resolves"),
+        );
+    }
+    out
+}
+
+fn values(cluster: &Cluster, topic: &str, isolation: Isolation) -> Vec<String> {
+    cluster
+        .read_topic(topic, isolation)
+        .into_iter()
+        .filter_map(|r| r.value)
+        .collect()
+}
+
+fn count_prefix(values: &[String], prefix: &str) -> usize {
+    values
+        .iter()
+        .filter(|v| v.starts_with(&format!("{prefix}-")))
+        .count()
+}
+
+async fn commit_visible_abort_invisible(cluster: Cluster) {
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("txn-vis");
+    cluster.create_topic(&topic, 3, 1, &[]);
+    let producer = transactional(&cluster, &support::unique_topic("vis"), &[]).await;
+
+    producer.begin_transaction().unwrap();
+    let committed = send_all(&producer, &topic, "committed", 10).await;
+    producer.commit_transaction().await.expect("commit");
+    for r in await_all(committed).await {
+        r.expect("committed records are acknowledged");
+    }
+
+    producer.begin_transaction().unwrap();
+    let aborted = send_all(&producer, &topic, "aborted", 10).await;
+    producer.flush().await.unwrap();
+    producer.abort_transaction().await.expect("abort");
+    await_all(aborted).await;
+
+    producer.begin_transaction().unwrap();
+    let again = send_all(&producer, &topic, "again", 5).await;
+    producer
+        .commit_transaction()
+        .await
+        .expect("commit after abort");
+    await_all(again).await;
+    producer.close().await.unwrap();
+
+    let committed_view = values(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(
+        count_prefix(&committed_view, "committed"),
+        10,
+        "{committed_view:?}"
+    );
+    assert_eq!(
+        count_prefix(&committed_view, "again"),
+        5,
+        "{committed_view:?}"
+    );
+    assert_eq!(
+        count_prefix(&committed_view, "aborted"),
+        0,
+        "aborted records are invisible: {committed_view:?}"
+    );
+    let everything = values(&cluster, &topic, Isolation::ReadUncommitted);
+    assert_eq!(
+        count_prefix(&everything, "aborted"),
+        10,
+        "read_uncommitted sees the aborted records"
+    );
+    assert_eq!(count_prefix(&everything, "committed"), 10);
+}
+on_both_versions!(commit_visible_abort_invisible);
+
+async fn zombie_is_fenced(cluster: Cluster) {
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("txn-zombie");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let id = support::unique_topic("zombie");
+    let zombie = transactional(&cluster, &id, &[]).await;
+    zombie.begin_transaction().unwrap();
+    let pending = send_all(&zombie, &topic, "zombie", 5).await;
+    zombie.flush().await.unwrap();
+
+    // A new instance with the same transactional id takes over and fences the old one.
+    let successor = transactional(&cluster, &id, &[]).await;
+    let err = zombie
+        .commit_transaction()
+        .await
+        .expect_err("the zombie cannot commit");
+    assert!(err.is_fatal(), "fenced is fatal: {err}");
+    assert_eq!(err.code(), Some(ErrorCode::PRODUCER_FENCED), "{err}");
+    let err = zombie
+        .send(Record::to(&topic).value("late"))
+        .await
+        .unwrap_err();
+    assert!(err.is_fatal(), "the zombie is unusable: {err}");
+    await_all(pending).await;
+
+    successor.begin_transaction().unwrap();
+    let fresh = send_all(&successor, &topic, "successor", 3).await;
+    successor
+        .commit_transaction()
+        .await
+        .expect("the successor commits");
+    await_all(fresh).await;
+    successor.close().await.unwrap();
+    zombie.close().await.unwrap();
+
+    let committed = values(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(
+        count_prefix(&committed, "zombie"),
+        0,
+        "nothing of the zombie's transaction is visible"
+    );
+    assert_eq!(count_prefix(&committed, "successor"), 3);
+}
+on_both_versions!(zombie_is_fenced);
+
+async fn end_txn_lost_ack_commit_is_success(cluster: Cluster) {
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("txn-lostack");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let producer = transactional(&cluster, &support::unique_topic("lostack"), &[]).await;
+    producer.begin_transaction().unwrap();
+    let sent = send_all(&producer, &topic, "once", 10).await;
+    producer.flush().await.unwrap();
+
+    // The EndTxn reaches the coordinator; its answer is dropped.
+    let proxy = cluster.proxy(0);
+    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
+    let commit = tokio::spawn({
+        let producer = producer.clone();
+        async move { producer.commit_transaction().await }
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    proxy.remove_toxic("drop_answers");
+    let result = tokio::time::timeout(RESOLVE_LIMIT, commit)
+        .await
+        .expect("commit returns")
+        .unwrap();
+    result.expect("the retried EndTxn finds our own commit: success");
+    assert_eq!(producer.transaction_state(), Some(TxnState::Ready));
+    await_all(sent).await;
+    producer.close().await.unwrap();
+
+    let committed = values(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(
+        count_prefix(&committed, "once"),
+        10,
+        "visible exactly once: {committed:?}"
+    );
+}
+on_both_versions!(end_txn_lost_ack_commit_is_success);
+
+async fn stale_generation_offsets_are_fenced(cluster: Cluster) {
+    let _shared = cluster.shared();
+    let input = support::unique_topic("txn-in");
+    let output = support::unique_topic("txn-out");
+    cluster.create_topic(&input, 1, 1, &[]);
+    cluster.create_topic(&output, 1, 1, &[]);
+    let group = support::unique_topic("group");
+    let mut member = GroupMember::join(&cluster.bootstrap, &group, &input);
+    let current = member.metadata.clone();
+    let offsets = vec![OffsetToCommit {
+        partition: exactly::engine::TopicPartition::new(input.as_str(), 0),
+        offset: 42,
+        metadata: None,
+    }];
+    let producer = transactional(&cluster, &support::unique_topic("offsets"), &[]).await;
+
+    let stale = [
+        ConsumerGroupMetadata {
+            generation_id: current.generation_id - 1,
+            ..current.clone()
+        },
+        ConsumerGroupMetadata {
+            member_id: "someone-else".into(),
+            ..current.clone()
+        },
+    ];
+    for metadata in &stale {
+        producer.begin_transaction().unwrap();
+        let sent = send_all(&producer, &output, "stale", 1).await;
+        let err = producer
+            .send_offsets_to_transaction(offsets.clone(), metadata)
+            .await
+            .expect_err("a stale member's offsets are rejected");
+        assert!(
+            matches!(
+                err.code(),
+                Some(
+                    ErrorCode::ILLEGAL_GENERATION
+                        | ErrorCode::UNKNOWN_MEMBER_ID
+                        | ErrorCode::FENCED_INSTANCE_ID
+                )
+            ),
+            "{err}"
+        );
+        producer
+            .abort_transaction()
+            .await
+            .expect("abort after the fenced commit");
+        await_all(sent).await;
+        assert_eq!(
+            member.committed(&input, 0),
+            -1,
+            "the group's offsets did not move"
+        );
+    }
+
+    producer.begin_transaction().unwrap();
+    let sent = send_all(&producer, &output, "fresh", 1).await;
+    producer
+        .send_offsets_to_transaction(offsets, &current)
+        .await
+        .expect("the current member's offsets join the transaction");
+    assert_ne!(
+        member.committed(&input, 0),
+        42,
+        "not visible before the commit"
+    );
+    producer.commit_transaction().await.expect("commit");
+    await_all(sent).await;
+    // EndTxn returns once the commit is decided; the markers (here: into __consumer_offsets)
+    // are written right after, so the offset shows up shortly.
+    let mut committed_offset = -1;
+    for _ in 0..100 {
+        committed_offset = member.committed(&input, 0);
+        if committed_offset == 42 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(committed_offset, 42, "committed with the transaction");
+    producer.close().await.unwrap();
+    let committed = values(&cluster, &output, Isolation::ReadCommitted);
+    assert_eq!(committed, ["fresh-0"], "{committed:?}");
+}
+on_both_versions!(stale_generation_offsets_are_fenced);
+
+async fn abortable_error_then_abort_then_continue(cluster: Cluster) {
+    let _shared = cluster.shared();
+    let small = support::unique_topic("txn-small");
+    let normal = support::unique_topic("txn-normal");
+    cluster.create_topic(&small, 1, 1, &[("max.message.bytes", "200")]);
+    cluster.create_topic(&normal, 1, 1, &[]);
+    let producer = transactional(&cluster, &support::unique_topic("abortable"), &[]).await;
+    let epoch_before = producer.counters().epoch;
+
+    producer.begin_transaction().unwrap();
+    let fine = send_all(&producer, &normal, "lost", 2).await;
+    let too_big = producer
+        .send(Record::to(&small).value(vec![b'x'; 1000]))
+        .await
+        .expect("the client accepts it: the topic's limit is the broker's");
+    let err = producer
+        .commit_transaction()
+        .await
+        .expect_err("commit cannot succeed");
+    assert!(err.is_abortable(), "{err}");
+    assert_eq!(producer.transaction_state(), Some(TxnState::AbortableError));
+    let rejected = tokio::time::timeout(RESOLVE_LIMIT, too_big)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(
+        rejected.code(),
+        Some(ErrorCode::MESSAGE_TOO_LARGE),
+        "{rejected}"
+    );
+    assert!(
+        producer.begin_transaction().is_err(),
+        "no new transaction before the abort"
+    );
+    producer.abort_transaction().await.expect("abort");
+    await_all(fine).await;
+    assert!(
+        producer.counters().epoch > epoch_before,
+        "the epoch advanced"
+    );
+
+    producer.begin_transaction().unwrap();
+    let next = send_all(&producer, &normal, "next", 3).await;
+    producer
+        .commit_transaction()
+        .await
+        .expect("the next transaction commits");
+    await_all(next).await;
+    producer.close().await.unwrap();
+    let committed = values(&cluster, &normal, Isolation::ReadCommitted);
+    assert_eq!(count_prefix(&committed, "lost"), 0, "{committed:?}");
+    assert_eq!(count_prefix(&committed, "next"), 3, "{committed:?}");
+}
+on_both_versions!(abortable_error_then_abort_then_continue);
+
+async fn coordinator_killed_mid_commit(cluster: Cluster) {
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("txn-kill");
+    cluster.create_topic(&topic, 2, 1, &[]);
+    let producer = transactional(&cluster, &support::unique_topic("kill"), &[]).await;
+    producer.begin_transaction().unwrap();
+    let sent = send_all(&producer, &topic, "maybe", 20).await;
+    producer.flush().await.unwrap();
+    let commit = tokio::spawn({
+        let producer = producer.clone();
+        async move { producer.commit_transaction().await }
+    });
+    cluster.stop_broker(0, true);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cluster.start_broker(0);
+    let result = tokio::time::timeout(RESOLVE_LIMIT, commit)
+        .await
+        .expect("commit returns")
+        .unwrap();
+    await_all(sent).await;
+    producer.close().await.unwrap();
+
+    let visible = count_prefix(&values(&cluster, &topic, Isolation::ReadCommitted), "maybe");
+    match result {
+        Ok(()) => assert_eq!(visible, 20, "a successful commit is visible in full"),
+        Err(e) => assert!(
+            visible == 0 || visible == 20,
+            "never partial ({visible} visible after {e})"
+        ),
+    }
+}
+on_both_versions!(coordinator_killed_mid_commit);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_in_the_wrong_state_fail_and_send_nothing() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("txn-state");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let producer = Producer::builder()
+        .bootstrap(&cluster.bootstrap)
+        .transactional_id(support::unique_topic("state"))
+        .build()
+        .await
+        .unwrap();
+    let invalid = |r: exactly::Result<()>| matches!(r, Err(Error::InvalidState(_)));
+    assert!(invalid(producer.begin_transaction()), "begin before init");
+    assert!(matches!(
+        producer.send(Record::to(&topic).value("x")).await,
+        Err(Error::InvalidState(_))
+    ));
+    producer.init_transactions().await.unwrap();
+    assert!(invalid(producer.init_transactions().await), "init twice");
+    assert!(
+        invalid(producer.commit_transaction().await),
+        "commit outside a transaction"
+    );
+    assert!(
+        matches!(
+            producer.send(Record::to(&topic).value("x")).await,
+            Err(Error::InvalidState(_))
+        ),
+        "send outside a transaction"
+    );
+    producer.begin_transaction().unwrap();
+    assert!(invalid(producer.begin_transaction()), "begin twice");
+    producer
+        .commit_transaction()
+        .await
+        .expect("an empty transaction commits");
+    assert!(invalid(producer.commit_transaction().await), "commit twice");
+    producer.close().await.unwrap();
+    assert_eq!(producer.counters().records_acked, 0);
+    assert!(
+        cluster
+            .read_topic(&topic, Isolation::ReadUncommitted)
+            .is_empty(),
+        "nothing was sent"
+    );
+}
