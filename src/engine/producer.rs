@@ -468,11 +468,21 @@ impl Engine {
                 Self::resolve(&mut self.counters, acc, batch, outcome);
             }
         }
+        self.fail_accumulated(acc, &fatal);
+        // A transactional call waiting on this producer ends with the fatal error (P9).
+        if let Some(txn) = &mut self.txn {
+            txn.state = crate::engine::transaction::TxnState::FatalError;
+        }
+        self.finish_call(Err(fatal));
+    }
+
+    /// Fails every record still in the accumulator (never stamped, so never in the log).
+    fn fail_accumulated(&mut self, acc: &mut Accumulator, error: &Error) {
         for closed in acc.take_all() {
             let records = u64::try_from(closed.batch.record_count()).unwrap_or(0);
             self.counters.records_failed += records;
             acc.release(closed.batch.size_in_bytes());
-            closed.completion.complete(Err(fatal.clone()));
+            closed.completion.complete(Err(error.clone()));
         }
     }
 
@@ -521,12 +531,7 @@ impl Engine {
 
     fn fail_fatally_remaining(&mut self, acc: &mut Accumulator) {
         if let Some(fatal) = self.fatal.clone() {
-            for closed in acc.take_all() {
-                let records = u64::try_from(closed.batch.record_count()).unwrap_or(0);
-                self.counters.records_failed += records;
-                acc.release(closed.batch.size_in_bytes());
-                closed.completion.complete(Err(fatal.clone()));
-            }
+            self.fail_accumulated(acc, &fatal);
         }
     }
 

@@ -387,3 +387,173 @@ fn a_retry_that_never_left_does_not_erase_an_earlier_lost_ack() {
     );
     assert_eq!(h.engine.counters().epoch_bumps, 1);
 }
+
+mod transactions {
+    use super::*;
+    use crate::engine::transaction::{TxnCall, TxnRequest, TxnResponse, TxnState};
+
+    fn transactional_harness() -> Harness {
+        let mut h = Harness::new();
+        let mut config = h.engine.config().clone();
+        config.transaction = Some(TransactionConfig {
+            transactional_id: "t-1".into(),
+            timeout_ms: 60_000,
+            call_timeout_ms: 10_000,
+        });
+        h.engine = Engine::new(config, 3);
+        let leaders = (0..3)
+            .map(|p| (TopicPartition::new(T0, p), Some(1)))
+            .collect();
+        h.engine.handle(Event::Leaders(leaders), 0, &mut h.acc);
+        h
+    }
+
+    fn answer_txn(h: &mut Harness, request: RequestId, response: TxnResponse) {
+        h.engine.handle(
+            Event::Txn {
+                request,
+                result: Ok(response),
+            },
+            h.now,
+            &mut h.acc,
+        );
+    }
+
+    /// Runs init_transactions against a scripted coordinator (node 1).
+    fn init(h: &mut Harness, v2: bool) {
+        let call = h.engine.start_call(TxnCall::Init, h.now).unwrap();
+        let find = h.poll();
+        let Some(Action::FindCoordinator { request, .. }) = find.first() else {
+            panic!("{find:?}")
+        };
+        answer_txn(h, *request, TxnResponse::Coordinator(1));
+        let init = h.poll();
+        let Some(Action::Coordinator {
+            request,
+            body: TxnRequest::InitProducerId { current: None },
+            ..
+        }) = init.first()
+        else {
+            panic!("{init:?}")
+        };
+        answer_txn(
+            h,
+            *request,
+            TxnResponse::InitProducerId {
+                error: ErrorCode::NONE,
+                identity: ProducerIdentity {
+                    producer_id: 7,
+                    epoch: 0,
+                },
+                transactions_v2: v2,
+            },
+        );
+        let finished = h.engine.take_finished_calls();
+        assert!(
+            matches!(finished.as_slice(), [(id, Ok(()))] if *id == call),
+            "{finished:?}"
+        );
+        assert_eq!(h.engine.transaction_state(), Some(&TxnState::Ready));
+    }
+
+    #[test]
+    fn calls_in_the_wrong_state_send_nothing() {
+        let mut h = transactional_harness();
+        assert!(h.engine.begin_transaction().is_err());
+        assert!(h.engine.start_call(TxnCall::Commit, 0).is_err());
+        assert!(h.engine.check_send().is_err());
+        assert!(
+            h.poll().is_empty(),
+            "nothing was sent, not even InitProducerId"
+        );
+        init(&mut h, true);
+        assert!(h.engine.start_call(TxnCall::Init, 0).is_err(), "init twice");
+        h.engine.begin_transaction().unwrap();
+        assert!(h.engine.begin_transaction().is_err(), "begin twice");
+    }
+
+    #[test]
+    fn v1_adds_a_partition_before_its_first_batch() {
+        let mut h = transactional_harness();
+        init(&mut h, false);
+        h.engine.begin_transaction().unwrap();
+        h.send(0);
+        let actions = h.poll();
+        assert!(
+            produces(&actions).is_empty(),
+            "no batch before the partition is added (T2)"
+        );
+        let Some(Action::Coordinator {
+            request,
+            body: TxnRequest::AddPartitions { partitions, .. },
+            ..
+        }) = actions.first()
+        else {
+            panic!("{actions:?}")
+        };
+        assert_eq!(partitions, &vec![TopicPartition::new(T0, 0)]);
+        answer_txn(
+            &mut h,
+            *request,
+            TxnResponse::AddPartitions(vec![(TopicPartition::new(T0, 0), ErrorCode::NONE)]),
+        );
+        let sent = produces(&h.poll());
+        assert_eq!(sent[0].1, vec![(0, 7, 0, 0)]);
+    }
+
+    #[test]
+    fn fenced_during_commit_ends_the_call_with_a_fatal_error() {
+        let mut h = transactional_harness();
+        init(&mut h, true);
+        h.engine.begin_transaction().unwrap();
+        let record = h.send(0);
+        let sent = produces(&h.poll());
+        let commit = h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+        h.answer(sent[0].0, &[(0, ErrorCode::INVALID_PRODUCER_EPOCH, -1)]);
+        h.poll();
+        let finished = h.engine.take_finished_calls();
+        assert_eq!(finished.len(), 1, "the commit must not hang (P9)");
+        let (id, result) = &finished[0];
+        assert_eq!(*id, commit);
+        assert!(result.as_ref().unwrap_err().is_fatal());
+        assert_eq!(h.engine.transaction_state(), Some(&TxnState::FatalError));
+        assert!(record.outcome().expect("resolved").is_err());
+    }
+
+    #[test]
+    fn v2_takes_the_new_epoch_from_end_txn_and_restarts_sequences() {
+        let mut h = transactional_harness();
+        init(&mut h, true);
+        h.engine.begin_transaction().unwrap();
+        h.send(1);
+        let sent = produces(&h.poll());
+        assert_eq!(sent[0].1, vec![(1, 7, 0, 0)]);
+        h.answer(sent[0].0, &[(1, ErrorCode::NONE, 0)]);
+        h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+        let end = h.poll();
+        let Some(Action::Coordinator {
+            request,
+            body: TxnRequest::EndTxn { commit: true, .. },
+            ..
+        }) = end.first()
+        else {
+            panic!("{end:?}")
+        };
+        answer_txn(
+            &mut h,
+            *request,
+            TxnResponse::EndTxn {
+                error: ErrorCode::NONE,
+                identity: Some(ProducerIdentity {
+                    producer_id: 7,
+                    epoch: 1,
+                }),
+            },
+        );
+        assert_eq!(h.engine.take_finished_calls().len(), 1);
+        h.engine.begin_transaction().unwrap();
+        h.send(1);
+        let next = produces(&h.poll());
+        assert_eq!(next[0].1, vec![(1, 7, 1, 0)], "new epoch, sequence 0 (T2)");
+    }
+}

@@ -249,7 +249,7 @@ impl Engine {
         }
     }
 
-    fn finish_call(&mut self, result: Result<(), Error>) {
+    pub(super) fn finish_call(&mut self, result: Result<(), Error>) {
         let Some(txn) = &mut self.txn else { return };
         if let Some(call) = txn.call.take() {
             if let Some(request) = call.outstanding {
@@ -257,15 +257,6 @@ impl Engine {
             }
             txn.finished.push((call.id, result));
         }
-    }
-
-    fn fail_call_fatally(&mut self, error: Error, acc: &mut Accumulator) {
-        if let Some(txn) = &mut self.txn {
-            txn.state = TxnState::FatalError;
-        }
-        self.fail_fatally(error, acc);
-        let fatal = self.fatal.clone().unwrap_or(Error::Closed);
-        self.finish_call(Err(fatal));
     }
 
     fn send_to_coordinator(
@@ -381,7 +372,12 @@ impl Engine {
     /// Commit, once every batch of the transaction is resolved: any failure makes the
     /// transaction abortable instead (T4).
     fn commit_after_flush(&mut self, now: Millis, acc: &mut Accumulator) {
-        if !self.is_idle(acc) {
+        let abortable = self
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.state == TxnState::AbortableError);
+        // Once abortable, nothing more of the transaction goes out, so waiting would never end.
+        if !abortable && !self.is_idle(acc) {
             self.flushing = true;
             return;
         }
@@ -475,12 +471,7 @@ impl Engine {
         for (batch, error) in doomed {
             Self::resolve(&mut self.counters, acc, batch, Err(error));
         }
-        for closed in acc.take_all() {
-            let records = u64::try_from(closed.batch.record_count()).unwrap_or(0);
-            self.counters.records_failed += records;
-            acc.release(closed.batch.size_in_bytes());
-            closed.completion.complete(Err(Error::TransactionAborted));
-        }
+        self.fail_accumulated(acc, &Error::TransactionAborted);
         if broke_sequences && let Some(txn) = &mut self.txn {
             txn.bump_after_abort = true;
         }
@@ -688,7 +679,7 @@ impl Engine {
                         "EndTxn({}) was retried after a lost answer and the coordinator says the transaction is no longer open",
                         if commit { "commit" } else { "abort" }
                     );
-                    self.fail_call_fatally(call_error(error, &message), acc);
+                    self.fail_fatally(call_error(error, &message), acc);
                 } else {
                     self.on_call_error(error, "EndTxn", now, acc);
                 }
@@ -711,7 +702,7 @@ impl Engine {
     /// the transaction abortable.
     fn on_call_error(&mut self, code: ErrorCode, what: &str, now: Millis, acc: &mut Accumulator) {
         if is_fatal_txn_error(code) {
-            return self.fail_call_fatally(call_error(code, what), acc);
+            return self.fail_fatally(call_error(code, what), acc);
         }
         if is_retriable_txn_error(code) {
             if needs_new_coordinator(code)
