@@ -340,6 +340,17 @@ impl Producer {
         deadline: tokio::time::Instant,
     ) -> Result<i32> {
         let shared = &self.inner.shared;
+        // The per-record path: the topic is known, no waiting machinery needed.
+        if let Some(TopicMetadata::Known { leaders }) = shared
+            .metadata
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .topics
+            .get(topic)
+            && !leaders.is_empty()
+        {
+            return Ok(leaders.len() as i32);
+        }
         let started = tokio::time::Instant::now();
         let mut last_error = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
         let mut asked = false;
