@@ -98,65 +98,6 @@ impl From<&ApiVersionsResponse> for BrokerApiVersions {
     }
 }
 
-/// Assertions shared by the message modules' unit tests: golden byte vectors and robustness
-/// against truncated or random input.
-#[cfg(test)]
-pub(crate) mod test_support {
-    use std::fmt::Debug;
-
-    use rand::rngs::SmallRng;
-    use rand::{Rng, SeedableRng};
-
-    use crate::protocol::{Decoder, Message};
-
-    /// Asserts that `value` encodes at `version` to exactly `golden` and that `golden` decodes
-    /// back to `value`, consuming every byte.
-    pub(crate) fn assert_golden<M: Message + PartialEq + Debug>(
-        value: &M,
-        version: i16,
-        golden: &[u8],
-    ) {
-        let mut out = Vec::new();
-        value.encode(version, &mut out);
-        assert_eq!(out, golden, "encoding of {value:?} at v{version}");
-        let mut d = Decoder::new(golden);
-        let decoded = M::decode(&mut d, version).expect("golden bytes decode");
-        assert_eq!(&decoded, value, "decoding at v{version}");
-        d.finish("golden").expect("golden bytes are consumed");
-    }
-
-    /// Asserts that the encoding of `value` at `version` decodes, that every strict prefix of
-    /// it fails to decode, and that random bytes and corrupted encodings never panic.
-    pub(crate) fn assert_decodes_robustly<M: Message>(value: &M, version: i16) {
-        let mut full = Vec::new();
-        value.encode(version, &mut full);
-        let mut d = Decoder::new(&full);
-        assert!(M::decode(&mut d, version).is_ok(), "v{version} decodes");
-        assert_eq!(d.remaining(), 0, "v{version} decode consumes everything");
-        for len in 0..full.len() {
-            assert!(
-                M::decode(&mut Decoder::new(&full[..len]), version).is_err(),
-                "prefix of {len}/{} bytes at v{version} decoded",
-                full.len()
-            );
-        }
-        let mut rng = SmallRng::seed_from_u64(0x5eed ^ version as u64);
-        for _ in 0..300 {
-            let len = rng.random_range(0..96);
-            let noise: Vec<u8> = (0..len).map(|_| rng.random()).collect();
-            let _ = M::decode(&mut Decoder::new(&noise), version);
-            if !full.is_empty() {
-                let mut corrupt = full.clone();
-                for _ in 0..rng.random_range(1..4) {
-                    let at = rng.random_range(0..corrupt.len());
-                    corrupt[at] = rng.random();
-                }
-                let _ = M::decode(&mut Decoder::new(&corrupt), version);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,13 +9,12 @@
 //! the modules' unit tests.
 
 use std::fmt::Debug;
-use std::str::FromStr;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use exactly::protocol::Message;
 use exactly::protocol::messages::fetch::{
     AbortedTransaction, EpochEndOffset, FetchPartition, FetchPartitionResponse, FetchRequest,
-    FetchResponse, FetchTopic, FetchTopicResponse, ForgottenTopic, LeaderIdAndEpoch, NodeEndpoint,
-    ReplicaState, SnapshotId,
+    FetchResponse, FetchTopic, FetchTopicResponse, ForgottenTopic, ReplicaState, SnapshotId,
 };
 use exactly::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
 use exactly::protocol::messages::join_group::{
@@ -28,10 +27,12 @@ use exactly::protocol::messages::list_offsets::{
     ListOffsetsPartition, ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse,
     ListOffsetsTopic, ListOffsetsTopicResponse,
 };
+use exactly::protocol::messages::metadata::BrokerEndpoint;
 use exactly::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchResponse,
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
 };
+use exactly::protocol::messages::produce::LeaderIdAndEpoch;
 use exactly::protocol::messages::sasl_authenticate::{
     SaslAuthenticateRequest, SaslAuthenticateResponse,
 };
@@ -39,12 +40,13 @@ use exactly::protocol::messages::sasl_handshake::{SaslHandshakeRequest, SaslHand
 use exactly::protocol::messages::sync_group::{
     SyncGroupAssignment, SyncGroupRequest, SyncGroupResponse,
 };
-use exactly::protocol::{Decoder, Message};
 use kafka_protocol::messages as kp;
-use kafka_protocol::protocol::{Decodable, Encodable, Message as KpMessage, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, Message as KpMessage};
 use rand::distr::{Distribution, StandardUniform};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+
+use crate::harness::{Theirs, all, assert_agree, group_id, nullable_sb, sb, topic_name, uuid};
 
 // ---------------------------------------------------------------------------------------------
 // The harness.
@@ -55,20 +57,15 @@ trait Random {
     fn random(rng: &mut SmallRng, version: i16) -> Self;
 }
 
-/// The same value as kafka-protocol's type, field by field.
-trait Theirs {
-    type T: PartialEq + Debug;
-    fn theirs(&self) -> Self::T;
-}
-
-/// Runs the differential test of `M` for every version both sides implement.
-fn check<M>()
+/// Runs the differential test of `M` against kafka-protocol's `T` for every version both
+/// implement, on 100 seeded random values per version.
+fn check<M, T>()
 where
-    M: Message + Random + Theirs + PartialEq + Debug,
-    M::T: Encodable + Decodable + KpMessage,
+    M: Message + Random + Theirs<T> + PartialEq + Debug,
+    T: Encodable + Decodable + KpMessage + PartialEq + Debug,
 {
     let name = std::any::type_name::<M>();
-    let theirs = <M::T as KpMessage>::VERSIONS;
+    let theirs = T::VERSIONS;
     let versions = M::MIN_VERSION.max(theirs.min)..=M::MAX_VERSION.min(theirs.max);
     assert!(!versions.is_empty(), "{name}: no common version");
     let type_seed = name
@@ -76,35 +73,15 @@ where
         .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b.into()));
     for version in versions {
         let mut rng = SmallRng::seed_from_u64(type_seed ^ version as u64);
-        for case in 0..100 {
-            let what = format!("{name} v{version} case {case}");
+        for _ in 0..100 {
             let ours = M::random(&mut rng, version);
-            let expected = ours.theirs();
-
-            let mut ours_bytes = Vec::new();
-            ours.encode(version, &mut ours_bytes);
-            let mut rest = &ours_bytes[..];
-            let decoded = M::T::decode(&mut rest, version)
-                .unwrap_or_else(|e| panic!("{what}: theirs cannot decode ours: {e}"));
-            assert!(rest.is_empty(), "{what}: theirs left {} bytes", rest.len());
-            assert_eq!(decoded, expected, "{what}: ours decoded by theirs");
-
-            let mut theirs_bytes = BytesMut::new();
-            expected
-                .encode(&mut theirs_bytes, version)
-                .unwrap_or_else(|e| panic!("{what}: theirs cannot encode: {e}"));
-            let mut d = Decoder::new(&theirs_bytes);
-            let back = M::decode(&mut d, version)
-                .unwrap_or_else(|e| panic!("{what}: ours cannot decode theirs: {e}"));
-            d.finish("oracle").unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_eq!(back, ours, "{what}: theirs decoded by ours");
-            assert_eq!(theirs_bytes[..], ours_bytes[..], "{what}: encodings differ");
+            assert_agree(&ours, &ours.theirs(), version);
         }
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Random values and conversions of the primitives.
+// Random values of the primitives.
 
 fn r<T>(rng: &mut SmallRng) -> T
 where
@@ -159,33 +136,6 @@ fn list_of<X: Random>(rng: &mut SmallRng, version: i16, max: usize) -> Vec<X> {
     list(rng, max, |rng| X::random(rng, version))
 }
 
-fn all<X: Theirs>(items: &[X]) -> Vec<X::T> {
-    items.iter().map(Theirs::theirs).collect()
-}
-
-fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
-
-fn nullable_sb(s: &Option<String>) -> Option<StrBytes> {
-    s.as_deref().map(sb)
-}
-
-fn topic_name(s: &str) -> kp::TopicName {
-    kp::TopicName(sb(s))
-}
-
-fn group_id(s: &str) -> kp::GroupId {
-    kp::GroupId(sb(s))
-}
-
-/// kafka-protocol's UUID type (from the `uuid` crate, which is not our dependency), built from
-/// its hyphen-less hex form.
-fn uuid<U: FromStr<Err: Debug>>(id: &[u8; 16]) -> U {
-    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-    hex.parse().expect("32 hex digits are a UUID")
-}
-
 // ---------------------------------------------------------------------------------------------
 // ListOffsets.
 
@@ -206,15 +156,11 @@ impl Random for ListOffsetsPartition {
     }
 }
 
-impl Theirs for ListOffsetsPartition {
-    type T = kp::list_offsets_request::ListOffsetsPartition;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_partition_index(self.partition_index)
-            .with_current_leader_epoch(self.current_leader_epoch)
-            .with_timestamp(self.timestamp)
-    }
-}
+theirs!(ListOffsetsPartition => kp::list_offsets_request::ListOffsetsPartition, |p| {
+    with_partition_index(p.partition_index),
+    with_current_leader_epoch(p.current_leader_epoch),
+    with_timestamp(p.timestamp),
+});
 
 impl Random for ListOffsetsTopic {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -225,14 +171,10 @@ impl Random for ListOffsetsTopic {
     }
 }
 
-impl Theirs for ListOffsetsTopic {
-    type T = kp::list_offsets_request::ListOffsetsTopic;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_name(topic_name(&self.name))
-            .with_partitions(all(&self.partitions))
-    }
-}
+theirs!(ListOffsetsTopic => kp::list_offsets_request::ListOffsetsTopic, |t| {
+    with_name(topic_name(&t.name)),
+    with_partitions(all(&t.partitions)),
+});
 
 impl Random for ListOffsetsRequest {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -251,16 +193,12 @@ impl Random for ListOffsetsRequest {
     }
 }
 
-impl Theirs for ListOffsetsRequest {
-    type T = kp::ListOffsetsRequest;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_replica_id(kp::BrokerId(self.replica_id))
-            .with_isolation_level(self.isolation_level)
-            .with_topics(all(&self.topics))
-            .with_timeout_ms(self.timeout_ms)
-    }
-}
+theirs!(ListOffsetsRequest => kp::ListOffsetsRequest, |v| {
+    with_replica_id(kp::BrokerId(v.replica_id)),
+    with_isolation_level(v.isolation_level),
+    with_topics(all(&v.topics)),
+    with_timeout_ms(v.timeout_ms),
+});
 
 impl Random for ListOffsetsPartitionResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -282,17 +220,16 @@ impl Random for ListOffsetsPartitionResponse {
     }
 }
 
-impl Theirs for ListOffsetsPartitionResponse {
-    type T = kp::list_offsets_response::ListOffsetsPartitionResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_partition_index(self.partition_index)
-            .with_error_code(self.error_code)
-            .with_timestamp(self.timestamp)
-            .with_offset(self.offset)
-            .with_leader_epoch(self.leader_epoch)
+theirs!(
+    ListOffsetsPartitionResponse => kp::list_offsets_response::ListOffsetsPartitionResponse,
+    |p| {
+        with_partition_index(p.partition_index),
+        with_error_code(p.error_code),
+        with_timestamp(p.timestamp),
+        with_offset(p.offset),
+        with_leader_epoch(p.leader_epoch),
     }
-}
+);
 
 impl Random for ListOffsetsTopicResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -303,14 +240,10 @@ impl Random for ListOffsetsTopicResponse {
     }
 }
 
-impl Theirs for ListOffsetsTopicResponse {
-    type T = kp::list_offsets_response::ListOffsetsTopicResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_name(topic_name(&self.name))
-            .with_partitions(all(&self.partitions))
-    }
-}
+theirs!(ListOffsetsTopicResponse => kp::list_offsets_response::ListOffsetsTopicResponse, |t| {
+    with_name(topic_name(&t.name)),
+    with_partitions(all(&t.partitions)),
+});
 
 impl Random for ListOffsetsResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -325,19 +258,15 @@ impl Random for ListOffsetsResponse {
     }
 }
 
-impl Theirs for ListOffsetsResponse {
-    type T = kp::ListOffsetsResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_throttle_time_ms(self.throttle_time_ms)
-            .with_topics(all(&self.topics))
-    }
-}
+theirs!(ListOffsetsResponse => kp::ListOffsetsResponse, |v| {
+    with_throttle_time_ms(v.throttle_time_ms),
+    with_topics(all(&v.topics)),
+});
 
 #[test]
 fn list_offsets_matches_kafka_protocol() {
-    check::<ListOffsetsRequest>();
-    check::<ListOffsetsResponse>();
+    check::<ListOffsetsRequest, kp::ListOffsetsRequest>();
+    check::<ListOffsetsResponse, kp::ListOffsetsResponse>();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -379,20 +308,16 @@ impl Random for FetchPartition {
     }
 }
 
-impl Theirs for FetchPartition {
-    type T = kp::fetch_request::FetchPartition;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_partition(self.partition)
-            .with_current_leader_epoch(self.current_leader_epoch)
-            .with_fetch_offset(self.fetch_offset)
-            .with_last_fetched_epoch(self.last_fetched_epoch)
-            .with_log_start_offset(self.log_start_offset)
-            .with_partition_max_bytes(self.partition_max_bytes)
-            .with_replica_directory_id(uuid(&self.replica_directory_id))
-            .with_high_watermark(self.high_watermark)
-    }
-}
+theirs!(FetchPartition => kp::fetch_request::FetchPartition, |p| {
+    with_partition(p.partition),
+    with_current_leader_epoch(p.current_leader_epoch),
+    with_fetch_offset(p.fetch_offset),
+    with_last_fetched_epoch(p.last_fetched_epoch),
+    with_log_start_offset(p.log_start_offset),
+    with_partition_max_bytes(p.partition_max_bytes),
+    with_replica_directory_id(uuid(&p.replica_directory_id)),
+    with_high_watermark(p.high_watermark),
+});
 
 impl Random for FetchTopic {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -405,15 +330,11 @@ impl Random for FetchTopic {
     }
 }
 
-impl Theirs for FetchTopic {
-    type T = kp::fetch_request::FetchTopic;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_topic(topic_name(&self.topic))
-            .with_topic_id(uuid(&self.topic_id))
-            .with_partitions(all(&self.partitions))
-    }
-}
+theirs!(FetchTopic => kp::fetch_request::FetchTopic, |t| {
+    with_topic(topic_name(&t.topic)),
+    with_topic_id(uuid(&t.topic_id)),
+    with_partitions(all(&t.partitions)),
+});
 
 impl Random for ForgottenTopic {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -426,24 +347,16 @@ impl Random for ForgottenTopic {
     }
 }
 
-impl Theirs for ForgottenTopic {
-    type T = kp::fetch_request::ForgottenTopic;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_topic(topic_name(&self.topic))
-            .with_topic_id(uuid(&self.topic_id))
-            .with_partitions(self.partitions.clone())
-    }
-}
+theirs!(ForgottenTopic => kp::fetch_request::ForgottenTopic, |t| {
+    with_topic(topic_name(&t.topic)),
+    with_topic_id(uuid(&t.topic_id)),
+    with_partitions(t.partitions.clone()),
+});
 
-impl Theirs for ReplicaState {
-    type T = kp::fetch_request::ReplicaState;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_replica_id(kp::BrokerId(self.replica_id))
-            .with_replica_epoch(self.replica_epoch)
-    }
-}
+theirs!(ReplicaState => kp::fetch_request::ReplicaState, |v| {
+    with_replica_id(kp::BrokerId(v.replica_id)),
+    with_replica_epoch(v.replica_epoch),
+});
 
 impl Random for FetchRequest {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -483,71 +396,35 @@ impl Random for FetchRequest {
     }
 }
 
-impl Theirs for FetchRequest {
-    type T = kp::FetchRequest;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_cluster_id(nullable_sb(&self.cluster_id))
-            .with_replica_id(kp::BrokerId(self.replica_id))
-            .with_replica_state(self.replica_state.theirs())
-            .with_max_wait_ms(self.max_wait_ms)
-            .with_min_bytes(self.min_bytes)
-            .with_max_bytes(self.max_bytes)
-            .with_isolation_level(self.isolation_level)
-            .with_session_id(self.session_id)
-            .with_session_epoch(self.session_epoch)
-            .with_topics(all(&self.topics))
-            .with_forgotten_topics_data(all(&self.forgotten_topics_data))
-            .with_rack_id(sb(&self.rack_id))
-    }
-}
+theirs!(FetchRequest => kp::FetchRequest, |v| {
+    with_cluster_id(nullable_sb(&v.cluster_id)),
+    with_replica_id(kp::BrokerId(v.replica_id)),
+    with_replica_state(v.replica_state.theirs()),
+    with_max_wait_ms(v.max_wait_ms),
+    with_min_bytes(v.min_bytes),
+    with_max_bytes(v.max_bytes),
+    with_isolation_level(v.isolation_level),
+    with_session_id(v.session_id),
+    with_session_epoch(v.session_epoch),
+    with_topics(all(&v.topics)),
+    with_forgotten_topics_data(all(&v.forgotten_topics_data)),
+    with_rack_id(sb(&v.rack_id)),
+});
 
-impl Theirs for EpochEndOffset {
-    type T = kp::fetch_response::EpochEndOffset;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_epoch(self.epoch)
-            .with_end_offset(self.end_offset)
-    }
-}
+theirs!(EpochEndOffset => kp::fetch_response::EpochEndOffset, |v| {
+    with_epoch(v.epoch),
+    with_end_offset(v.end_offset),
+});
 
-impl Theirs for LeaderIdAndEpoch {
-    type T = kp::fetch_response::LeaderIdAndEpoch;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_leader_id(kp::BrokerId(self.leader_id))
-            .with_leader_epoch(self.leader_epoch)
-    }
-}
+theirs!(SnapshotId => kp::fetch_response::SnapshotId, |v| {
+    with_end_offset(v.end_offset),
+    with_epoch(v.epoch),
+});
 
-impl Theirs for SnapshotId {
-    type T = kp::fetch_response::SnapshotId;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_end_offset(self.end_offset)
-            .with_epoch(self.epoch)
-    }
-}
-
-impl Theirs for AbortedTransaction {
-    type T = kp::fetch_response::AbortedTransaction;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_producer_id(kp::ProducerId(self.producer_id))
-            .with_first_offset(self.first_offset)
-    }
-}
-
-impl Theirs for NodeEndpoint {
-    type T = kp::fetch_response::NodeEndpoint;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_node_id(kp::BrokerId(self.node_id))
-            .with_host(sb(&self.host))
-            .with_port(self.port)
-            .with_rack(nullable_sb(&self.rack))
-    }
-}
+theirs!(AbortedTransaction => kp::fetch_response::AbortedTransaction, |v| {
+    with_producer_id(kp::ProducerId(v.producer_id)),
+    with_first_offset(v.first_offset),
+});
 
 impl Random for FetchPartitionResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -589,23 +466,19 @@ impl Random for FetchPartitionResponse {
     }
 }
 
-impl Theirs for FetchPartitionResponse {
-    type T = kp::fetch_response::PartitionData;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_partition_index(self.partition_index)
-            .with_error_code(self.error_code)
-            .with_high_watermark(self.high_watermark)
-            .with_last_stable_offset(self.last_stable_offset)
-            .with_log_start_offset(self.log_start_offset)
-            .with_diverging_epoch(self.diverging_epoch.theirs())
-            .with_current_leader(self.current_leader.theirs())
-            .with_snapshot_id(self.snapshot_id.theirs())
-            .with_aborted_transactions(self.aborted_transactions.as_deref().map(all))
-            .with_preferred_read_replica(kp::BrokerId(self.preferred_read_replica))
-            .with_records(self.records.clone())
-    }
-}
+theirs!(FetchPartitionResponse => kp::fetch_response::PartitionData, |p| {
+    with_partition_index(p.partition_index),
+    with_error_code(p.error_code),
+    with_high_watermark(p.high_watermark),
+    with_last_stable_offset(p.last_stable_offset),
+    with_log_start_offset(p.log_start_offset),
+    with_diverging_epoch(p.diverging_epoch.theirs()),
+    with_current_leader(p.current_leader.theirs()),
+    with_snapshot_id(p.snapshot_id.theirs()),
+    with_aborted_transactions(p.aborted_transactions.as_deref().map(all)),
+    with_preferred_read_replica(kp::BrokerId(p.preferred_read_replica)),
+    with_records(p.records.clone()),
+});
 
 impl Random for FetchTopicResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -618,15 +491,11 @@ impl Random for FetchTopicResponse {
     }
 }
 
-impl Theirs for FetchTopicResponse {
-    type T = kp::fetch_response::FetchableTopicResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_topic(topic_name(&self.topic))
-            .with_topic_id(uuid(&self.topic_id))
-            .with_partitions(all(&self.partitions))
-    }
-}
+theirs!(FetchTopicResponse => kp::fetch_response::FetchableTopicResponse, |t| {
+    with_topic(topic_name(&t.topic)),
+    with_topic_id(uuid(&t.topic_id)),
+    with_partitions(all(&t.partitions)),
+});
 
 impl Random for FetchResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -642,7 +511,7 @@ impl Random for FetchResponse {
             response.session_id = r(rng);
         }
         if version >= 16 {
-            response.node_endpoints = list(rng, 2, |rng| NodeEndpoint {
+            response.node_endpoints = list(rng, 2, |rng| BrokerEndpoint {
                 node_id: r(rng),
                 host: string(rng),
                 port: r(rng),
@@ -653,22 +522,18 @@ impl Random for FetchResponse {
     }
 }
 
-impl Theirs for FetchResponse {
-    type T = kp::FetchResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_throttle_time_ms(self.throttle_time_ms)
-            .with_error_code(self.error_code)
-            .with_session_id(self.session_id)
-            .with_responses(all(&self.responses))
-            .with_node_endpoints(all(&self.node_endpoints))
-    }
-}
+theirs!(FetchResponse => kp::FetchResponse, |v| {
+    with_throttle_time_ms(v.throttle_time_ms),
+    with_error_code(v.error_code),
+    with_session_id(v.session_id),
+    with_responses(all(&v.responses)),
+    with_node_endpoints(all(&v.node_endpoints)),
+});
 
 #[test]
 fn fetch_matches_kafka_protocol() {
-    check::<FetchRequest>();
-    check::<FetchResponse>();
+    check::<FetchRequest, kp::FetchRequest>();
+    check::<FetchResponse, kp::FetchResponse>();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -689,24 +554,17 @@ impl Random for OffsetFetchRequestTopic {
     }
 }
 
-/// kafka-protocol has one topic type for v0–7 and another for the v8+ groups.
-impl Theirs for OffsetFetchRequestTopic {
-    type T = kp::offset_fetch_request::OffsetFetchRequestTopic;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_name(topic_name(&self.name))
-            .with_partition_indexes(self.partition_indexes.clone())
-    }
-}
+// kafka-protocol has one topic type for v0–7 and another for the v8+ groups.
+theirs!(OffsetFetchRequestTopic => kp::offset_fetch_request::OffsetFetchRequestTopic, |t| {
+    with_name(topic_name(&t.name)),
+    with_partition_indexes(t.partition_indexes.clone()),
+});
 
-fn offset_fetch_group_topic(
-    topic: &OffsetFetchRequestTopic,
-) -> kp::offset_fetch_request::OffsetFetchRequestTopics {
-    kp::offset_fetch_request::OffsetFetchRequestTopics::default()
-        .with_name(topic_name(&topic.name))
-        .with_topic_id(uuid(&topic.topic_id))
-        .with_partition_indexes(topic.partition_indexes.clone())
-}
+theirs!(OffsetFetchRequestTopic => kp::offset_fetch_request::OffsetFetchRequestTopics, |t| {
+    with_name(topic_name(&t.name)),
+    with_topic_id(uuid(&t.topic_id)),
+    with_partition_indexes(t.partition_indexes.clone()),
+});
 
 impl Random for OffsetFetchRequestGroup {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -723,20 +581,12 @@ impl Random for OffsetFetchRequestGroup {
     }
 }
 
-impl Theirs for OffsetFetchRequestGroup {
-    type T = kp::offset_fetch_request::OffsetFetchRequestGroup;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_group_id(group_id(&self.group_id))
-            .with_member_id(nullable_sb(&self.member_id))
-            .with_member_epoch(self.member_epoch)
-            .with_topics(
-                self.topics
-                    .as_ref()
-                    .map(|topics| topics.iter().map(offset_fetch_group_topic).collect()),
-            )
-    }
-}
+theirs!(OffsetFetchRequestGroup => kp::offset_fetch_request::OffsetFetchRequestGroup, |g| {
+    with_group_id(group_id(&g.group_id)),
+    with_member_id(nullable_sb(&g.member_id)),
+    with_member_epoch(g.member_epoch),
+    with_topics(g.topics.as_deref().map(all)),
+});
 
 impl Random for OffsetFetchRequest {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -759,16 +609,12 @@ impl Random for OffsetFetchRequest {
     }
 }
 
-impl Theirs for OffsetFetchRequest {
-    type T = kp::OffsetFetchRequest;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_group_id(group_id(&self.group_id))
-            .with_topics(self.topics.as_deref().map(all))
-            .with_groups(all(&self.groups))
-            .with_require_stable(self.require_stable)
-    }
-}
+theirs!(OffsetFetchRequest => kp::OffsetFetchRequest, |v| {
+    with_group_id(group_id(&v.group_id)),
+    with_topics(v.topics.as_deref().map(all)),
+    with_groups(all(&v.groups)),
+    with_require_stable(v.require_stable),
+});
 
 impl Random for OffsetFetchResponsePartition {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -786,29 +632,28 @@ impl Random for OffsetFetchResponsePartition {
     }
 }
 
-/// kafka-protocol has one partition type for v0–7 and another for the v8+ groups.
-impl Theirs for OffsetFetchResponsePartition {
-    type T = kp::offset_fetch_response::OffsetFetchResponsePartition;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_partition_index(self.partition_index)
-            .with_committed_offset(self.committed_offset)
-            .with_committed_leader_epoch(self.committed_leader_epoch)
-            .with_metadata(nullable_sb(&self.metadata))
-            .with_error_code(self.error_code)
+// kafka-protocol has one partition type for v0–7 and another for the v8+ groups.
+theirs!(
+    OffsetFetchResponsePartition => kp::offset_fetch_response::OffsetFetchResponsePartition,
+    |p| {
+        with_partition_index(p.partition_index),
+        with_committed_offset(p.committed_offset),
+        with_committed_leader_epoch(p.committed_leader_epoch),
+        with_metadata(nullable_sb(&p.metadata)),
+        with_error_code(p.error_code),
     }
-}
+);
 
-fn offset_fetch_group_partition(
-    p: &OffsetFetchResponsePartition,
-) -> kp::offset_fetch_response::OffsetFetchResponsePartitions {
-    kp::offset_fetch_response::OffsetFetchResponsePartitions::default()
-        .with_partition_index(p.partition_index)
-        .with_committed_offset(p.committed_offset)
-        .with_committed_leader_epoch(p.committed_leader_epoch)
-        .with_metadata(nullable_sb(&p.metadata))
-        .with_error_code(p.error_code)
-}
+theirs!(
+    OffsetFetchResponsePartition => kp::offset_fetch_response::OffsetFetchResponsePartitions,
+    |p| {
+        with_partition_index(p.partition_index),
+        with_committed_offset(p.committed_offset),
+        with_committed_leader_epoch(p.committed_leader_epoch),
+        with_metadata(nullable_sb(&p.metadata)),
+        with_error_code(p.error_code),
+    }
+);
 
 impl Random for OffsetFetchResponseTopic {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -825,29 +670,16 @@ impl Random for OffsetFetchResponseTopic {
     }
 }
 
-impl Theirs for OffsetFetchResponseTopic {
-    type T = kp::offset_fetch_response::OffsetFetchResponseTopic;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_name(topic_name(&self.name))
-            .with_partitions(all(&self.partitions))
-    }
-}
+theirs!(OffsetFetchResponseTopic => kp::offset_fetch_response::OffsetFetchResponseTopic, |t| {
+    with_name(topic_name(&t.name)),
+    with_partitions(all(&t.partitions)),
+});
 
-fn offset_fetch_group_topic_response(
-    topic: &OffsetFetchResponseTopic,
-) -> kp::offset_fetch_response::OffsetFetchResponseTopics {
-    kp::offset_fetch_response::OffsetFetchResponseTopics::default()
-        .with_name(topic_name(&topic.name))
-        .with_topic_id(uuid(&topic.topic_id))
-        .with_partitions(
-            topic
-                .partitions
-                .iter()
-                .map(offset_fetch_group_partition)
-                .collect(),
-        )
-}
+theirs!(OffsetFetchResponseTopic => kp::offset_fetch_response::OffsetFetchResponseTopics, |t| {
+    with_name(topic_name(&t.name)),
+    with_topic_id(uuid(&t.topic_id)),
+    with_partitions(all(&t.partitions)),
+});
 
 impl Random for OffsetFetchResponseGroup {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -859,20 +691,11 @@ impl Random for OffsetFetchResponseGroup {
     }
 }
 
-impl Theirs for OffsetFetchResponseGroup {
-    type T = kp::offset_fetch_response::OffsetFetchResponseGroup;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_group_id(group_id(&self.group_id))
-            .with_topics(
-                self.topics
-                    .iter()
-                    .map(offset_fetch_group_topic_response)
-                    .collect(),
-            )
-            .with_error_code(self.error_code)
-    }
-}
+theirs!(OffsetFetchResponseGroup => kp::offset_fetch_response::OffsetFetchResponseGroup, |g| {
+    with_group_id(group_id(&g.group_id)),
+    with_topics(all(&g.topics)),
+    with_error_code(g.error_code),
+});
 
 impl Random for OffsetFetchResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -892,34 +715,26 @@ impl Random for OffsetFetchResponse {
     }
 }
 
-impl Theirs for OffsetFetchResponse {
-    type T = kp::OffsetFetchResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_throttle_time_ms(self.throttle_time_ms)
-            .with_topics(all(&self.topics))
-            .with_error_code(self.error_code)
-            .with_groups(all(&self.groups))
-    }
-}
+theirs!(OffsetFetchResponse => kp::OffsetFetchResponse, |v| {
+    with_throttle_time_ms(v.throttle_time_ms),
+    with_topics(all(&v.topics)),
+    with_error_code(v.error_code),
+    with_groups(all(&v.groups)),
+});
 
 #[test]
 fn offset_fetch_matches_kafka_protocol() {
-    check::<OffsetFetchRequest>();
-    check::<OffsetFetchResponse>();
+    check::<OffsetFetchRequest, kp::OffsetFetchRequest>();
+    check::<OffsetFetchResponse, kp::OffsetFetchResponse>();
 }
 
 // ---------------------------------------------------------------------------------------------
 // JoinGroup.
 
-impl Theirs for JoinGroupProtocol {
-    type T = kp::join_group_request::JoinGroupRequestProtocol;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_name(sb(&self.name))
-            .with_metadata(self.metadata.clone())
-    }
-}
+theirs!(JoinGroupProtocol => kp::join_group_request::JoinGroupRequestProtocol, |v| {
+    with_name(sb(&v.name)),
+    with_metadata(v.metadata.clone()),
+});
 
 impl Random for JoinGroupRequest {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -947,20 +762,16 @@ impl Random for JoinGroupRequest {
     }
 }
 
-impl Theirs for JoinGroupRequest {
-    type T = kp::JoinGroupRequest;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_group_id(group_id(&self.group_id))
-            .with_session_timeout_ms(self.session_timeout_ms)
-            .with_rebalance_timeout_ms(self.rebalance_timeout_ms)
-            .with_member_id(sb(&self.member_id))
-            .with_group_instance_id(nullable_sb(&self.group_instance_id))
-            .with_protocol_type(sb(&self.protocol_type))
-            .with_protocols(all(&self.protocols))
-            .with_reason(nullable_sb(&self.reason))
-    }
-}
+theirs!(JoinGroupRequest => kp::JoinGroupRequest, |v| {
+    with_group_id(group_id(&v.group_id)),
+    with_session_timeout_ms(v.session_timeout_ms),
+    with_rebalance_timeout_ms(v.rebalance_timeout_ms),
+    with_member_id(sb(&v.member_id)),
+    with_group_instance_id(nullable_sb(&v.group_instance_id)),
+    with_protocol_type(sb(&v.protocol_type)),
+    with_protocols(all(&v.protocols)),
+    with_reason(nullable_sb(&v.reason)),
+});
 
 impl Random for JoinGroupMember {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -976,15 +787,11 @@ impl Random for JoinGroupMember {
     }
 }
 
-impl Theirs for JoinGroupMember {
-    type T = kp::join_group_response::JoinGroupResponseMember;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_member_id(sb(&self.member_id))
-            .with_group_instance_id(nullable_sb(&self.group_instance_id))
-            .with_metadata(self.metadata.clone())
-    }
-}
+theirs!(JoinGroupMember => kp::join_group_response::JoinGroupResponseMember, |v| {
+    with_member_id(sb(&v.member_id)),
+    with_group_instance_id(nullable_sb(&v.group_instance_id)),
+    with_metadata(v.metadata.clone()),
+});
 
 impl Random for JoinGroupResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -1012,39 +819,31 @@ impl Random for JoinGroupResponse {
     }
 }
 
-impl Theirs for JoinGroupResponse {
-    type T = kp::JoinGroupResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_throttle_time_ms(self.throttle_time_ms)
-            .with_error_code(self.error_code)
-            .with_generation_id(self.generation_id)
-            .with_protocol_type(nullable_sb(&self.protocol_type))
-            .with_protocol_name(nullable_sb(&self.protocol_name))
-            .with_leader(sb(&self.leader))
-            .with_skip_assignment(self.skip_assignment)
-            .with_member_id(sb(&self.member_id))
-            .with_members(all(&self.members))
-    }
-}
+theirs!(JoinGroupResponse => kp::JoinGroupResponse, |v| {
+    with_throttle_time_ms(v.throttle_time_ms),
+    with_error_code(v.error_code),
+    with_generation_id(v.generation_id),
+    with_protocol_type(nullable_sb(&v.protocol_type)),
+    with_protocol_name(nullable_sb(&v.protocol_name)),
+    with_leader(sb(&v.leader)),
+    with_skip_assignment(v.skip_assignment),
+    with_member_id(sb(&v.member_id)),
+    with_members(all(&v.members)),
+});
 
 #[test]
 fn join_group_matches_kafka_protocol() {
-    check::<JoinGroupRequest>();
-    check::<JoinGroupResponse>();
+    check::<JoinGroupRequest, kp::JoinGroupRequest>();
+    check::<JoinGroupResponse, kp::JoinGroupResponse>();
 }
 
 // ---------------------------------------------------------------------------------------------
 // SyncGroup.
 
-impl Theirs for SyncGroupAssignment {
-    type T = kp::sync_group_request::SyncGroupRequestAssignment;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_member_id(sb(&self.member_id))
-            .with_assignment(self.assignment.clone())
-    }
-}
+theirs!(SyncGroupAssignment => kp::sync_group_request::SyncGroupRequestAssignment, |v| {
+    with_member_id(sb(&v.member_id)),
+    with_assignment(v.assignment.clone()),
+});
 
 impl Random for SyncGroupRequest {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -1069,19 +868,15 @@ impl Random for SyncGroupRequest {
     }
 }
 
-impl Theirs for SyncGroupRequest {
-    type T = kp::SyncGroupRequest;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_group_id(group_id(&self.group_id))
-            .with_generation_id(self.generation_id)
-            .with_member_id(sb(&self.member_id))
-            .with_group_instance_id(nullable_sb(&self.group_instance_id))
-            .with_protocol_type(nullable_sb(&self.protocol_type))
-            .with_protocol_name(nullable_sb(&self.protocol_name))
-            .with_assignments(all(&self.assignments))
-    }
-}
+theirs!(SyncGroupRequest => kp::SyncGroupRequest, |v| {
+    with_group_id(group_id(&v.group_id)),
+    with_generation_id(v.generation_id),
+    with_member_id(sb(&v.member_id)),
+    with_group_instance_id(nullable_sb(&v.group_instance_id)),
+    with_protocol_type(nullable_sb(&v.protocol_type)),
+    with_protocol_name(nullable_sb(&v.protocol_name)),
+    with_assignments(all(&v.assignments)),
+});
 
 impl Random for SyncGroupResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -1101,22 +896,18 @@ impl Random for SyncGroupResponse {
     }
 }
 
-impl Theirs for SyncGroupResponse {
-    type T = kp::SyncGroupResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_throttle_time_ms(self.throttle_time_ms)
-            .with_error_code(self.error_code)
-            .with_protocol_type(nullable_sb(&self.protocol_type))
-            .with_protocol_name(nullable_sb(&self.protocol_name))
-            .with_assignment(self.assignment.clone())
-    }
-}
+theirs!(SyncGroupResponse => kp::SyncGroupResponse, |v| {
+    with_throttle_time_ms(v.throttle_time_ms),
+    with_error_code(v.error_code),
+    with_protocol_type(nullable_sb(&v.protocol_type)),
+    with_protocol_name(nullable_sb(&v.protocol_name)),
+    with_assignment(v.assignment.clone()),
+});
 
 #[test]
 fn sync_group_matches_kafka_protocol() {
-    check::<SyncGroupRequest>();
-    check::<SyncGroupResponse>();
+    check::<SyncGroupRequest, kp::SyncGroupRequest>();
+    check::<SyncGroupResponse, kp::SyncGroupResponse>();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1137,16 +928,12 @@ impl Random for HeartbeatRequest {
     }
 }
 
-impl Theirs for HeartbeatRequest {
-    type T = kp::HeartbeatRequest;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_group_id(group_id(&self.group_id))
-            .with_generation_id(self.generation_id)
-            .with_member_id(sb(&self.member_id))
-            .with_group_instance_id(nullable_sb(&self.group_instance_id))
-    }
-}
+theirs!(HeartbeatRequest => kp::HeartbeatRequest, |v| {
+    with_group_id(group_id(&v.group_id)),
+    with_generation_id(v.generation_id),
+    with_member_id(sb(&v.member_id)),
+    with_group_instance_id(nullable_sb(&v.group_instance_id)),
+});
 
 impl Random for HeartbeatResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -1161,19 +948,15 @@ impl Random for HeartbeatResponse {
     }
 }
 
-impl Theirs for HeartbeatResponse {
-    type T = kp::HeartbeatResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_throttle_time_ms(self.throttle_time_ms)
-            .with_error_code(self.error_code)
-    }
-}
+theirs!(HeartbeatResponse => kp::HeartbeatResponse, |v| {
+    with_throttle_time_ms(v.throttle_time_ms),
+    with_error_code(v.error_code),
+});
 
 #[test]
 fn heartbeat_matches_kafka_protocol() {
-    check::<HeartbeatRequest>();
-    check::<HeartbeatResponse>();
+    check::<HeartbeatRequest, kp::HeartbeatRequest>();
+    check::<HeartbeatResponse, kp::HeartbeatResponse>();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1193,15 +976,11 @@ impl Random for LeavingMember {
     }
 }
 
-impl Theirs for LeavingMember {
-    type T = kp::leave_group_request::MemberIdentity;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_member_id(sb(&self.member_id))
-            .with_group_instance_id(nullable_sb(&self.group_instance_id))
-            .with_reason(nullable_sb(&self.reason))
-    }
-}
+theirs!(LeavingMember => kp::leave_group_request::MemberIdentity, |v| {
+    with_member_id(sb(&v.member_id)),
+    with_group_instance_id(nullable_sb(&v.group_instance_id)),
+    with_reason(nullable_sb(&v.reason)),
+});
 
 impl Random for LeaveGroupRequest {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -1218,25 +997,17 @@ impl Random for LeaveGroupRequest {
     }
 }
 
-impl Theirs for LeaveGroupRequest {
-    type T = kp::LeaveGroupRequest;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_group_id(group_id(&self.group_id))
-            .with_member_id(sb(&self.member_id))
-            .with_members(all(&self.members))
-    }
-}
+theirs!(LeaveGroupRequest => kp::LeaveGroupRequest, |v| {
+    with_group_id(group_id(&v.group_id)),
+    with_member_id(sb(&v.member_id)),
+    with_members(all(&v.members)),
+});
 
-impl Theirs for LeavingMemberResponse {
-    type T = kp::leave_group_response::MemberResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_member_id(sb(&self.member_id))
-            .with_group_instance_id(nullable_sb(&self.group_instance_id))
-            .with_error_code(self.error_code)
-    }
-}
+theirs!(LeavingMemberResponse => kp::leave_group_response::MemberResponse, |v| {
+    with_member_id(sb(&v.member_id)),
+    with_group_instance_id(nullable_sb(&v.group_instance_id)),
+    with_error_code(v.error_code),
+});
 
 impl Random for LeaveGroupResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -1258,20 +1029,16 @@ impl Random for LeaveGroupResponse {
     }
 }
 
-impl Theirs for LeaveGroupResponse {
-    type T = kp::LeaveGroupResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_throttle_time_ms(self.throttle_time_ms)
-            .with_error_code(self.error_code)
-            .with_members(all(&self.members))
-    }
-}
+theirs!(LeaveGroupResponse => kp::LeaveGroupResponse, |v| {
+    with_throttle_time_ms(v.throttle_time_ms),
+    with_error_code(v.error_code),
+    with_members(all(&v.members)),
+});
 
 #[test]
 fn leave_group_matches_kafka_protocol() {
-    check::<LeaveGroupRequest>();
-    check::<LeaveGroupResponse>();
+    check::<LeaveGroupRequest, kp::LeaveGroupRequest>();
+    check::<LeaveGroupResponse, kp::LeaveGroupResponse>();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1285,12 +1052,9 @@ impl Random for SaslHandshakeRequest {
     }
 }
 
-impl Theirs for SaslHandshakeRequest {
-    type T = kp::SaslHandshakeRequest;
-    fn theirs(&self) -> Self::T {
-        Self::T::default().with_mechanism(sb(&self.mechanism))
-    }
-}
+theirs!(SaslHandshakeRequest => kp::SaslHandshakeRequest, |v| {
+    with_mechanism(sb(&v.mechanism)),
+});
 
 impl Random for SaslHandshakeResponse {
     fn random(rng: &mut SmallRng, _version: i16) -> Self {
@@ -1301,14 +1065,10 @@ impl Random for SaslHandshakeResponse {
     }
 }
 
-impl Theirs for SaslHandshakeResponse {
-    type T = kp::SaslHandshakeResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_error_code(self.error_code)
-            .with_mechanisms(self.mechanisms.iter().map(|m| sb(m)).collect())
-    }
-}
+theirs!(SaslHandshakeResponse => kp::SaslHandshakeResponse, |v| {
+    with_error_code(v.error_code),
+    with_mechanisms(v.mechanisms.iter().map(|m| sb(m)).collect()),
+});
 
 impl Random for SaslAuthenticateRequest {
     fn random(rng: &mut SmallRng, _version: i16) -> Self {
@@ -1318,12 +1078,9 @@ impl Random for SaslAuthenticateRequest {
     }
 }
 
-impl Theirs for SaslAuthenticateRequest {
-    type T = kp::SaslAuthenticateRequest;
-    fn theirs(&self) -> Self::T {
-        Self::T::default().with_auth_bytes(self.auth_bytes.clone())
-    }
-}
+theirs!(SaslAuthenticateRequest => kp::SaslAuthenticateRequest, |v| {
+    with_auth_bytes(v.auth_bytes.clone()),
+});
 
 impl Random for SaslAuthenticateResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
@@ -1340,21 +1097,17 @@ impl Random for SaslAuthenticateResponse {
     }
 }
 
-impl Theirs for SaslAuthenticateResponse {
-    type T = kp::SaslAuthenticateResponse;
-    fn theirs(&self) -> Self::T {
-        Self::T::default()
-            .with_error_code(self.error_code)
-            .with_error_message(nullable_sb(&self.error_message))
-            .with_auth_bytes(self.auth_bytes.clone())
-            .with_session_lifetime_ms(self.session_lifetime_ms)
-    }
-}
+theirs!(SaslAuthenticateResponse => kp::SaslAuthenticateResponse, |v| {
+    with_error_code(v.error_code),
+    with_error_message(nullable_sb(&v.error_message)),
+    with_auth_bytes(v.auth_bytes.clone()),
+    with_session_lifetime_ms(v.session_lifetime_ms),
+});
 
 #[test]
 fn sasl_matches_kafka_protocol() {
-    check::<SaslHandshakeRequest>();
-    check::<SaslHandshakeResponse>();
-    check::<SaslAuthenticateRequest>();
-    check::<SaslAuthenticateResponse>();
+    check::<SaslHandshakeRequest, kp::SaslHandshakeRequest>();
+    check::<SaslHandshakeResponse, kp::SaslHandshakeResponse>();
+    check::<SaslAuthenticateRequest, kp::SaslAuthenticateRequest>();
+    check::<SaslAuthenticateResponse, kp::SaslAuthenticateResponse>();
 }

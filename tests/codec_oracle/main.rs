@@ -2,6 +2,9 @@
 //! `kafka-protocol` crate: for random values of each message and version we implement, our
 //! encoding decodes to the same values with theirs, and theirs with ours.
 
+#[macro_use]
+mod harness;
+
 mod group_messages;
 mod producer_messages;
 mod record_batch;

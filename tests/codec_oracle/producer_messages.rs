@@ -7,10 +7,9 @@
 //! the original, and both encodings must be the same bytes.
 
 use std::fmt::Debug;
-use std::str::FromStr;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{BrokerId, GroupId, ProducerId, TopicName, TransactionalId};
+use bytes::Bytes;
+use kafka_protocol::messages::{BrokerId, ProducerId, TransactionalId};
 use kafka_protocol::messages::{
     add_offsets_to_txn_request as kp_aotr, add_offsets_to_txn_response as kp_aots,
     add_partitions_to_txn_request as kp_aptr, add_partitions_to_txn_response as kp_apts,
@@ -25,6 +24,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use exactly::protocol::Message;
 use exactly::protocol::messages::add_offsets_to_txn::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
 };
@@ -54,7 +54,8 @@ use exactly::protocol::messages::txn_offset_commit::{
     TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
     TxnOffsetCommitResponse,
 };
-use exactly::protocol::{Decoder, Message};
+
+use crate::harness::{all, assert_agree, group_id, nullable_sb, sb, topic_name, uuid};
 
 /// Random values checked per message and version.
 const VALUES_PER_VERSION: usize = 100;
@@ -62,11 +63,11 @@ const VALUES_PER_VERSION: usize = 100;
 /// One of our messages, paired with kafka-protocol's type for it.
 trait Oracle: Message + PartialEq + Debug {
     /// kafka-protocol's type for the same message.
-    type Theirs: Encodable + Decodable + PartialEq + Debug;
+    type T: Encodable + Decodable + PartialEq + Debug;
     /// A random value holding only the fields `version` has (the others at their defaults).
     fn random(g: &mut Gen, version: i16) -> Self;
     /// The same value, field by field, as kafka-protocol's type at `version`.
-    fn to_theirs(&self, version: i16) -> Self::Theirs;
+    fn to_theirs(&self, version: i16) -> Self::T;
 }
 
 /// Runs the differential check for every version of `M`.
@@ -75,37 +76,14 @@ fn check<M: Oracle>(seed: u64) {
         let mut g = Gen(SmallRng::seed_from_u64(seed ^ ((version as u64) << 32)));
         for _ in 0..VALUES_PER_VERSION {
             let ours = M::random(&mut g, version);
-            let theirs = ours.to_theirs(version);
-
-            let mut our_bytes = Vec::new();
-            ours.encode(version, &mut our_bytes);
-            let mut buf = Bytes::from(our_bytes.clone());
-            let decoded = M::Theirs::decode(&mut buf, version)
-                .unwrap_or_else(|e| panic!("theirs cannot decode our v{version} {ours:?}: {e}"));
-            assert!(
-                buf.is_empty(),
-                "theirs left bytes of our v{version} {ours:?}"
-            );
-            assert_eq!(decoded, theirs, "ours -> theirs at v{version}");
-
-            let mut their_bytes = BytesMut::new();
-            theirs
-                .encode(&mut their_bytes, version)
-                .unwrap_or_else(|e| panic!("theirs cannot encode v{version} {theirs:?}: {e}"));
-            let mut d = Decoder::new(&their_bytes);
-            let decoded = M::decode(&mut d, version)
-                .unwrap_or_else(|e| panic!("ours cannot decode their v{version} {theirs:?}: {e}"));
-            d.finish("their encoding")
-                .expect("ours consumes their encoding");
-            assert_eq!(decoded, ours, "theirs -> ours at v{version}");
-
-            assert_eq!(
-                our_bytes,
-                their_bytes.to_vec(),
-                "bytes at v{version} of {ours:?}"
-            );
+            assert_agree(&ours, &ours.to_theirs(version), version);
         }
     }
+}
+
+/// kafka-protocol's transactional id.
+fn transactional_id(s: &str) -> TransactionalId {
+    TransactionalId(sb(s))
 }
 
 /// Random field values: small numbers of elements, short ASCII strings.
@@ -166,48 +144,26 @@ impl Gen {
     }
 }
 
-fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
-
-fn osb(s: &Option<String>) -> Option<StrBytes> {
-    s.as_deref().map(sb)
-}
-
-fn topic(s: &str) -> TopicName {
-    TopicName(sb(s))
-}
-
-/// kafka-protocol's `Uuid` (from the `uuid` crate, which is not our dependency: it is reached
-/// through inference and its `FromStr`).
-fn their_uuid<U: FromStr>(id: &[u8; 16]) -> U
-where
-    U::Err: Debug,
-{
-    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-    hex.parse().expect("32 hex digits are a UUID")
-}
-
 // ---------------------------------------------------------------------------------------------
 // ApiVersions
 
 impl Oracle for ApiVersionsRequest {
-    type Theirs = kp_avr::ApiVersionsRequest;
+    type T = kp_avr::ApiVersionsRequest;
     fn random(g: &mut Gen, v: i16) -> Self {
         Self {
             client_software_name: g.when(v >= 3, String::new(), Gen::string),
             client_software_version: g.when(v >= 3, String::new(), Gen::string),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
             .with_client_software_name(sb(&self.client_software_name))
             .with_client_software_version(sb(&self.client_software_version))
     }
 }
 
 impl Oracle for ApiVersionsResponse {
-    type Theirs = kp_avs::ApiVersionsResponse;
+    type T = kp_avs::ApiVersionsResponse;
     fn random(g: &mut Gen, v: i16) -> Self {
         let flexible = v >= 3;
         let epoch_known = g.bool();
@@ -237,47 +193,35 @@ impl Oracle for ApiVersionsResponse {
             zk_migration_ready: g.when(flexible, false, Gen::bool),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
             .with_error_code(self.error_code)
-            .with_api_keys(
-                self.api_keys
-                    .iter()
-                    .map(|a| {
-                        kp_avs::ApiVersion::default()
-                            .with_api_key(a.api_key)
-                            .with_min_version(a.min_version)
-                            .with_max_version(a.max_version)
-                    })
-                    .collect(),
-            )
+            .with_api_keys(all(&self.api_keys))
             .with_throttle_time_ms(self.throttle_time_ms)
-            .with_supported_features(
-                self.supported_features
-                    .iter()
-                    .map(|f| {
-                        kp_avs::SupportedFeatureKey::default()
-                            .with_name(sb(&f.name))
-                            .with_min_version(f.min_version)
-                            .with_max_version(f.max_version)
-                    })
-                    .collect(),
-            )
+            .with_supported_features(all(&self.supported_features))
             .with_finalized_features_epoch(self.finalized_features_epoch)
-            .with_finalized_features(
-                self.finalized_features
-                    .iter()
-                    .map(|f| {
-                        kp_avs::FinalizedFeatureKey::default()
-                            .with_name(sb(&f.name))
-                            .with_max_version_level(f.max_version_level)
-                            .with_min_version_level(f.min_version_level)
-                    })
-                    .collect(),
-            )
+            .with_finalized_features(all(&self.finalized_features))
             .with_zk_migration_ready(self.zk_migration_ready)
     }
 }
+
+theirs!(ApiVersion => kp_avs::ApiVersion, |a| {
+    with_api_key(a.api_key),
+    with_min_version(a.min_version),
+    with_max_version(a.max_version),
+});
+
+theirs!(SupportedFeatureKey => kp_avs::SupportedFeatureKey, |f| {
+    with_name(sb(&f.name)),
+    with_min_version(f.min_version),
+    with_max_version(f.max_version),
+});
+
+theirs!(FinalizedFeatureKey => kp_avs::FinalizedFeatureKey, |f| {
+    with_name(sb(&f.name)),
+    with_max_version_level(f.max_version_level),
+    with_min_version_level(f.min_version_level),
+});
 
 // ---------------------------------------------------------------------------------------------
 // Metadata
@@ -292,7 +236,7 @@ fn random_broker(g: &mut Gen, with_rack: bool) -> BrokerEndpoint {
 }
 
 impl Oracle for MetadataRequest {
-    type Theirs = kp_mr::MetadataRequest;
+    type T = kp_mr::MetadataRequest;
     fn random(g: &mut Gen, v: i16) -> Self {
         let topic = |g: &mut Gen| MetadataRequestTopic {
             topic_id: g.when(v >= 10, [0; 16], Gen::uuid),
@@ -314,26 +258,22 @@ impl Oracle for MetadataRequest {
             include_topic_authorized_operations: g.when(v >= 8, false, Gen::bool),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
-            .with_topics(self.topics.as_ref().map(|topics| {
-                topics
-                    .iter()
-                    .map(|t| {
-                        kp_mr::MetadataRequestTopic::default()
-                            .with_topic_id(their_uuid(&t.topic_id))
-                            .with_name(t.name.as_deref().map(topic))
-                    })
-                    .collect()
-            }))
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
+            .with_topics(self.topics.as_deref().map(all))
             .with_allow_auto_topic_creation(self.allow_auto_topic_creation)
             .with_include_cluster_authorized_operations(self.include_cluster_authorized_operations)
             .with_include_topic_authorized_operations(self.include_topic_authorized_operations)
     }
 }
 
+theirs!(MetadataRequestTopic => kp_mr::MetadataRequestTopic, |t| {
+    with_topic_id(uuid(&t.topic_id)),
+    with_name(t.name.as_deref().map(topic_name)),
+});
+
 impl Oracle for MetadataResponse {
-    type Theirs = kp_ms::MetadataResponse;
+    type T = kp_ms::MetadataResponse;
     fn random(g: &mut Gen, v: i16) -> Self {
         let partition = |g: &mut Gen| MetadataResponsePartition {
             error_code: g.i16(),
@@ -366,60 +306,46 @@ impl Oracle for MetadataResponse {
             error_code: g.when(v >= 13, 0, Gen::i16),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
             .with_throttle_time_ms(self.throttle_time_ms)
-            .with_brokers(
-                self.brokers
-                    .iter()
-                    .map(|b| {
-                        kp_ms::MetadataResponseBroker::default()
-                            .with_node_id(BrokerId(b.node_id))
-                            .with_host(sb(&b.host))
-                            .with_port(b.port)
-                            .with_rack(osb(&b.rack))
-                    })
-                    .collect(),
-            )
-            .with_cluster_id(osb(&self.cluster_id))
+            .with_brokers(all(&self.brokers))
+            .with_cluster_id(nullable_sb(&self.cluster_id))
             .with_controller_id(BrokerId(self.controller_id))
-            .with_topics(self.topics.iter().map(their_metadata_topic).collect())
+            .with_topics(all(&self.topics))
             .with_cluster_authorized_operations(self.cluster_authorized_operations)
             .with_error_code(self.error_code)
     }
 }
 
-fn their_metadata_topic(t: &MetadataResponseTopic) -> kp_ms::MetadataResponseTopic {
-    kp_ms::MetadataResponseTopic::default()
-        .with_error_code(t.error_code)
-        .with_name(t.name.as_deref().map(topic))
-        .with_topic_id(their_uuid(&t.topic_id))
-        .with_is_internal(t.is_internal)
-        .with_partitions(
-            t.partitions
-                .iter()
-                .map(|p| {
-                    kp_ms::MetadataResponsePartition::default()
-                        .with_error_code(p.error_code)
-                        .with_partition_index(p.partition_index)
-                        .with_leader_id(BrokerId(p.leader_id))
-                        .with_leader_epoch(p.leader_epoch)
-                        .with_replica_nodes(p.replica_nodes.iter().copied().map(BrokerId).collect())
-                        .with_isr_nodes(p.isr_nodes.iter().copied().map(BrokerId).collect())
-                        .with_offline_replicas(
-                            p.offline_replicas.iter().copied().map(BrokerId).collect(),
-                        )
-                })
-                .collect(),
-        )
-        .with_topic_authorized_operations(t.topic_authorized_operations)
+theirs!(MetadataResponseTopic => kp_ms::MetadataResponseTopic, |t| {
+    with_error_code(t.error_code),
+    with_name(t.name.as_deref().map(topic_name)),
+    with_topic_id(uuid(&t.topic_id)),
+    with_is_internal(t.is_internal),
+    with_partitions(all(&t.partitions)),
+    with_topic_authorized_operations(t.topic_authorized_operations),
+});
+
+theirs!(MetadataResponsePartition => kp_ms::MetadataResponsePartition, |p| {
+    with_error_code(p.error_code),
+    with_partition_index(p.partition_index),
+    with_leader_id(BrokerId(p.leader_id)),
+    with_leader_epoch(p.leader_epoch),
+    with_replica_nodes(broker_ids(&p.replica_nodes)),
+    with_isr_nodes(broker_ids(&p.isr_nodes)),
+    with_offline_replicas(broker_ids(&p.offline_replicas)),
+});
+
+fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
+    ids.iter().copied().map(BrokerId).collect()
 }
 
 // ---------------------------------------------------------------------------------------------
 // InitProducerId
 
 impl Oracle for InitProducerIdRequest {
-    type Theirs = kp_ipr::InitProducerIdRequest;
+    type T = kp_ipr::InitProducerIdRequest;
     fn random(g: &mut Gen, v: i16) -> Self {
         Self {
             transactional_id: g.opt_string(true),
@@ -428,13 +354,9 @@ impl Oracle for InitProducerIdRequest {
             producer_epoch: g.when(v >= 3, -1, Gen::i16),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
-            .with_transactional_id(
-                self.transactional_id
-                    .as_deref()
-                    .map(|s| TransactionalId(sb(s))),
-            )
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
+            .with_transactional_id(self.transactional_id.as_deref().map(transactional_id))
             .with_transaction_timeout_ms(self.transaction_timeout_ms)
             .with_producer_id(ProducerId(self.producer_id))
             .with_producer_epoch(self.producer_epoch)
@@ -442,7 +364,7 @@ impl Oracle for InitProducerIdRequest {
 }
 
 impl Oracle for InitProducerIdResponse {
-    type Theirs = kp_ips::InitProducerIdResponse;
+    type T = kp_ips::InitProducerIdResponse;
     fn random(g: &mut Gen, _: i16) -> Self {
         Self {
             throttle_time_ms: g.i32(),
@@ -451,8 +373,8 @@ impl Oracle for InitProducerIdResponse {
             producer_epoch: g.i16(),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
             .with_throttle_time_ms(self.throttle_time_ms)
             .with_error_code(self.error_code)
             .with_producer_id(ProducerId(self.producer_id))
@@ -473,7 +395,7 @@ fn random_topic_ref(g: &mut Gen, v: i16) -> (String, [u8; 16]) {
 }
 
 impl Oracle for ProduceRequest {
-    type Theirs = kp_pr::ProduceRequest;
+    type T = kp_pr::ProduceRequest;
     fn random(g: &mut Gen, v: i16) -> Self {
         Self {
             transactional_id: g.opt_string(true),
@@ -492,40 +414,28 @@ impl Oracle for ProduceRequest {
             }),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
-            .with_transactional_id(
-                self.transactional_id
-                    .as_deref()
-                    .map(|s| TransactionalId(sb(s))),
-            )
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
+            .with_transactional_id(self.transactional_id.as_deref().map(transactional_id))
             .with_acks(self.acks)
             .with_timeout_ms(self.timeout_ms)
-            .with_topic_data(
-                self.topic_data
-                    .iter()
-                    .map(|t| {
-                        kp_pr::TopicProduceData::default()
-                            .with_name(topic(&t.name))
-                            .with_topic_id(their_uuid(&t.topic_id))
-                            .with_partition_data(
-                                t.partition_data
-                                    .iter()
-                                    .map(|p| {
-                                        kp_pr::PartitionProduceData::default()
-                                            .with_index(p.index)
-                                            .with_records(p.records.clone())
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            )
+            .with_topic_data(all(&self.topic_data))
     }
 }
 
+theirs!(TopicProduceData => kp_pr::TopicProduceData, |t| {
+    with_name(topic_name(&t.name)),
+    with_topic_id(uuid(&t.topic_id)),
+    with_partition_data(all(&t.partition_data)),
+});
+
+theirs!(PartitionProduceData => kp_pr::PartitionProduceData, |p| {
+    with_index(p.index),
+    with_records(p.records.clone()),
+});
+
 impl Oracle for ProduceResponse {
-    type Theirs = kp_ps::ProduceResponse;
+    type T = kp_ps::ProduceResponse;
     fn random(g: &mut Gen, v: i16) -> Self {
         let partition = |g: &mut Gen| PartitionProduceResponse {
             index: g.i32(),
@@ -562,70 +472,41 @@ impl Oracle for ProduceResponse {
             node_endpoints: g.when(v >= 10, vec![], |g| g.vec(2, |g| random_broker(g, true))),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
-            .with_responses(
-                self.responses
-                    .iter()
-                    .map(|t| {
-                        kp_ps::TopicProduceResponse::default()
-                            .with_name(topic(&t.name))
-                            .with_topic_id(their_uuid(&t.topic_id))
-                            .with_partition_responses(
-                                t.partition_responses
-                                    .iter()
-                                    .map(their_produce_partition)
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            )
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
+            .with_responses(all(&self.responses))
             .with_throttle_time_ms(self.throttle_time_ms)
-            .with_node_endpoints(
-                self.node_endpoints
-                    .iter()
-                    .map(|b| {
-                        kp_ps::NodeEndpoint::default()
-                            .with_node_id(BrokerId(b.node_id))
-                            .with_host(sb(&b.host))
-                            .with_port(b.port)
-                            .with_rack(osb(&b.rack))
-                    })
-                    .collect(),
-            )
+            .with_node_endpoints(all(&self.node_endpoints))
     }
 }
 
-fn their_produce_partition(p: &PartitionProduceResponse) -> kp_ps::PartitionProduceResponse {
-    kp_ps::PartitionProduceResponse::default()
-        .with_index(p.index)
-        .with_error_code(p.error_code)
-        .with_base_offset(p.base_offset)
-        .with_log_append_time_ms(p.log_append_time_ms)
-        .with_log_start_offset(p.log_start_offset)
-        .with_record_errors(
-            p.record_errors
-                .iter()
-                .map(|e| {
-                    kp_ps::BatchIndexAndErrorMessage::default()
-                        .with_batch_index(e.batch_index)
-                        .with_batch_index_error_message(osb(&e.batch_index_error_message))
-                })
-                .collect(),
-        )
-        .with_error_message(osb(&p.error_message))
-        .with_current_leader(
-            kp_ps::LeaderIdAndEpoch::default()
-                .with_leader_id(BrokerId(p.current_leader.leader_id))
-                .with_leader_epoch(p.current_leader.leader_epoch),
-        )
-}
+theirs!(TopicProduceResponse => kp_ps::TopicProduceResponse, |t| {
+    with_name(topic_name(&t.name)),
+    with_topic_id(uuid(&t.topic_id)),
+    with_partition_responses(all(&t.partition_responses)),
+});
+
+theirs!(PartitionProduceResponse => kp_ps::PartitionProduceResponse, |p| {
+    with_index(p.index),
+    with_error_code(p.error_code),
+    with_base_offset(p.base_offset),
+    with_log_append_time_ms(p.log_append_time_ms),
+    with_log_start_offset(p.log_start_offset),
+    with_record_errors(all(&p.record_errors)),
+    with_error_message(nullable_sb(&p.error_message)),
+    with_current_leader(p.current_leader.theirs()),
+});
+
+theirs!(BatchIndexAndErrorMessage => kp_ps::BatchIndexAndErrorMessage, |e| {
+    with_batch_index(e.batch_index),
+    with_batch_index_error_message(nullable_sb(&e.batch_index_error_message)),
+});
 
 // ---------------------------------------------------------------------------------------------
 // FindCoordinator: one struct for both shapes; below v4 exactly one key / one result.
 
 impl Oracle for FindCoordinatorRequest {
-    type Theirs = kp_fcr::FindCoordinatorRequest;
+    type T = kp_fcr::FindCoordinatorRequest;
     fn random(g: &mut Gen, v: i16) -> Self {
         Self {
             key_type: g.when(v >= 1, 0, Gen::i8),
@@ -636,8 +517,8 @@ impl Oracle for FindCoordinatorRequest {
             },
         }
     }
-    fn to_theirs(&self, v: i16) -> Self::Theirs {
-        let theirs = Self::Theirs::default().with_key_type(self.key_type);
+    fn to_theirs(&self, v: i16) -> Self::T {
+        let theirs = Self::T::default().with_key_type(self.key_type);
         if v >= 4 {
             theirs.with_coordinator_keys(self.coordinator_keys.iter().map(|k| sb(k)).collect())
         } else {
@@ -647,7 +528,7 @@ impl Oracle for FindCoordinatorRequest {
 }
 
 impl Oracle for FindCoordinatorResponse {
-    type Theirs = kp_fcs::FindCoordinatorResponse;
+    type T = kp_fcs::FindCoordinatorResponse;
     fn random(g: &mut Gen, v: i16) -> Self {
         let coordinator = |g: &mut Gen| Coordinator {
             key: g.when(v >= 4, String::new(), Gen::string),
@@ -666,29 +547,16 @@ impl Oracle for FindCoordinatorResponse {
             },
         }
     }
-    fn to_theirs(&self, v: i16) -> Self::Theirs {
-        let theirs = Self::Theirs::default().with_throttle_time_ms(self.throttle_time_ms);
+    fn to_theirs(&self, v: i16) -> Self::T {
+        let theirs = Self::T::default().with_throttle_time_ms(self.throttle_time_ms);
         if v >= 4 {
-            theirs.with_coordinators(
-                self.coordinators
-                    .iter()
-                    .map(|c| {
-                        kp_fcs::Coordinator::default()
-                            .with_key(sb(&c.key))
-                            .with_node_id(BrokerId(c.node_id))
-                            .with_host(sb(&c.host))
-                            .with_port(c.port)
-                            .with_error_code(c.error_code)
-                            .with_error_message(osb(&c.error_message))
-                    })
-                    .collect(),
-            )
+            theirs.with_coordinators(all(&self.coordinators))
         } else {
             let c = &self.coordinators[0];
             // v0 has no ErrorMessage: we leave it None, kafka-protocol at the schema's
             // non-null default, the empty string.
             let error_message = if v >= 1 {
-                osb(&c.error_message)
+                nullable_sb(&c.error_message)
             } else {
                 Some(StrBytes::default())
             };
@@ -701,6 +569,15 @@ impl Oracle for FindCoordinatorResponse {
         }
     }
 }
+
+theirs!(Coordinator => kp_fcs::Coordinator, |c| {
+    with_key(sb(&c.key)),
+    with_node_id(BrokerId(c.node_id)),
+    with_host(sb(&c.host)),
+    with_port(c.port),
+    with_error_code(c.error_code),
+    with_error_message(nullable_sb(&c.error_message)),
+});
 
 // ---------------------------------------------------------------------------------------------
 // AddPartitionsToTxn: one struct for both shapes; below v4 exactly one transaction.
@@ -715,43 +592,36 @@ fn random_topic_partition_errors(g: &mut Gen) -> TopicPartitionErrors {
     }
 }
 
-fn their_add_partitions_topics(
-    topics: &[AddPartitionsToTxnTopic],
-) -> Vec<kp_aptr::AddPartitionsToTxnTopic> {
-    topics
-        .iter()
-        .map(|t| {
-            kp_aptr::AddPartitionsToTxnTopic::default()
-                .with_name(topic(&t.name))
-                .with_partitions(t.partitions.clone())
-        })
-        .collect()
-}
+theirs!(AddPartitionsToTxnTopic => kp_aptr::AddPartitionsToTxnTopic, |t| {
+    with_name(topic_name(&t.name)),
+    with_partitions(t.partitions.clone()),
+});
 
-fn their_add_partitions_results(
-    topics: &[TopicPartitionErrors],
-) -> Vec<kp_apts::AddPartitionsToTxnTopicResult> {
-    topics
-        .iter()
-        .map(|t| {
-            kp_apts::AddPartitionsToTxnTopicResult::default()
-                .with_name(topic(&t.name))
-                .with_results_by_partition(
-                    t.partitions
-                        .iter()
-                        .map(|p| {
-                            kp_apts::AddPartitionsToTxnPartitionResult::default()
-                                .with_partition_index(p.partition_index)
-                                .with_partition_error_code(p.error_code)
-                        })
-                        .collect(),
-                )
-        })
-        .collect()
-}
+theirs!(AddPartitionsToTxnTransaction => kp_aptr::AddPartitionsToTxnTransaction, |t| {
+    with_transactional_id(transactional_id(&t.transactional_id)),
+    with_producer_id(ProducerId(t.producer_id)),
+    with_producer_epoch(t.producer_epoch),
+    with_verify_only(t.verify_only),
+    with_topics(all(&t.topics)),
+});
+
+theirs!(TopicPartitionErrors => kp_apts::AddPartitionsToTxnTopicResult, |t| {
+    with_name(topic_name(&t.name)),
+    with_results_by_partition(all(&t.partitions)),
+});
+
+theirs!(PartitionError => kp_apts::AddPartitionsToTxnPartitionResult, |p| {
+    with_partition_index(p.partition_index),
+    with_partition_error_code(p.error_code),
+});
+
+theirs!(AddPartitionsToTxnResult => kp_apts::AddPartitionsToTxnResult, |r| {
+    with_transactional_id(transactional_id(&r.transactional_id)),
+    with_topic_results(all(&r.topic_results)),
+});
 
 impl Oracle for AddPartitionsToTxnRequest {
-    type Theirs = kp_aptr::AddPartitionsToTxnRequest;
+    type T = kp_aptr::AddPartitionsToTxnRequest;
     fn random(g: &mut Gen, v: i16) -> Self {
         let transaction = |g: &mut Gen| AddPartitionsToTxnTransaction {
             transactional_id: g.string(),
@@ -771,34 +641,22 @@ impl Oracle for AddPartitionsToTxnRequest {
             },
         }
     }
-    fn to_theirs(&self, v: i16) -> Self::Theirs {
+    fn to_theirs(&self, v: i16) -> Self::T {
         if v >= 4 {
-            Self::Theirs::default().with_transactions(
-                self.transactions
-                    .iter()
-                    .map(|t| {
-                        kp_aptr::AddPartitionsToTxnTransaction::default()
-                            .with_transactional_id(TransactionalId(sb(&t.transactional_id)))
-                            .with_producer_id(ProducerId(t.producer_id))
-                            .with_producer_epoch(t.producer_epoch)
-                            .with_verify_only(t.verify_only)
-                            .with_topics(their_add_partitions_topics(&t.topics))
-                    })
-                    .collect(),
-            )
+            Self::T::default().with_transactions(all(&self.transactions))
         } else {
             let t = &self.transactions[0];
-            Self::Theirs::default()
-                .with_v3_and_below_transactional_id(TransactionalId(sb(&t.transactional_id)))
+            Self::T::default()
+                .with_v3_and_below_transactional_id(transactional_id(&t.transactional_id))
                 .with_v3_and_below_producer_id(ProducerId(t.producer_id))
                 .with_v3_and_below_producer_epoch(t.producer_epoch)
-                .with_v3_and_below_topics(their_add_partitions_topics(&t.topics))
+                .with_v3_and_below_topics(all(&t.topics))
         }
     }
 }
 
 impl Oracle for AddPartitionsToTxnResponse {
-    type Theirs = kp_apts::AddPartitionsToTxnResponse;
+    type T = kp_apts::AddPartitionsToTxnResponse;
     fn random(g: &mut Gen, v: i16) -> Self {
         let result = |g: &mut Gen| AddPartitionsToTxnResult {
             transactional_id: g.when(v >= 4, String::new(), Gen::string),
@@ -814,24 +672,15 @@ impl Oracle for AddPartitionsToTxnResponse {
             },
         }
     }
-    fn to_theirs(&self, v: i16) -> Self::Theirs {
-        let theirs = Self::Theirs::default().with_throttle_time_ms(self.throttle_time_ms);
+    fn to_theirs(&self, v: i16) -> Self::T {
+        let theirs = Self::T::default().with_throttle_time_ms(self.throttle_time_ms);
         if v >= 4 {
             theirs
                 .with_error_code(self.error_code)
-                .with_results_by_transaction(
-                    self.results_by_transaction
-                        .iter()
-                        .map(|r| {
-                            kp_apts::AddPartitionsToTxnResult::default()
-                                .with_transactional_id(TransactionalId(sb(&r.transactional_id)))
-                                .with_topic_results(their_add_partitions_results(&r.topic_results))
-                        })
-                        .collect(),
-                )
+                .with_results_by_transaction(all(&self.results_by_transaction))
         } else {
-            theirs.with_results_by_topic_v3_and_below(their_add_partitions_results(
-                &self.results_by_transaction[0].topic_results,
+            theirs.with_results_by_topic_v3_and_below(all(
+                &self.results_by_transaction[0].topic_results
             ))
         }
     }
@@ -841,7 +690,7 @@ impl Oracle for AddPartitionsToTxnResponse {
 // AddOffsetsToTxn
 
 impl Oracle for AddOffsetsToTxnRequest {
-    type Theirs = kp_aotr::AddOffsetsToTxnRequest;
+    type T = kp_aotr::AddOffsetsToTxnRequest;
     fn random(g: &mut Gen, _: i16) -> Self {
         Self {
             transactional_id: g.string(),
@@ -850,25 +699,25 @@ impl Oracle for AddOffsetsToTxnRequest {
             group_id: g.string(),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
-            .with_transactional_id(TransactionalId(sb(&self.transactional_id)))
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
+            .with_transactional_id(transactional_id(&self.transactional_id))
             .with_producer_id(ProducerId(self.producer_id))
             .with_producer_epoch(self.producer_epoch)
-            .with_group_id(GroupId(sb(&self.group_id)))
+            .with_group_id(group_id(&self.group_id))
     }
 }
 
 impl Oracle for AddOffsetsToTxnResponse {
-    type Theirs = kp_aots::AddOffsetsToTxnResponse;
+    type T = kp_aots::AddOffsetsToTxnResponse;
     fn random(g: &mut Gen, _: i16) -> Self {
         Self {
             throttle_time_ms: g.i32(),
             error_code: g.i16(),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
             .with_throttle_time_ms(self.throttle_time_ms)
             .with_error_code(self.error_code)
     }
@@ -878,7 +727,7 @@ impl Oracle for AddOffsetsToTxnResponse {
 // TxnOffsetCommit
 
 impl Oracle for TxnOffsetCommitRequest {
-    type Theirs = kp_tocr::TxnOffsetCommitRequest;
+    type T = kp_tocr::TxnOffsetCommitRequest;
     fn random(g: &mut Gen, v: i16) -> Self {
         let partition = |g: &mut Gen| TxnOffsetCommitRequestPartition {
             partition_index: g.i32(),
@@ -900,77 +749,61 @@ impl Oracle for TxnOffsetCommitRequest {
             }),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
-            .with_transactional_id(TransactionalId(sb(&self.transactional_id)))
-            .with_group_id(GroupId(sb(&self.group_id)))
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
+            .with_transactional_id(transactional_id(&self.transactional_id))
+            .with_group_id(group_id(&self.group_id))
             .with_producer_id(ProducerId(self.producer_id))
             .with_producer_epoch(self.producer_epoch)
             .with_generation_id(self.generation_id)
             .with_member_id(sb(&self.member_id))
-            .with_group_instance_id(osb(&self.group_instance_id))
-            .with_topics(
-                self.topics
-                    .iter()
-                    .map(|t| {
-                        kp_tocr::TxnOffsetCommitRequestTopic::default()
-                            .with_name(topic(&t.name))
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        kp_tocr::TxnOffsetCommitRequestPartition::default()
-                                            .with_partition_index(p.partition_index)
-                                            .with_committed_offset(p.committed_offset)
-                                            .with_committed_leader_epoch(p.committed_leader_epoch)
-                                            .with_committed_metadata(osb(&p.committed_metadata))
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            )
+            .with_group_instance_id(nullable_sb(&self.group_instance_id))
+            .with_topics(all(&self.topics))
     }
 }
 
+theirs!(TxnOffsetCommitRequestTopic => kp_tocr::TxnOffsetCommitRequestTopic, |t| {
+    with_name(topic_name(&t.name)),
+    with_partitions(all(&t.partitions)),
+});
+
+theirs!(TxnOffsetCommitRequestPartition => kp_tocr::TxnOffsetCommitRequestPartition, |p| {
+    with_partition_index(p.partition_index),
+    with_committed_offset(p.committed_offset),
+    with_committed_leader_epoch(p.committed_leader_epoch),
+    with_committed_metadata(nullable_sb(&p.committed_metadata)),
+});
+
 impl Oracle for TxnOffsetCommitResponse {
-    type Theirs = kp_tocs::TxnOffsetCommitResponse;
+    type T = kp_tocs::TxnOffsetCommitResponse;
     fn random(g: &mut Gen, _: i16) -> Self {
         Self {
             throttle_time_ms: g.i32(),
             topics: g.vec(3, random_topic_partition_errors),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
             .with_throttle_time_ms(self.throttle_time_ms)
-            .with_topics(
-                self.topics
-                    .iter()
-                    .map(|t| {
-                        kp_tocs::TxnOffsetCommitResponseTopic::default()
-                            .with_name(topic(&t.name))
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        kp_tocs::TxnOffsetCommitResponsePartition::default()
-                                            .with_partition_index(p.partition_index)
-                                            .with_error_code(p.error_code)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            )
+            .with_topics(all(&self.topics))
     }
 }
+
+theirs!(TopicPartitionErrors => kp_tocs::TxnOffsetCommitResponseTopic, |t| {
+    with_name(topic_name(&t.name)),
+    with_partitions(all(&t.partitions)),
+});
+
+theirs!(PartitionError => kp_tocs::TxnOffsetCommitResponsePartition, |p| {
+    with_partition_index(p.partition_index),
+    with_error_code(p.error_code),
+});
 
 // ---------------------------------------------------------------------------------------------
 // EndTxn
 
 impl Oracle for EndTxnRequest {
-    type Theirs = kp_etr::EndTxnRequest;
+    type T = kp_etr::EndTxnRequest;
     fn random(g: &mut Gen, _: i16) -> Self {
         Self {
             transactional_id: g.string(),
@@ -979,9 +812,9 @@ impl Oracle for EndTxnRequest {
             committed: g.bool(),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
-            .with_transactional_id(TransactionalId(sb(&self.transactional_id)))
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
+            .with_transactional_id(transactional_id(&self.transactional_id))
             .with_producer_id(ProducerId(self.producer_id))
             .with_producer_epoch(self.producer_epoch)
             .with_committed(self.committed)
@@ -989,7 +822,7 @@ impl Oracle for EndTxnRequest {
 }
 
 impl Oracle for EndTxnResponse {
-    type Theirs = kp_ets::EndTxnResponse;
+    type T = kp_ets::EndTxnResponse;
     fn random(g: &mut Gen, v: i16) -> Self {
         Self {
             throttle_time_ms: g.i32(),
@@ -998,8 +831,8 @@ impl Oracle for EndTxnResponse {
             producer_epoch: g.when(v >= 5, -1, Gen::i16),
         }
     }
-    fn to_theirs(&self, _: i16) -> Self::Theirs {
-        Self::Theirs::default()
+    fn to_theirs(&self, _: i16) -> Self::T {
+        Self::T::default()
             .with_throttle_time_ms(self.throttle_time_ms)
             .with_error_code(self.error_code)
             .with_producer_id(ProducerId(self.producer_id))
@@ -1009,56 +842,33 @@ impl Oracle for EndTxnResponse {
 
 // ---------------------------------------------------------------------------------------------
 
-#[test]
-fn producer_api_versions_match_kafka_protocol() {
-    check::<ApiVersionsRequest>(0xa1);
-    check::<ApiVersionsResponse>(0xa2);
+/// One test per API: `name: Request(seed), Response(seed);` checks both with their seeds.
+macro_rules! oracle_tests {
+    ($($test:ident: $request:ident($request_seed:expr), $response:ident($response_seed:expr);)+) => {
+        $(
+            #[test]
+            fn $test() {
+                check::<$request>($request_seed);
+                check::<$response>($response_seed);
+            }
+        )+
+    };
 }
 
-#[test]
-fn producer_metadata_matches_kafka_protocol() {
-    check::<MetadataRequest>(0x31);
-    check::<MetadataResponse>(0x32);
-}
-
-#[test]
-fn producer_init_producer_id_matches_kafka_protocol() {
-    check::<InitProducerIdRequest>(0x221);
-    check::<InitProducerIdResponse>(0x222);
-}
-
-#[test]
-fn producer_produce_matches_kafka_protocol() {
-    check::<ProduceRequest>(0x01);
-    check::<ProduceResponse>(0x02);
-}
-
-#[test]
-fn producer_find_coordinator_matches_kafka_protocol() {
-    check::<FindCoordinatorRequest>(0x101);
-    check::<FindCoordinatorResponse>(0x102);
-}
-
-#[test]
-fn producer_add_partitions_to_txn_matches_kafka_protocol() {
-    check::<AddPartitionsToTxnRequest>(0x241);
-    check::<AddPartitionsToTxnResponse>(0x242);
-}
-
-#[test]
-fn producer_add_offsets_to_txn_matches_kafka_protocol() {
-    check::<AddOffsetsToTxnRequest>(0x251);
-    check::<AddOffsetsToTxnResponse>(0x252);
-}
-
-#[test]
-fn producer_txn_offset_commit_matches_kafka_protocol() {
-    check::<TxnOffsetCommitRequest>(0x281);
-    check::<TxnOffsetCommitResponse>(0x282);
-}
-
-#[test]
-fn producer_end_txn_matches_kafka_protocol() {
-    check::<EndTxnRequest>(0x261);
-    check::<EndTxnResponse>(0x262);
+oracle_tests! {
+    producer_api_versions_match_kafka_protocol:
+        ApiVersionsRequest(0xa1), ApiVersionsResponse(0xa2);
+    producer_metadata_matches_kafka_protocol: MetadataRequest(0x31), MetadataResponse(0x32);
+    producer_init_producer_id_matches_kafka_protocol:
+        InitProducerIdRequest(0x221), InitProducerIdResponse(0x222);
+    producer_produce_matches_kafka_protocol: ProduceRequest(0x01), ProduceResponse(0x02);
+    producer_find_coordinator_matches_kafka_protocol:
+        FindCoordinatorRequest(0x101), FindCoordinatorResponse(0x102);
+    producer_add_partitions_to_txn_matches_kafka_protocol:
+        AddPartitionsToTxnRequest(0x241), AddPartitionsToTxnResponse(0x242);
+    producer_add_offsets_to_txn_matches_kafka_protocol:
+        AddOffsetsToTxnRequest(0x251), AddOffsetsToTxnResponse(0x252);
+    producer_txn_offset_commit_matches_kafka_protocol:
+        TxnOffsetCommitRequest(0x281), TxnOffsetCommitResponse(0x282);
+    producer_end_txn_matches_kafka_protocol: EndTxnRequest(0x261), EndTxnResponse(0x262);
 }

@@ -14,6 +14,7 @@
 
 use bytes::BufMut;
 
+use super::fields::{TopicKey, TopicRef, put_topic_entry, read_topic_entry};
 use crate::protocol::header::check_version;
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
 
@@ -52,23 +53,20 @@ pub struct AddPartitionsToTxnTopic {
 
 impl AddPartitionsToTxnTopic {
     fn encode<B: BufMut>(&self, flexible: bool, out: &mut B) {
-        out.put_string(flexible, &self.name);
-        out.put_array(flexible, &self.partitions, |out, p| out.put_i32(*p));
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
+        put_topic_entry(
+            out,
+            flexible,
+            TopicRef::Name(&self.name),
+            &self.partitions,
+            |out, p| out.put_i32(*p),
+        );
     }
 
     fn decode(d: &mut Decoder<'_>, flexible: bool) -> Result<Self, DecodeError> {
-        const PARTITIONS: &str = "AddPartitionsToTxnTopic.partitions";
-        let topic = Self {
-            name: d.string(flexible, "AddPartitionsToTxnTopic.name")?,
-            partitions: d.array_of(flexible, PARTITIONS, |d| d.i32(PARTITIONS))?,
-        };
-        if flexible {
-            d.skip_tagged_fields("AddPartitionsToTxnTopic.tagged_fields")?;
-        }
-        Ok(topic)
+        const CONTEXT: &str = "AddPartitionsToTxnTopic";
+        let (name, _, partitions) =
+            read_topic_entry(d, flexible, TopicKey::Name, CONTEXT, |d| d.i32(CONTEXT))?;
+        Ok(Self { name, partitions })
     }
 }
 
@@ -111,6 +109,43 @@ impl AddPartitionsToTxnTransaction {
     }
 }
 
+/// Writes the rest of a body from its per-transaction entries: v4+ the array of entries and the
+/// body's tagged fields (KIP-890); v0–3 the fields of one entry inline, which there are the
+/// rest of the body (tagged fields included) for a single transaction: the first entry, or a
+/// default one when there is none.
+fn put_per_transaction<B: BufMut, T: Default>(
+    out: &mut B,
+    version: i16,
+    entries: &[T],
+    mut put_entry: impl FnMut(&mut B, &T),
+) {
+    if version >= 4 {
+        out.put_array(true, entries, put_entry);
+        out.put_empty_tagged_fields();
+    } else {
+        match entries.first() {
+            Some(entry) => put_entry(out, entry),
+            None => put_entry(out, &T::default()),
+        }
+    }
+}
+
+/// Reads the rest of a body written by [`put_per_transaction`]: below v4, a one-entry list.
+fn read_per_transaction<'a, T>(
+    d: &mut Decoder<'a>,
+    version: i16,
+    context: &'static str,
+    mut read_entry: impl FnMut(&mut Decoder<'a>) -> Result<T, DecodeError>,
+) -> Result<Vec<T>, DecodeError> {
+    if version >= 4 {
+        let entries = d.array_of(true, context, read_entry)?;
+        d.skip_tagged_fields(context)?;
+        Ok(entries)
+    } else {
+        Ok(vec![read_entry(d)?])
+    }
+}
+
 impl Message for AddPartitionsToTxnRequest {
     const API_KEY: ApiKey = ApiKey::AddPartitionsToTxn;
     const MIN_VERSION: i16 = 0;
@@ -122,28 +157,17 @@ impl Message for AddPartitionsToTxnRequest {
             version >= 4 || self.transactions.len() == 1,
             "AddPartitionsToTxn v0-3 carry exactly one transaction"
         );
-        if version >= 4 {
-            out.put_array(true, &self.transactions, |out, t| t.encode(version, out));
-            out.put_empty_tagged_fields();
-        } else {
-            match self.transactions.first() {
-                Some(transaction) => transaction.encode(version, out),
-                None => AddPartitionsToTxnTransaction::default().encode(version, out),
-            }
-        }
+        put_per_transaction(out, version, &self.transactions, |out, t| {
+            t.encode(version, out)
+        });
     }
 
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
         check_version::<Self>(d, version)?;
-        let transactions = if version >= 4 {
-            let transactions = d.array_of(true, "AddPartitionsToTxnRequest.transactions", |d| {
+        let transactions =
+            read_per_transaction(d, version, "AddPartitionsToTxnRequest.transactions", |d| {
                 AddPartitionsToTxnTransaction::decode(d, version)
             })?;
-            d.skip_tagged_fields("AddPartitionsToTxnRequest.tagged_fields")?;
-            transactions
-        } else {
-            vec![AddPartitionsToTxnTransaction::decode(d, version)?]
-        };
         Ok(Self { transactions })
     }
 }
@@ -196,39 +220,35 @@ pub struct PartitionError {
 impl TopicPartitionErrors {
     /// Writes the topic result in the classic or flexible encoding.
     pub(crate) fn encode<B: BufMut>(&self, flexible: bool, out: &mut B) {
-        out.put_string(flexible, &self.name);
-        out.put_array(flexible, &self.partitions, |out, p| {
-            out.put_i32(p.partition_index);
-            out.put_i16(p.error_code);
-            if flexible {
-                out.put_empty_tagged_fields();
-            }
-        });
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
+        put_topic_entry(
+            out,
+            flexible,
+            TopicRef::Name(&self.name),
+            &self.partitions,
+            |out, p| {
+                out.put_i32(p.partition_index);
+                out.put_i16(p.error_code);
+                if flexible {
+                    out.put_empty_tagged_fields();
+                }
+            },
+        );
     }
 
     /// Reads a topic result written by [`TopicPartitionErrors::encode`].
     pub(crate) fn decode(d: &mut Decoder<'_>, flexible: bool) -> Result<Self, DecodeError> {
-        const PARTITION: &str = "TopicPartitionErrors.partitions";
-        let topic = Self {
-            name: d.string(flexible, "TopicPartitionErrors.name")?,
-            partitions: d.array_of(flexible, PARTITION, |d| {
-                let partition = PartitionError {
-                    partition_index: d.i32(PARTITION)?,
-                    error_code: d.i16(PARTITION)?,
-                };
-                if flexible {
-                    d.skip_tagged_fields(PARTITION)?;
-                }
-                Ok(partition)
-            })?,
-        };
-        if flexible {
-            d.skip_tagged_fields("TopicPartitionErrors.tagged_fields")?;
-        }
-        Ok(topic)
+        const CONTEXT: &str = "TopicPartitionErrors";
+        let (name, _, partitions) = read_topic_entry(d, flexible, TopicKey::Name, CONTEXT, |d| {
+            let partition = PartitionError {
+                partition_index: d.i32(CONTEXT)?,
+                error_code: d.i16(CONTEXT)?,
+            };
+            if flexible {
+                d.skip_tagged_fields(CONTEXT)?;
+            }
+            Ok(partition)
+        })?;
+        Ok(Self { name, partitions })
     }
 }
 
@@ -280,16 +300,10 @@ impl Message for AddPartitionsToTxnResponse {
         out.put_i32(self.throttle_time_ms);
         if version >= 4 {
             out.put_i16(self.error_code);
-            out.put_array(true, &self.results_by_transaction, |out, r| {
-                r.encode(version, out)
-            });
-            out.put_empty_tagged_fields();
-        } else {
-            match self.results_by_transaction.first() {
-                Some(result) => result.encode(version, out),
-                None => AddPartitionsToTxnResult::default().encode(version, out),
-            }
         }
+        put_per_transaction(out, version, &self.results_by_transaction, |out, r| {
+            r.encode(version, out)
+        });
     }
 
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
@@ -300,15 +314,13 @@ impl Message for AddPartitionsToTxnResponse {
         };
         if version >= 4 {
             response.error_code = d.i16("AddPartitionsToTxnResponse.error_code")?;
-            response.results_by_transaction = d.array_of(
-                true,
-                "AddPartitionsToTxnResponse.results_by_transaction",
-                |d| AddPartitionsToTxnResult::decode(d, version),
-            )?;
-            d.skip_tagged_fields("AddPartitionsToTxnResponse.tagged_fields")?;
-        } else {
-            response.results_by_transaction = vec![AddPartitionsToTxnResult::decode(d, version)?];
         }
+        response.results_by_transaction = read_per_transaction(
+            d,
+            version,
+            "AddPartitionsToTxnResponse.results_by_transaction",
+            |d| AddPartitionsToTxnResult::decode(d, version),
+        )?;
         Ok(response)
     }
 }
@@ -316,7 +328,7 @@ impl Message for AddPartitionsToTxnResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::versions::test_support::{assert_decodes_robustly, assert_golden};
+    use crate::protocol::messages::test_support::{assert_golden, assert_robust_at};
 
     fn transaction(version: i16, id: &str) -> AddPartitionsToTxnTransaction {
         AddPartitionsToTxnTransaction {
@@ -377,9 +389,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn golden_request_v2_classic() {
-        let request = AddPartitionsToTxnRequest {
+    /// Transaction "t" of producer 5 (epoch 0) adding partition 1 of topic "x".
+    fn golden_request() -> AddPartitionsToTxnRequest {
+        AddPartitionsToTxnRequest {
             transactions: vec![AddPartitionsToTxnTransaction {
                 transactional_id: "t".into(),
                 producer_id: 5,
@@ -390,7 +402,12 @@ mod tests {
                     partitions: vec![1],
                 }],
             }],
-        };
+        }
+    }
+
+    #[test]
+    fn golden_request_v2_classic() {
+        let request = golden_request();
         #[rustfmt::skip]
         let v2 = [
             0x00, 0x01, b't',             // v3_and_below_transactional_id "t"
@@ -406,18 +423,7 @@ mod tests {
 
     #[test]
     fn golden_request_v3_and_v4_flexible() {
-        let mut request = AddPartitionsToTxnRequest {
-            transactions: vec![AddPartitionsToTxnTransaction {
-                transactional_id: "t".into(),
-                producer_id: 5,
-                producer_epoch: 0,
-                verify_only: false,
-                topics: vec![AddPartitionsToTxnTopic {
-                    name: "x".into(),
-                    partitions: vec![1],
-                }],
-            }],
-        };
+        let mut request = golden_request();
         #[rustfmt::skip]
         let v3 = [
             0x02, b't',                   // v3_and_below_transactional_id "t"
@@ -514,8 +520,8 @@ mod tests {
         for version in
             AddPartitionsToTxnRequest::MIN_VERSION..=AddPartitionsToTxnRequest::MAX_VERSION
         {
-            assert_decodes_robustly(&sample_request(version), version);
-            assert_decodes_robustly(&sample_response(version), version);
+            assert_robust_at(&sample_request(version), version);
+            assert_robust_at(&sample_response(version), version);
         }
     }
 }

@@ -14,68 +14,16 @@
 
 use bytes::{BufMut, Bytes};
 
+use super::fields::{TopicKey, put_topic_entry, read_topic_entry};
+use super::metadata::BrokerEndpoint;
+use super::produce::LeaderIdAndEpoch;
+use super::tagged::TaggedFields;
 use crate::protocol::header::check_version;
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
 
-/// From this version topics are named by id, not by name (KIP-516).
-const TOPIC_IDS_FROM: i16 = 13;
-
-/// Writes a topic reference: its id when `by_id`, else its name. Messages that moved from
-/// topic names to topic ids (KIP-516) keep both fields and write the one their version has.
-pub(super) fn put_topic_name_or_id<B: BufMut>(
-    out: &mut B,
-    by_id: bool,
-    flexible: bool,
-    name: &str,
-    topic_id: &[u8; 16],
-) {
-    if by_id {
-        out.put_uuid(topic_id);
-    } else {
-        out.put_string(flexible, name);
-    }
-}
-
-/// Reads a topic reference written by [`put_topic_name_or_id`]: `(name, id)`, the field the
-/// version lacks left empty (all-zero id).
-pub(super) fn read_topic_name_or_id(
-    d: &mut Decoder<'_>,
-    by_id: bool,
-    flexible: bool,
-    context: &'static str,
-) -> Result<(String, [u8; 16]), DecodeError> {
-    if by_id {
-        Ok((String::new(), d.uuid(context)?))
-    } else {
-        Ok((d.string(flexible, context)?, [0; 16]))
-    }
-}
-
-/// The tagged fields of one struct, gathered in ascending tag order and then written as one
-/// tagged-field section (count, then each field's tag, size and bytes). A field is added only
-/// when it differs from its default, as Kafka's generated code does.
-#[derive(Default)]
-struct TaggedFields {
-    fields: Vec<(u32, Vec<u8>)>,
-}
-
-impl TaggedFields {
-    fn add(&mut self, tag: u32, write: impl FnOnce(&mut Vec<u8>)) {
-        debug_assert!(
-            self.fields.last().is_none_or(|(last, _)| *last < tag),
-            "tagged fields must be added in ascending tag order"
-        );
-        let mut body = Vec::new();
-        write(&mut body);
-        self.fields.push((tag, body));
-    }
-
-    fn write<B: BufMut>(self, out: &mut B) {
-        out.put_uvarint(self.fields.len() as u32);
-        for (tag, body) in &self.fields {
-            out.put_tagged_field(*tag, body);
-        }
-    }
+/// How a version names topics: by id from v13 (KIP-516), by name before.
+fn topic_key(version: i16) -> TopicKey {
+    TopicKey::from_version(version, 13)
 }
 
 /// FetchRequest: the partitions to read, from which offsets, and how long to wait for data.
@@ -294,79 +242,56 @@ impl FetchPartition {
 
 impl FetchTopic {
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = FetchRequest::is_flexible(version);
-        put_topic_name_or_id(
+        put_topic_entry(
             out,
-            version >= TOPIC_IDS_FROM,
-            flexible,
-            &self.topic,
-            &self.topic_id,
+            FetchRequest::is_flexible(version),
+            topic_key(version).pick(&self.topic, &self.topic_id),
+            &self.partitions,
+            |out, p| p.encode(version, out),
         );
-        out.put_array(flexible, &self.partitions, |out, p| p.encode(version, out));
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
     }
 
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let flexible = FetchRequest::is_flexible(version);
-        let (topic, topic_id) = read_topic_name_or_id(
+        let (topic, topic_id, partitions) = read_topic_entry(
             d,
-            version >= TOPIC_IDS_FROM,
-            flexible,
-            "FetchRequest.topics.topic",
+            FetchRequest::is_flexible(version),
+            topic_key(version),
+            "FetchRequest.topics",
+            |d| FetchPartition::decode(d, version),
         )?;
-        let fetch_topic = Self {
+        Ok(Self {
             topic,
             topic_id,
-            partitions: d.array_of(flexible, "FetchRequest.topics.partitions", |d| {
-                FetchPartition::decode(d, version)
-            })?,
-        };
-        if flexible {
-            d.skip_tagged_fields("FetchRequest.topics.tagged_fields")?;
-        }
-        Ok(fetch_topic)
+            partitions,
+        })
     }
 }
 
 impl ForgottenTopic {
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = FetchRequest::is_flexible(version);
-        put_topic_name_or_id(
+        put_topic_entry(
             out,
-            version >= TOPIC_IDS_FROM,
-            flexible,
-            &self.topic,
-            &self.topic_id,
+            FetchRequest::is_flexible(version),
+            topic_key(version).pick(&self.topic, &self.topic_id),
+            &self.partitions,
+            |out, p| out.put_i32(*p),
         );
-        out.put_array(flexible, &self.partitions, |out, p| out.put_i32(*p));
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
     }
 
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let flexible = FetchRequest::is_flexible(version);
-        let (topic, topic_id) = read_topic_name_or_id(
+        const CONTEXT: &str = "FetchRequest.forgotten_topics_data";
+        let (topic, topic_id, partitions) = read_topic_entry(
             d,
-            version >= TOPIC_IDS_FROM,
-            flexible,
-            "FetchRequest.forgotten_topics_data.topic",
+            FetchRequest::is_flexible(version),
+            topic_key(version),
+            CONTEXT,
+            |d| d.i32(CONTEXT),
         )?;
-        let forgotten = Self {
+        Ok(Self {
             topic,
             topic_id,
-            partitions: d.array_of(
-                flexible,
-                "FetchRequest.forgotten_topics_data.partitions",
-                |d| d.i32("FetchRequest.forgotten_topics_data.partitions"),
-            )?,
-        };
-        if flexible {
-            d.skip_tagged_fields("FetchRequest.forgotten_topics_data.tagged_fields")?;
-        }
-        Ok(forgotten)
+            partitions,
+        })
     }
 }
 
@@ -476,7 +401,7 @@ pub struct FetchResponse {
     pub responses: Vec<FetchTopicResponse>,
     /// v16+, tagged 0: the endpoints of the leaders named in partitions that answered
     /// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH (KIP-951).
-    pub node_endpoints: Vec<NodeEndpoint>,
+    pub node_endpoints: Vec<BrokerEndpoint>,
 }
 
 /// One topic of a [`FetchResponse`] (`FetchableTopicResponse` in the schema).
@@ -560,25 +485,6 @@ impl Default for EpochEndOffset {
     }
 }
 
-/// A partition's current leader (v12+).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaderIdAndEpoch {
-    /// The leader's broker id, -1 if unknown.
-    pub leader_id: i32,
-    /// The leader epoch, -1 if unknown.
-    pub leader_epoch: i32,
-}
-
-impl Default for LeaderIdAndEpoch {
-    /// The schema's defaults (-1, -1): unknown.
-    fn default() -> Self {
-        Self {
-            leader_id: -1,
-            leader_epoch: -1,
-        }
-    }
-}
-
 /// The snapshot to fetch instead of the log (v12+, KIP-630).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SnapshotId {
@@ -607,19 +513,6 @@ pub struct AbortedTransaction {
     pub first_offset: i64,
 }
 
-/// A broker's endpoint (v16+, KIP-951).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct NodeEndpoint {
-    /// The broker id.
-    pub node_id: i32,
-    /// The broker's host name.
-    pub host: String,
-    /// The broker's port.
-    pub port: i32,
-    /// The broker's rack, or null.
-    pub rack: Option<String>,
-}
-
 impl EpochEndOffset {
     /// Tagged fields exist only in flexible versions, so this is always flexible.
     fn encode<B: BufMut>(&self, out: &mut B) {
@@ -634,24 +527,6 @@ impl EpochEndOffset {
             end_offset: d.i64("FetchResponse.diverging_epoch.end_offset")?,
         };
         d.skip_tagged_fields("FetchResponse.diverging_epoch.tagged_fields")?;
-        Ok(value)
-    }
-}
-
-impl LeaderIdAndEpoch {
-    /// Tagged fields exist only in flexible versions, so this is always flexible.
-    fn encode<B: BufMut>(&self, out: &mut B) {
-        out.put_i32(self.leader_id);
-        out.put_i32(self.leader_epoch);
-        out.put_empty_tagged_fields();
-    }
-
-    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
-        let value = Self {
-            leader_id: d.i32("FetchResponse.current_leader.leader_id")?,
-            leader_epoch: d.i32("FetchResponse.current_leader.leader_epoch")?,
-        };
-        d.skip_tagged_fields("FetchResponse.current_leader.tagged_fields")?;
         Ok(value)
     }
 }
@@ -691,28 +566,6 @@ impl AbortedTransaction {
         if flexible {
             d.skip_tagged_fields("FetchResponse.aborted_transactions.tagged_fields")?;
         }
-        Ok(value)
-    }
-}
-
-impl NodeEndpoint {
-    /// Tagged fields exist only in flexible versions, so this is always flexible.
-    fn encode<B: BufMut>(&self, out: &mut B) {
-        out.put_i32(self.node_id);
-        out.put_string(true, &self.host);
-        out.put_i32(self.port);
-        out.put_nullable_string(true, self.rack.as_deref());
-        out.put_empty_tagged_fields();
-    }
-
-    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
-        let value = Self {
-            node_id: d.i32("FetchResponse.node_endpoints.node_id")?,
-            host: d.string(true, "FetchResponse.node_endpoints.host")?,
-            port: d.i32("FetchResponse.node_endpoints.port")?,
-            rack: d.nullable_string(true, "FetchResponse.node_endpoints.rack")?,
-        };
-        d.skip_tagged_fields("FetchResponse.node_endpoints.tagged_fields")?;
         Ok(value)
     }
 }
@@ -796,39 +649,28 @@ impl FetchPartitionResponse {
 
 impl FetchTopicResponse {
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = FetchResponse::is_flexible(version);
-        put_topic_name_or_id(
+        put_topic_entry(
             out,
-            version >= TOPIC_IDS_FROM,
-            flexible,
-            &self.topic,
-            &self.topic_id,
+            FetchResponse::is_flexible(version),
+            topic_key(version).pick(&self.topic, &self.topic_id),
+            &self.partitions,
+            |out, p| p.encode(version, out),
         );
-        out.put_array(flexible, &self.partitions, |out, p| p.encode(version, out));
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
     }
 
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let flexible = FetchResponse::is_flexible(version);
-        let (topic, topic_id) = read_topic_name_or_id(
+        let (topic, topic_id, partitions) = read_topic_entry(
             d,
-            version >= TOPIC_IDS_FROM,
-            flexible,
-            "FetchResponse.responses.topic",
+            FetchResponse::is_flexible(version),
+            topic_key(version),
+            "FetchResponse.responses",
+            |d| FetchPartitionResponse::decode(d, version),
         )?;
-        let response = Self {
+        Ok(Self {
             topic,
             topic_id,
-            partitions: d.array_of(flexible, "FetchResponse.responses.partitions", |d| {
-                FetchPartitionResponse::decode(d, version)
-            })?,
-        };
-        if flexible {
-            d.skip_tagged_fields("FetchResponse.responses.tagged_fields")?;
-        }
-        Ok(response)
+            partitions,
+        })
     }
 }
 
@@ -852,7 +694,7 @@ impl Message for FetchResponse {
             let mut tagged = TaggedFields::default();
             if version >= 16 && !self.node_endpoints.is_empty() {
                 tagged.add(0, |b| {
-                    b.put_array(true, &self.node_endpoints, |b, n| n.encode(b))
+                    BrokerEndpoint::put_node_endpoints(b, &self.node_endpoints)
                 });
             }
             tagged.write(out);
@@ -877,7 +719,7 @@ impl Message for FetchResponse {
             d.tagged_fields("FetchResponse.tagged_fields", |tag, f| {
                 if tag == 0 && version >= 16 {
                     response.node_endpoints =
-                        f.array_of(true, "FetchResponse.node_endpoints", NodeEndpoint::decode)?;
+                        BrokerEndpoint::read_node_endpoints(f, "FetchResponse.node_endpoints")?;
                     return Ok(true);
                 }
                 Ok(false)
@@ -889,8 +731,8 @@ impl Message for FetchResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::super::heartbeat::group_test_support::{assert_golden, assert_robust, decode};
     use super::*;
+    use crate::protocol::messages::test_support::{assert_golden, assert_robust, decode};
 
     const TOPIC_ID: [u8; 16] = [
         0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae,
@@ -1195,7 +1037,7 @@ mod tests {
                 topic_id: TOPIC_ID,
                 partitions: vec![partition],
             }],
-            node_endpoints: vec![NodeEndpoint {
+            node_endpoints: vec![BrokerEndpoint {
                 node_id: 2,
                 host: "h".into(),
                 port: 9092,
@@ -1329,7 +1171,7 @@ mod tests {
                 topic_id: TOPIC_ID,
                 partitions: vec![partition],
             }],
-            node_endpoints: vec![NodeEndpoint {
+            node_endpoints: vec![BrokerEndpoint {
                 node_id: 1,
                 host: "h".into(),
                 port: 1,

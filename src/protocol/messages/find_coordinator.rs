@@ -238,7 +238,7 @@ impl Message for FindCoordinatorResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::versions::test_support::{assert_decodes_robustly, assert_golden};
+    use crate::protocol::messages::test_support::{assert_golden, assert_robust_at};
 
     fn sample_response(version: i16) -> FindCoordinatorResponse {
         let coordinator = |key: &str| Coordinator {
@@ -358,8 +358,8 @@ mod tests {
             } else {
                 FindCoordinatorRequest::single(0, "group")
             };
-            assert_decodes_robustly(&request, version);
-            assert_decodes_robustly(&sample_response(version), version);
+            assert_robust_at(&request, version);
+            assert_robust_at(&sample_response(version), version);
         }
     }
 }

@@ -105,88 +105,10 @@ impl Message for HeartbeatResponse {
     }
 }
 
-/// Test helpers shared by the consumer-, group- and SASL-side message modules (list_offsets,
-/// fetch, offset_fetch, join_group, sync_group, heartbeat, leave_group, sasl_handshake,
-/// sasl_authenticate): golden byte vectors and decoder robustness.
-#[cfg(test)]
-pub(crate) mod group_test_support {
-    use std::fmt::Debug;
-
-    use rand::rngs::SmallRng;
-    use rand::{Rng, SeedableRng};
-
-    use crate::protocol::{DecodeError, Decoder, Message};
-
-    /// Encodes `value` at `version` into a fresh buffer.
-    pub(crate) fn encode<M: Message>(value: &M, version: i16) -> Vec<u8> {
-        let mut out = Vec::new();
-        value.encode(version, &mut out);
-        out
-    }
-
-    /// Decodes `bytes` as a whole `M` at `version`; leftover bytes are an error.
-    pub(crate) fn decode<M: Message>(bytes: &[u8], version: i16) -> Result<M, DecodeError> {
-        let mut d = Decoder::new(bytes);
-        let value = M::decode(&mut d, version)?;
-        d.finish("test message")?;
-        Ok(value)
-    }
-
-    /// Asserts that `value` encodes at `version` to exactly `golden`, and `golden` decodes back
-    /// to `value`.
-    pub(crate) fn assert_golden<M: Message + PartialEq + Debug>(
-        value: &M,
-        version: i16,
-        golden: &[u8],
-    ) {
-        assert_eq!(encode(value, version), golden, "encoding at v{version}");
-        assert_eq!(
-            &decode::<M>(golden, version).expect("golden bytes decode"),
-            value,
-            "decoding at v{version}"
-        );
-    }
-
-    /// For every version of `M`: `sample` round-trips, every strict prefix of its encoding is
-    /// an error (not a panic, not a short read), and random bytes or randomly corrupted
-    /// encodings never panic. Also checks that an unimplemented version is refused.
-    pub(crate) fn assert_robust<M: Message>(sample: &M) {
-        let mut rng = SmallRng::seed_from_u64(M::API_KEY as i16 as u64);
-        for version in M::MIN_VERSION..=M::MAX_VERSION {
-            let valid = encode(sample, version);
-            let round_trip = decode::<M>(&valid, version).expect("sample decodes");
-            assert_eq!(
-                encode(&round_trip, version),
-                valid,
-                "re-encoding at v{version}"
-            );
-            for len in 0..valid.len() {
-                let mut d = Decoder::new(&valid[..len]);
-                assert!(
-                    M::decode(&mut d, version).is_err(),
-                    "a {len}-byte prefix of a v{version} encoding decoded"
-                );
-            }
-            for _ in 0..300 {
-                let len = rng.random_range(0..64);
-                let noise: Vec<u8> = (0..len).map(|_| rng.random()).collect();
-                let _ = decode::<M>(&noise, version);
-                let mut corrupted = valid.clone();
-                let at = rng.random_range(0..corrupted.len());
-                corrupted[at] = rng.random();
-                let _ = decode::<M>(&corrupted, version);
-            }
-        }
-        let valid = encode(sample, M::MAX_VERSION);
-        assert!(decode::<M>(&valid, M::MAX_VERSION + 1).is_err());
-        assert!(decode::<M>(&valid, M::MIN_VERSION - 1).is_err());
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::group_test_support::{assert_golden, assert_robust};
     use super::*;
+    use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
     fn request() -> HeartbeatRequest {
         HeartbeatRequest {

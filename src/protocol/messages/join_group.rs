@@ -11,6 +11,10 @@
 
 use bytes::{BufMut, Bytes};
 
+use super::fields::{
+    put_string_bytes_entry, put_string_nullable_if, read_string_bytes_entry,
+    read_string_nullable_if,
+};
 use crate::protocol::header::check_version;
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
 
@@ -63,22 +67,12 @@ pub struct JoinGroupProtocol {
 
 impl JoinGroupProtocol {
     fn encode<B: BufMut>(&self, flexible: bool, out: &mut B) {
-        out.put_string(flexible, &self.name);
-        out.put_bytes_field(flexible, &self.metadata);
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
+        put_string_bytes_entry(out, flexible, &self.name, &self.metadata);
     }
 
     fn decode(d: &mut Decoder<'_>, flexible: bool) -> Result<Self, DecodeError> {
-        let protocol = Self {
-            name: d.string(flexible, "JoinGroupRequest.protocols.name")?,
-            metadata: d.bytes(flexible, "JoinGroupRequest.protocols.metadata")?,
-        };
-        if flexible {
-            d.skip_tagged_fields("JoinGroupRequest.protocols.tagged_fields")?;
-        }
-        Ok(protocol)
+        let (name, metadata) = read_string_bytes_entry(d, flexible, "JoinGroupRequest.protocols")?;
+        Ok(Self { name, metadata })
     }
 }
 
@@ -244,10 +238,8 @@ impl Message for JoinGroupResponse {
         out.put_i32(self.generation_id);
         if version >= 7 {
             out.put_nullable_string(flexible, self.protocol_type.as_deref());
-            out.put_nullable_string(flexible, self.protocol_name.as_deref());
-        } else {
-            out.put_string(flexible, self.protocol_name.as_deref().unwrap_or_default());
         }
+        put_string_nullable_if(out, flexible, version >= 7, self.protocol_name.as_deref());
         out.put_string(flexible, &self.leader);
         if version >= 9 {
             out.put_bool(self.skip_assignment);
@@ -271,11 +263,9 @@ impl Message for JoinGroupResponse {
         if version >= 7 {
             response.protocol_type =
                 d.nullable_string(flexible, "JoinGroupResponse.protocol_type")?;
-            response.protocol_name =
-                d.nullable_string(flexible, "JoinGroupResponse.protocol_name")?;
-        } else {
-            response.protocol_name = Some(d.string(flexible, "JoinGroupResponse.protocol_name")?);
         }
+        response.protocol_name =
+            read_string_nullable_if(d, flexible, version >= 7, "JoinGroupResponse.protocol_name")?;
         response.leader = d.string(flexible, "JoinGroupResponse.leader")?;
         if version >= 9 {
             response.skip_assignment = d.bool("JoinGroupResponse.skip_assignment")?;
@@ -293,8 +283,8 @@ impl Message for JoinGroupResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::super::heartbeat::group_test_support::{assert_golden, assert_robust};
     use super::*;
+    use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
     fn request() -> JoinGroupRequest {
         JoinGroupRequest {

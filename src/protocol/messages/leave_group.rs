@@ -207,8 +207,8 @@ impl Message for LeaveGroupResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::super::heartbeat::group_test_support::{assert_golden, assert_robust};
     use super::*;
+    use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
     fn request() -> LeaveGroupRequest {
         LeaveGroupRequest {

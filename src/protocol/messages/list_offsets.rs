@@ -11,6 +11,7 @@
 
 use bytes::BufMut;
 
+use super::fields::{TopicKey, TopicRef, put_topic_entry, read_topic_entry};
 use crate::protocol::header::check_version;
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
 
@@ -64,26 +65,24 @@ impl Default for ListOffsetsPartition {
 
 impl ListOffsetsTopic {
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = ListOffsetsRequest::is_flexible(version);
-        out.put_string(flexible, &self.name);
-        out.put_array(flexible, &self.partitions, |out, p| p.encode(version, out));
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
+        put_topic_entry(
+            out,
+            ListOffsetsRequest::is_flexible(version),
+            TopicRef::Name(&self.name),
+            &self.partitions,
+            |out, p| p.encode(version, out),
+        );
     }
 
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let flexible = ListOffsetsRequest::is_flexible(version);
-        let topic = Self {
-            name: d.string(flexible, "ListOffsetsRequest.topics.name")?,
-            partitions: d.array_of(flexible, "ListOffsetsRequest.topics.partitions", |d| {
-                ListOffsetsPartition::decode(d, version)
-            })?,
-        };
-        if flexible {
-            d.skip_tagged_fields("ListOffsetsRequest.topics.tagged_fields")?;
-        }
-        Ok(topic)
+        let (name, _, partitions) = read_topic_entry(
+            d,
+            ListOffsetsRequest::is_flexible(version),
+            TopicKey::Name,
+            "ListOffsetsRequest.topics",
+            |d| ListOffsetsPartition::decode(d, version),
+        )?;
+        Ok(Self { name, partitions })
     }
 }
 
@@ -221,26 +220,24 @@ impl Default for ListOffsetsPartitionResponse {
 
 impl ListOffsetsTopicResponse {
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = ListOffsetsResponse::is_flexible(version);
-        out.put_string(flexible, &self.name);
-        out.put_array(flexible, &self.partitions, |out, p| p.encode(version, out));
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
+        put_topic_entry(
+            out,
+            ListOffsetsResponse::is_flexible(version),
+            TopicRef::Name(&self.name),
+            &self.partitions,
+            |out, p| p.encode(version, out),
+        );
     }
 
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let flexible = ListOffsetsResponse::is_flexible(version);
-        let topic = Self {
-            name: d.string(flexible, "ListOffsetsResponse.topics.name")?,
-            partitions: d.array_of(flexible, "ListOffsetsResponse.topics.partitions", |d| {
-                ListOffsetsPartitionResponse::decode(d, version)
-            })?,
-        };
-        if flexible {
-            d.skip_tagged_fields("ListOffsetsResponse.topics.tagged_fields")?;
-        }
-        Ok(topic)
+        let (name, _, partitions) = read_topic_entry(
+            d,
+            ListOffsetsResponse::is_flexible(version),
+            TopicKey::Name,
+            "ListOffsetsResponse.topics",
+            |d| ListOffsetsPartitionResponse::decode(d, version),
+        )?;
+        Ok(Self { name, partitions })
     }
 }
 
@@ -325,8 +322,8 @@ impl Message for ListOffsetsResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::super::heartbeat::group_test_support::{assert_golden, assert_robust};
     use super::*;
+    use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
     fn request() -> ListOffsetsRequest {
         ListOffsetsRequest {

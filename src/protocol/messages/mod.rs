@@ -6,6 +6,7 @@ pub mod add_partitions_to_txn;
 pub mod api_versions;
 pub mod end_txn;
 pub mod fetch;
+mod fields;
 pub mod find_coordinator;
 pub mod heartbeat;
 pub mod init_producer_id;
@@ -18,4 +19,7 @@ pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
+mod tagged;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod txn_offset_commit;

@@ -10,12 +10,14 @@
 
 use bytes::BufMut;
 
-use super::fetch::{put_topic_name_or_id, read_topic_name_or_id};
+use super::fields::{TopicKey, put_topic_entry, read_topic_entry};
 use crate::protocol::header::check_version;
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
 
-/// From this version topics are named by id, not by name (KIP-848).
-const TOPIC_IDS_FROM: i16 = 10;
+/// How a version names topics: by id from v10, by name before (KIP-848).
+fn topic_key(version: i16) -> TopicKey {
+    TopicKey::from_version(version, 10)
+}
 
 /// OffsetFetchRequest: the committed offsets of one group (v0–7) or of several (v8+).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,41 +85,29 @@ pub struct OffsetFetchRequestTopic {
 
 impl OffsetFetchRequestTopic {
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = OffsetFetchRequest::is_flexible(version);
-        put_topic_name_or_id(
+        put_topic_entry(
             out,
-            version >= TOPIC_IDS_FROM,
-            flexible,
-            &self.name,
-            &self.topic_id,
+            OffsetFetchRequest::is_flexible(version),
+            topic_key(version).pick(&self.name, &self.topic_id),
+            &self.partition_indexes,
+            |out, p| out.put_i32(*p),
         );
-        out.put_array(flexible, &self.partition_indexes, |out, p| out.put_i32(*p));
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
     }
 
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let flexible = OffsetFetchRequest::is_flexible(version);
-        let (name, topic_id) = read_topic_name_or_id(
+        const CONTEXT: &str = "OffsetFetchRequest.topics";
+        let (name, topic_id, partition_indexes) = read_topic_entry(
             d,
-            version >= TOPIC_IDS_FROM,
-            flexible,
-            "OffsetFetchRequest.topics.name",
+            OffsetFetchRequest::is_flexible(version),
+            topic_key(version),
+            CONTEXT,
+            |d| d.i32(CONTEXT),
         )?;
-        let topic = Self {
+        Ok(Self {
             name,
             topic_id,
-            partition_indexes: d.array_of(
-                flexible,
-                "OffsetFetchRequest.topics.partition_indexes",
-                |d| d.i32("OffsetFetchRequest.topics.partition_indexes"),
-            )?,
-        };
-        if flexible {
-            d.skip_tagged_fields("OffsetFetchRequest.topics.tagged_fields")?;
-        }
-        Ok(topic)
+            partition_indexes,
+        })
     }
 }
 
@@ -332,39 +322,28 @@ impl OffsetFetchResponsePartition {
 
 impl OffsetFetchResponseTopic {
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = OffsetFetchResponse::is_flexible(version);
-        put_topic_name_or_id(
+        put_topic_entry(
             out,
-            version >= TOPIC_IDS_FROM,
-            flexible,
-            &self.name,
-            &self.topic_id,
+            OffsetFetchResponse::is_flexible(version),
+            topic_key(version).pick(&self.name, &self.topic_id),
+            &self.partitions,
+            |out, p| p.encode(version, out),
         );
-        out.put_array(flexible, &self.partitions, |out, p| p.encode(version, out));
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
     }
 
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let flexible = OffsetFetchResponse::is_flexible(version);
-        let (name, topic_id) = read_topic_name_or_id(
+        let (name, topic_id, partitions) = read_topic_entry(
             d,
-            version >= TOPIC_IDS_FROM,
-            flexible,
-            "OffsetFetchResponse.topics.name",
+            OffsetFetchResponse::is_flexible(version),
+            topic_key(version),
+            "OffsetFetchResponse.topics",
+            |d| OffsetFetchResponsePartition::decode(d, version),
         )?;
-        let topic = Self {
+        Ok(Self {
             name,
             topic_id,
-            partitions: d.array_of(flexible, "OffsetFetchResponse.topics.partitions", |d| {
-                OffsetFetchResponsePartition::decode(d, version)
-            })?,
-        };
-        if flexible {
-            d.skip_tagged_fields("OffsetFetchResponse.topics.tagged_fields")?;
-        }
-        Ok(topic)
+            partitions,
+        })
     }
 }
 
@@ -460,8 +439,8 @@ impl Message for OffsetFetchResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::super::heartbeat::group_test_support::{assert_golden, assert_robust};
     use super::*;
+    use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
     const TOPIC_ID: [u8; 16] = [
         0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e,

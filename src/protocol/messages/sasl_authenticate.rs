@@ -113,8 +113,8 @@ impl Message for SaslAuthenticateResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::super::heartbeat::group_test_support::{assert_golden, assert_robust};
     use super::*;
+    use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
     fn request() -> SaslAuthenticateRequest {
         SaslAuthenticateRequest {

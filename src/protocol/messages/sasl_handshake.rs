@@ -72,8 +72,8 @@ impl Message for SaslHandshakeResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::super::heartbeat::group_test_support::{assert_golden, assert_robust};
     use super::*;
+    use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
     fn response() -> SaslHandshakeResponse {
         SaslHandshakeResponse {

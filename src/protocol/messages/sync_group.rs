@@ -8,6 +8,7 @@
 
 use bytes::{BufMut, Bytes};
 
+use super::fields::{put_string_bytes_entry, read_string_bytes_entry};
 use crate::protocol::header::check_version;
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
 
@@ -42,22 +43,16 @@ pub struct SyncGroupAssignment {
 
 impl SyncGroupAssignment {
     fn encode<B: BufMut>(&self, flexible: bool, out: &mut B) {
-        out.put_string(flexible, &self.member_id);
-        out.put_bytes_field(flexible, &self.assignment);
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
+        put_string_bytes_entry(out, flexible, &self.member_id, &self.assignment);
     }
 
     fn decode(d: &mut Decoder<'_>, flexible: bool) -> Result<Self, DecodeError> {
-        let assignment = Self {
-            member_id: d.string(flexible, "SyncGroupRequest.assignments.member_id")?,
-            assignment: d.bytes(flexible, "SyncGroupRequest.assignments.assignment")?,
-        };
-        if flexible {
-            d.skip_tagged_fields("SyncGroupRequest.assignments.tagged_fields")?;
-        }
-        Ok(assignment)
+        let (member_id, assignment) =
+            read_string_bytes_entry(d, flexible, "SyncGroupRequest.assignments")?;
+        Ok(Self {
+            member_id,
+            assignment,
+        })
     }
 }
 
@@ -181,8 +176,8 @@ impl Message for SyncGroupResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::super::heartbeat::group_test_support::{assert_golden, assert_robust};
     use super::*;
+    use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
     fn request() -> SyncGroupRequest {
         SyncGroupRequest {
