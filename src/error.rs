@@ -35,6 +35,14 @@ pub enum Error {
         /// Whether the record may have been written (its batch was sent and its answer lost).
         indeterminate: bool,
     },
+    /// The record's batch went out and then failed in a way that leaves its outcome unknown
+    /// (e.g. a retry was rejected after an earlier attempt's answer was lost): it may be in
+    /// the log (P6).
+    #[error("the record may or may not have been written: {cause}")]
+    Indeterminate {
+        /// What ended the attempts.
+        cause: Arc<Error>,
+    },
     /// A record larger than `max.request.size` (or than the buffer) was rejected at `send`.
     #[error("record of {size} bytes is larger than the limit of {max} bytes ({setting})")]
     RecordTooLarge {
@@ -149,7 +157,7 @@ impl Error {
             Error::DeliveryTimeout {
                 indeterminate: true,
                 ..
-            }
+            } | Error::Indeterminate { .. }
         )
     }
 

@@ -395,11 +395,17 @@ async fn coordinator_killed_mid_commit(cluster: Cluster) {
     producer.begin_transaction().unwrap();
     let sent = send_all(&producer, &topic, "maybe", 20).await;
     producer.flush().await.unwrap();
+    // Answers are dropped, so the EndTxn is decided (or not) but unanswered when the broker
+    // dies.
+    let proxy = cluster.proxy(0);
+    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
     let commit = tokio::spawn({
         let producer = producer.clone();
         async move { producer.commit_transaction().await }
     });
+    tokio::time::sleep(Duration::from_millis(300)).await;
     cluster.stop_broker(0, true);
+    proxy.remove_toxic("drop_answers");
     tokio::time::sleep(Duration::from_secs(1)).await;
     cluster.start_broker(0);
     let result = tokio::time::timeout(RESOLVE_LIMIT, commit)
@@ -409,7 +415,17 @@ async fn coordinator_killed_mid_commit(cluster: Cluster) {
     await_all(sent).await;
     producer.close().await.unwrap();
 
-    let visible = count_prefix(&values(&cluster, &topic, Isolation::ReadCommitted), "maybe");
+    // After a restart the coordinator finishes writing the markers of a decided transaction
+    // from its log; until then read_committed readers stop at the open transaction. Wait for
+    // the markers (bounded), then judge the final state.
+    let mut visible = 0;
+    for _ in 0..60 {
+        visible = count_prefix(&values(&cluster, &topic, Isolation::ReadCommitted), "maybe");
+        if visible == 20 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     match result {
         Ok(()) => assert_eq!(visible, 20, "a successful commit is visible in full"),
         Err(e) => assert!(

@@ -94,6 +94,11 @@ pub(crate) struct PartitionState {
     pub retry_at: Millis,
     /// The last offset the broker confirmed (for UNKNOWN_PRODUCER_ID, P7), -1 if none.
     pub last_acked_offset: i64,
+    /// The broker acknowledged a batch of the current identity, so it holds state for it;
+    /// until then only one batch is in flight (P4, KAFKA-15591: see `Engine::dispatch`).
+    pub confirmed: bool,
+    /// When the broker last acknowledged a batch of this partition.
+    pub last_ack_ms: Millis,
 }
 
 impl Default for PartitionState {
@@ -106,6 +111,8 @@ impl Default for PartitionState {
             diverged: false,
             retry_at: 0,
             last_acked_offset: -1,
+            confirmed: false,
+            last_ack_ms: 0,
         }
     }
 }
@@ -158,7 +165,14 @@ impl PartitionState {
     /// nothing of this partition is in flight, which the caller checks.
     pub fn unstamp_unwritten_tail(&mut self) {
         while let Some(last) = self.unacked.back() {
-            if last.wire != Some(WireState::NotWritten) || last.behind_gap {
+            // Only the most recently stamped batch gives its sequences back. If a later one
+            // was already resolved (acknowledged: a broker without state for us accepted it
+            // out of order, KAFKA-15591), rewinding would stamp new records with sequences the
+            // broker has, and it would drop them as duplicates (P2, P3). Found by the
+            // simulation (see `Engine::dispatch` on KAFKA-15591).
+            let last_stamped =
+                increment_sequence(last.batch.last_sequence(), 1) == self.next_sequence;
+            if last.wire != Some(WireState::NotWritten) || last.behind_gap || !last_stamped {
                 break;
             }
             let mut batch = self.unacked.pop_back().expect("back exists");
@@ -197,6 +211,7 @@ impl PartitionState {
         self.queued = carried;
         self.next_sequence = 0;
         self.diverged = false;
+        self.confirmed = false;
         unresolved
     }
 }

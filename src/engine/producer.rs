@@ -197,6 +197,14 @@ impl Engine {
             .sum()
     }
 
+    /// Simulation only: makes `partition`'s next batch take `sequence`, so a run can start
+    /// near `i32::MAX` and cross the wrap (franz-go #216) without sending 2^31 records. The
+    /// simulation gives the model broker the matching producer state.
+    #[cfg(feature = "sim")]
+    pub fn set_next_sequence(&mut self, partition: TopicPartition, sequence: i32) {
+        self.partitions.entry(partition).or_default().next_sequence = sequence;
+    }
+
     fn next_request_id(&mut self) -> RequestId {
         let id = self.next_request;
         self.next_request += 1;
@@ -211,7 +219,17 @@ impl Engine {
                     self.partitions.entry(tp).or_default().leader = leader;
                 }
             }
-            Event::ProducerId { request, result } => self.on_producer_id(request, result, now, acc),
+            Event::ProducerId { request, result } => {
+                // Only the answer to the InitProducerId still outstanding counts. One the engine
+                // gave up on (request timeout) and asked again for can still arrive; installing
+                // it would switch the producer id under batches stamped with the other one,
+                // without a sequence reset (P2, P3, P9). Found by the simulation (regression
+                // test `late_init_producer_id_answer` in tests/simulation.rs).
+                if let Some(Outstanding::InitProducerId { .. }) = self.outstanding.remove(&request)
+                {
+                    self.on_producer_id(request, result, now, acc);
+                }
+            }
             Event::ProduceResponse {
                 request,
                 partitions,
@@ -319,6 +337,8 @@ impl Engine {
                     let last = base_offset + i64::from(batch.batch.record_count()) - 1;
                     state.last_acked_offset = state.last_acked_offset.max(last);
                 }
+                state.confirmed = true;
+                state.last_ack_ms = now;
                 debug!(partition = ?tp, base_offset, base_sequence = batch.batch.base_sequence(), "batch acknowledged");
                 let ack = BatchAck {
                     base_offset,
@@ -394,6 +414,21 @@ impl Engine {
                     .unacked
                     .remove(position)
                     .expect("position is in range");
+                if batch.maybe_written {
+                    // An earlier attempt may be in the log (its answer was lost, or the broker
+                    // appended before failing): this answer does not make it "not written", so
+                    // the record is indeterminate (P6, KAFKA-13574), and its sequence may be
+                    // taken, so later batches are not behind a gap: if it is a gap, the broker
+                    // answers them OUT_OF_ORDER_SEQUENCE_NUMBER and the bump handles them (P5).
+                    // Found by the simulation (regression test
+                    // `kafka_13574_non_retriable_error_on_a_retry` in tests/simulation.rs).
+                    self.sequence_broken("a sent batch failed for good");
+                    let error = Error::Indeterminate {
+                        cause: std::sync::Arc::new(error),
+                    };
+                    Self::resolve(&mut self.counters, acc, batch, Err(error));
+                    return;
+                }
                 state.mark_gap_from(position);
                 self.sequence_broken("a sent batch failed for good");
                 Self::resolve(&mut self.counters, acc, batch, Err(error));
@@ -458,9 +493,8 @@ impl Engine {
             for batch in state.queued.drain(..).chain(state.unacked.drain(..)) {
                 // A batch that went out may be in the log: say so (P6).
                 let outcome = if batch.wire.is_some_and(|w| w != WireState::NotWritten) {
-                    Err(Error::DeliveryTimeout {
-                        elapsed_ms: 0,
-                        indeterminate: true,
+                    Err(Error::Indeterminate {
+                        cause: std::sync::Arc::new(fatal.clone()),
                     })
                 } else {
                     Err(fatal.clone())
@@ -518,7 +552,7 @@ impl Engine {
             }
         }
         self.expire_batches(now, acc);
-        self.maybe_bump(now, acc);
+        self.maybe_bump(acc);
         self.request_identity(now);
         self.drive_transaction(now, acc);
         self.dispatch(now);
@@ -609,7 +643,14 @@ impl Engine {
                     .expect("position is in range");
                 let indeterminate = batch.wire == Some(WireState::Unresolved) && !batch.behind_gap;
                 warn!(partition = ?tp, base_sequence = batch.batch.base_sequence(), indeterminate, "batch expired");
-                state.mark_gap_from(position);
+                // Only a batch certainly not in the log leaves a gap. One that may be there
+                // leaves later batches as they are: an unresolved one may be in the log too, and
+                // re-stamping it after the bump would write it twice; it fails as indeterminate
+                // at the bump instead (P5). Found by the simulation (regression test
+                // `expired_unresolved_batch_does_not_orphan_later_ones` in tests/simulation.rs).
+                if !indeterminate {
+                    state.mark_gap_from(position);
+                }
                 broken = true;
                 let error = Error::DeliveryTimeout {
                     elapsed_ms: now - batch.created_ms,
@@ -626,7 +667,7 @@ impl Engine {
     /// Bumps the epoch once nothing of the old one is in flight or can still be resolved
     /// under it, and resets every partition's sequence (P5, KAFKA-12152): idle partitions
     /// too, since the broker expects sequence 0 of the new epoch everywhere.
-    fn maybe_bump(&mut self, now: Millis, acc: &mut Accumulator) {
+    fn maybe_bump(&mut self, acc: &mut Accumulator) {
         let Some(reason) = self.bump_reason else {
             return;
         };
@@ -642,9 +683,10 @@ impl Engine {
                 // It went out under the old identity and its outcome is unknown: re-stamping it
                 // could write it twice, so it fails as indeterminate (P5, P6).
                 warn!(partition = ?tp, base_sequence = batch.batch.base_sequence(), "unresolved batch failed at epoch bump");
-                let error = Error::DeliveryTimeout {
-                    elapsed_ms: now.saturating_sub(batch.created_ms),
-                    indeterminate: true,
+                let error = Error::Indeterminate {
+                    cause: std::sync::Arc::new(Error::Timeout(format!(
+                        "no answer for this batch before the epoch had to be bumped ({reason})"
+                    ))),
                 };
                 Self::resolve(&mut self.counters, acc, batch, Err(error));
             }
@@ -770,8 +812,23 @@ impl Engine {
             // A transactional producer sends new batches only inside a transaction, and under
             // transactions v1 only to partitions the coordinator added to it (T2).
             let txn_blocks = self.txn.as_ref().is_some_and(|t| !t.allows_dispatch(tp));
+            // A broker without state for this producer (a new producer id, or state expired
+            // after `producer.id.expiration.ms` idle, a day by default) accepts any first
+            // sequence up to Kafka 4.4: a batch pipelined behind a first one rejected
+            // retriably would be appended ahead of it, and one behind a first one rejected for
+            // good would be re-stamped and written twice (P4; KAFKA-15591). So until the
+            // broker acknowledged a batch of this identity, or after the partition saw no
+            // acknowledgement for a delivery timeout, one batch goes alone. Found by the
+            // simulation (regression tests `kafka_15591_*` in tests/simulation.rs).
+            if state.unacked.is_empty()
+                && now.saturating_sub(state.last_ack_ms) >= self.config.delivery_timeout_ms
+            {
+                state.confirmed = false;
+            }
+            let opener_unconfirmed = !state.unacked.is_empty() && !state.confirmed;
             if bumping
                 || txn_blocks
+                || opener_unconfirmed
                 || waiting_retry
                 || state.in_flight() >= max_in_flight
                 || now < state.retry_at

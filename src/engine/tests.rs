@@ -176,7 +176,11 @@ fn sequences_are_taken_at_dispatch_and_contiguous() {
     let sent = produces(&h.poll());
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].1, vec![(0, 9, 0, 0)]);
+    // The first batch of a new producer id goes alone until acknowledged (KAFKA-15591).
     h.send(0);
+    assert!(produces(&h.poll()).is_empty());
+    h.answer(sent[0].0, &[(0, ErrorCode::NONE, 100)]);
+    assert_eq!(offset_of(&first), Some(100));
     h.send(0);
     let second = produces(&h.poll());
     assert_eq!(
@@ -184,8 +188,6 @@ fn sequences_are_taken_at_dispatch_and_contiguous() {
         vec![(0, 9, 0, 1)],
         "one batch per partition per request; next sequence is 1"
     );
-    h.answer(sent[0].0, &[(0, ErrorCode::NONE, 100)]);
-    assert_eq!(offset_of(&first), Some(100));
     assert_eq!(h.engine.counters().records_acked, 1);
 }
 
@@ -281,11 +283,16 @@ fn a_batch_rejected_for_good_makes_later_batches_restamp_after_a_bump() {
     let leaders = vec![(TopicPartition::new(T0, 0), Some(1))];
     h.engine.handle(Event::Leaders(leaders), 0, &mut h.acc);
     h.give_identity(1, 0);
+    // The broker acknowledged a first batch, so it holds state for this producer and later
+    // batches may be pipelined (KAFKA-15591).
+    h.send(0);
+    let opener = produces(&h.poll());
+    h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
     let rejected = h.send(0);
     let a = produces(&h.poll());
     let later = h.send(0);
     let b = produces(&h.poll());
-    assert_eq!(b[0].1, vec![(0, 1, 0, 1)]);
+    assert_eq!(b[0].1, vec![(0, 1, 0, 2)]);
     h.answer(a[0].0, &[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]);
     h.answer(b[0].0, &[(0, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]);
     let err = rejected.outcome().expect("resolved").unwrap_err();
@@ -305,6 +312,11 @@ fn a_batch_rejected_for_good_makes_later_batches_restamp_after_a_bump() {
 fn out_of_order_behind_an_earlier_retry_is_not_data_loss() {
     let mut h = Harness::new();
     h.give_identity(1, 0);
+    // The broker acknowledged a first batch, so it holds state for this producer and later
+    // batches may be pipelined (KAFKA-15591).
+    h.send(0);
+    let opener = produces(&h.poll());
+    h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
     let first = h.send(0);
     let a = produces(&h.poll());
     let second = h.send(0);
@@ -318,10 +330,10 @@ fn out_of_order_behind_an_earlier_retry_is_not_data_loss() {
     );
     // Retries go out in order, one at a time, under the same identity (P4): no bump.
     let r1 = produces(&h.advance(20));
-    assert_eq!(r1[0].1, vec![(0, 1, 0, 0)]);
+    assert_eq!(r1[0].1, vec![(0, 1, 0, 1)]);
     h.answer(r1[0].0, &[(0, ErrorCode::NONE, 10)]);
     let r2 = produces(&h.advance(20));
-    assert_eq!(r2[0].1, vec![(0, 1, 0, 1)]);
+    assert_eq!(r2[0].1, vec![(0, 1, 0, 2)]);
     h.answer(r2[0].0, &[(0, ErrorCode::NONE, 11)]);
     assert_eq!(
         (offset_of(&first), offset_of(&second)),

@@ -458,9 +458,9 @@ impl Engine {
             for batch in state.unacked.drain(..) {
                 broke_sequences = true;
                 let error = if batch.wire == Some(WireState::Unresolved) {
-                    Error::DeliveryTimeout {
-                        elapsed_ms: 0,
-                        indeterminate: true,
+                    // In the log or not, the abort marker hides it from read_committed readers.
+                    Error::Indeterminate {
+                        cause: std::sync::Arc::new(Error::TransactionAborted),
                     }
                 } else {
                     Error::TransactionAborted
@@ -544,14 +544,6 @@ impl Engine {
         let Some(identity) = self.identity else {
             return;
         };
-        let Some(coordinator) = txn.coordinator else {
-            let key = CoordinatorKey::Transaction(txn.config.transactional_id.clone());
-            let request = self.find_coordinator(key, now);
-            if let Some(txn) = &mut self.txn {
-                txn.adding = Some(request);
-            }
-            return;
-        };
         let missing: Vec<TopicPartition> = self
             .partitions
             .iter()
@@ -561,6 +553,16 @@ impl Engine {
         if missing.is_empty() {
             return;
         }
+        // While the coordinator is unknown (it moved), look it up first; the partitions are
+        // added on a later poll.
+        let Some(coordinator) = txn.coordinator else {
+            let key = CoordinatorKey::Transaction(txn.config.transactional_id.clone());
+            let request = self.find_coordinator(key, now);
+            if let Some(txn) = &mut self.txn {
+                txn.adding = Some(request);
+            }
+            return;
+        };
         let request = self.send_to_coordinator(
             coordinator,
             TxnRequest::AddPartitions {

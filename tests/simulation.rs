@@ -1,0 +1,540 @@
+//! The deterministic simulation suite (`exactly::sim`): a seed sweep over random
+//! configurations and fault schedules, a replay of one seed, and named regression scenarios
+//! for the retry-path bugs other producers shipped and for those the simulation found here.
+//!
+//! `EXACTLY_SIM_SEEDS=N` sets how many seeds the sweep runs (`EXACTLY_SIM_FIRST_SEED` where it
+//! starts); `EXACTLY_SIM_SEED=S` makes `replay_one_seed` run seed `S` and print its trace
+//! (`EXACTLY_SIM_TRACE` lines of it) if it fails.
+#![cfg(feature = "sim")]
+
+use std::ops::Range;
+
+use exactly::engine::{BrokerId, Millis, TopicPartition};
+use exactly::protocol::error_code::ErrorCode;
+use exactly::sim::{
+    self, Entropy, Fault, InjectedError, Outcome, Report, SimConfig, TimedFault, WireBatch,
+};
+
+/// Seeds the sweep runs by default: a debug build runs about a hundred per second on one
+/// core, so this keeps the suite well under two minutes on two.
+const DEFAULT_SEEDS: u64 = 1000;
+
+/// The seed `replay_one_seed` runs when `EXACTLY_SIM_SEED` is not set.
+const FIXED_SEED: u64 = 20_240_611;
+
+fn env_u64(name: &str) -> Option<u64> {
+    let value = std::env::var(name).ok()?;
+    match value.trim().parse() {
+        Ok(n) => Some(n),
+        Err(_) => panic!("{name}={value:?} is not a number"),
+    }
+}
+
+#[test]
+fn seed_sweep() {
+    let seeds = env_u64("EXACTLY_SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
+    let first = env_u64("EXACTLY_SIM_FIRST_SEED").unwrap_or(0);
+    let mut failed = Vec::new();
+    let mut totals = sim::Stats::default();
+    let (mut records, mut acked, mut bumps, mut indeterminate, mut lost) = (0, 0, 0, 0, 0);
+    for seed in first..first + seeds {
+        match sim::run_seed(seed) {
+            Ok(report) => {
+                totals.merge(&report.stats);
+                records += report.fates.len();
+                acked += report.acked();
+                bumps += report.counters.epoch_bumps;
+                indeterminate += report.counters.records_indeterminate;
+                lost += report.counters.records_failed;
+            }
+            Err(failure) => {
+                // One line per failing seed, ending with the command that replays it.
+                println!(
+                    "seed {seed} FAILED: {failure} -- replay: {}",
+                    sim::replay_command(seed)
+                );
+                failed.push(seed);
+            }
+        }
+    }
+    println!(
+        "{seeds} seeds from {first}: {} failed; {records} records: {acked} acked, \
+         {indeterminate} indeterminate, {lost} failed; {bumps} epoch bumps; {totals:?}",
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {seeds} seeds failed: {failed:?}",
+        failed.len()
+    );
+}
+
+#[test]
+fn replay_one_seed() {
+    let seed = env_u64("EXACTLY_SIM_SEED").unwrap_or(FIXED_SEED);
+    let trace_lines = env_u64("EXACTLY_SIM_TRACE").unwrap_or(200);
+    match sim::run_seed_traced(seed, usize::try_from(trace_lines).unwrap_or(usize::MAX)) {
+        Ok(report) => {
+            println!(
+                "seed {seed}: {} records, {} acked, {} steps, {} ms; {:?}",
+                report.fates.len(),
+                report.acked(),
+                report.stats.steps,
+                report.end_ms,
+                report.counters
+            );
+            assert!(!report.fates.is_empty(), "seed {seed} sent nothing");
+        }
+        Err(failure) => panic!(
+            "seed {seed} failed: {}\nreplay: {}",
+            failure.with_trace(),
+            sim::replay_command(seed)
+        ),
+    }
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    for seed in [3, 17, 101] {
+        let first = sim::run_seed(seed).map(|r| r.digest);
+        let second = sim::run_seed(seed).map(|r| r.digest);
+        assert_eq!(
+            first.as_ref().ok(),
+            second.as_ref().ok(),
+            "seed {seed} ran differently twice"
+        );
+        assert!(first.is_ok(), "seed {seed} failed");
+    }
+}
+
+#[test]
+fn fuzzer_bytes_drive_a_run() {
+    // Exhausted bytes are the quiet choice: an empty input is a calm run.
+    for data in [
+        &[][..],
+        &[0xff; 64][..],
+        b"retry paths, retry paths, retry paths",
+    ] {
+        if let Err(failure) = sim::run_fuzz(data) {
+            panic!("fuzz input {data:?} failed: {}", failure.with_trace());
+        }
+    }
+}
+
+// ---- scenario helpers ----
+
+fn partitions(topic: &str, count: i32) -> Vec<TopicPartition> {
+    (0..count).map(|p| TopicPartition::new(topic, p)).collect()
+}
+
+fn at(at: Millis, fault: Fault) -> TimedFault {
+    TimedFault { at, fault }
+}
+
+/// Answers `times` batches of `partition` at `base_sequence` (under `epoch`) with `code`.
+fn inject(
+    partition: &TopicPartition,
+    base_sequence: i32,
+    epoch: i16,
+    code: ErrorCode,
+    times: u32,
+) -> InjectedError {
+    InjectedError {
+        partition: partition.clone(),
+        base_sequence: Some(base_sequence),
+        epoch: Some(epoch),
+        code,
+        times,
+    }
+}
+
+/// Runs a scenario; `EXACTLY_SIM_TRACE=N` prints the last N lines of its trace.
+fn run(name: &str, mut config: SimConfig, seed: u64) -> Report {
+    let print = env_u64("EXACTLY_SIM_TRACE");
+    if let Some(lines) = print {
+        config.trace_lines = usize::try_from(lines).unwrap_or(usize::MAX);
+    }
+    match sim::run(config, Entropy::from_seed(seed)) {
+        Ok(report) => {
+            if print.is_some() {
+                println!("{name}:\n{}", report.trace.join("\n"));
+            }
+            report
+        }
+        Err(failure) => panic!("{name}: {}", failure.with_trace()),
+    }
+}
+
+fn outcome(report: &Report, id: usize) -> &Outcome {
+    match report.fates.get(id).and_then(|f| f.outcome.as_ref()) {
+        Some(outcome) => outcome,
+        None => panic!("record {id} has no outcome"),
+    }
+}
+
+fn assert_acked(report: &Report, ids: Range<usize>) {
+    for id in ids {
+        assert!(
+            matches!(outcome(report, id), Outcome::Acked(offset) if *offset >= 0),
+            "record {id}: {:?}",
+            outcome(report, id)
+        );
+    }
+}
+
+fn in_log(report: &Report, id: usize) -> bool {
+    let id = u64::try_from(id).unwrap_or(u64::MAX);
+    report
+        .logs
+        .values()
+        .flatten()
+        .any(|record| record.record_id == id)
+}
+
+fn written_batches<'a>(
+    report: &'a Report,
+    partition: &'a TopicPartition,
+) -> impl Iterator<Item = &'a WireBatch> {
+    report
+        .wire
+        .iter()
+        .filter(move |b| b.written && b.partition == *partition)
+}
+
+// ---- named regression scenarios ----
+
+/// Sarama #1430: sends fail while the broker is unreachable; when it comes back, the
+/// producer's next batches must not be out of order. A send that never reached the broker
+/// consumes no sequence (P1), so no epoch bump is needed and no OUT_OF_ORDER reaches anyone.
+#[test]
+fn sarama_1430() {
+    let mut config = SimConfig::calm(&[("t", 3)], 1);
+    let tps = partitions("t", 3);
+    config
+        .workload
+        .burst(0, &tps, 30, 2) // 0..30: before the outage
+        .burst(1_000, &tps, 15, 10) // 30..45: while the broker is down
+        .burst(6_000, &tps, 30, 2); // 45..75: after it is back
+    config.scripted = vec![
+        at(900, Fault::BrokerDown { broker: 1 }),
+        // Past the delivery timeout (3 s) of every record sent during the outage.
+        at(4_500, Fault::BrokerUp { broker: 1 }),
+    ];
+    let report = run("sarama_1430", config, 1);
+    assert_acked(&report, 0..30);
+    for id in 30..45 {
+        match outcome(&report, id) {
+            Outcome::Failed(e) => assert!(!e.is_indeterminate()),
+            other => panic!("record {id} sent to a dead broker: {other:?}"),
+        }
+        assert!(!in_log(&report, id));
+    }
+    assert_acked(&report, 45..75);
+    assert_eq!(report.counters.epoch_bumps, 0, "nothing was lost: no bump");
+    assert!(
+        !report
+            .stats
+            .answers
+            .contains_key("OUT_OF_ORDER_SEQUENCE_NUMBER"),
+        "{:?}",
+        report.stats.answers
+    );
+    // What reached the broker is contiguous per partition: the failed sends left no hole.
+    for tp in &tps {
+        let mut next = 0;
+        for batch in written_batches(&report, tp) {
+            assert!(
+                batch.base_sequence <= next,
+                "{tp:?}: {batch:?} after sequence {next}"
+            );
+            next = next.max(batch.last_sequence + 1);
+        }
+    }
+}
+
+/// KAFKA-12152: after an epoch bump, a partition that was idle during it must start at
+/// sequence 0 of the new epoch, not continue its old sequence (P5).
+#[test]
+fn kafka_12152() {
+    let mut config = SimConfig::calm(&[("t", 3)], 3);
+    let tps = partitions("t", 3); // t-0 on broker 1, t-1 on 2, t-2 on 3
+    config
+        .workload
+        .burst(0, &tps, 30, 2) // 0..30: every partition gets sequences
+        .burst(1_000, &tps[..1], 5, 10) // 30..35: only t-0, whose answers are lost
+        .burst(6_000, &tps, 30, 2); // 35..65: t-1 and t-2 were idle through the bump
+    config.scripted = vec![
+        at(950, Fault::BlackholeResponses { broker: 1 }),
+        at(5_000, Fault::HealResponses { broker: 1 }),
+    ];
+    let report = run("kafka_12152", config, 1);
+    assert_acked(&report, 0..30);
+    // Written with their answers lost: in the log once, and reported as maybe written.
+    for id in 30..35 {
+        assert!(
+            matches!(outcome(&report, id), Outcome::Indeterminate(_)),
+            "record {id}: {:?}",
+            outcome(&report, id)
+        );
+        assert!(in_log(&report, id));
+    }
+    assert_acked(&report, 35..65);
+    assert!(report.counters.epoch_bumps >= 1);
+    let epoch = report.counters.epoch;
+    for tp in &tps[1..] {
+        let old = written_batches(&report, tp).filter(|b| b.epoch < epoch);
+        assert!(
+            old.map(|b| b.last_sequence).max() > Some(0),
+            "{tp:?} had sequences before"
+        );
+        let first_new = written_batches(&report, tp).find(|b| b.epoch == epoch);
+        assert_eq!(first_new.map(|b| b.base_sequence), Some(0), "{tp:?}");
+    }
+}
+
+/// KAFKA-14034: a non-retriable error on one batch while an earlier batch is being retried.
+/// The earlier batch is retried under the old identity first (P4); the failed one leaves a
+/// gap, so the batches after it are re-stamped under a new epoch (P2, P5), nothing is lost,
+/// duplicated or reordered.
+#[test]
+fn kafka_14034() {
+    let mut config = SimConfig::calm(&[("t", 1)], 1);
+    let tp = TopicPartition::new("t", 0);
+    // One record per batch (linger 0, a record every millisecond): sequence = record id.
+    config.workload.burst(0, std::slice::from_ref(&tp), 30, 1);
+    config.injected = vec![
+        inject(&tp, 12, 0, ErrorCode::NOT_ENOUGH_REPLICAS, 1),
+        inject(&tp, 13, 0, ErrorCode::MESSAGE_TOO_LARGE, 1),
+    ];
+    let report = run("kafka_14034", config, 1);
+    // The shape: 13 went out while 12 waited for its retry.
+    let sent: Vec<i32> = written_batches(&report, &tp)
+        .filter(|b| b.epoch == 0)
+        .map(|b| b.base_sequence)
+        .collect();
+    let first_13 = sent.iter().position(|&s| s == 13);
+    let retry_12 = sent.iter().rposition(|&s| s == 12);
+    assert!(
+        first_13 < retry_12,
+        "13 must be in flight before 12 is retried: {sent:?}"
+    );
+    assert_acked(&report, 0..13);
+    match outcome(&report, 13) {
+        Outcome::Failed(e) => assert_eq!(e.code(), Some(ErrorCode::MESSAGE_TOO_LARGE)),
+        other => panic!("record 13: {other:?}"),
+    }
+    assert_acked(&report, 14..30);
+    assert_eq!(report.counters.epoch_bumps, 1);
+    assert!(
+        written_batches(&report, &tp).any(|b| b.epoch == 1 && b.base_sequence == 0),
+        "the batches behind the gap were re-stamped"
+    );
+}
+
+/// franz-go #216: sequences wrap from `i32::MAX` to 0, as the broker does (P3), including
+/// for a batch that spans the wrap and for duplicates of it answered from the broker's cache.
+#[test]
+fn franz_go_216_sequence_wrap() {
+    let mut config = SimConfig::calm(&[("t", 2)], 1);
+    let tps = partitions("t", 2);
+    config.accumulator.linger_ms = 3;
+    config.start_sequences = vec![(tps[0].clone(), i32::MAX - 5), (tps[1].clone(), i32::MAX)];
+    config.workload.burst(0, &tps, 80, 1);
+    // Lost answers around the wrap: the retries are answered as duplicates.
+    config.scripted = vec![
+        at(15, Fault::BlackholeResponses { broker: 1 }),
+        at(700, Fault::HealResponses { broker: 1 }),
+    ];
+    let report = run("franz_go_216_sequence_wrap", config, 1);
+    assert_acked(&report, 0..80);
+    assert_eq!(report.counters.epoch_bumps, 0, "the wrap is not an error");
+    assert!(report.stats.answers.contains_key("NONE (duplicate)"));
+    for tp in &tps {
+        let sequences: Vec<i32> = report.logs[tp].iter().map(|r| r.sequence).collect();
+        assert!(
+            sequences.contains(&i32::MAX) && sequences.contains(&0),
+            "{tp:?}: {sequences:?}"
+        );
+    }
+    // t-1 starts at i32::MAX: its first batch spans the wrap, and it is the one re-sent.
+    let spanning: Vec<&WireBatch> = written_batches(&report, &tps[1])
+        .filter(|b| b.last_sequence < b.base_sequence)
+        .collect();
+    assert!(spanning.len() >= 2, "sent and re-sent: {spanning:?}");
+}
+
+/// A bump at epoch `i16::MAX` takes a new producer id (epoch 0, sequences from 0) rather
+/// than overflowing the epoch (P5, KIP-360).
+#[test]
+fn epoch_exhaustion() {
+    let mut config = SimConfig::calm(&[("t", 1)], 1);
+    let tp = TopicPartition::new("t", 0);
+    config.cluster.first_epoch = i16::MAX;
+    config.workload.burst(0, std::slice::from_ref(&tp), 30, 1);
+    config.injected = vec![inject(&tp, 8, i16::MAX, ErrorCode::MESSAGE_TOO_LARGE, 1)];
+    let report = run("epoch_exhaustion", config, 1);
+    assert_acked(&report, 0..8);
+    assert!(matches!(outcome(&report, 8), Outcome::Failed(_)));
+    assert_acked(&report, 9..30);
+    assert_eq!(report.counters.epoch_bumps, 1);
+    assert_eq!(
+        (report.counters.producer_id, report.counters.epoch),
+        (1001, 0)
+    );
+    let first_new = written_batches(&report, &tp).find(|b| b.producer_id == 1001);
+    assert_eq!(first_new.map(|b| (b.epoch, b.base_sequence)), Some((0, 0)));
+}
+
+/// KAFKA-13574: an error after the write landed (REQUEST_TIMED_OUT waiting for replicas),
+/// then retries rejected up front until the delivery timeout: the record is in the log, so
+/// its failure must say "may have been written", never "not written" (P6).
+#[test]
+fn kafka_13574() {
+    let mut config = SimConfig::calm(&[("t", 1)], 1);
+    let tp = TopicPartition::new("t", 0);
+    config.workload.burst(0, std::slice::from_ref(&tp), 10, 5);
+    config.injected = vec![
+        inject(&tp, 4, 0, ErrorCode::REQUEST_TIMED_OUT, 1),
+        inject(&tp, 4, 0, ErrorCode::NOT_ENOUGH_REPLICAS, 10_000),
+    ];
+    let report = run("kafka_13574", config, 1);
+    assert_acked(&report, 0..4);
+    assert!(
+        matches!(outcome(&report, 4), Outcome::Indeterminate(_)),
+        "record 4: {:?}",
+        outcome(&report, 4)
+    );
+    assert!(in_log(&report, 4));
+}
+
+/// Found by the simulation: as `kafka_13574`, but the retry is answered with a non-retriable
+/// error (a limit or an ACL changed between attempts; the broker validates before it
+/// de-duplicates). The engine reported the record as not written although the first attempt
+/// was in the log.
+#[test]
+fn kafka_13574_non_retriable_error_on_a_retry() {
+    let mut config = SimConfig::calm(&[("t", 1)], 1);
+    let tp = TopicPartition::new("t", 0);
+    config.workload.burst(0, std::slice::from_ref(&tp), 10, 5);
+    config.injected = vec![
+        inject(&tp, 4, 0, ErrorCode::REQUEST_TIMED_OUT, 1),
+        inject(&tp, 4, 0, ErrorCode::MESSAGE_TOO_LARGE, 1),
+    ];
+    let report = run("kafka_13574_non_retriable_error_on_a_retry", config, 1);
+    assert_acked(&report, 0..4);
+    assert!(
+        matches!(outcome(&report, 4), Outcome::Indeterminate(_)),
+        "record 4: {:?}",
+        outcome(&report, 4)
+    );
+    assert!(in_log(&report, 4));
+    assert_acked(&report, 5..10);
+}
+
+/// Found by the simulation: when an unresolved batch expired, the engine marked every later
+/// batch of the partition as behind a gap, i.e. certainly not in the log. A later batch whose
+/// own answer was lost may well be in the log; it was then reported "not written", or
+/// re-stamped after the bump and written twice.
+#[test]
+fn expired_unresolved_batch_does_not_orphan_later_ones() {
+    let mut config = SimConfig::calm(&[("t", 1)], 1);
+    let tp = TopicPartition::new("t", 0);
+    config.engine.request_timeout_ms = 200;
+    config.engine.delivery_timeout_ms = 800;
+    config.workload.burst(0, std::slice::from_ref(&tp), 150, 2);
+    // Answers are lost while several batches are in flight on a busy pipeline.
+    config.scripted = vec![
+        at(150, Fault::BlackholeResponses { broker: 1 }),
+        at(1_600, Fault::HealResponses { broker: 1 }),
+    ];
+    let report = run(
+        "expired_unresolved_batch_does_not_orphan_later_ones",
+        config,
+        1,
+    );
+    let indeterminate: Vec<usize> = (0..150)
+        .filter(|&id| matches!(outcome(&report, id), Outcome::Indeterminate(_)))
+        .collect();
+    assert!(
+        indeterminate.len() >= 2,
+        "more than the first lost batch: {indeterminate:?}"
+    );
+    assert!(indeterminate.iter().all(|&id| in_log(&report, id)));
+}
+
+/// Found by the simulation (KAFKA-15591, KAFKA-14312, KAFKA-19880): a broker before Kafka 4.5
+/// that has no state for a producer accepts any first sequence. With the first batch of a new
+/// producer id rejected retriably and the next already in flight, the next one was appended
+/// first: send order broken. The batch that opens an empty pipeline now goes alone.
+#[test]
+fn kafka_15591_first_batch_rejected_while_the_next_is_in_flight() {
+    let mut config = SimConfig::calm(&[("t", 1)], 1);
+    let tp = TopicPartition::new("t", 0);
+    config.workload.burst(0, std::slice::from_ref(&tp), 5, 1);
+    config.injected = vec![inject(&tp, 0, 0, ErrorCode::NOT_ENOUGH_REPLICAS, 1)];
+    let report = run(
+        "kafka_15591_first_batch_rejected_while_the_next_is_in_flight",
+        config,
+        1,
+    );
+    assert_acked(&report, 0..5);
+    assert_eq!(report.counters.epoch_bumps, 0);
+}
+
+/// Found by the simulation: an InitProducerId answer arriving after the engine gave up on
+/// the request and asked again was installed, and then the second answer: the producer id
+/// changed under stamped batches without a sequence reset.
+#[test]
+fn late_init_producer_id_answer() {
+    let mut config = SimConfig::calm(&[("t", 1)], 2);
+    let tp = TopicPartition::new("t", 0);
+    config.workload.burst(0, std::slice::from_ref(&tp), 100, 20);
+    // The first InitProducerId takes longer than the request timeout (500 ms); the engine
+    // asks again at ~520 ms, on the other broker (the seed's choice), and that answer comes
+    // back first; the late one arrives while batches are in flight.
+    let slow = |broker: BrokerId, extra_ms: Millis| Fault::SlowNetwork { broker, extra_ms };
+    config.scripted = vec![
+        at(0, slow(1, 700)),
+        at(0, slow(2, 700)),
+        at(510, slow(1, 0)),
+        at(510, slow(2, 0)),
+    ];
+    // Seed 3: request 1 goes to broker 1, request 2 to broker 2 and is answered (producer id
+    // 1000) at ~530 ms; request 1's answer (1001) arrives at ~715 ms with batches in flight.
+    let report = run("late_init_producer_id_answer", config, 3);
+    assert_eq!(report.stats.init_producer_id_requests, 2);
+    assert_acked(&report, 0..100);
+    assert_eq!(
+        report.counters.producer_id, 1000,
+        "the late answer is ignored"
+    );
+    assert!(report.wire.iter().all(|b| b.producer_id == 1000));
+}
+
+/// Found by the simulation: KAFKA-15591 again, after the broker expired the producer's state
+/// during a long idle period (`producer.id.expiration.ms`). The first batch after the pause
+/// is rejected retriably while the next ones are in flight; the broker, holding no state,
+/// appends those first. The engine now sends one batch alone after a partition saw no
+/// acknowledgement for a delivery timeout.
+#[test]
+fn kafka_15591_after_producer_state_expired() {
+    let mut config = SimConfig::calm(&[("t", 1)], 1);
+    let tp = TopicPartition::new("t", 0);
+    config.cluster.producer_expiration_ms = 5_000;
+    // One record per batch: sequence = record id.
+    config
+        .workload
+        .burst(0, std::slice::from_ref(&tp), 10, 5)
+        .burst(20_000, std::slice::from_ref(&tp), 10, 1);
+    config.scripted = vec![at(10_000, Fault::ExpireProducerState)];
+    config.injected = vec![inject(&tp, 10, 0, ErrorCode::NOT_ENOUGH_REPLICAS, 1)];
+    let report = run("kafka_15591_after_producer_state_expired", config, 1);
+    assert_eq!(
+        report.stats.faults.get("producer state expired"),
+        Some(&1),
+        "{:?}",
+        report.stats.faults
+    );
+    assert_acked(&report, 0..20);
+    assert_eq!(report.counters.epoch_bumps, 0);
+}
