@@ -1,0 +1,225 @@
+/*
+ * rdkafka_perf: librdkafka's producer driven the way examples/perf.rs drives ours, so that
+ * scripts/bench-peers compares the clients and not the benchmark programs.
+ *
+ *   rdkafka_perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
+ *       --producer-props k=v [k=v ...]
+ *
+ * Same flags, same measurement and same summary line as examples/perf.rs (which copies
+ * Kafka's ProducerPerformance):
+ * - every record is keyless, with one shared payload of BYTES 'x' bytes (produced without
+ *   RD_KAFKA_MSG_F_COPY, as perf.rs shares one `Bytes`);
+ * - --throughput R paces record i to start + i/R (sleeping when ahead, never catching up by
+ *   skipping); -1 means as fast as the producer accepts records;
+ * - latency = the time from just before the produce call to the delivery report of that
+ *   record, truncated to whole milliseconds; percentiles are the sorted latency at index
+ *   floor((n-1)*p).
+ *
+ * --producer-props are librdkafka properties (librdkafka accepts most of the Java names:
+ * bootstrap.servers, acks, linger.ms, batch.size, enable.idempotence, compression.type), except
+ * `buffer.memory`, which librdkafka does not know: it becomes queue.buffering.max.kbytes.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct args {
+        const char *topic;
+        uint64_t num_records;
+        size_t record_size;
+        double throughput;
+};
+
+/* Latencies and totals in the shape ProducerPerformance prints; filled by the delivery report
+ * callback, which librdkafka runs inside rd_kafka_poll()/rd_kafka_flush() on our thread. */
+struct stats {
+        uint32_t *latencies_ms;
+        uint64_t acked;
+        uint64_t errors;
+        uint64_t bytes;
+        rd_kafka_resp_err_t first_error;
+};
+
+static struct stats stats;
+
+static void usage(const char *problem) {
+        fprintf(stderr, "rdkafka_perf: %s\n", problem);
+        fprintf(stderr,
+                "usage: rdkafka_perf --topic T --num-records N --record-size BYTES "
+                "--throughput RECORDS_PER_SEC|-1 --producer-props k=v [k=v ...]\n");
+        exit(2);
+}
+
+static uint64_t now_us(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void sleep_us(uint64_t us) {
+        struct timespec ts = {.tv_sec = (time_t)(us / 1000000u),
+                              .tv_nsec = (long)(us % 1000000u) * 1000};
+        while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+                ;
+}
+
+static uint64_t parse_u64(const char *text, const char *flag) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(text, &end, 10);
+        if (errno || *end || end == text)
+                usage(flag);
+        return (uint64_t)v;
+}
+
+static void set_prop(rd_kafka_conf_t *conf, const char *key, const char *value) {
+        char errstr[512];
+        char kbytes[32];
+        if (!strcmp(key, "buffer.memory")) {
+                /* Java's buffer.memory is in bytes; librdkafka's queue limit is in KiB. */
+                uint64_t bytes = parse_u64(value, "buffer.memory");
+                snprintf(kbytes, sizeof(kbytes), "%" PRIu64, bytes / 1024u);
+                key = "queue.buffering.max.kbytes";
+                value = kbytes;
+        }
+        if (rd_kafka_conf_set(conf, key, value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK) {
+                fprintf(stderr, "rdkafka_perf: %s=%s: %s\n", key, value, errstr);
+                exit(2);
+        }
+}
+
+static void parse_args(int argc, char **argv, struct args *args, rd_kafka_conf_t *conf) {
+        *args = (struct args){.topic = NULL, .num_records = 0, .record_size = 100, .throughput = -1};
+        for (int i = 1; i < argc; i++) {
+                const char *flag = argv[i];
+                if (!strcmp(flag, "--producer-props")) {
+                        while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) {
+                                char *kv = argv[++i];
+                                char *eq = strchr(kv, '=');
+                                if (!eq)
+                                        usage("--producer-props takes k=v");
+                                *eq = '\0';
+                                set_prop(conf, kv, eq + 1);
+                        }
+                        continue;
+                }
+                if (i + 1 >= argc)
+                        usage("a flag needs a value");
+                const char *value = argv[++i];
+                if (!strcmp(flag, "--topic"))
+                        args->topic = value;
+                else if (!strcmp(flag, "--num-records"))
+                        args->num_records = parse_u64(value, "--num-records");
+                else if (!strcmp(flag, "--record-size"))
+                        args->record_size = (size_t)parse_u64(value, "--record-size");
+                else if (!strcmp(flag, "--throughput"))
+                        args->throughput = strtod(value, NULL);
+                else
+                        usage("unknown flag");
+        }
+        if (!args->topic || args->num_records == 0)
+                usage("--topic and --num-records are required");
+}
+
+/* The send time travels with the record as its opaque pointer, so no per-record table. */
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque) {
+        (void)rk;
+        (void)opaque;
+        if (msg->err) {
+                if (!stats.errors++)
+                        stats.first_error = msg->err;
+                return;
+        }
+        uint64_t sent_at = (uint64_t)(uintptr_t)msg->_private;
+        stats.latencies_ms[stats.acked++] = (uint32_t)((now_us() - sent_at) / 1000u);
+        stats.bytes += msg->len;
+}
+
+static int compare_u32(const void *a, const void *b) {
+        uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+        return (x > y) - (x < y);
+}
+
+static void print_stats(uint64_t elapsed_us) {
+        uint64_t n = stats.acked;
+        double secs = (double)elapsed_us / 1e6;
+        qsort(stats.latencies_ms, n, sizeof(uint32_t), compare_u32);
+        double sum = 0;
+        for (uint64_t i = 0; i < n; i++)
+                sum += stats.latencies_ms[i];
+#define PCT(p) (n ? stats.latencies_ms[(uint64_t)((double)(n - 1) * (p))] : 0)
+        printf("%" PRIu64 " records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg latency, "
+               "%.2f ms max latency, %u ms 50th, %u ms 95th, %u ms 99th, %u ms 99.9th.\n",
+               n, (double)n / secs, (double)stats.bytes / secs / (1024.0 * 1024.0),
+               sum / (double)(n ? n : 1), (double)(n ? stats.latencies_ms[n - 1] : 0), PCT(0.5),
+               PCT(0.95), PCT(0.99), PCT(0.999));
+#undef PCT
+        if (stats.errors)
+                printf("%" PRIu64 " records failed, the first with: %s\n", stats.errors,
+                       rd_kafka_err2str(stats.first_error));
+}
+
+int main(int argc, char **argv) {
+        char errstr[512];
+        struct args args;
+        rd_kafka_conf_t *conf = rd_kafka_conf_new();
+        parse_args(argc, argv, &args, conf);
+        rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+
+        stats.latencies_ms = malloc(args.num_records * sizeof(uint32_t));
+        char *payload = malloc(args.record_size ? args.record_size : 1);
+        if (!stats.latencies_ms || !payload) {
+                fprintf(stderr, "rdkafka_perf: out of memory\n");
+                return 1;
+        }
+        memset(payload, 'x', args.record_size);
+
+        rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+        if (!rk) {
+                fprintf(stderr, "rdkafka_perf: %s\n", errstr);
+                return 1;
+        }
+        rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, args.topic, NULL);
+
+        uint64_t start = now_us();
+        for (uint64_t i = 0; i < args.num_records; i++) {
+                if (args.throughput > 0) {
+                        uint64_t due = start + (uint64_t)((double)i * 1e6 / args.throughput);
+                        for (uint64_t now = now_us(); now < due; now = now_us()) {
+                                /* Serve delivery reports while waiting; poll() sleeps in whole
+                                 * milliseconds, so the last fraction is a plain sleep. */
+                                if (due - now >= 1000)
+                                        rd_kafka_poll(rk, (int)((due - now) / 1000));
+                                else
+                                        sleep_us(due - now);
+                        }
+                }
+                uint64_t sent_at = now_us();
+                /* A full queue is backpressure: serve delivery reports until there is room. */
+                while (rd_kafka_produce(rkt, RD_KAFKA_PARTITION_UA, 0, payload, args.record_size,
+                                        NULL, 0, (void *)(uintptr_t)sent_at) == -1) {
+                        rd_kafka_resp_err_t err = rd_kafka_last_error();
+                        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                                fprintf(stderr, "rdkafka_perf: produce: %s\n", rd_kafka_err2str(err));
+                                return 1;
+                        }
+                        rd_kafka_poll(rk, 100);
+                }
+                rd_kafka_poll(rk, 0);
+        }
+        rd_kafka_resp_err_t flushed = rd_kafka_flush(rk, 120 * 1000);
+        uint64_t elapsed = now_us() - start;
+        if (flushed)
+                fprintf(stderr, "rdkafka_perf: flush: %s\n", rd_kafka_err2str(flushed));
+        rd_kafka_topic_destroy(rkt);
+        rd_kafka_destroy(rk);
+        print_stats(elapsed);
+        free(payload);
+        free(stats.latencies_ms);
+        return flushed || stats.errors ? 1 : 0;
+}
