@@ -255,12 +255,16 @@ impl Producer {
     /// of the record's delivery. Bad input fails here, before anything is sent, consuming
     /// no sequence number.
     pub async fn send(&self, record: Record) -> Result<DeliveryFuture> {
-        self.check_usable()?;
+        // A fatal error is checked with the transaction state under the core lock below.
+        self.check_open()?;
         validate_topic(&record.topic)?;
         let shared = &self.inner.shared;
-        let deadline =
-            tokio::time::Instant::now() + Duration::from_millis(shared.config.max_block_ms);
-        let partitions = self.partition_count(&record.topic, deadline).await?;
+        // `max.block.ms` bounds the slow paths (unknown topic, full buffer); the clock is read
+        // only when one is taken (the per-record path reads it as little as it can).
+        let max_block = Duration::from_millis(shared.config.max_block_ms);
+        let mut deadline_at = None;
+        let mut deadline = || *deadline_at.get_or_insert_with(|| tokio::time::Instant::now() + max_block);
+        let partitions = self.partition_count(&record.topic, &mut deadline).await?;
         let partition = match (record.partition, &record.key) {
             (Some(p), _) if (0..partitions).contains(&p) => p,
             (Some(p), _) => {
@@ -321,13 +325,13 @@ impl Producer {
                 }
                 Err(AppendError::BufferFull) => {
                     shared.wake.notify_one();
-                    if tokio::time::timeout_at(deadline, space).await.is_err() {
+                    if tokio::time::timeout_at(deadline(), space).await.is_err() {
                         return Err(Error::Timeout(format!(
                             "buffer.memory ({} bytes) stayed full for max.block.ms ({} ms)",
                             shared.config.buffer_memory, shared.config.max_block_ms
                         )));
                     }
-                    self.check_usable()?;
+                    self.check_open()?;
                 }
             }
         }
@@ -337,7 +341,7 @@ impl Producer {
     async fn partition_count(
         &self,
         topic: &Arc<str>,
-        deadline: tokio::time::Instant,
+        deadline: &mut impl FnMut() -> tokio::time::Instant,
     ) -> Result<i32> {
         let shared = &self.inner.shared;
         // The per-record path: the topic is known, no waiting machinery needed.
@@ -385,14 +389,14 @@ impl Producer {
             asked = true;
             let retry = tokio::time::Instant::now()
                 + Duration::from_millis(shared.config.retry_backoff_ms.max(50));
-            if tokio::time::Instant::now() >= deadline {
+            if tokio::time::Instant::now() >= deadline() {
                 return Err(Error::UnknownTopic {
                     topic: topic.to_string(),
                     waited_ms: started.elapsed().as_millis() as u64,
                     last_error,
                 });
             }
-            let _ = tokio::time::timeout_at(retry.min(deadline), changed).await;
+            let _ = tokio::time::timeout_at(retry.min(deadline()), changed).await;
         }
     }
 
@@ -495,6 +499,10 @@ impl Producer {
         if let Some(fatal) = self.inner.shared.lock_core().engine.fatal_error() {
             return Err(fatal.clone());
         }
+        self.check_open()
+    }
+
+    fn check_open(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::SeqCst) {
             return Err(Error::Closed);
         }
