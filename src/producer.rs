@@ -263,7 +263,8 @@ impl Producer {
         // only when one is taken (the per-record path reads it as little as it can).
         let max_block = Duration::from_millis(shared.config.max_block_ms);
         let mut deadline_at = None;
-        let mut deadline = || *deadline_at.get_or_insert_with(|| tokio::time::Instant::now() + max_block);
+        let mut deadline =
+            || *deadline_at.get_or_insert_with(|| tokio::time::Instant::now() + max_block);
         let partitions = self.partition_count(&record.topic, &mut deadline).await?;
         let partition = match (record.partition, &record.key) {
             (Some(p), _) if (0..partitions).contains(&p) => p,
