@@ -12,7 +12,8 @@ use std::ops::Range;
 use exactly::engine::{BrokerId, Millis, TopicPartition};
 use exactly::protocol::error_code::ErrorCode;
 use exactly::sim::{
-    self, Entropy, Fault, InjectedError, Outcome, Report, SimConfig, TimedFault, WireBatch,
+    self, Entropy, Fault, InjectedError, Outcome, PlannedTransaction, Report, SimConfig,
+    TimedFault, TxnEnd, WireBatch,
 };
 
 /// Seeds the sweep runs by default: a debug build runs about a hundred per second on one
@@ -537,4 +538,132 @@ fn kafka_15591_after_producer_state_expired() {
     );
     assert_acked(&report, 0..20);
     assert_eq!(report.counters.epoch_bumps, 0);
+}
+
+// ---- transactional scenarios ----
+
+/// A transactional run over `topic` (`count` partitions, one broker): `transactions` of
+/// records sent every `spacing_ms`, each committed.
+fn transactional(v2: bool, sizes: &[usize], spacing_ms: Millis, count: i32) -> SimConfig {
+    let mut config = SimConfig::calm(&[("t", count)], 1);
+    let total = sizes.iter().sum();
+    config
+        .workload
+        .burst(0, &partitions("t", count), total, spacing_ms);
+    let mut start = 0;
+    let plan = sizes
+        .iter()
+        .map(|size| {
+            let records = start..start + size;
+            start += size;
+            PlannedTransaction {
+                records,
+                commit: true,
+                offsets: None,
+                misuse: false,
+            }
+        })
+        .collect();
+    config.make_transactional(v2, 5_000, plan);
+    config
+}
+
+fn visible(report: &Report) -> Vec<u64> {
+    let mut ids: Vec<u64> = report.read_committed.values().flatten().copied().collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// librdkafka #3575: an epoch bump must never silently open a new transaction and drop the
+/// earlier records while commit reports success. A batch of the first transaction is
+/// rejected for good: its commit must fail (abortable), the abort bumps the epoch (TV1:
+/// InitProducerId with the current id/epoch; TV2: EndTxn), and the next transaction commits
+/// exactly its own records.
+fn librdkafka_3575(v2: bool) {
+    let mut config = transactional(v2, &[10, 10], 5, 2);
+    let tp = TopicPartition::new("t", 1);
+    config.injected = vec![InjectedError {
+        partition: tp,
+        base_sequence: None,
+        epoch: Some(0),
+        code: ErrorCode::INVALID_RECORD,
+        times: 1,
+    }];
+    let report = run(&format!("librdkafka_3575 (v2: {v2})"), config, 1);
+    let ends: Vec<&TxnEnd> = report.transactions.iter().map(|t| &t.end).collect();
+    assert!(
+        matches!(
+            ends.as_slice(),
+            [TxnEnd::CommitFailed(_), TxnEnd::Committed]
+        ),
+        "{ends:?}"
+    );
+    let second: Vec<u64> = (10..20).collect();
+    assert_eq!(
+        visible(&report),
+        second,
+        "only the second transaction is visible"
+    );
+    assert!(
+        report.counters.epoch_bumps >= 1,
+        "the abort bumped the epoch"
+    );
+}
+
+#[test]
+fn librdkafka_3575_tv1() {
+    librdkafka_3575(false);
+}
+
+#[test]
+fn librdkafka_3575_tv2() {
+    librdkafka_3575(true);
+}
+
+/// A second instance with the same transactional id initialises while the first is inside
+/// its second transaction: the first is fenced (its later calls fail fatally) and nothing of
+/// its open transaction becomes visible; the first transaction stays committed.
+fn zombie_fenced(v2: bool) {
+    let mut config = transactional(v2, &[10, 10, 10], 20, 2);
+    config.scripted = vec![at(300, Fault::ZombieInit)];
+    let report = run(&format!("zombie_fenced (v2: {v2})"), config, 1);
+    let ends: Vec<&TxnEnd> = report.transactions.iter().map(|t| &t.end).collect();
+    assert_eq!(ends.first(), Some(&&TxnEnd::Committed), "{ends:?}");
+    assert!(
+        ends.iter()
+            .skip(1)
+            .all(|e| matches!(e, TxnEnd::Abandoned | TxnEnd::CommitFailed(_))),
+        "{ends:?}"
+    );
+    assert!(
+        report.transactions.get(1).is_some_and(|t| t.open_at_fence),
+        "the fence came inside the second transaction"
+    );
+    let first: Vec<u64> = (0..10).collect();
+    assert_eq!(visible(&report), first);
+}
+
+#[test]
+fn zombie_fenced_tv1() {
+    zombie_fenced(false);
+}
+
+#[test]
+fn zombie_fenced_tv2() {
+    zombie_fenced(true);
+}
+
+/// Found by the simulation (seeds 33056 and 37330 of the 10000..40000 sweep): a call whose
+/// deadline (`max.block.ms`) passed while its request was outstanding waited for a retry time
+/// that the engine's next wakeup hid behind the past deadline: with nothing else scheduled,
+/// nothing woke the engine and the call never ended (P9). In seed 33056 it is an
+/// `abort_transaction` whose EndTxn answer was lost and whose connection closed after the
+/// deadline. The seeds are replayed as they were found.
+#[test]
+fn call_whose_deadline_passed_in_flight_times_out() {
+    for seed in [33_056, 37_330] {
+        if let Err(failure) = sim::run_seed(seed) {
+            panic!("seed {seed}: {}", failure.with_trace());
+        }
+    }
 }

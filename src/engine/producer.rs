@@ -913,7 +913,7 @@ impl Engine {
         if self.identity.is_none() {
             consider(self.identity_retry_at);
         }
-        if let Some(t) = self.transaction_wakeup() {
+        if let Some(t) = self.transaction_wakeup(now) {
             consider(t);
         }
         if self.metadata_wanted {

@@ -6,12 +6,22 @@
 //! so it moves with leadership. Every produce batch is decoded with the crate's own decoder
 //! and its records appended with offsets; each simulated record's value starts with its
 //! unique id, which is what the invariant checkers follow.
+//!
+//! Transactional batches are verified with the model coordinator ([`super::coordinator`])
+//! before they are appended, and transaction markers take offsets between records (O1);
+//! [`PartitionModel::read_committed`] is what an `isolation.level=read_committed` consumer
+//! reads.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::engine::{BrokerId, Millis, PartitionResponse, ProducerIdentity, TopicPartition};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::{DecodedBatch, decode_batches, increment_sequence};
+
+use super::coordinator::{Coordinator, CoordinatorConfig};
+
+/// The transactional bit of a record batch's attributes.
+const TRANSACTIONAL_ATTRIBUTE: i16 = 0x10;
 
 /// Batches the broker remembers per producer and partition for duplicate detection (Kafka's
 /// `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`).
@@ -39,6 +49,8 @@ pub struct ClusterConfig {
     /// with epoch 0; a simulation may start near `i16::MAX` to reach epoch exhaustion without
     /// 32767 bumps.
     pub first_epoch: i16,
+    /// A transaction coordinator and a group coordinator, for a transactional producer.
+    pub transactions: Option<CoordinatorConfig>,
 }
 
 /// One record in a partition log.
@@ -56,11 +68,27 @@ pub struct LogRecord {
     pub sequence: i32,
     /// When the leader appended it (virtual time).
     pub appended_ms: Millis,
+    /// Whether its batch was transactional (attributes bit 4): read_committed readers see it
+    /// only once a commit marker of its producer follows it.
+    pub transactional: bool,
+}
+
+/// A transaction marker (control batch) in a partition log; it takes an offset (O1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    /// Its offset.
+    pub offset: i64,
+    /// The producer whose transaction it ends.
+    pub producer_id: i64,
+    /// The epoch it was written with (TV2 and fencing: the bumped one).
+    pub epoch: i16,
+    /// COMMIT (true) or ABORT (false).
+    pub commit: bool,
 }
 
 /// A batch in a producer's duplicate-detection cache.
 #[derive(Debug, Clone)]
-struct CachedBatch {
+pub(super) struct CachedBatch {
     first_sequence: i32,
     last_sequence: i32,
     base_offset: i64,
@@ -69,12 +97,12 @@ struct CachedBatch {
 
 /// What a partition remembers about one producer id.
 #[derive(Debug, Clone)]
-struct ProducerEntry {
-    epoch: i16,
-    last_sequence: i32,
+pub(super) struct ProducerEntry {
+    pub(super) epoch: i16,
+    pub(super) last_sequence: i32,
     last_offset: i64,
     last_append_ms: Millis,
-    cached: VecDeque<CachedBatch>,
+    pub(super) cached: VecDeque<CachedBatch>,
 }
 
 /// One partition: its leader, its log and its producer state.
@@ -87,12 +115,53 @@ pub struct PartitionModel {
     pub log: Vec<LogRecord>,
     /// The first offset still readable.
     pub log_start_offset: i64,
-    producers: BTreeMap<i64, ProducerEntry>,
+    /// Transaction markers, in offset order (interleaved with `log` by offset).
+    pub markers: Vec<Marker>,
+    pub(super) producers: BTreeMap<i64, ProducerEntry>,
 }
 
 impl PartitionModel {
-    fn next_offset(&self) -> i64 {
-        self.log.last().map_or(0, |r| r.offset + 1)
+    pub(super) fn next_offset(&self) -> i64 {
+        let records = self.log.last().map_or(0, |r| r.offset + 1);
+        let markers = self.markers.last().map_or(0, |m| m.offset + 1);
+        records.max(markers)
+    }
+
+    /// The record ids a read_committed consumer sees, in offset order: non-transactional
+    /// records, and transactional ones a COMMIT marker of their producer follows. Records of
+    /// an aborted transaction, and of one still open (past the last stable offset), are not
+    /// visible.
+    pub fn read_committed(&self) -> Vec<u64> {
+        let mut visible = Vec::new();
+        let mut open: BTreeMap<i64, Vec<(i64, u64)>> = BTreeMap::new();
+        let mut markers = self.markers.iter().peekable();
+        let mut records = self.log.iter().peekable();
+        loop {
+            let marker_first = match (records.peek(), markers.peek()) {
+                (Some(r), Some(m)) => m.offset < r.offset,
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (None, None) => break,
+            };
+            if marker_first {
+                if let Some(m) = markers.next()
+                    && let Some(ended) = open.remove(&m.producer_id)
+                    && m.commit
+                {
+                    visible.extend(ended);
+                }
+            } else if let Some(r) = records.next() {
+                if r.transactional {
+                    open.entry(r.producer_id)
+                        .or_default()
+                        .push((r.offset, r.record_id));
+                } else {
+                    visible.push((r.offset, r.record_id));
+                }
+            }
+        }
+        visible.sort_unstable();
+        visible.into_iter().map(|(_, id)| id).collect()
     }
 }
 
@@ -112,10 +181,11 @@ pub struct Verdict {
 #[derive(Debug)]
 pub struct Cluster {
     config: ClusterConfig,
-    partitions: BTreeMap<TopicPartition, PartitionModel>,
+    pub(super) partitions: BTreeMap<TopicPartition, PartitionModel>,
     up: BTreeMap<BrokerId, bool>,
-    next_producer_id: i64,
+    pub(super) next_producer_id: i64,
     identities_handed_out: u64,
+    pub(super) coordinator: Option<Coordinator>,
 }
 
 /// Whether `next` follows `last` in the sequence space, wrapping from `i32::MAX` to 0
@@ -139,13 +209,19 @@ impl Cluster {
                         leader,
                         log: Vec::new(),
                         log_start_offset: 0,
+                        markers: Vec::new(),
                         producers: BTreeMap::new(),
                     },
                 );
             }
         }
         let up = config.brokers.iter().map(|&b| (b, true)).collect();
+        let first_broker = config.brokers.first().copied().unwrap_or(0);
         Self {
+            coordinator: config
+                .transactions
+                .clone()
+                .map(|c| Coordinator::new(c, first_broker, config.first_epoch)),
             next_producer_id: config.first_producer_id,
             config,
             partitions,
@@ -325,6 +401,21 @@ impl Cluster {
             ));
             return verdict;
         }
+        let transactional = batch.attributes & TRANSACTIONAL_ATTRIBUTE != 0;
+        if transactional {
+            let verdict = self
+                .coordinator
+                .as_mut()
+                .map_or(ErrorCode::INVALID_TXN_STATE, |c| {
+                    c.verify_produce(partition, pid, epoch, now)
+                });
+            if !verdict.is_ok() {
+                return reject(partition, verdict, log_start);
+            }
+        }
+        let Some(p) = self.partitions.get_mut(partition) else {
+            return reject(partition, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1);
+        };
         match p.producers.get(&pid) {
             Some(entry) if epoch < entry.epoch => {
                 // Kafka 2.7+ answers a stale epoch with INVALID_PRODUCER_EPOCH (not the fatal
@@ -391,6 +482,7 @@ impl Cluster {
                 epoch,
                 sequence: batch.record_sequence(record),
                 appended_ms: now,
+                transactional,
             })
             .collect();
         p.log.extend(appended.iter().cloned());
@@ -495,6 +587,7 @@ mod tests {
             retention_ms: 1000,
             first_producer_id: 7,
             first_epoch: 0,
+            transactions: None,
         })
     }
 

@@ -100,6 +100,16 @@ impl FaultRates {
 /// A fault that happens at a moment rather than to one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
+    /// Another producer instance with the same transactional id initialises: the coordinator
+    /// bumps the epoch (fencing the running producer) and aborts its open transaction.
+    ZombieInit,
+    /// The transaction coordinator (or the group coordinator) moves to another broker.
+    MoveCoordinator {
+        /// The group coordinator (true) or the transaction coordinator.
+        group: bool,
+        /// The new coordinator.
+        to: BrokerId,
+    },
     /// The broker crashes: its connections reset, what was on the way to it is lost, and
     /// connecting to it is refused until [`Fault::BrokerUp`].
     BrokerDown {

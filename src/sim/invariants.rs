@@ -25,6 +25,8 @@ pub enum Outcome {
     Failed(Error),
     /// Failed, and maybe in the log.
     Indeterminate(Error),
+    /// `send` refused it: it never entered the producer.
+    Refused(Error),
 }
 
 /// What is known about one record of the workload.
@@ -160,12 +162,26 @@ impl Checker {
     }
 
     /// The clock jumps since `sent`.
-    fn allowance(&self, sent: Millis) -> Millis {
+    /// Clock jumps since `sent`: they move every deadline of what was waiting then.
+    pub fn allowance(&self, sent: Millis) -> Millis {
         self.jumps
             .iter()
             .filter(|(at, _)| *at >= sent)
             .map(|(_, ms)| ms)
             .sum()
+    }
+
+    /// `send` refused record `id` (a transactional producer outside a transaction, or one
+    /// that must abort or failed): it never entered the producer.
+    pub fn on_refused(&mut self, id: u64, error: Error) {
+        if let Some(fate) = self.fate_mut(id) {
+            fate.outcome = Some(Outcome::Refused(error));
+        }
+    }
+
+    /// Whether record `id` was appended to a log.
+    pub fn is_located(&self, id: u64) -> bool {
+        self.located.contains_key(&id)
     }
 
     /// `send` accepted record `id` at `now`.
@@ -287,7 +303,7 @@ impl Checker {
                     fate.partition
                 ));
             }
-            if let Some(Outcome::Failed(error)) = &fate.outcome {
+            if let Some(Outcome::Failed(error) | Outcome::Refused(error)) = &fate.outcome {
                 return Err(format!(
                     "record {id} was reported failed for good ({error}) and is now in {partition:?} at offset {} (P6, KAFKA-13574)",
                     record.offset
@@ -357,7 +373,14 @@ impl Checker {
                 Outcome::Acked(offset)
             }
             Err(error) => {
-                if let Some(code) = error.code()
+                // A fenced transactional producer fails everything with the fencing error (T5).
+                let fenced = match error {
+                    Error::Fatal(_) => true,
+                    Error::Indeterminate { cause } => matches!(**cause, Error::Fatal(_)),
+                    _ => false,
+                };
+                if !fenced
+                    && let Some(code) = error.code()
                     && matches!(
                         code,
                         ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -464,7 +487,7 @@ impl Checker {
                 (Some(Outcome::Acked(_)), None) => {
                     return Err(format!("record {id} acknowledged but not in the log (P6)"));
                 }
-                (Some(Outcome::Failed(e)), Some((tp, at))) => {
+                (Some(Outcome::Failed(e) | Outcome::Refused(e)), Some((tp, at))) => {
                     return Err(format!(
                         "record {id} failed for good ({e}) but is in {tp:?} at offset {at} (P6)"
                     ));

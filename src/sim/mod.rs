@@ -10,11 +10,21 @@
 //! fresh sequences after every epoch bump, counters that match the futures (DESIGN rules
 //! P1–P9, O1).
 //!
+//! About 30% of the generated runs are transactional ([`SimConfig::make_transactional`]): the
+//! cluster gets a model transaction coordinator and group coordinator ([`coordinator`],
+//! transactions v1 or v2), the records are sent in planned transactions, each committed or
+//! aborted (some with offsets, some fenced by another instance initialising the same
+//! transactional id), and the end of the run checks what a read_committed consumer sees: no
+//! aborted record, every record of a committed transaction exactly once, no transaction
+//! partially visible, offsets only of committed transactions; every call resolves in time
+//! (T1–T5, P9).
+//!
 //! Everything a run does is drawn from one [`Entropy`]: [`run_seed`] replays a seed exactly
 //! (no HashMap iteration order, no wall clock, no global RNG), [`run_fuzz`] takes its choices
 //! from fuzzer bytes, and [`run`] takes a hand-written [`SimConfig`] for named scenarios.
 
 pub mod cluster;
+pub mod coordinator;
 pub mod entropy;
 pub mod faults;
 pub mod invariants;
@@ -24,14 +34,16 @@ pub mod workload;
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use cluster::{ClusterConfig, LogRecord};
+pub use cluster::{ClusterConfig, LogRecord, Marker};
+pub use coordinator::CoordinatorConfig;
 pub use entropy::Entropy;
 pub use faults::{Fault, FaultRates, InjectedError, TimedFault};
 pub use invariants::{Fate, Outcome, WireBatch};
-pub use workload::{PlannedRecord, Workload};
+pub use runner::{TxnEnd, TxnFate};
+pub use workload::{PlannedRecord, PlannedTransaction, Workload};
 
 use crate::engine::accumulator::AccumulatorConfig;
-use crate::engine::{Counters, EngineConfig, Millis, TopicPartition};
+use crate::engine::{Counters, EngineConfig, Millis, TopicPartition, TransactionConfig};
 use crate::protocol::error_code::ErrorCode;
 
 /// Everything a run is made of.
@@ -96,6 +108,7 @@ impl SimConfig {
                 retention_ms: 3_600_000,
                 first_producer_id: 1000,
                 first_epoch: 0,
+                transactions: None,
             },
             workload: Workload::default(),
             rates: FaultRates::default(),
@@ -105,6 +118,33 @@ impl SimConfig {
             max_steps: 500_000,
             trace_lines: 60,
         }
+    }
+
+    /// Makes the run transactional: a transactional producer (`transactional.id` "txn",
+    /// calls bounded by `call_timeout_ms`), a model coordinator speaking transactions v2 or
+    /// v1, and the workload's records split into `transactions`.
+    pub fn make_transactional(
+        &mut self,
+        transactions_v2: bool,
+        call_timeout_ms: Millis,
+        transactions: Vec<PlannedTransaction>,
+    ) {
+        self.engine.transaction = Some(TransactionConfig {
+            transactional_id: "txn".into(),
+            timeout_ms: 60_000,
+            call_timeout_ms,
+        });
+        self.accumulator.transactional = true;
+        self.cluster.legacy_producer_state = false;
+        self.cluster.transactions = Some(CoordinatorConfig {
+            transactions_v2,
+            ending_window_ms: 15,
+            generation_id: 2,
+            member_id: "member".into(),
+        });
+        self.start_sequences.clear();
+        self.workload.flush_at_end = false;
+        self.workload.transactions = Some(transactions);
     }
 
     /// Every partition of the cluster, in order.
@@ -184,6 +224,7 @@ impl SimConfig {
             retention_ms: safe_age + entropy.range(0, delivery_timeout_ms),
             first_producer_id: i64::try_from(entropy.range(0, 1 << 40)).unwrap_or(0),
             first_epoch,
+            transactions: None,
         };
         let mut config = Self {
             engine,
@@ -214,6 +255,20 @@ impl SimConfig {
             .producer_expiration_ms
             .max(config.cluster.retention_ms);
         config.workload = Workload::generate(entropy, &partitions, long_pause);
+        if entropy.chance(300) {
+            let v2 = entropy.chance(500);
+            let call_timeout_ms = entropy.range(request_timeout_ms, 3 * delivery_timeout_ms);
+            let records = config.workload.records.len();
+            let transactions = PlannedTransaction::generate(entropy, records);
+            if entropy.chance(200) {
+                let at = entropy.range(0, config.workload.end_ms() + 1);
+                config.scripted.push(TimedFault {
+                    at,
+                    fault: Fault::ZombieInit,
+                });
+            }
+            config.make_transactional(v2, call_timeout_ms, transactions);
+        }
         config
     }
 }
@@ -233,6 +288,10 @@ pub struct Stats {
     pub buffer_full: u64,
     /// Faults by kind.
     pub faults: BTreeMap<&'static str, u64>,
+    /// Transactional runs.
+    pub transactional_runs: u64,
+    /// Transactions by how they ended.
+    pub transactions: BTreeMap<&'static str, u64>,
     /// Broker answers per partition by error code name (a NONE that appended nothing is a
     /// duplicate).
     pub answers: BTreeMap<String, u64>,
@@ -258,6 +317,10 @@ impl Stats {
         self.batches_written += other.batches_written;
         self.init_producer_id_requests += other.init_producer_id_requests;
         self.buffer_full += other.buffer_full;
+        self.transactional_runs += other.transactional_runs;
+        for (k, v) in &other.transactions {
+            *self.transactions.entry(k).or_default() += v;
+        }
         for (k, v) in &other.faults {
             *self.faults.entry(k).or_default() += v;
         }
@@ -280,6 +343,10 @@ pub struct Report {
     pub wire: Vec<WireBatch>,
     /// Every partition's log (including records retention deleted).
     pub logs: BTreeMap<TopicPartition, Vec<LogRecord>>,
+    /// What a read_committed consumer sees in each partition (record ids in offset order).
+    pub read_committed: BTreeMap<TopicPartition, Vec<u64>>,
+    /// Each planned transaction's fate (empty for an idempotent run).
+    pub transactions: Vec<TxnFate>,
     /// Tallies.
     pub stats: Stats,
     /// A digest of the whole trace: equal digests, equal runs.

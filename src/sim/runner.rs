@@ -15,8 +15,13 @@
 //! reach the broker (bytes already sent) unless the broker crashed, and then its answer is
 //! thrown away.
 
+mod txn;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
+
+use txn::TxnDriver;
+pub use txn::{TxnEnd, TxnFate};
 
 use super::cluster::{Cluster, reject};
 use super::entropy::Entropy;
@@ -28,6 +33,7 @@ use super::workload::Workload;
 use super::{Failure, Report, SimConfig, Stats};
 use crate::engine::accumulator::{Accumulator, AppendError};
 use crate::engine::completion::BatchCompletion;
+use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
 use crate::engine::{
     Action, BrokerId, Engine, Event, Millis, PartitionResponse, ProducerIdentity, RequestId,
     TopicPartition,
@@ -94,12 +100,15 @@ enum Pending {
 enum Body {
     Produce(Vec<(TopicPartition, SealedBatch)>),
     InitProducerId,
+    FindCoordinator(CoordinatorKey),
+    Coordinator(TxnRequest),
 }
 
 #[derive(Debug)]
 enum Answer {
     Produce(Vec<PartitionResponse>),
     Identity(Result<ProducerIdentity, Error>),
+    Txn(TxnResponse),
 }
 
 /// A request the driver wrote and that has not been answered or failed yet.
@@ -178,6 +187,8 @@ pub(super) struct Run {
     slow: BTreeMap<BrokerId, Millis>,
     groups: Vec<Group>,
     checker: Checker,
+    /// The transactional application, for a transactional producer.
+    txn: Option<TxnDriver>,
     trace: Trace,
     stats: Stats,
 }
@@ -212,6 +223,20 @@ impl Run {
             .saturating_add(timeouts.saturating_mul(40))
             .saturating_add(jumps)
             .saturating_add(rates.jump_max_ms.saturating_mul(20));
+        let txn = engine.transaction.as_ref().and_then(|t| {
+            let plan = workload.transactions.clone()?;
+            let bound = t.call_timeout_ms
+                + engine.request_timeout_ms
+                + engine.retry_backoff_max_ms
+                + rates.max_delay_ms
+                + 50;
+            Some(TxnDriver::new(plan, bound))
+        });
+        let deadline = deadline.saturating_add(txn.as_ref().map_or(0, |d| {
+            let calls = Millis::try_from(d.fates.len()).unwrap_or(0) + 1;
+            let call = engine.transaction.as_ref().map_or(0, |t| t.call_timeout_ms);
+            calls.saturating_mul(call.saturating_mul(12))
+        }));
         let checker = Checker::new(
             workload
                 .records
@@ -244,6 +269,7 @@ impl Run {
             slow: BTreeMap::new(),
             groups: Vec::new(),
             checker,
+            txn,
             trace: Trace {
                 lines: VecDeque::new(),
                 keep: trace_lines,
@@ -317,8 +343,17 @@ impl Run {
                 return Err(self.fail(violation));
             }
             let actions = self.engine.poll(self.now, &mut self.acc);
-            if let Err(v) = self.execute(actions).and_then(|()| self.observe()) {
-                return Err(self.fail(v));
+            let acted = match self
+                .execute(actions)
+                .and_then(|()| self.observe())
+                .and_then(|()| self.drive_transactions())
+            {
+                Ok(acted) => acted,
+                Err(v) => return Err(self.fail(v)),
+            };
+            if acted {
+                // The application called the producer: the engine acts on it at once.
+                continue;
             }
             if self.finished() {
                 break;
@@ -350,7 +385,32 @@ impl Run {
         if let Err(v) = self.check_end() {
             return Err(self.fail(v));
         }
+        let transactions = self
+            .txn
+            .as_ref()
+            .map(|d| d.fates.clone())
+            .unwrap_or_default();
+        if self.txn.is_some() {
+            self.stats.transactional_runs += 1;
+        }
+        for fate in &transactions {
+            let end = match fate.end {
+                TxnEnd::Open => "open",
+                TxnEnd::Committed => "committed",
+                TxnEnd::CommitFailed(_) => "commit failed",
+                TxnEnd::Aborted => "aborted",
+                TxnEnd::Abandoned => "abandoned",
+            };
+            *self.stats.transactions.entry(end).or_default() += 1;
+        }
         Ok(Report {
+            read_committed: self
+                .cluster
+                .partitions()
+                .iter()
+                .map(|(tp, p)| (tp.clone(), p.read_committed()))
+                .collect(),
+            transactions,
             end_ms: self.now,
             fates: self.checker.fates().to_vec(),
             counters: self.engine.counters().clone(),
@@ -368,11 +428,14 @@ impl Run {
     }
 
     fn finished(&self) -> bool {
-        self.next_send >= self.workload.records.len() && self.groups.is_empty()
+        self.next_send >= self.workload.records.len()
+            && self.groups.is_empty()
+            && self.txn.as_ref().is_none_or(TxnDriver::done)
     }
 
     fn check_end(&self) -> Result<(), Violation> {
         self.checker.at_end()?;
+        self.check_transactions()?;
         self.checker.check_counters(self.engine.counters())?;
         if !self.engine.is_idle(&self.acc) || self.engine.unresolved_batches() > 0 {
             return Err(format!(
@@ -433,11 +496,37 @@ impl Run {
                 Action::InitProducerId { request } => self.send_init_producer_id(request),
                 Action::RefreshMetadata => self.refresh_metadata(),
                 Action::Disconnect { .. } => {}
-                // The simulated producer is idempotent, not transactional.
-                Action::FindCoordinator { request, .. } | Action::Coordinator { request, .. } => {
+                Action::FindCoordinator { request, .. } | Action::Coordinator { request, .. }
+                    if self.cluster.coordinator().is_none() =>
+                {
                     return Err(format!(
                         "transactional request {request} from a producer without transactional.id"
                     ));
+                }
+                Action::FindCoordinator { request, key } => {
+                    // Any live broker answers FindCoordinator.
+                    let live = self.cluster.live_brokers();
+                    let broker = self.entropy.pick(&live).copied();
+                    self.note(format!(
+                        "engine: FindCoordinator {request} {key:?} via {broker:?}"
+                    ));
+                    if !self.unwritable(request, broker)
+                        && let Some(broker) = broker
+                    {
+                        self.write(request, broker, Body::FindCoordinator(key));
+                    }
+                }
+                Action::Coordinator {
+                    request,
+                    broker,
+                    body,
+                } => {
+                    self.note(format!(
+                        "engine: {request} to coordinator {broker}: {body:?}"
+                    ));
+                    if !self.unwritable(request, Some(broker)) {
+                        self.write(request, broker, Body::Coordinator(body));
+                    }
                 }
             }
         }
@@ -623,7 +712,20 @@ impl Run {
                 },
             );
             let on_its_way = self.network.get(&request).is_some_and(|t| t.body.is_some());
-            if on_its_way && !crash && self.entropy.chance(500) {
+            // Transactions v1 cannot tell a late EndTxn of the previous transaction from one
+            // for the current (same epoch): a stale commit arriving after the next transaction
+            // began would commit it. That hazard is what KIP-890 part 2 closes with an epoch
+            // per transaction; under v1 the model broker drains a closed connection's requests
+            // before the client's next call (coordinator requests are not left on the way).
+            let v1_coordinator_request = self
+                .network
+                .get(&request)
+                .is_some_and(|t| matches!(t.body, Some(Body::Coordinator(_))))
+                && self
+                    .cluster
+                    .coordinator()
+                    .is_some_and(|c| !c.transactions_v2());
+            if on_its_way && !crash && !v1_coordinator_request && self.entropy.chance(500) {
                 if let Some(t) = self.network.get_mut(&request) {
                     t.orphan = true;
                 }
@@ -681,6 +783,19 @@ impl Run {
                 return Ok(());
             }
             let id = u64::try_from(self.next_send).unwrap_or(u64::MAX);
+            if let Some(driver) = &self.txn {
+                let refusal = match driver.may_send(self.next_send) {
+                    None => return Ok(()),
+                    Some(false) => Some(Error::InvalidState("the application gave up".into())),
+                    Some(true) => self.engine.check_send().err(),
+                };
+                if let Some(error) = refusal {
+                    self.note(format!("send of record {id} refused: {error}"));
+                    self.checker.on_refused(id, error);
+                    self.next_send += 1;
+                    continue;
+                }
+            }
             let value = Workload::value(id, planned.padding);
             let partition = planned.partition.clone();
             let timestamp = i64::try_from(self.now).unwrap_or(i64::MAX);
@@ -690,6 +805,9 @@ impl Run {
             {
                 Ok(appended) => {
                     self.checker.on_sent(id, self.now);
+                    if let Some(driver) = &mut self.txn {
+                        driver.sent(id);
+                    }
                     self.next_send += 1;
                     match self
                         .groups
@@ -760,6 +878,15 @@ impl Run {
                     Answer::Identity(Ok(identity))
                 }
             },
+            Body::FindCoordinator(key) => match self.cluster.find_coordinator(&key) {
+                Some(coordinator) => Answer::Txn(TxnResponse::Coordinator(coordinator)),
+                None => return Err(format!("FindCoordinator {key:?} without a coordinator")),
+            },
+            Body::Coordinator(body) => {
+                let response = self.cluster.coordinator_request(broker, &body, self.now);
+                self.note(format!("broker {broker}: {request} -> {response:?}"));
+                Answer::Txn(response)
+            }
         };
         if orphan {
             self.note(format!(
@@ -881,6 +1008,17 @@ impl Run {
                 );
                 self.after_first_identity();
             }
+            Some(Answer::Txn(response)) => {
+                self.note(format!("coordinator answer {request} delivered"));
+                self.engine.handle(
+                    Event::Txn {
+                        request,
+                        result: Ok(response),
+                    },
+                    self.now,
+                    &mut self.acc,
+                );
+            }
             None => {}
         }
     }
@@ -919,6 +1057,15 @@ impl Run {
                 self.entropy
                     .pick(&open)
                     .map(|&broker| Fault::ResetConnection { broker })
+            }
+            Recurring::MoveLeader
+                if self.cluster.coordinator().is_some() && self.entropy.chance(300) =>
+            {
+                let live = self.cluster.live_brokers();
+                let group = self.entropy.chance(500);
+                self.entropy
+                    .pick(&live)
+                    .map(|&to| Fault::MoveCoordinator { group, to })
             }
             Recurring::MoveLeader => {
                 let live = self.cluster.live_brokers();
@@ -1015,6 +1162,19 @@ impl Run {
             }
             Fault::SlowNetwork { broker, extra_ms } => {
                 self.slow.insert(broker, extra_ms);
+            }
+            Fault::MoveCoordinator { group, to } => {
+                self.stats.fault("coordinator moved");
+                self.cluster.move_coordinator(group, to);
+            }
+            Fault::ZombieInit => {
+                if let Some(identity) = self.cluster.fence_transactional_id(self.now) {
+                    self.stats.fault("fenced by another instance");
+                    self.note(format!("another instance initialised: {identity:?}"));
+                    if let Some(driver) = &mut self.txn {
+                        driver.on_fence(self.now);
+                    }
+                }
             }
         }
     }

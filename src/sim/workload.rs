@@ -3,6 +3,8 @@
 //! one into the logs. Records are sent in plan order; a full buffer blocks the sender until
 //! memory frees, as `send` does (backpressure), so the plan order is the send order.
 
+use std::ops::Range;
+
 use super::entropy::Entropy;
 use crate::engine::{Millis, TopicPartition};
 
@@ -24,6 +26,67 @@ pub struct Workload {
     pub records: Vec<PlannedRecord>,
     /// Call `begin_flush` on the engine once the last record is sent.
     pub flush_at_end: bool,
+    /// A transactional producer sends the records in these transactions (in order, covering
+    /// the records in order); `None`: an idempotent producer.
+    pub transactions: Option<Vec<PlannedTransaction>>,
+}
+
+/// One transaction of a transactional workload.
+#[derive(Debug, Clone)]
+pub struct PlannedTransaction {
+    /// The ids of its records.
+    pub records: Range<usize>,
+    /// Commit (true) or abort (false) at the end. An abortable failure aborts regardless.
+    pub commit: bool,
+    /// `send_offsets_to_transaction` before the end: the offsets, and whether the consumer
+    /// group metadata is stale (ILLEGAL_GENERATION, then the transaction must be aborted).
+    pub offsets: Option<(Vec<(TopicPartition, i64)>, bool)>,
+    /// Try a call that is invalid in the current state first (it must fail and send nothing).
+    pub misuse: bool,
+}
+
+impl PlannedTransaction {
+    /// Splits `records` records into random transactions (an empty one now and then);
+    /// offsets go to partitions of the consumed topic `input`, each value naming its
+    /// transaction (index × 1000 + partition).
+    pub fn generate(entropy: &mut Entropy, records: usize) -> Vec<Self> {
+        let mut transactions = Vec::new();
+        let mut start = 0;
+        while start < records {
+            // Sometimes an empty transaction first (commit and abort with nothing sent).
+            let empty_before = transactions
+                .last()
+                .is_some_and(|t: &PlannedTransaction| t.records.is_empty());
+            let size = if !empty_before && entropy.chance(50) {
+                0
+            } else {
+                usize::try_from(entropy.range(1, 60)).unwrap_or(1)
+            };
+            let end = (start + size).min(records);
+            let index = i64::try_from(transactions.len()).unwrap_or(0);
+            let offsets = entropy.chance(300).then(|| {
+                let partitions = entropy.range(1, 3);
+                let offsets = (0..partitions)
+                    .map(|p| {
+                        let partition = i32::try_from(p).unwrap_or(0);
+                        (
+                            TopicPartition::new("input", partition),
+                            index * 1000 + i64::from(partition),
+                        )
+                    })
+                    .collect();
+                (offsets, entropy.chance(100))
+            });
+            transactions.push(PlannedTransaction {
+                records: start..end,
+                commit: entropy.chance(750),
+                offsets,
+                misuse: entropy.chance(100),
+            });
+            start = end;
+        }
+        transactions
+    }
 }
 
 impl Workload {

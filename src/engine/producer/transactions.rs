@@ -241,7 +241,12 @@ impl Engine {
     pub(super) fn make_abortable(&mut self, cause: Error) {
         if let Some(txn) = &mut self.txn {
             txn.bump_after_abort = true;
-            if matches!(txn.state, TxnState::InTransaction | TxnState::Committing) {
+            // From Aborting too: an abort whose EndTxn failed for good must stay retriable
+            // by the user (T1), not stuck in Aborting with no call running.
+            if matches!(
+                txn.state,
+                TxnState::InTransaction | TxnState::Committing | TxnState::Aborting
+            ) {
                 warn!(%cause, "transaction is now abortable");
                 txn.state = TxnState::AbortableError;
                 txn.abort_cause = Some(cause);
@@ -724,6 +729,14 @@ impl Engine {
         }
         let error = call_error(code, what);
         self.make_abortable(error.clone());
+        // An abort whose EndTxn failed for good must stay callable again (T1), not stuck in
+        // Aborting with no call running.
+        if let Some(txn) = &mut self.txn
+            && txn.state == TxnState::Aborting
+        {
+            txn.state = TxnState::AbortableError;
+            txn.abort_cause = Some(error.clone());
+        }
         self.finish_call(Err(error));
     }
 
@@ -779,17 +792,25 @@ impl Engine {
         }
     }
 
-    /// Earliest time the transaction flow wants to run again.
-    pub(super) fn transaction_wakeup(&self) -> Option<Millis> {
+    /// Earliest time after `now` the transaction flow wants to run again.
+    ///
+    /// Each deadline is judged on its own: a past one must not hide a future one (P9). Found
+    /// by the simulation, twice: the minimum of a call's retry time and a stale `add_retry_at`
+    /// was in the past, so a KIP-360 InitProducerId answered CONCURRENT_TRANSACTIONS was never
+    /// retried (regression test `librdkafka_3575_tv1`); and a call whose deadline passed while
+    /// its request was outstanding hid its retry time, so the call never timed out (seed
+    /// 33056; regression test `call_whose_deadline_passed_in_flight_times_out`, both in
+    /// tests/simulation.rs).
+    pub(super) fn transaction_wakeup(&self, now: Millis) -> Option<Millis> {
         let txn = self.txn.as_ref()?;
-        let call = txn.call.as_ref().map(|c| c.retry_at.min(c.deadline));
-        match (
-            call,
-            (!txn.v2 && txn.adding.is_none()).then_some(txn.add_retry_at),
-        ) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let retry = txn.call.as_ref().map(|c| c.retry_at);
+        let deadline = txn.call.as_ref().map(|c| c.deadline);
+        let add = (!txn.v2 && txn.adding.is_none()).then_some(txn.add_retry_at);
+        [retry, deadline, add]
+            .into_iter()
+            .flatten()
+            .filter(|&t| t > now)
+            .min()
     }
 }
 
