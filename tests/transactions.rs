@@ -210,22 +210,52 @@ async fn zombie_is_fenced(cluster: Cluster) {
 }
 on_both_versions!(zombie_is_fenced);
 
-async fn end_txn_lost_ack_commit_is_success(cluster: Cluster) {
-    let _exclusive = cluster.exclusive();
-    let topic = support::unique_topic("txn-lostack");
-    cluster.create_topic(&topic, 1, 1, &[]);
-    let producer = transactional(&cluster, &support::unique_topic("lostack"), &[]).await;
-    producer.begin_transaction().unwrap();
-    let sent = send_all(&producer, &topic, "once", 10).await;
-    producer.flush().await.unwrap();
+/// A transaction on a fresh topic with `records` records sent and flushed, whose commit has
+/// started while the broker's answers are dropped: the EndTxn reaches the coordinator, its
+/// answer does not come back (until the test removes the "drop_answers" toxic).
+struct BlindCommit {
+    topic: String,
+    producer: Producer,
+    sent: Vec<exactly::DeliveryFuture>,
+    commit: tokio::task::JoinHandle<exactly::Result<()>>,
+}
 
-    // The EndTxn reaches the coordinator; its answer is dropped.
-    let proxy = cluster.proxy(0);
-    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
+async fn start_blind_commit(
+    cluster: &Cluster,
+    name: &str,
+    partitions: u32,
+    records: usize,
+) -> BlindCommit {
+    let topic = support::unique_topic(&format!("txn-{name}"));
+    cluster.create_topic(&topic, partitions, 1, &[]);
+    let producer = transactional(cluster, &support::unique_topic(name), &[]).await;
+    producer.begin_transaction().unwrap();
+    let sent = send_all(&producer, &topic, name, records).await;
+    producer.flush().await.unwrap();
+    cluster
+        .proxy(0)
+        .add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
     let commit = tokio::spawn({
         let producer = producer.clone();
         async move { producer.commit_transaction().await }
     });
+    BlindCommit {
+        topic,
+        producer,
+        sent,
+        commit,
+    }
+}
+
+async fn end_txn_lost_ack_commit_is_success(cluster: Cluster) {
+    let _exclusive = cluster.exclusive();
+    let BlindCommit {
+        topic,
+        producer,
+        sent,
+        commit,
+    } = start_blind_commit(&cluster, "once", 1, 10).await;
+    let proxy = cluster.proxy(0);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     proxy.remove_toxic("drop_answers");
     let result = tokio::time::timeout(RESOLVE_LIMIT, commit)
@@ -389,20 +419,14 @@ on_both_versions!(abortable_error_then_abort_then_continue);
 
 async fn coordinator_killed_mid_commit(cluster: Cluster) {
     let _exclusive = cluster.exclusive();
-    let topic = support::unique_topic("txn-kill");
-    cluster.create_topic(&topic, 2, 1, &[]);
-    let producer = transactional(&cluster, &support::unique_topic("kill"), &[]).await;
-    producer.begin_transaction().unwrap();
-    let sent = send_all(&producer, &topic, "maybe", 20).await;
-    producer.flush().await.unwrap();
-    // Answers are dropped, so the EndTxn is decided (or not) but unanswered when the broker
-    // dies.
+    // The EndTxn is decided (or not) but unanswered when the broker dies.
+    let BlindCommit {
+        topic,
+        producer,
+        sent,
+        commit,
+    } = start_blind_commit(&cluster, "maybe", 2, 20).await;
     let proxy = cluster.proxy(0);
-    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
-    let commit = tokio::spawn({
-        let producer = producer.clone();
-        async move { producer.commit_transaction().await }
-    });
     tokio::time::sleep(Duration::from_millis(300)).await;
     cluster.stop_broker(0, true);
     proxy.remove_toxic("drop_answers");
