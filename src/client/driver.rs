@@ -19,7 +19,7 @@ use crate::engine::{
 use crate::error::Error;
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::header::encode_request_frame;
+use crate::protocol::header::encode_request_frame_sized;
 use crate::protocol::messages::add_offsets_to_txn::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
 };
@@ -325,6 +325,12 @@ impl Driver {
             topic_data: group_by_topic(&batches),
         };
         let expects_response = produce.acks != 0;
+        // Batches plus per-topic and per-partition overhead, so the frame is allocated once.
+        let frame_capacity = 256
+            + batches
+                .iter()
+                .map(|(tp, b)| b.size_in_bytes() + tp.topic.len() + 16)
+                .sum::<usize>();
         // Transactional data under transactions v1 must not use Produce v12, which would add
         // the partition to the transaction implicitly (KIP-890).
         let transactional_v1 =
@@ -340,8 +346,13 @@ impl Driver {
                 let version = versions
                     .negotiate::<ProduceRequest>(Some(cap))
                     .ok_or_else(|| Error::broker(ErrorCode::UNSUPPORTED_VERSION))?;
-                let frame =
-                    encode_request_frame(&produce, version, correlation_id, Some(&client_id));
+                let frame = encode_request_frame_sized(
+                    &produce,
+                    version,
+                    correlation_id,
+                    Some(&client_id),
+                    frame_capacity,
+                );
                 Ok((frame, version, expects_response))
             }),
             Box::new(move |result| {
