@@ -540,6 +540,51 @@ fn kafka_15591_after_producer_state_expired() {
     assert_eq!(report.counters.epoch_bumps, 0);
 }
 
+/// The liveness issue, bug 1: a burst behind 300 ms of latency, small batches, no linger.
+/// With one Produce request per broker per poll the pipeline shrank toward one request and
+/// records timed out; every poll now fills every free in-flight slot, so the backlog drains
+/// at `batches / max_in_flight` round trips.
+fn backlog_drains_with_a_full_pipeline(partition_count: i32) {
+    const LATENCY_MS: Millis = 300;
+    let mut config = SimConfig::calm(&[("t", partition_count)], 1);
+    config.engine.delivery_timeout_ms = 120_000;
+    config.engine.request_timeout_ms = 5_000;
+    config.accumulator.batch_size = 200;
+    let tps = partitions("t", partition_count);
+    config.workload.burst(10, &tps, 500, 0);
+    config.scripted = vec![at(
+        0,
+        Fault::SlowNetwork {
+            broker: 1,
+            extra_ms: LATENCY_MS,
+        },
+    )];
+    let report = run("backlog_drains_with_a_full_pipeline", config, 3);
+    assert_acked(&report, 0..500);
+    let batches = report.wire.iter().filter(|b| b.written).count() as u64;
+    let per_partition = batches.div_ceil(partition_count as u64);
+    // The first batch of each partition goes alone (KAFKA-15591); the rest five at a time.
+    // One round trip is the latency plus the model network's 1..10 ms each way.
+    let round_trips = 1 + (per_partition - 1).div_ceil(5);
+    let bound = round_trips * (LATENCY_MS + 20) * 5 / 4;
+    assert!(
+        report.end_ms <= bound + 10,
+        "{batches} batches over {partition_count} partitions took {} ms, more than 1.25 x \
+         {round_trips} round trips ({bound} ms)",
+        report.end_ms
+    );
+}
+
+#[test]
+fn backlog_drains_with_a_full_pipeline_one_partition() {
+    backlog_drains_with_a_full_pipeline(1);
+}
+
+#[test]
+fn backlog_drains_with_a_full_pipeline_six_partitions() {
+    backlog_drains_with_a_full_pipeline(6);
+}
+
 // ---- transactional scenarios ----
 
 /// A transactional run over `topic` (`count` partitions, one broker): `transactions` of

@@ -15,7 +15,6 @@ use super::{
 };
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::record_batch::SealedBatch;
 
 mod transactions;
 
@@ -81,11 +80,13 @@ pub struct Counters {
     pub epoch: i16,
 }
 
-/// A Produce request being assembled for one broker.
-struct RequestDraft {
-    request: RequestId,
-    bytes: usize,
-    batches: Vec<(TopicPartition, SealedBatch)>,
+/// How a partition's batch goes out in a dispatch round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sendable {
+    /// The first batch awaiting a retry, with the identity it carries (P2).
+    Retry,
+    /// The next queued batch, stamped now (P1).
+    Stamp,
 }
 
 #[derive(Debug)]
@@ -546,9 +547,16 @@ impl Engine {
             ));
         }
         self.expire_requests(now, acc);
+        let delivery_timeout = self.config.delivery_timeout_ms;
         for state in self.partitions.values_mut() {
             if state.in_flight() == 0 {
                 state.unstamp_unwritten_tail();
+            }
+            // After a delivery timeout without an acknowledgement the broker may have expired
+            // our producer state, so the next batch opens alone again (KAFKA-15591).
+            if state.unacked.is_empty() && now.saturating_sub(state.last_ack_ms) >= delivery_timeout
+            {
+                state.confirmed = false;
             }
         }
         self.expire_batches(now, acc);
@@ -748,118 +756,154 @@ impl Engine {
         }
     }
 
-    /// Builds at most one Produce request per broker, with at most one batch per partition:
-    /// retries first and alone (after the partition's pipeline drained, P4), then new batches
-    /// stamped now (P1), up to `max_in_flight` per partition and per broker.
+    /// Fills every free in-flight slot: round after round, each round building at most one
+    /// Produce request per broker with at most one batch per partition (Produce v3+ carries
+    /// one batch per partition), until no broker has a free slot or no partition has a
+    /// sendable batch. One request per broker per poll let a backlog's pipeline shrink to one
+    /// request after answers that arrived together (the liveness issue: 500 records behind
+    /// 300 ms of latency took 73 s and timed out).
     fn dispatch(&mut self, now: Millis) {
         let Some(identity) = self.identity else {
             return;
         };
-        let bumping = self.bump_reason.is_some();
-        let mut per_broker: BTreeMap<BrokerId, RequestDraft> = BTreeMap::new();
+        // Bounded: a round that sends nothing ends the loop, and every round that sends puts a
+        // request on a broker that takes at most `max_in_flight` of them.
+        loop {
+            let round = self.sendable_round(now);
+            if round.is_empty() || !self.send_round(round, identity, now) {
+                break;
+            }
+        }
+    }
+
+    /// What one dispatch round would send, per broker: retries first and alone (after the
+    /// partition's pipeline drained, P4), then new batches to be stamped now (P1), up to
+    /// `max_in_flight` per partition and per broker and `max.request.size` per request.
+    /// Decides only; [`Engine::send_round`] acts. Empty after a poll: no slot is left unused
+    /// while something could use it (an invariant the simulation checks).
+    pub(crate) fn sendable_round(
+        &self,
+        now: Millis,
+    ) -> BTreeMap<BrokerId, Vec<(TopicPartition, Sendable)>> {
+        let mut round: BTreeMap<BrokerId, Vec<(TopicPartition, Sendable)>> = BTreeMap::new();
+        if self.identity.is_none() {
+            return round;
+        }
         let mut broker_in_flight: HashMap<BrokerId, usize> = HashMap::new();
         for o in self.outstanding.values() {
             if let Outstanding::Produce { broker, .. } = o {
                 *broker_in_flight.entry(*broker).or_default() += 1;
             }
         }
+        let mut request_bytes: HashMap<BrokerId, usize> = HashMap::new();
+        let bumping = self.bump_reason.is_some();
         let max_in_flight = self.config.max_in_flight;
-        let max_request = self.config.max_request_size;
-        for (tp, state) in self.partitions.iter_mut() {
+        for (tp, state) in &self.partitions {
             let Some(broker) = state.leader else { continue };
-            if broker_in_flight.get(&broker).copied().unwrap_or(0) >= max_in_flight {
+            if state.diverged
+                || broker_in_flight.get(&broker).copied().unwrap_or(0) >= max_in_flight
+            {
                 continue;
             }
-            let draft = per_broker.entry(broker).or_insert_with(|| {
-                let request = self.next_request;
-                self.next_request += 1;
-                RequestDraft {
-                    request,
-                    bytes: 0,
-                    batches: Vec::new(),
-                }
-            });
-            let RequestDraft {
-                request,
-                bytes,
-                batches,
-            } = draft;
-            if state.diverged {
-                continue;
-            }
-            if state.has_retry() {
+            let (sendable, size) = if state.has_retry() {
                 if state.in_flight() > 0 || now < state.retry_at {
                     continue;
                 }
-                let Some(batch) = state.unacked.iter_mut().find(|b| b.awaits_retry()) else {
+                let Some(batch) = state.unacked.iter().find(|b| b.awaits_retry()) else {
                     continue;
                 };
-                if *bytes > 0 && *bytes + batch.batch.size_in_bytes() > max_request {
+                (Sendable::Retry, batch.batch.size_in_bytes())
+            } else {
+                let waiting_retry = state
+                    .unacked
+                    .iter()
+                    .any(|b| b.wire.is_some_and(|w| !matches!(w, WireState::InFlight(_))));
+                // A transactional producer sends new batches only inside a transaction, and
+                // under transactions v1 only to partitions the coordinator added to it (T2).
+                let txn_blocks = self.txn.as_ref().is_some_and(|t| !t.allows_dispatch(tp));
+                // A broker without state for this producer (a new producer id, or state
+                // expired after `producer.id.expiration.ms`) accepts any first sequence up to
+                // Kafka 4.4: a batch pipelined behind a first one rejected retriably would be
+                // appended ahead of it, and one behind a first one rejected for good would be
+                // re-stamped and written twice (P4; KAFKA-15591). So until the broker
+                // acknowledged a batch of this identity one batch goes alone (see
+                // `PartitionState::confirmed`). Found by the simulation (regression tests
+                // `kafka_15591_*` in tests/simulation.rs).
+                let opener_unconfirmed = !state.unacked.is_empty() && !state.confirmed;
+                if bumping
+                    || txn_blocks
+                    || opener_unconfirmed
+                    || waiting_retry
+                    || state.in_flight() >= max_in_flight
+                    || now < state.retry_at
+                {
                     continue;
                 }
-                batch.wire = Some(WireState::InFlight(*request));
-                batch.attempts += 1;
-                self.counters.batch_retries += 1;
-                debug!(partition = ?tp, base_sequence = batch.batch.base_sequence(), attempts = batch.attempts, "retrying batch");
-                *bytes += batch.batch.size_in_bytes();
-                batches.push((tp.clone(), batch.batch.clone()));
-                continue;
-            }
-            let waiting_retry = state
-                .unacked
-                .iter()
-                .any(|b| b.wire.is_some_and(|w| !matches!(w, WireState::InFlight(_))));
-            // A transactional producer sends new batches only inside a transaction, and under
-            // transactions v1 only to partitions the coordinator added to it (T2).
-            let txn_blocks = self.txn.as_ref().is_some_and(|t| !t.allows_dispatch(tp));
-            // A broker without state for this producer (a new producer id, or state expired
-            // after `producer.id.expiration.ms` idle, a day by default) accepts any first
-            // sequence up to Kafka 4.4: a batch pipelined behind a first one rejected
-            // retriably would be appended ahead of it, and one behind a first one rejected for
-            // good would be re-stamped and written twice (P4; KAFKA-15591). So until the
-            // broker acknowledged a batch of this identity, or after the partition saw no
-            // acknowledgement for a delivery timeout, one batch goes alone. Found by the
-            // simulation (regression tests `kafka_15591_*` in tests/simulation.rs).
-            if state.unacked.is_empty()
-                && now.saturating_sub(state.last_ack_ms) >= self.config.delivery_timeout_ms
-            {
-                state.confirmed = false;
-            }
-            let opener_unconfirmed = !state.unacked.is_empty() && !state.confirmed;
-            if bumping
-                || txn_blocks
-                || opener_unconfirmed
-                || waiting_retry
-                || state.in_flight() >= max_in_flight
-                || now < state.retry_at
-            {
-                continue;
-            }
-            let Some(next) = state.queued.front() else {
-                continue;
+                let Some(next) = state.queued.front() else {
+                    continue;
+                };
+                (Sendable::Stamp, next.batch.size_in_bytes())
             };
-            if *bytes > 0 && *bytes + next.batch.size_in_bytes() > max_request {
+            let bytes = request_bytes.entry(broker).or_default();
+            if *bytes > 0 && *bytes + size > self.config.max_request_size {
                 continue;
             }
-            if let Some(batch) = state.stamp_next(identity.producer_id, identity.epoch, *request) {
-                debug!(partition = ?tp, producer_id = identity.producer_id, epoch = identity.epoch, base_sequence = batch.base_sequence(), records = batch.record_count(), "batch stamped");
-                *bytes += batch.size_in_bytes();
-                batches.push((tp.clone(), batch.clone()));
-                if let Some(txn) = &mut self.txn {
-                    txn.has_content = true;
-                }
-            }
+            *bytes += size;
+            round
+                .entry(broker)
+                .or_default()
+                .push((tp.clone(), sendable));
         }
-        for (
-            broker,
-            RequestDraft {
-                request, batches, ..
-            },
-        ) in per_broker
-        {
+        round
+    }
+
+    /// Puts one round on the wire: one Produce request per broker. Returns whether it sent
+    /// anything.
+    fn send_round(
+        &mut self,
+        round: BTreeMap<BrokerId, Vec<(TopicPartition, Sendable)>>,
+        identity: ProducerIdentity,
+        now: Millis,
+    ) -> bool {
+        let mut sent = false;
+        for (broker, chosen) in round {
+            let request = self.next_request_id();
+            let mut batches = Vec::with_capacity(chosen.len());
+            for (tp, sendable) in chosen {
+                let Some(state) = self.partitions.get_mut(&tp) else {
+                    continue;
+                };
+                let batch = match sendable {
+                    Sendable::Retry => {
+                        let Some(batch) = state.unacked.iter_mut().find(|b| b.awaits_retry())
+                        else {
+                            continue;
+                        };
+                        batch.wire = Some(WireState::InFlight(request));
+                        batch.attempts += 1;
+                        self.counters.batch_retries += 1;
+                        debug!(partition = ?tp, base_sequence = batch.batch.base_sequence(), attempts = batch.attempts, "retrying batch");
+                        &batch.batch
+                    }
+                    Sendable::Stamp => {
+                        let Some(batch) =
+                            state.stamp_next(identity.producer_id, identity.epoch, request)
+                        else {
+                            continue;
+                        };
+                        debug!(partition = ?tp, producer_id = identity.producer_id, epoch = identity.epoch, base_sequence = batch.base_sequence(), records = batch.record_count(), "batch stamped");
+                        if let Some(txn) = &mut self.txn {
+                            txn.has_content = true;
+                        }
+                        batch
+                    }
+                };
+                batches.push((tp, batch.clone()));
+            }
             if batches.is_empty() {
                 continue;
             }
+            sent = true;
             let partitions = batches.iter().map(|(tp, _)| tp.clone()).collect();
             self.outstanding.insert(
                 request,
@@ -875,6 +919,7 @@ impl Engine {
                 batches,
             });
         }
+        sent
     }
 
     /// The earliest time after `now` at which [`Engine::poll`] has something to do without a

@@ -328,13 +328,13 @@ fn out_of_order_behind_an_earlier_retry_is_not_data_loss() {
         h.now,
         &mut h.acc,
     );
-    // Retries go out in order, one at a time, under the same identity (P4): no bump.
-    let r1 = produces(&h.advance(20));
-    assert_eq!(r1[0].1, vec![(0, 1, 0, 1)]);
-    h.answer(r1[0].0, &[(0, ErrorCode::NONE, 10)]);
-    let r2 = produces(&h.advance(20));
-    assert_eq!(r2[0].1, vec![(0, 1, 0, 2)]);
-    h.answer(r2[0].0, &[(0, ErrorCode::NONE, 11)]);
+    // Neither batch reached the log, so both take their sequences again and go out in
+    // order, pipelined, under the same identity (P1, P4): no bump.
+    let again = produces(&h.advance(20));
+    let stamps: Vec<_> = again.iter().map(|(_, s)| s[0]).collect();
+    assert_eq!(stamps, vec![(0, 1, 0, 1), (0, 1, 0, 2)]);
+    h.answer(again[0].0, &[(0, ErrorCode::NONE, 10)]);
+    h.answer(again[1].0, &[(0, ErrorCode::NONE, 11)]);
     assert_eq!(
         (offset_of(&first), offset_of(&second)),
         (Some(10), Some(11))
@@ -398,6 +398,63 @@ fn a_retry_that_never_left_does_not_erase_an_earlier_lost_ack() {
         "the first attempt may have landed: {err}"
     );
     assert_eq!(h.engine.counters().epoch_bumps, 1);
+}
+
+/// Queues `batches` batches on each of `partitions` behind an acknowledged opener, so the
+/// next poll may pipeline (KAFKA-15591 sends the first batch of an identity alone).
+fn backlog_behind_acknowledged_opener(h: &mut Harness, partitions: &[i32], batches: usize) {
+    h.give_identity(1, 0);
+    for &p in partitions {
+        h.send(p);
+    }
+    let openers = produces(&h.poll());
+    for _ in 0..batches {
+        for &p in partitions {
+            h.send(p);
+        }
+        assert!(produces(&h.poll()).is_empty(), "openers go alone");
+    }
+    for (request, stamps) in openers {
+        let answers: Vec<_> = stamps.iter().map(|s| (s.0, ErrorCode::NONE, 0)).collect();
+        h.answer(request, &answers);
+    }
+}
+
+#[test]
+fn one_poll_fills_every_free_in_flight_slot() {
+    let mut h = Harness::new();
+    backlog_behind_acknowledged_opener(&mut h, &[0], 7);
+    let sent = produces(&h.poll());
+    assert_eq!(
+        sent.len(),
+        5,
+        "max.in.flight requests in one poll: {sent:?}"
+    );
+    let sequences: Vec<i32> = sent.iter().map(|(_, s)| s[0].3).collect();
+    assert_eq!(sequences, vec![1, 2, 3, 4, 5], "contiguous, in order (P3)");
+    // Two answers arriving together free two slots; one poll refills both.
+    h.answer(sent[0].0, &[(0, ErrorCode::NONE, 1)]);
+    h.answer(sent[1].0, &[(0, ErrorCode::NONE, 2)]);
+    let refill = produces(&h.poll());
+    let sequences: Vec<i32> = refill.iter().map(|(_, s)| s[0].3).collect();
+    assert_eq!(sequences, vec![6, 7]);
+}
+
+#[test]
+fn in_flight_slots_are_per_broker_with_one_batch_per_partition_per_request() {
+    let mut h = Harness::new();
+    backlog_behind_acknowledged_opener(&mut h, &[0, 1, 2], 6);
+    let sent = produces(&h.poll());
+    assert_eq!(sent.len(), 5, "at most max.in.flight requests to broker 1");
+    for (_, stamps) in &sent {
+        let partitions: Vec<i32> = stamps.iter().map(|s| s.0).collect();
+        assert_eq!(
+            partitions,
+            vec![0, 1, 2],
+            "one batch per partition per request"
+        );
+    }
+    assert!(produces(&h.poll()).is_empty(), "no slot is free");
 }
 
 mod transactions {

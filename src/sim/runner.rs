@@ -343,6 +343,14 @@ impl Run {
                 return Err(self.fail(violation));
             }
             let actions = self.engine.poll(self.now, &mut self.acc);
+            // A poll fills every free in-flight slot (DESIGN, performance shape): what one more
+            // dispatch round would send is nothing (the liveness issue's pipeline collapse).
+            let unused = self.engine.sendable_round(self.now);
+            if !unused.is_empty() {
+                return Err(self.fail(format!(
+                    "a poll left in-flight slots unused while batches could go out: {unused:?}"
+                )));
+            }
             let acted = match self
                 .execute(actions)
                 .and_then(|()| self.observe())
