@@ -86,6 +86,13 @@ pub enum Error {
     /// transactional producer). Nothing was sent.
     #[error("invalid state: {0}")]
     InvalidState(String),
+    /// The transaction cannot commit any more; `abort_transaction` is the way on, after which
+    /// the producer goes on (DESIGN rule T4). The cause says what went wrong.
+    #[error("the transaction must be aborted: {cause}")]
+    Abortable {
+        /// What made the transaction abortable.
+        cause: Arc<Error>,
+    },
     /// The record was part of a transaction that was aborted before it was written.
     #[error("the transaction was aborted; the record was not written")]
     TransactionAborted,
@@ -146,6 +153,7 @@ impl Error {
     pub fn is_abortable(&self) -> bool {
         match self {
             Error::Broker { code, .. } => *code == ErrorCode::TRANSACTION_ABORTABLE,
+            Error::Abortable { .. } => true,
             _ => false,
         }
     }
@@ -166,6 +174,7 @@ impl Error {
         match self {
             Error::Broker { code, .. } => Some(*code),
             Error::Fatal(inner) => inner.code(),
+            Error::Abortable { cause } => cause.code(),
             _ => None,
         }
     }

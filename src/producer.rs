@@ -442,7 +442,9 @@ impl Producer {
     /// nothing. Fails with an invalid-state error outside the Ready state.
     pub fn begin_transaction(&self) -> Result<()> {
         self.check_usable()?;
-        self.inner.shared.lock_core().engine.begin_transaction()
+        let shared = &self.inner.shared;
+        let now = shared.now_ms();
+        shared.lock_core().engine.begin_transaction(now)
     }
 
     /// Adds consumed offsets to the transaction, committed to `group` only if the transaction

@@ -351,3 +351,100 @@ async fn full_buffer_waits_then_resumes() {
     );
     run.verify_log(&cluster, &topic);
 }
+
+/// The liveness issue, bug 1: 500 records in 200-byte batches with no linger, behind 300 ms
+/// of latency on the broker's answers. Every free in-flight slot must be used (DESIGN,
+/// performance shape), so the backlog drains in `batches / max.in.flight` round trips per
+/// partition (within 1.25x), and no record times out for want of a slot.
+async fn backlog_drains_with_a_full_pipeline(partitions: i32) {
+    const RECORDS: u64 = 500;
+    const MAX_IN_FLIGHT: u64 = 5;
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic(&format!("backlog{partitions}"));
+    cluster.create_topic(&topic, partitions as u32, 1, &[]);
+    let producer = producer(
+        &cluster,
+        &[
+            ("batch.size", "200"),
+            ("linger.ms", "0"),
+            ("request.timeout.ms", "30000"),
+            ("delivery.timeout.ms", "120000"),
+        ],
+    )
+    .await;
+    let send = |n: u64| {
+        let partition = (n % partitions as u64) as i32;
+        producer.send(Record::to(&topic).value(value_of(n)).partition(partition))
+    };
+    // Warm up: metadata, producer id, and every partition's first batch acknowledged, so the
+    // burst measures the pipeline (KAFKA-15591 sends an identity's first batch alone).
+    let mut run = Run::default();
+    let mut warm = Vec::new();
+    for n in 0..partitions as u64 {
+        warm.push((n, send(n).await));
+    }
+    run.collect(warm, RESOLVE_LIMIT).await;
+    let batches_before: Vec<usize> = (0..partitions)
+        .map(|p| cluster.log_batches(&topic, p).len())
+        .collect();
+
+    let proxy = cluster.proxy(0);
+    proxy.add_toxic("latency", "latency", "downstream", r#"{"latency":300}"#);
+    // One record alone measures the round trip through the toxic.
+    let started = std::time::Instant::now();
+    let probe = vec![(partitions as u64, send(partitions as u64).await)];
+    run.collect(probe, RESOLVE_LIMIT).await;
+    let round_trip = started.elapsed();
+
+    let first = partitions as u64 + 1;
+    let started = std::time::Instant::now();
+    let mut burst = Vec::new();
+    for n in first..first + RECORDS {
+        burst.push((n, send(n).await));
+    }
+    run.collect(burst, RESOLVE_LIMIT).await;
+    let drained = started.elapsed();
+    proxy.remove_toxic("latency");
+    producer.close().await.unwrap();
+
+    let (acked, failed, indeterminate) = run.tally();
+    assert_eq!(
+        (failed, indeterminate),
+        (0, 0),
+        "no record may time out: {:?}",
+        run.errors()
+    );
+    assert_eq!(acked as u64, RECORDS + first);
+    run.verify_log(&cluster, &topic);
+    // Round trips needed: per partition, its burst batches five at a time (one batch per
+    // partition per request, five requests in flight); the probe's batch is counted too.
+    let round_trips = (0..partitions)
+        .map(|p| {
+            let batches = cluster.log_batches(&topic, p).len() - batches_before[p as usize];
+            (batches as u64).div_ceil(MAX_IN_FLIGHT)
+        })
+        .max()
+        .unwrap_or(0);
+    let bound = round_trip.mul_f64(round_trips as f64 * 1.25);
+    println!(
+        "{partitions} partition(s): {RECORDS} records drained in {drained:?}; {round_trips} \
+         round trips of {round_trip:?} (bound {bound:?})"
+    );
+    assert!(
+        drained <= bound,
+        "{RECORDS} records took {drained:?}: more than 1.25 x {round_trips} round trips of {round_trip:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backlog_drains_with_a_full_pipeline_one_partition() {
+    backlog_drains_with_a_full_pipeline(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backlog_drains_with_a_full_pipeline_six_partitions() {
+    backlog_drains_with_a_full_pipeline(6).await;
+}

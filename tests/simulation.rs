@@ -665,6 +665,46 @@ fn librdkafka_3575_tv2() {
     librdkafka_3575(true);
 }
 
+/// The liveness issue, bug 2: the coordinator's answers are lost for longer than
+/// `max.block.ms` while the first transaction commits. The commit times out, the transaction
+/// stays Committing (an abort would be refused), and calling commit again returns the real
+/// outcome: committed, every record visible once, and the next transaction goes on.
+fn commit_timed_out_is_called_again(v2: bool) {
+    let mut config = transactional(v2, &[10, 10], 5, 1);
+    // Records outlive the outage; only the commit's max.block.ms (5 s) is shorter.
+    config.engine.delivery_timeout_ms = 20_000;
+    config.scripted = vec![
+        at(80, Fault::BlackholeResponses { broker: 1 }),
+        at(8_000, Fault::HealResponses { broker: 1 }),
+    ];
+    let report = run(
+        &format!("commit_timed_out_is_called_again (v2: {v2})"),
+        config,
+        1,
+    );
+    let ends: Vec<&TxnEnd> = report.transactions.iter().map(|t| &t.end).collect();
+    assert_eq!(ends, [&TxnEnd::Committed, &TxnEnd::Committed]);
+    assert_eq!(visible(&report), (0..20).collect::<Vec<u64>>());
+    assert!(
+        report
+            .stats
+            .transactions
+            .contains_key("timed-out end called again"),
+        "the commit timed out and was called again: {:?}",
+        report.stats.transactions
+    );
+}
+
+#[test]
+fn commit_timed_out_is_called_again_tv1() {
+    commit_timed_out_is_called_again(false);
+}
+
+#[test]
+fn commit_timed_out_is_called_again_tv2() {
+    commit_timed_out_is_called_again(true);
+}
+
 /// A second instance with the same transactional id initialises while the first is inside
 /// its second transaction: the first is fenced (its later calls fail fatally) and nothing of
 /// its open transaction becomes visible; the first transaction stays committed.

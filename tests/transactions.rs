@@ -225,10 +225,11 @@ async fn start_blind_commit(
     name: &str,
     partitions: u32,
     records: usize,
+    extra: &[(&str, &str)],
 ) -> BlindCommit {
     let topic = support::unique_topic(&format!("txn-{name}"));
     cluster.create_topic(&topic, partitions, 1, &[]);
-    let producer = transactional(cluster, &support::unique_topic(name), &[]).await;
+    let producer = transactional(cluster, &support::unique_topic(name), extra).await;
     producer.begin_transaction().unwrap();
     let sent = send_all(&producer, &topic, name, records).await;
     producer.flush().await.unwrap();
@@ -254,7 +255,7 @@ async fn end_txn_lost_ack_commit_is_success(cluster: Cluster) {
         producer,
         sent,
         commit,
-    } = start_blind_commit(&cluster, "once", 1, 10).await;
+    } = start_blind_commit(&cluster, "once", 1, 10, &[]).await;
     let proxy = cluster.proxy(0);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     proxy.remove_toxic("drop_answers");
@@ -425,7 +426,7 @@ async fn coordinator_killed_mid_commit(cluster: Cluster) {
         producer,
         sent,
         commit,
-    } = start_blind_commit(&cluster, "maybe", 2, 20).await;
+    } = start_blind_commit(&cluster, "maybe", 2, 20, &[]).await;
     let proxy = cluster.proxy(0);
     tokio::time::sleep(Duration::from_millis(300)).await;
     cluster.stop_broker(0, true);
@@ -509,3 +510,143 @@ async fn calls_in_the_wrong_state_fail_and_send_nothing() {
         "nothing was sent"
     );
 }
+
+/// The liveness issue, bug 2: the coordinator's answers are dropped for longer than
+/// `max.block.ms` while a commit runs. The commit times out and leaves the transaction
+/// Committing: only commit is valid, and calling it again returns the real outcome.
+async fn timed_out_commit(cluster: &Cluster, name: &str) -> BlindCommit {
+    let blind = start_blind_commit(cluster, name, 1, 1000, &[("max.block.ms", "4000")]).await;
+    let commit = tokio::time::timeout(RESOLVE_LIMIT, blind.commit)
+        .await
+        .expect("the commit returns at max.block.ms")
+        .unwrap();
+    let err = commit.expect_err("no answer: the commit times out");
+    assert!(
+        err.is_retriable() && !err.is_abortable() && !err.is_fatal(),
+        "{err}"
+    );
+    assert_eq!(
+        blind.producer.transaction_state(),
+        Some(TxnState::Committing),
+        "a timed-out commit does not go back to InTransaction"
+    );
+    BlindCommit {
+        commit: tokio::spawn(async { Ok(()) }),
+        ..blind
+    }
+}
+
+/// Restores the answers, calls commit again and checks the transaction's 1,000 records are
+/// visible once, and that the producer goes on.
+async fn commit_again_and_go_on(cluster: &Cluster, blind: BlindCommit, name: &str) {
+    cluster.proxy(0).remove_toxic("drop_answers");
+    blind
+        .producer
+        .commit_transaction()
+        .await
+        .expect("called again, the commit reports the outcome: committed");
+    assert_eq!(blind.producer.transaction_state(), Some(TxnState::Ready));
+    for r in await_all(blind.sent).await {
+        r.expect("committed records are acknowledged");
+    }
+    blind.producer.begin_transaction().unwrap();
+    let next = send_all(&blind.producer, &blind.topic, "next", 5).await;
+    blind
+        .producer
+        .commit_transaction()
+        .await
+        .expect("next commit");
+    await_all(next).await;
+    blind.producer.close().await.unwrap();
+    let committed = values(cluster, &blind.topic, Isolation::ReadCommitted);
+    assert_eq!(count_prefix(&committed, name), 1000, "visible exactly once");
+    assert_eq!(count_prefix(&committed, "next"), 5);
+}
+
+async fn commit_timeout_then_commit_again_reports_the_outcome(cluster: Cluster) {
+    let _exclusive = cluster.exclusive();
+    let blind = timed_out_commit(&cluster, "again").await;
+    commit_again_and_go_on(&cluster, blind, "again").await;
+}
+on_both_versions!(commit_timeout_then_commit_again_reports_the_outcome);
+
+async fn commit_timeout_then_abort_is_refused(cluster: Cluster) {
+    let _exclusive = cluster.exclusive();
+    let blind = timed_out_commit(&cluster, "refused").await;
+    let err = blind
+        .producer
+        .abort_transaction()
+        .await
+        .expect_err("abort after a timed-out commit is refused (T1)");
+    assert!(
+        matches!(err, Error::InvalidState(_)) && !err.is_fatal(),
+        "{err}"
+    );
+    assert!(blind.producer.begin_transaction().is_err());
+    assert_eq!(
+        blind.producer.transaction_state(),
+        Some(TxnState::Committing)
+    );
+    commit_again_and_go_on(&cluster, blind, "refused").await;
+}
+on_both_versions!(commit_timeout_then_abort_is_refused);
+
+/// The liveness issue: a transaction that outlives `transaction.timeout.ms` is aborted by
+/// the coordinator, which bumps the epoch. Committing it fails with an error that says the
+/// transaction must be aborted, and why, in agreement with the state. On transactions v2 the
+/// abort recovers (the coordinator takes the retried EndTxn(abort) and hands out the next
+/// epoch). A transactions-v1 coordinator (4.1.1, measured) refuses the KIP-588
+/// re-initialisation with our id and epoch: the abort then fails fatally saying the
+/// transaction timed out (not merely "fenced"), and a new producer with the same
+/// transactional id goes on. Nothing of the timed-out transaction is ever visible.
+async fn coordinator_timed_out_transaction_is_abortable_and_recovers(cluster: Cluster) {
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("txn-expired");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let id = support::unique_topic("expired");
+    let producer = transactional(&cluster, &id, &[("transaction.timeout.ms", "3000")]).await;
+    producer.begin_transaction().unwrap();
+    let expired = send_all(&producer, &topic, "expired", 10).await;
+    producer.flush().await.unwrap();
+    // The coordinator looks for timed-out transactions every 5 s on the test bed
+    // (transaction.abort.timed.out.transaction.cleanup.interval.ms).
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let err = producer
+        .commit_transaction()
+        .await
+        .expect_err("the coordinator aborted it");
+    assert!(err.is_abortable() && !err.is_fatal(), "{err}");
+    assert_eq!(producer.transaction_state(), Some(TxnState::AbortableError));
+    assert!(
+        err.to_string().contains("transaction.timeout.ms"),
+        "the error says the transaction timed out: {err}"
+    );
+    let aborted = producer.abort_transaction().await;
+    await_all(expired).await;
+    let producer = if cluster.txn_version == 2 {
+        aborted.expect("the abort recovers");
+        producer
+    } else {
+        let err = aborted.expect_err("a v1 coordinator does not take our epoch back");
+        assert!(err.is_fatal(), "{err}");
+        assert!(
+            err.to_string().contains("transaction.timeout.ms"),
+            "the error says the transaction timed out, not only fenced: {err}"
+        );
+        producer.close().await.ok();
+        transactional(&cluster, &id, &[("transaction.timeout.ms", "3000")]).await
+    };
+
+    producer.begin_transaction().unwrap();
+    let next = send_all(&producer, &topic, "next", 5).await;
+    producer
+        .commit_transaction()
+        .await
+        .expect("the next transaction commits");
+    await_all(next).await;
+    producer.close().await.unwrap();
+    let committed = values(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(count_prefix(&committed, "expired"), 0, "{committed:?}");
+    assert_eq!(count_prefix(&committed, "next"), 5, "{committed:?}");
+}
+on_both_versions!(coordinator_timed_out_transaction_is_abortable_and_recovers);

@@ -363,10 +363,16 @@ impl Engine {
             ErrorCode::INVALID_PRODUCER_EPOCH | ErrorCode::PRODUCER_FENCED
                 if self.txn.is_some() =>
             {
-                // Another producer with our transactional id bumped the epoch: we are a zombie
-                // and must stop (T5).
-                warn!(partition = ?tp, %code, "fenced by a newer producer with the same transactional.id");
-                self.fail_fatally(Error::broker(ErrorCode::PRODUCER_FENCED), acc);
+                // Another producer with our transactional id bumped the epoch (we are a zombie
+                // and must stop, T5), or the coordinator aborted our transaction on its
+                // timeout and bumped the epoch (KIP-588: abortable, recovered by the abort).
+                if self.fenced_in_transaction(code, "Produce", now, acc) {
+                    let error = Error::Broker {
+                        code,
+                        message: response.message,
+                    };
+                    self.reject_batch(&response.partition, position, error, acc);
+                }
             }
             ErrorCode::UNKNOWN_PRODUCER_ID | ErrorCode::INVALID_PRODUCER_EPOCH => {
                 // The broker lost (or never had) our producer state, e.g. after producer id
@@ -407,34 +413,47 @@ impl Engine {
                     self.fail_fatally(error, acc);
                     return;
                 }
-                // Rejected for good (e.g. MESSAGE_TOO_LARGE): not in the log. Its sequence was
-                // used on the wire, so every later batch of this identity is out of order from
-                // now on: they go out again re-stamped after an epoch bump (KAFKA-14034).
                 warn!(partition = ?tp, %code, "batch rejected");
-                let batch = state
-                    .unacked
-                    .remove(position)
-                    .expect("position is in range");
-                if batch.maybe_written {
-                    // An earlier attempt may be in the log (its answer was lost, or the broker
-                    // appended before failing): this answer does not make it "not written", so
-                    // the record is indeterminate (P6, KAFKA-13574), and its sequence may be
-                    // taken, so later batches are not behind a gap: if it is a gap, the broker
-                    // answers them OUT_OF_ORDER_SEQUENCE_NUMBER and the bump handles them (P5).
-                    // Found by the simulation (regression test
-                    // `kafka_13574_non_retriable_error_on_a_retry` in tests/simulation.rs).
-                    self.sequence_broken("a sent batch failed for good");
-                    let error = Error::Indeterminate {
-                        cause: std::sync::Arc::new(error),
-                    };
-                    Self::resolve(&mut self.counters, acc, batch, Err(error));
-                    return;
-                }
-                state.mark_gap_from(position);
-                self.sequence_broken("a sent batch failed for good");
-                Self::resolve(&mut self.counters, acc, batch, Err(error));
+                self.reject_batch(&response.partition, position, error, acc);
             }
         }
+    }
+
+    /// The broker rejected the batch at `position` of `tp` for good (e.g. MESSAGE_TOO_LARGE):
+    /// this attempt is not in the log. Its sequence was used on the wire, so every later batch
+    /// of this identity is out of order from now on: they go out again re-stamped after an
+    /// epoch bump (KAFKA-14034).
+    fn reject_batch(
+        &mut self,
+        tp: &TopicPartition,
+        position: usize,
+        error: Error,
+        acc: &mut Accumulator,
+    ) {
+        let Some(state) = self.partitions.get_mut(tp) else {
+            return;
+        };
+        let Some(batch) = state.unacked.remove(position) else {
+            return;
+        };
+        if batch.maybe_written {
+            // An earlier attempt may be in the log (its answer was lost, or the broker
+            // appended before failing): this answer does not make it "not written", so the
+            // record is indeterminate (P6, KAFKA-13574), and its sequence may be taken, so
+            // later batches are not behind a gap: if it is a gap, the broker answers them
+            // OUT_OF_ORDER_SEQUENCE_NUMBER and the bump handles them (P5). Found by the
+            // simulation (regression test `kafka_13574_non_retriable_error_on_a_retry` in
+            // tests/simulation.rs).
+            self.sequence_broken("a sent batch failed for good");
+            let error = Error::Indeterminate {
+                cause: std::sync::Arc::new(error),
+            };
+            Self::resolve(&mut self.counters, acc, batch, Err(error));
+            return;
+        }
+        state.mark_gap_from(position);
+        self.sequence_broken("a sent batch failed for good");
+        Self::resolve(&mut self.counters, acc, batch, Err(error));
     }
 
     /// Marks the batches of an unanswered request: certainly not in the log when the request

@@ -528,7 +528,7 @@ mod transactions {
     #[test]
     fn calls_in_the_wrong_state_send_nothing() {
         let mut h = transactional_harness();
-        assert!(h.engine.begin_transaction().is_err());
+        assert!(h.engine.begin_transaction(h.now).is_err());
         assert!(h.engine.start_call(TxnCall::Commit, 0).is_err());
         assert!(h.engine.check_send().is_err());
         assert!(
@@ -537,15 +537,15 @@ mod transactions {
         );
         init(&mut h, true);
         assert!(h.engine.start_call(TxnCall::Init, 0).is_err(), "init twice");
-        h.engine.begin_transaction().unwrap();
-        assert!(h.engine.begin_transaction().is_err(), "begin twice");
+        h.engine.begin_transaction(h.now).unwrap();
+        assert!(h.engine.begin_transaction(h.now).is_err(), "begin twice");
     }
 
     #[test]
     fn v1_adds_a_partition_before_its_first_batch() {
         let mut h = transactional_harness();
         init(&mut h, false);
-        h.engine.begin_transaction().unwrap();
+        h.engine.begin_transaction(h.now).unwrap();
         h.send(0);
         let actions = h.poll();
         assert!(
@@ -574,7 +574,7 @@ mod transactions {
     fn fenced_during_commit_ends_the_call_with_a_fatal_error() {
         let mut h = transactional_harness();
         init(&mut h, true);
-        h.engine.begin_transaction().unwrap();
+        h.engine.begin_transaction(h.now).unwrap();
         let record = h.send(0);
         let sent = produces(&h.poll());
         let commit = h.engine.start_call(TxnCall::Commit, h.now).unwrap();
@@ -593,7 +593,7 @@ mod transactions {
     fn v2_takes_the_new_epoch_from_end_txn_and_restarts_sequences() {
         let mut h = transactional_harness();
         init(&mut h, true);
-        h.engine.begin_transaction().unwrap();
+        h.engine.begin_transaction(h.now).unwrap();
         h.send(1);
         let sent = produces(&h.poll());
         assert_eq!(sent[0].1, vec![(1, 7, 0, 0)]);
@@ -620,9 +620,215 @@ mod transactions {
             },
         );
         assert_eq!(h.engine.take_finished_calls().len(), 1);
-        h.engine.begin_transaction().unwrap();
+        h.engine.begin_transaction(h.now).unwrap();
         h.send(1);
         let next = produces(&h.poll());
         assert_eq!(next[0].1, vec![(1, 7, 1, 0)], "new epoch, sequence 0 (T2)");
+    }
+
+    /// Advances time in 100 ms steps for at most `ms`, answering coordinator lookups with node
+    /// 1 and leaving every other coordinator request unanswered (lost); returns the EndTxn
+    /// and InitProducerId requests seen, in order.
+    fn advance_losing_answers(h: &mut Harness, ms: Millis) -> Vec<(RequestId, TxnRequest)> {
+        let mut seen = Vec::new();
+        for _ in 0..ms / 100 {
+            for action in h.advance(100) {
+                match action {
+                    Action::FindCoordinator { request, .. } => {
+                        answer_txn(h, request, TxnResponse::Coordinator(1))
+                    }
+                    Action::Coordinator { request, body, .. } => seen.push((request, body)),
+                    _ => {}
+                }
+            }
+        }
+        seen
+    }
+
+    /// Advances time until the engine sends an EndTxn (answering lookups); returns it.
+    fn next_end_txn(h: &mut Harness) -> RequestId {
+        for _ in 0..100 {
+            for (request, body) in advance_losing_answers(h, 100) {
+                if matches!(body, TxnRequest::EndTxn { .. }) {
+                    return request;
+                }
+            }
+        }
+        panic!("no EndTxn within 10 s")
+    }
+
+    /// Opens a transaction with one acknowledged record and starts its commit.
+    fn commit_one_record(h: &mut Harness, v2: bool) -> CallId {
+        init(h, v2);
+        h.engine.begin_transaction(h.now).unwrap();
+        h.send(0);
+        let sent = produces(&h.poll());
+        h.answer(sent[0].0, &[(0, ErrorCode::NONE, 0)]);
+        h.engine.start_call(TxnCall::Commit, h.now).unwrap()
+    }
+
+    #[test]
+    fn a_timed_out_commit_is_resolved_only_by_calling_commit_again() {
+        let mut h = transactional_harness();
+        let first = commit_one_record(&mut h, true);
+        advance_losing_answers(&mut h, 10_500);
+        let finished = h.engine.take_finished_calls();
+        assert!(
+            matches!(finished.as_slice(), [(id, Err(Error::Timeout(_)))] if *id == first),
+            "{finished:?}"
+        );
+        assert_eq!(h.engine.transaction_state(), Some(&TxnState::Committing));
+        let refused = h.engine.start_call(TxnCall::Abort, h.now).unwrap_err();
+        assert!(
+            matches!(refused, Error::InvalidState(_)) && !refused.is_fatal(),
+            "{refused}"
+        );
+        assert!(h.engine.begin_transaction(h.now).is_err());
+        assert_eq!(h.engine.transaction_state(), Some(&TxnState::Committing));
+        let again = h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+        // The coordinator answers again: our commit landed (T4).
+        let request = next_end_txn(&mut h);
+        answer_txn(
+            &mut h,
+            request,
+            TxnResponse::EndTxn {
+                error: ErrorCode::NONE,
+                identity: Some(ProducerIdentity {
+                    producer_id: 7,
+                    epoch: 1,
+                }),
+            },
+        );
+        let finished = h.engine.take_finished_calls();
+        assert!(
+            matches!(finished.as_slice(), [(id, Ok(()))] if *id == again),
+            "{finished:?}"
+        );
+        assert_eq!(h.engine.transaction_state(), Some(&TxnState::Ready));
+    }
+
+    #[test]
+    fn an_outcome_reached_after_the_timeout_is_returned_to_the_next_call() {
+        let mut h = transactional_harness();
+        commit_one_record(&mut h, true);
+        advance_losing_answers(&mut h, 10_500);
+        h.engine.take_finished_calls();
+        let request = next_end_txn(&mut h);
+        answer_txn(
+            &mut h,
+            request,
+            TxnResponse::EndTxn {
+                error: ErrorCode::NONE,
+                identity: None,
+            },
+        );
+        assert!(h.engine.take_finished_calls().is_empty(), "nobody waits");
+        assert!(
+            h.engine.begin_transaction(h.now).is_err(),
+            "the outcome must be collected first"
+        );
+        let again = h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+        let finished = h.engine.take_finished_calls();
+        assert!(
+            matches!(finished.as_slice(), [(id, Ok(()))] if *id == again),
+            "{finished:?}"
+        );
+        h.engine.begin_transaction(h.now).unwrap();
+    }
+
+    #[test]
+    fn an_end_txn_error_that_leaves_the_transaction_abortable_says_so() {
+        let mut h = transactional_harness();
+        let commit = commit_one_record(&mut h, true);
+        let end = h.poll();
+        let Some(Action::Coordinator { request, .. }) = end.first() else {
+            panic!("{end:?}")
+        };
+        answer_txn(
+            &mut h,
+            *request,
+            TxnResponse::EndTxn {
+                error: ErrorCode::INVALID_TXN_STATE,
+                identity: None,
+            },
+        );
+        let finished = h.engine.take_finished_calls();
+        let [(id, Err(error))] = finished.as_slice() else {
+            panic!("{finished:?}")
+        };
+        assert_eq!(*id, commit);
+        assert_eq!(
+            h.engine.transaction_state(),
+            Some(&TxnState::AbortableError)
+        );
+        assert!(error.is_abortable(), "{error}");
+        assert_eq!(error.code(), Some(ErrorCode::INVALID_TXN_STATE));
+    }
+
+    #[test]
+    fn kip_588_a_transaction_the_coordinator_timed_out_is_abortable_and_recovers() {
+        let mut h = transactional_harness();
+        init(&mut h, false);
+        h.engine.begin_transaction(h.now).unwrap();
+        h.send(0);
+        let actions = h.poll();
+        let Some(Action::Coordinator { request, .. }) = actions.first() else {
+            panic!("{actions:?}")
+        };
+        let added = vec![(TopicPartition::new(T0, 0), ErrorCode::NONE)];
+        answer_txn(&mut h, *request, TxnResponse::AddPartitions(added));
+        let sent = produces(&h.poll());
+        h.answer(sent[0].0, &[(0, ErrorCode::NONE, 0)]);
+        // Past transaction.timeout.ms (60 s): the coordinator aborted it and bumped the epoch.
+        h.now += 61_000;
+        let record = h.send(0);
+        let sent = produces(&h.poll());
+        h.answer(sent[0].0, &[(0, ErrorCode::INVALID_PRODUCER_EPOCH, -1)]);
+        assert_eq!(
+            h.engine.transaction_state(),
+            Some(&TxnState::AbortableError)
+        );
+        let error = h.engine.check_send().unwrap_err();
+        assert!(error.is_abortable() && !error.is_fatal(), "{error}");
+        assert!(
+            error.to_string().contains("transaction.timeout.ms"),
+            "{error}"
+        );
+        assert!(record.outcome().expect("resolved").is_err());
+        let abort = h.engine.start_call(TxnCall::Abort, h.now).unwrap();
+        let actions = h.poll();
+        let Some(Action::Coordinator {
+            request,
+            body: TxnRequest::InitProducerId { current },
+            ..
+        }) = actions.first()
+        else {
+            panic!("no EndTxn, straight to InitProducerId (KIP-588): {actions:?}")
+        };
+        assert_eq!(
+            *current,
+            Some(ProducerIdentity {
+                producer_id: 7,
+                epoch: 0
+            })
+        );
+        answer_txn(
+            &mut h,
+            *request,
+            TxnResponse::InitProducerId {
+                error: ErrorCode::NONE,
+                identity: ProducerIdentity {
+                    producer_id: 7,
+                    epoch: 2,
+                },
+                transactions_v2: false,
+            },
+        );
+        let finished = h.engine.take_finished_calls();
+        assert!(
+            matches!(finished.as_slice(), [(id, Ok(()))] if *id == abort),
+            "{finished:?}"
+        );
+        assert_eq!(h.engine.transaction_state(), Some(&TxnState::Ready));
     }
 }

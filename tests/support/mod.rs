@@ -27,6 +27,8 @@ pub struct Cluster {
     pub txn_version: u8,
     /// The first port of the cluster's range: broker i's proxy listens on `base + i`.
     pub base_port: u16,
+    /// The cluster's state directory (`broker<i>/data` holds broker i's logs).
+    pub dir: String,
     lock: &'static RwLock<()>,
 }
 
@@ -98,11 +100,18 @@ impl Cluster {
             eprintln!("SKIPPED: no broker at {bootstrap}; start one with `{how}`");
             return None;
         }
+        let dir = std::env::var(format!("KAFKA_CLUSTER_DIR{suffix}")).unwrap_or_else(|_| {
+            format!(
+                "{}/target/testbed/b{brokers}-tv{txn_version}",
+                env!("CARGO_MANIFEST_DIR")
+            )
+        });
         Some(Self {
             bootstrap,
             brokers,
             txn_version,
             base_port,
+            dir,
             lock,
         })
     }
@@ -195,6 +204,33 @@ impl Cluster {
             "describe".into(),
         ];
         String::from_utf8_lossy(&run_ok(&mut java_tool(&args)).stdout).into_owned()
+    }
+
+    /// The record batches in broker 0's log of `topic`-`partition`, as `(base offset, record
+    /// count)`, read with Kafka's own DumpLogSegments (so batch boundaries are the broker's,
+    /// not our decoder's).
+    pub fn log_batches(&self, topic: &str, partition: i32) -> Vec<(i64, i64)> {
+        let dir = format!("{}/broker0/data/{topic}-{partition}", self.dir);
+        let segments: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("cannot list {dir}: {e}"))
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().display().to_string())
+            .filter(|p| p.ends_with(".log"))
+            .collect();
+        let args = [
+            "kafka.tools.DumpLogSegments".to_owned(),
+            "--files".into(),
+            segments.join(","),
+        ];
+        let out = run_ok(&mut java_tool(&args));
+        let field = |line: &str, name: &str| -> Option<i64> {
+            let rest = line.split(&format!("{name}: ")).nth(1)?;
+            rest.split_whitespace().next()?.parse().ok()
+        };
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| Some((field(l, "baseOffset")?, field(l, "count")?)))
+            .collect()
     }
 
     /// Reads `topic` from the beginning to its current end with kcat.

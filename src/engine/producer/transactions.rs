@@ -3,6 +3,7 @@
 //! (transactions v1), offsets, commit and abort, and how batch outcomes feed the state.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use tracing::{info, warn};
 
@@ -62,6 +63,29 @@ struct CallProgress {
     /// An EndTxn of this call was sent and its answer lost: a retry that finds the
     /// transaction completed the same way is our own write (T4, KAFKA-21062's lesson).
     end_txn_maybe_landed: bool,
+    /// A commit or abort whose caller got a timeout: it goes on resolving against the
+    /// coordinator, and only the same call is valid until it returns the real outcome (T1,
+    /// T4; the liveness issue's bug 2, and what the Java client requires).
+    timed_out: bool,
+    /// How a timed-out call ended, kept for the caller who calls it again.
+    outcome: Option<Result<(), Error>>,
+}
+
+impl CallProgress {
+    /// Whether a timeout hands the call over to a later call of the same kind instead of
+    /// abandoning it: commit and abort, whose outcome the coordinator decides.
+    fn outlives_its_caller(&self) -> bool {
+        matches!(self.call, TxnCall::Commit | TxnCall::Abort)
+    }
+
+    /// What a caller is told while this call waits to be called again.
+    fn call_again_error(&self) -> Error {
+        Error::InvalidState(format!(
+            "{0} timed out; call {0} again to learn how the transaction ended (no other \
+             transactional call is valid until then)",
+            self.call.name()
+        ))
+    }
 }
 
 /// The transactional state the engine keeps.
@@ -84,6 +108,13 @@ pub(super) struct Transactions {
     abort_cause: Option<Error>,
     /// Transactions v1: the epoch must be bumped after the abort (sequences are broken).
     bump_after_abort: bool,
+    /// When `begin_transaction` opened the current transaction: the coordinator's
+    /// `transaction.timeout.ms` runs from its first partition, never earlier.
+    began_ms: Millis,
+    /// The coordinator aborted the current transaction on its timeout and bumped the epoch
+    /// (KIP-588): the abort skips EndTxn, which it would answer PRODUCER_FENCED, and
+    /// re-initialises with the current id and epoch, which it accepts as ours.
+    coordinator_aborted: bool,
     call: Option<CallProgress>,
     next_call: CallId,
     finished: Vec<(CallId, Result<(), Error>)>,
@@ -104,10 +135,27 @@ impl Transactions {
             failures_at_begin: 0,
             abort_cause: None,
             bump_after_abort: false,
+            began_ms: 0,
+            coordinator_aborted: false,
             call: None,
             next_call: 1,
             finished: Vec::new(),
         }
+    }
+
+    /// How long the open transaction has been open and its timeout, when it has been open
+    /// for at least `transaction.timeout.ms` (so the coordinator may have aborted it).
+    fn open_beyond_timeout(&self, now: Millis) -> Option<(Millis, Millis)> {
+        let open = matches!(
+            self.state,
+            TxnState::InTransaction
+                | TxnState::Committing
+                | TxnState::Aborting
+                | TxnState::AbortableError
+        );
+        let open_ms = now.saturating_sub(self.began_ms);
+        let timeout_ms = Millis::try_from(self.config.timeout_ms).unwrap_or(0);
+        (open && open_ms >= timeout_ms).then_some((open_ms, timeout_ms))
     }
 
     /// Whether a new batch of `partition` may be stamped and sent now.
@@ -152,11 +200,14 @@ impl Engine {
     }
 
     /// `begin_transaction`: Ready → InTransaction, locally (T1).
-    pub fn begin_transaction(&mut self) -> Result<(), Error> {
+    pub fn begin_transaction(&mut self, now: Millis) -> Result<(), Error> {
         let failed_so_far = failures(&self.counters);
         let txn = self.txn.as_mut().ok_or_else(|| {
             Error::InvalidState("begin_transaction needs a transactional.id".into())
         })?;
+        if let Some(call) = txn.call.as_ref().filter(|c| c.timed_out) {
+            return Err(call.call_again_error());
+        }
         if txn.state != TxnState::Ready {
             return Err(Error::InvalidState(format!(
                 "begin_transaction in state {:?}",
@@ -164,6 +215,8 @@ impl Engine {
             )));
         }
         txn.state = TxnState::InTransaction;
+        txn.began_ms = now;
+        txn.coordinator_aborted = false;
         txn.failures_at_begin = failed_so_far;
         txn.has_content = false;
         txn.added.clear();
@@ -179,11 +232,28 @@ impl Engine {
         let txn = self.txn.as_mut().ok_or_else(|| {
             Error::InvalidState(format!("{} needs a transactional.id", call.name()))
         })?;
-        if txn.call.is_some() {
-            return Err(Error::InvalidState(format!(
-                "{} while another transactional call is running",
-                call.name()
-            )));
+        if let Some(running) = &mut txn.call {
+            if !running.timed_out {
+                return Err(Error::InvalidState(format!(
+                    "{} while another transactional call is running",
+                    call.name()
+                )));
+            }
+            if running.call != call {
+                return Err(running.call_again_error());
+            }
+            // The same call again: it takes over the one still resolving, with a deadline of
+            // its own, or returns how that one ended.
+            let id = txn.next_call;
+            txn.next_call += 1;
+            running.id = id;
+            running.timed_out = false;
+            running.deadline = now + txn.config.call_timeout_ms;
+            if let Some(outcome) = running.outcome.take() {
+                txn.call = None;
+                txn.finished.push((id, outcome));
+            }
+            return Ok(id);
         }
         if !call.allowed_in(&txn.state) {
             if call == TxnCall::Commit && txn.state == TxnState::AbortableError {
@@ -223,6 +293,8 @@ impl Engine {
             retry_at: now,
             attempts: 0,
             end_txn_maybe_landed: false,
+            timed_out: false,
+            outcome: None,
         });
         Ok(id)
     }
@@ -237,31 +309,82 @@ impl Engine {
 
     /// A sent batch of the transaction failed or its sequence state broke: the transaction
     /// can only be aborted (P5, P7 for transactional producers), and under v1 the epoch must
-    /// be bumped after the abort.
-    pub(super) fn make_abortable(&mut self, cause: Error) {
-        if let Some(txn) = &mut self.txn {
-            txn.bump_after_abort = true;
-            // From Aborting too: an abort whose EndTxn failed for good must stay retriable
-            // by the user (T1), not stuck in Aborting with no call running.
-            if matches!(
-                txn.state,
-                TxnState::InTransaction | TxnState::Committing | TxnState::Aborting
-            ) {
-                warn!(%cause, "transaction is now abortable");
-                txn.state = TxnState::AbortableError;
-                txn.abort_cause = Some(cause);
-            }
+    /// be bumped after the abort. Returns the error calls get while the state is
+    /// AbortableError: it says `is_abortable()`, so an error and the state it leaves agree
+    /// (T4; the liveness issue found INVALID_TXN_STATE returned while the state was
+    /// AbortableError).
+    pub(super) fn make_abortable(&mut self, cause: Error) -> Option<Error> {
+        let txn = self.txn.as_mut()?;
+        txn.bump_after_abort = true;
+        // From Aborting too: an abort whose EndTxn failed for good must stay retriable by the
+        // user (T1), not stuck in Aborting with no call running.
+        if matches!(
+            txn.state,
+            TxnState::InTransaction | TxnState::Committing | TxnState::Aborting
+        ) {
+            let cause = if cause.is_abortable() {
+                cause
+            } else {
+                Error::Abortable {
+                    cause: Arc::new(cause),
+                }
+            };
+            warn!(%cause, "transaction is now abortable");
+            txn.state = TxnState::AbortableError;
+            txn.abort_cause = Some(cause);
         }
+        (txn.state == TxnState::AbortableError)
+            .then(|| txn.abort_cause.clone())
+            .flatten()
+    }
+
+    /// PRODUCER_FENCED or INVALID_PRODUCER_EPOCH for our identity inside a transaction. Either
+    /// another producer initialised our transactional id (we are a zombie: fatal, T5), or the
+    /// coordinator aborted our transaction because it outlived `transaction.timeout.ms`, and
+    /// bumped the epoch itself (KIP-588). The second is only possible once the transaction
+    /// has been open that long; then it becomes abortable, and the abort re-initialises with
+    /// our id and epoch, which the coordinator refuses if another producer initialised since
+    /// (it resets the last epoch then). Returns whether the producer goes on.
+    pub(super) fn fenced_in_transaction(
+        &mut self,
+        code: ErrorCode,
+        what: &str,
+        now: Millis,
+        acc: &mut Accumulator,
+    ) -> bool {
+        let outlived = self.txn.as_ref().and_then(|t| t.open_beyond_timeout(now));
+        let Some((open_ms, timeout_ms)) = outlived else {
+            warn!(%code, what, "fenced by a newer producer with the same transactional.id");
+            self.fail_fatally(call_error(ErrorCode::PRODUCER_FENCED, what), acc);
+            return false;
+        };
+        if let Some(txn) = &mut self.txn {
+            txn.coordinator_aborted = true;
+        }
+        let message = format!(
+            "{what}: {code} after the transaction was open {open_ms} ms, longer than \
+             transaction.timeout.ms ({timeout_ms} ms): the coordinator aborted it; \
+             abort_transaction re-initialises if the coordinator takes this producer back \
+             (KIP-588)"
+        );
+        self.make_abortable(call_error(code, &message));
+        true
     }
 
     pub(super) fn finish_call(&mut self, result: Result<(), Error>) {
         let Some(txn) = &mut self.txn else { return };
-        if let Some(call) = txn.call.take() {
-            if let Some(request) = call.outstanding {
-                self.outstanding.remove(&request);
-            }
-            txn.finished.push((call.id, result));
+        let Some(call) = &mut txn.call else { return };
+        if let Some(request) = call.outstanding.take() {
+            self.outstanding.remove(&request);
         }
+        if call.timed_out {
+            // Nobody waits for it now: kept for the caller who calls it again.
+            call.outcome = Some(result);
+            return;
+        }
+        let id = call.id;
+        txn.call = None;
+        txn.finished.push((id, result));
     }
 
     fn send_to_coordinator(
@@ -297,22 +420,32 @@ impl Engine {
         self.register_partitions(now);
         let Some(txn) = &mut self.txn else { return };
         let Some(call) = &mut txn.call else { return };
-        if call.outstanding.is_some() || now < call.retry_at {
+        if call.outcome.is_some() {
             return;
         }
-        if now >= call.deadline {
+        let detach = call.outlives_its_caller();
+        if !call.timed_out && now >= call.deadline && (detach || call.outstanding.is_none()) {
             let message = format!(
                 "{} did not complete within max.block.ms (at {:?})",
                 call.call.name(),
                 call.step
             );
-            // A commit or abort that timed out can be called again (as in the Java client).
-            txn.state = match txn.state {
-                TxnState::Committing => TxnState::InTransaction,
-                TxnState::Aborting => TxnState::AbortableError,
-                ref state => state.clone(),
-            };
-            self.finish_call(Err(Error::Timeout(message)));
+            if !detach {
+                self.finish_call(Err(Error::Timeout(message)));
+                return;
+            }
+            // The coordinator decides how the transaction ends, not our deadline: the call goes
+            // on in the background and only the same call is valid, which returns the real
+            // outcome (T1, T4). Going back to InTransaction let an abort race a commit that
+            // had landed, leaving a state no call could leave (the liveness issue, bug 2).
+            call.timed_out = true;
+            let error = Error::Timeout(format!(
+                "{message}; it goes on: call {} again for the outcome",
+                call.call.name()
+            ));
+            txn.finished.push((call.id, Err(error)));
+        }
+        if call.outstanding.is_some() || now < call.retry_at {
             return;
         }
         let step = call.step.clone();
@@ -419,6 +552,9 @@ impl Engine {
     /// once (transactions v2: "EndTxn skipped when nothing was sent").
     fn end_or_finish(&mut self, commit: bool, now: Millis, acc: &mut Accumulator) {
         let Some(txn) = &mut self.txn else { return };
+        if !commit && txn.coordinator_aborted {
+            return self.reinitialise_after_coordinator_abort(now);
+        }
         if txn.has_content {
             if let Some(call) = &mut txn.call {
                 call.step = Step::EndTxn { commit };
@@ -642,6 +778,7 @@ impl Engine {
                     txn.v2 = transactions_v2;
                     txn.state = TxnState::Ready;
                     txn.bump_after_abort = false;
+                    txn.coordinator_aborted = false;
                     info!(transactions_v2, "transactions initialised");
                     self.adopt_identity(identity, acc);
                     self.finish_call(Ok(()));
@@ -708,6 +845,42 @@ impl Engine {
     /// A broker error on a call: rediscover and retry, fail fatally, or fail the call with
     /// the transaction abortable.
     fn on_call_error(&mut self, code: ErrorCode, what: &str, now: Millis, acc: &mut Accumulator) {
+        let fenced = matches!(
+            code,
+            ErrorCode::PRODUCER_FENCED | ErrorCode::INVALID_PRODUCER_EPOCH
+        );
+        let recovering = self.txn.as_ref().is_some_and(|t| t.coordinator_aborted);
+        if fenced && recovering {
+            // The re-initialisation after a coordinator-side abort was refused: another
+            // producer initialised our transactional id since, or the broker does not take
+            // our epoch back. Say that the transaction timed out, not only "fenced".
+            let message = format!(
+                "{what}: the transaction outlived transaction.timeout.ms and the coordinator \
+                 aborted it; it does not accept this producer's epoch back (KIP-588): create \
+                 a new producer"
+            );
+            return self.fail_fatally(call_error(code, &message), acc);
+        }
+        if fenced && what != "InitProducerId" {
+            if !self.fenced_in_transaction(code, what, now, acc) {
+                return;
+            }
+            let aborting = self
+                .txn
+                .as_ref()
+                .and_then(|t| t.call.as_ref())
+                .is_some_and(|c| c.call == TxnCall::Abort);
+            if aborting {
+                // The coordinator already aborted it: go straight to the re-initialisation.
+                return self.reinitialise_after_coordinator_abort(now);
+            }
+            let error = self
+                .txn
+                .as_ref()
+                .and_then(|t| t.abort_cause.clone())
+                .unwrap_or_else(|| call_error(code, what));
+            return self.finish_call(Err(error));
+        }
         if is_fatal_txn_error(code) {
             return self.fail_fatally(call_error(code, what), acc);
         }
@@ -727,17 +900,29 @@ impl Engine {
             self.retry_call_after(now + delay);
             return;
         }
-        let error = call_error(code, what);
-        self.make_abortable(error.clone());
-        // An abort whose EndTxn failed for good must stay callable again (T1), not stuck in
-        // Aborting with no call running.
-        if let Some(txn) = &mut self.txn
-            && txn.state == TxnState::Aborting
+        let mut message = what.to_owned();
+        if let Some((open_ms, timeout_ms)) =
+            self.txn.as_ref().and_then(|t| t.open_beyond_timeout(now))
         {
-            txn.state = TxnState::AbortableError;
-            txn.abort_cause = Some(error.clone());
+            // Transactions v2 answers an EndTxn of a transaction it timed out with
+            // INVALID_TXN_STATE: say why.
+            message.push_str(&format!(
+                " (the transaction was open {open_ms} ms, longer than transaction.timeout.ms \
+                 = {timeout_ms} ms: the coordinator may have aborted it)"
+            ));
         }
+        let error = call_error(code, &message);
+        let error = self.make_abortable(error.clone()).unwrap_or(error);
         self.finish_call(Err(error));
+    }
+
+    /// KIP-588: the coordinator aborted the transaction on its timeout and bumped the epoch,
+    /// so the abort sends no EndTxn (it would be answered PRODUCER_FENCED) and re-initialises
+    /// with the current id and epoch instead.
+    fn reinitialise_after_coordinator_abort(&mut self, now: Millis) {
+        self.set_step(Step::InitProducerId { bump: true });
+        let current = self.identity;
+        self.coordinator_request(TxnRequest::InitProducerId { current }, now);
     }
 
     fn on_add_partitions(
@@ -803,8 +988,9 @@ impl Engine {
     /// tests/simulation.rs).
     pub(super) fn transaction_wakeup(&self, now: Millis) -> Option<Millis> {
         let txn = self.txn.as_ref()?;
-        let retry = txn.call.as_ref().map(|c| c.retry_at);
-        let deadline = txn.call.as_ref().map(|c| c.deadline);
+        let call = txn.call.as_ref().filter(|c| c.outcome.is_none());
+        let retry = call.map(|c| c.retry_at);
+        let deadline = call.filter(|c| !c.timed_out).map(|c| c.deadline);
         let add = (!txn.v2 && txn.adding.is_none()).then_some(txn.add_retry_at);
         [retry, deadline, add]
             .into_iter()

@@ -79,6 +79,9 @@ pub(super) struct TxnDriver {
     again: u32,
     /// A call resolves within this of its start, plus clock jumps (P9).
     call_bound_ms: Millis,
+    /// A commit or abort timed out: only the same call is valid until it returns the
+    /// transaction's real outcome (T1, T4).
+    recall: Option<Kind>,
     pub(super) fenced_at: Option<Millis>,
 }
 
@@ -106,6 +109,7 @@ impl TxnDriver {
             offsets_done: false,
             again: 0,
             call_bound_ms,
+            recall: None,
             fenced_at: None,
         }
     }
@@ -233,6 +237,9 @@ impl Run {
     /// transaction must be aborted (it must then fail with the cause: librdkafka #3575), once;
     /// then abort.
     fn end_transaction(&mut self, commit: bool) -> Result<bool, Violation> {
+        if let Some(kind) = self.txn.as_mut().and_then(|d| d.recall.take()) {
+            return self.call_again_after_timeout(kind);
+        }
         let tried_commit = self
             .txn
             .as_ref()
@@ -296,6 +303,40 @@ impl Run {
                 self.engine.transaction_state()
             )),
         }
+    }
+
+    /// After a commit or abort timed out: every other call is refused and sends nothing, and
+    /// the same call is accepted: the state the timeout left has a way out (T1, T4; the
+    /// liveness issue's bug 2, where an abort after a timed-out commit wedged the producer).
+    fn call_again_after_timeout(&mut self, kind: Kind) -> Result<bool, Violation> {
+        let (same, other) = match kind {
+            Kind::Commit => (TxnCall::Commit, TxnCall::Abort),
+            _ => (TxnCall::Abort, TxnCall::Commit),
+        };
+        *self
+            .stats
+            .transactions
+            .entry("timed-out end called again")
+            .or_default() += 1;
+        let before = self.engine.transaction_state().cloned();
+        if let Ok(id) = self.engine.start_call(other.clone(), self.now) {
+            return Err(format!(
+                "{} accepted while a timed-out {kind:?} must be called again (call {id}): T1",
+                other.name()
+            ));
+        }
+        if self.engine.begin_transaction(self.now).is_ok() {
+            return Err(format!(
+                "begin_transaction accepted while a timed-out {kind:?} must be called again: T1"
+            ));
+        }
+        if self.engine.transaction_state() != before.as_ref() {
+            return Err(format!(
+                "a refused call changed the state from {before:?} to {:?}: T1",
+                self.engine.transaction_state()
+            ));
+        }
+        self.start(kind, same)
     }
 
     /// The producer failed fatally: what is left is abandoned and no more records are sent.
@@ -379,6 +420,11 @@ impl Run {
                 }
                 self.begin_next(true)
             }
+            (kind @ (Kind::Commit | Kind::Abort), Err(Error::Timeout(_))) => {
+                // The call goes on in the producer; only the same call is valid now.
+                driver.recall = Some(kind);
+                self.call_again()
+            }
             (Kind::Commit, Err(error)) => {
                 if state == Some(TxnState::AbortableError)
                     && let Some(fate) = driver.fates.get_mut(current)
@@ -436,7 +482,7 @@ impl Run {
                 ));
             }
         }
-        if let Err(error) = self.engine.begin_transaction() {
+        if let Err(error) = self.engine.begin_transaction(self.now) {
             if error.is_fatal() {
                 self.give_up();
                 return Ok(());
@@ -447,7 +493,7 @@ impl Run {
             self.txn.as_ref().map_or(0, |d| d.current)
         }));
         if planned.misuse {
-            if self.engine.begin_transaction().is_ok() {
+            if self.engine.begin_transaction(self.now).is_ok() {
                 return Err("begin_transaction inside a transaction was accepted (T1)".into());
             }
             if let Ok(id) = self.engine.start_call(TxnCall::Init, self.now) {
