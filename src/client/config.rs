@@ -31,6 +31,8 @@ const MAX_IN_FLIGHT: &str = "max.in.flight.requests.per.connection";
 const RETRIES: &str = "retries";
 const RETRY_BACKOFF_MS: &str = "retry.backoff.ms";
 const RETRY_BACKOFF_MAX_MS: &str = "retry.backoff.max.ms";
+const RECONNECT_BACKOFF_MS: &str = "reconnect.backoff.ms";
+const RECONNECT_BACKOFF_MAX_MS: &str = "reconnect.backoff.max.ms";
 const DELIVERY_TIMEOUT_MS: &str = "delivery.timeout.ms";
 const REQUEST_TIMEOUT_MS: &str = "request.timeout.ms";
 const MAX_REQUEST_SIZE: &str = "max.request.size";
@@ -40,7 +42,7 @@ const TRANSACTIONAL_ID: &str = "transactional.id";
 const TRANSACTION_TIMEOUT_MS: &str = "transaction.timeout.ms";
 
 /// Every property name [`ProducerConfig::set`] accepts, under Kafka's spelling.
-pub const PROPERTY_NAMES: [&str; 18] = [
+pub const PROPERTY_NAMES: [&str; 20] = [
     BOOTSTRAP_SERVERS,
     CLIENT_ID,
     ENABLE_IDEMPOTENCE,
@@ -52,6 +54,8 @@ pub const PROPERTY_NAMES: [&str; 18] = [
     RETRIES,
     RETRY_BACKOFF_MS,
     RETRY_BACKOFF_MAX_MS,
+    RECONNECT_BACKOFF_MS,
+    RECONNECT_BACKOFF_MAX_MS,
     DELIVERY_TIMEOUT_MS,
     REQUEST_TIMEOUT_MS,
     MAX_REQUEST_SIZE,
@@ -149,6 +153,11 @@ pub struct ProducerConfig {
     /// it is below `retry.backoff.ms` the wait is fixed at this value, as in Java (which only
     /// warns: `CommonClientConfigs.warnDisablingExponentialBackoff`).
     pub retry_backoff_max_ms: u64,
+    /// `reconnect.backoff.ms`: the first wait before reconnecting to a broker that could not
+    /// be reached; it doubles per failed attempt, with jitter.
+    pub reconnect_backoff_ms: u64,
+    /// `reconnect.backoff.max.ms`: the cap of that wait.
+    pub reconnect_backoff_max_ms: u64,
     /// `delivery.timeout.ms`: the bound on the time from `send` to the record's outcome,
     /// retries included (KIP-91).
     pub delivery_timeout_ms: u64,
@@ -182,6 +191,8 @@ impl Default for ProducerConfig {
             retries: i32::MAX as u32,
             retry_backoff_ms: 100,
             retry_backoff_max_ms: 1_000,
+            reconnect_backoff_ms: 50,
+            reconnect_backoff_max_ms: 1_000,
             delivery_timeout_ms: 120_000,
             request_timeout_ms: 30_000,
             max_request_size: 1024 * 1024,
@@ -234,6 +245,8 @@ impl ProducerConfig {
             RETRIES => self.retries = parse_number(key, value)?,
             RETRY_BACKOFF_MS => self.retry_backoff_ms = parse_number(key, value)?,
             RETRY_BACKOFF_MAX_MS => self.retry_backoff_max_ms = parse_number(key, value)?,
+            RECONNECT_BACKOFF_MS => self.reconnect_backoff_ms = parse_number(key, value)?,
+            RECONNECT_BACKOFF_MAX_MS => self.reconnect_backoff_max_ms = parse_number(key, value)?,
             DELIVERY_TIMEOUT_MS => self.delivery_timeout_ms = parse_number(key, value)?,
             REQUEST_TIMEOUT_MS => self.request_timeout_ms = parse_number(key, value)?,
             MAX_REQUEST_SIZE => self.max_request_size = parse_number(key, value)?,
@@ -451,6 +464,18 @@ impl ProducerBuilder {
     /// `retry.backoff.max.ms` (whole milliseconds).
     pub fn retry_backoff_max(mut self, backoff: Duration) -> Self {
         self.config.retry_backoff_max_ms = millis(backoff);
+        self
+    }
+
+    /// `reconnect.backoff.ms` (whole milliseconds).
+    pub fn reconnect_backoff(mut self, backoff: Duration) -> Self {
+        self.config.reconnect_backoff_ms = millis(backoff);
+        self
+    }
+
+    /// `reconnect.backoff.max.ms` (whole milliseconds).
+    pub fn reconnect_backoff_max(mut self, backoff: Duration) -> Self {
+        self.config.reconnect_backoff_max_ms = millis(backoff);
         self
     }
 

@@ -16,8 +16,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
+use super::reconnect::{Reachability, ReachabilityChange, ReconnectBackoff};
 use crate::error::Error;
 use crate::protocol::header::{ResponseHeader, encode_request_frame};
 use crate::protocol::messages::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
@@ -73,7 +74,10 @@ pub(crate) struct BrokerLink {
 pub(crate) struct LinkConfig {
     pub client_id: String,
     pub connect_timeout: Duration,
+    /// `reconnect.backoff.ms`.
     pub reconnect_backoff: Duration,
+    /// `reconnect.backoff.max.ms`.
+    pub reconnect_backoff_max: Duration,
 }
 
 impl BrokerLink {
@@ -166,6 +170,13 @@ async fn run_link(address: String, config: LinkConfig, mut rx: mpsc::UnboundedRe
     let mut correlation_id: i32 = 0;
     // The next request to write, held over when a connection attempt failed for it.
     let mut next: Option<Outgoing> = None;
+    let jitter_seed = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), &address);
+    let mut backoff = ReconnectBackoff::new(
+        config.reconnect_backoff,
+        config.reconnect_backoff_max,
+        jitter_seed,
+    );
+    let mut reachability = Reachability::default();
     loop {
         let first = match next.take() {
             Some(out) => out,
@@ -175,16 +186,31 @@ async fn run_link(address: String, config: LinkConfig, mut rx: mpsc::UnboundedRe
             },
         };
         let (stream, negotiated) = match connect(&address, &config, &mut correlation_id).await {
-            Ok(ok) => ok,
+            Ok(ok) => {
+                backoff.connected();
+                if let ReachabilityChange::Restored { attempts } = reachability.connected() {
+                    info!(%address, failed_attempts = attempts, "connected to broker again");
+                }
+                ok
+            }
             Err(error) => {
-                warn!(%address, %error, "cannot connect to broker");
+                let wait = backoff.failed();
+                match reachability.failed() {
+                    ReachabilityChange::Lost => {
+                        warn!(%address, %error, max_backoff = ?config.reconnect_backoff_max, "cannot connect to broker; retrying with backoff");
+                    }
+                    ReachabilityChange::StillDown { attempts } => {
+                        debug!(%address, %error, attempts, retry_in = ?wait, "still cannot connect to broker");
+                    }
+                    ReachabilityChange::Restored { .. } | ReachabilityChange::Unchanged => {}
+                }
                 // Nothing was written: fail this request and everything queued behind it, so
                 // the engine decides what to retry and when.
                 (first.respond)(Err(SendFailure::NotWritten(error.clone())));
                 while let Ok(out) = rx.try_recv() {
                     (out.respond)(Err(SendFailure::NotWritten(error.clone())));
                 }
-                tokio::time::sleep(config.reconnect_backoff).await;
+                tokio::time::sleep(wait).await;
                 continue;
             }
         };

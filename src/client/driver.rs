@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::connection::{BrokerLink, LinkConfig};
 use super::producer_shared::{Core, Shared};
+use super::reconnect::{Reachability, ReachabilityChange};
 use crate::engine::accumulator::Accumulator;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
 use crate::engine::{
@@ -75,6 +76,8 @@ pub(crate) struct Driver {
     flush_waiters: Vec<oneshot::Sender<()>>,
     close_waiter: Option<oneshot::Sender<()>>,
     metadata_in_flight: bool,
+    /// Whether metadata requests succeed, to log a failing streak once, not per request.
+    metadata_reachability: Reachability,
     /// Rotates the broker asked for metadata and producer ids, so one dead broker is not
     /// asked forever.
     next_any_broker: usize,
@@ -87,7 +90,8 @@ impl Driver {
         let link_config = LinkConfig {
             client_id: config.client_id.clone(),
             connect_timeout: Duration::from_millis(config.request_timeout_ms.min(10_000)),
-            reconnect_backoff: Duration::from_millis(config.retry_backoff_ms),
+            reconnect_backoff: Duration::from_millis(config.reconnect_backoff_ms),
+            reconnect_backoff_max: Duration::from_millis(config.reconnect_backoff_max_ms),
         };
         Self {
             bootstrap: config.bootstrap_servers.clone(),
@@ -100,6 +104,7 @@ impl Driver {
             flush_waiters: Vec::new(),
             close_waiter: None,
             metadata_in_flight: false,
+            metadata_reachability: Reachability::default(),
             next_any_broker: 0,
         }
     }
@@ -187,6 +192,14 @@ impl Driver {
                 self.metadata_in_flight = false;
                 match result {
                     Ok(response) => {
+                        if let ReachabilityChange::Restored { attempts } =
+                            self.metadata_reachability.connected()
+                        {
+                            info!(
+                                failed_attempts = attempts,
+                                "metadata requests answered again"
+                            );
+                        }
                         let leaders = {
                             let mut metadata = self
                                 .shared
@@ -202,7 +215,10 @@ impl Driver {
                         });
                     }
                     Err(error) => {
-                        warn!(%error, "metadata request failed");
+                        match self.metadata_reachability.failed() {
+                            ReachabilityChange::Lost => warn!(%error, "metadata request failed"),
+                            change => debug!(%error, ?change, "metadata request failed again"),
+                        }
                         self.next_any_broker += 1;
                         self.shared.metadata_changed.notify_waiters();
                     }

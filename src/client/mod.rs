@@ -7,3 +7,4 @@ pub(crate) mod driver;
 pub(crate) mod metadata;
 pub mod partitioner;
 pub(crate) mod producer_shared;
+pub(crate) mod reconnect;
