@@ -93,6 +93,9 @@ pub enum Error {
         /// What made the transaction abortable.
         cause: Arc<Error>,
     },
+    /// `Producer::purge` failed the record before it was sent: it was not written.
+    #[error("the record was purged before it was sent; it was not written")]
+    Purged,
     /// The record was part of a transaction that was aborted before it was written.
     #[error("the transaction was aborted; the record was not written")]
     TransactionAborted,

@@ -15,7 +15,7 @@ use crate::client::config::{ProducerBuilder, ProducerConfig};
 use crate::client::driver::{Command, Driver};
 use crate::client::metadata::TopicMetadata;
 use crate::client::partitioner::{StickyPartitioner, partition_for_key};
-use crate::client::producer_shared::Shared;
+use crate::client::producer_shared::{Core, Shared};
 use crate::engine::accumulator::{Accumulator, AccumulatorConfig, AppendError};
 use crate::engine::completion::BatchCompletion;
 use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, TxnCall, TxnState};
@@ -402,6 +402,9 @@ impl Producer {
     }
 
     /// Waits until every record handed to `send` so far is resolved.
+    ///
+    /// Cancel safety: dropping the future stops the waiting, not the delivery; records go on
+    /// as if `flush` had not been called.
     pub async fn flush(&self) -> Result<()> {
         let (tx, rx) = oneshot::channel();
         self.inner
@@ -412,8 +415,39 @@ impl Producer {
         rx.await.map_err(|_| Error::Closed)
     }
 
+    /// [`Producer::flush`] bounded by `timeout`: an [`Error::Timeout`] if records are still
+    /// unresolved then. They go on (use [`Producer::purge`] or
+    /// [`Producer::close_with_timeout`] to cut them off).
+    pub async fn flush_with_timeout(&self, timeout: Duration) -> Result<()> {
+        tokio::time::timeout(timeout, self.flush())
+            .await
+            .map_err(|_| {
+                Error::Timeout(format!("flush: records still unresolved after {timeout:?}"))
+            })?
+    }
+
+    /// Fails every record that has not been put on the wire yet with [`Error::Purged`]
+    /// (certainly not written); records already sent go on to their outcome. Returns how
+    /// many records were purged. In a transaction the purged records make it abortable.
+    pub fn purge(&self) -> u64 {
+        let shared = &self.inner.shared;
+        let purged = {
+            let mut core = shared.lock_core();
+            let Core { engine, acc } = &mut *core;
+            engine.purge(acc)
+        };
+        // Their memory went back to the buffer.
+        shared.space.notify_waiters();
+        purged
+    }
+
     /// Stops accepting records, delivers (or fails) every record already handed over, and
-    /// stops the driver. Every delivery future resolves before this returns.
+    /// stops the driver. Every delivery future resolves before this returns; that takes at
+    /// most `delivery.timeout.ms` (plus a request timeout). Use
+    /// [`Producer::close_with_timeout`] to fit a shutdown into a shorter grace period.
+    ///
+    /// Cancel safety: dropping the future leaves the producer closed and the driver
+    /// delivering what was handed over.
     pub async fn close(&self) -> Result<()> {
         self.inner.closed.store(true, Ordering::SeqCst);
         let (tx, rx) = oneshot::channel();
@@ -423,6 +457,30 @@ impl Producer {
         self.inner.shared.wake.notify_one();
         let _ = rx.await;
         Ok(())
+    }
+
+    /// [`Producer::close`] within `timeout`: what is not resolved by then is cut off and
+    /// resolved at once, as not written ([`Error::Closed`]) if it never went out, or as
+    /// indeterminate if it went out unconfirmed (P6), and an [`Error::Timeout`] says so.
+    pub async fn close_with_timeout(&self, timeout: Duration) -> Result<()> {
+        if tokio::time::timeout(timeout, self.close()).await.is_ok() {
+            return Ok(());
+        }
+        let shared = &self.inner.shared;
+        let cut_off = {
+            let mut core = shared.lock_core();
+            let Core { engine, acc } = &mut *core;
+            let failed = |c: &Counters| c.records_failed + c.records_indeterminate;
+            let before = failed(engine.counters());
+            engine.abandon(Error::Closed, acc);
+            failed(engine.counters()) - before
+        };
+        shared.space.notify_waiters();
+        shared.wake.notify_one();
+        Err(Error::Timeout(format!(
+            "close cut off after {timeout:?}: {cut_off} records were failed (not written, or \
+             indeterminate if they were sent)"
+        )))
     }
 
     /// Counters that move only on broker-confirmed outcomes, and the current producer id and
@@ -488,14 +546,20 @@ impl Producer {
     async fn transactional_call(&self, call: TxnCall) -> Result<()> {
         self.check_usable()?;
         let shared = &self.inner.shared;
-        let waiter = {
+        let (id, waiter) = {
             let mut core = shared.lock_core();
             let now = shared.now_ms();
             let id = core.engine.start_call(call, now)?;
-            shared.await_call(id)
+            (id, shared.await_call(id))
         };
         shared.wake.notify_one();
-        waiter.await.map_err(|_| Error::Closed)?
+        let mut cancelled = CancelledCall {
+            shared,
+            id: Some(id),
+        };
+        let result = waiter.await.map_err(|_| Error::Closed)?;
+        cancelled.id = None;
+        result
     }
 
     fn check_usable(&self) -> Result<()> {
@@ -510,6 +574,23 @@ impl Producer {
             return Err(Error::Closed);
         }
         Ok(())
+    }
+}
+
+/// Tells the engine when the future of a transactional call is dropped before its result:
+/// a commit or abort then goes on and must be called again (see each call's cancel safety).
+struct CancelledCall<'a> {
+    shared: &'a Shared,
+    /// The call still awaited; `None` once its result arrived.
+    id: Option<crate::engine::CallId>,
+}
+
+impl Drop for CancelledCall<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.shared.lock_core().engine.call_cancelled(id);
+            self.shared.forget_call(id);
+        }
     }
 }
 

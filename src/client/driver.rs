@@ -157,12 +157,20 @@ impl Driver {
                         self.with_engine(|engine, _| engine.begin_flush());
                         self.close_waiter = Some(waiter);
                     }
-                    // Every handle is gone: nobody can await a delivery any more.
+                    // Every handle is gone: what is outstanding is resolved (see `Drop`).
                     None => return,
                 },
                 _ = tokio::time::sleep(sleep.min(Duration::from_secs(1))) => {}
             }
         }
+    }
+
+    /// Resolves whatever is still outstanding once the driver stops, whether because every
+    /// handle was dropped or because the runtime shut its task down: records never written
+    /// fail as not written ([`Error::Closed`]), records possibly written as indeterminate, so
+    /// no delivery future outlives the producer unresolved (DESIGN, lifecycle; P6).
+    fn abandon(&mut self) {
+        self.with_engine(|engine, acc| engine.abandon(Error::Closed, acc));
     }
 
     /// Runs `f` on the engine with the accumulator locked, and wakes the `send`s waiting for
@@ -674,6 +682,12 @@ impl Driver {
             };
             let _ = tx.send(Inbound::Engine(Event::ProducerId { request, result }));
         });
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.abandon();
     }
 }
 

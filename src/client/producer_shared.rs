@@ -95,6 +95,14 @@ impl Shared {
         rx
     }
 
+    /// Drops the waiter of a call whose caller stopped waiting.
+    pub fn forget_call(&self, id: CallId) {
+        self.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+
     /// Hands finished calls their results.
     pub fn finish_calls(&self, finished: Vec<(CallId, Result<(), Error>)>) {
         if finished.is_empty() {

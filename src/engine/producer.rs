@@ -508,26 +508,58 @@ impl Engine {
     fn fail_fatally(&mut self, error: Error, acc: &mut Accumulator) {
         warn!(%error, "producer failed fatally");
         let fatal = Error::Fatal(std::sync::Arc::new(error));
-        self.fatal = Some(fatal.clone());
+        self.fail_everything(fatal, acc);
+        // A transactional call waiting on this producer ends with the fatal error (P9).
+        if let Some(txn) = &mut self.txn {
+            txn.state = crate::engine::transaction::TxnState::FatalError;
+        }
+    }
+
+    /// Resolves every record the engine and the accumulator hold because the producer is
+    /// going away: the last handle was dropped, or a close ran out of time (DESIGN,
+    /// lifecycle; P6). What never went out fails with `error` (not written); what went out
+    /// unconfirmed fails as indeterminate. The producer is unusable afterwards.
+    pub fn abandon(&mut self, error: Error, acc: &mut Accumulator) {
+        if self.fatal.is_none() {
+            self.fail_everything(error, acc);
+        }
+    }
+
+    /// Makes `error` the producer's last word and resolves everything with it (P6), ending
+    /// any transactional call (P9).
+    fn fail_everything(&mut self, error: Error, acc: &mut Accumulator) {
+        self.fatal = Some(error.clone());
         for state in self.partitions.values_mut() {
             for batch in state.queued.drain(..).chain(state.unacked.drain(..)) {
                 // A batch that went out may be in the log: say so (P6).
                 let outcome = if batch.wire.is_some_and(|w| w != WireState::NotWritten) {
                     Err(Error::Indeterminate {
-                        cause: std::sync::Arc::new(fatal.clone()),
+                        cause: std::sync::Arc::new(error.clone()),
                     })
                 } else {
-                    Err(fatal.clone())
+                    Err(error.clone())
                 };
                 Self::resolve(&mut self.counters, acc, batch, outcome);
             }
         }
-        self.fail_accumulated(acc, &fatal);
-        // A transactional call waiting on this producer ends with the fatal error (P9).
-        if let Some(txn) = &mut self.txn {
-            txn.state = crate::engine::transaction::TxnState::FatalError;
+        self.fail_accumulated(acc, &error);
+        self.finish_call(Err(error));
+    }
+
+    /// Fails every record not yet put on the wire with [`Error::Purged`]: the accumulator's
+    /// and the batches waiting for their first dispatch (none holds a sequence, P1). Batches
+    /// in flight or awaiting a retry under their identity go on. Returns the records purged.
+    /// A transaction that loses records this way can only abort (T4: a commit sees them
+    /// failed).
+    pub fn purge(&mut self, acc: &mut Accumulator) -> u64 {
+        let before = self.counters.records_failed;
+        for state in self.partitions.values_mut() {
+            for batch in state.queued.drain(..) {
+                Self::resolve(&mut self.counters, acc, batch, Err(Error::Purged));
+            }
         }
-        self.finish_call(Err(fatal));
+        self.fail_accumulated(acc, &Error::Purged);
+        self.counters.records_failed - before
     }
 
     /// Fails every record still in the accumulator (never stamped, so never in the log).

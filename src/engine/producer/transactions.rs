@@ -299,6 +299,23 @@ impl Engine {
         Ok(id)
     }
 
+    /// The caller of call `id` stopped waiting (its future was dropped). A commit or abort
+    /// goes on as if it had timed out: only the same call is valid next, and it returns the
+    /// outcome (T1, T4). Any other call is abandoned, as at its deadline.
+    pub fn call_cancelled(&mut self, id: CallId) {
+        let Some(txn) = &mut self.txn else { return };
+        let Some(call) = txn.call.as_mut().filter(|c| c.id == id && !c.timed_out) else {
+            return;
+        };
+        if call.outlives_its_caller() {
+            call.timed_out = true;
+        } else {
+            self.finish_call(Err(Error::InvalidState(
+                "the call was cancelled by its caller".into(),
+            )));
+        }
+    }
+
     /// Results of calls that finished since the last look.
     pub fn take_finished_calls(&mut self) -> Vec<(CallId, Result<(), Error>)> {
         self.txn
