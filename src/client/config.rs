@@ -716,6 +716,8 @@ mod tests {
             (RETRIES, "7"),
             (RETRY_BACKOFF_MS, "50"),
             (RETRY_BACKOFF_MAX_MS, "2000"),
+            (RECONNECT_BACKOFF_MS, "25"),
+            (RECONNECT_BACKOFF_MAX_MS, "4000"),
             (DELIVERY_TIMEOUT_MS, "90000"),
             (REQUEST_TIMEOUT_MS, "10000"),
             (MAX_REQUEST_SIZE, "2097152"),
@@ -745,6 +747,8 @@ mod tests {
         assert_eq!(config.retries, 7);
         assert_eq!(config.retry_backoff_ms, 50);
         assert_eq!(config.retry_backoff_max_ms, 2000);
+        assert_eq!(config.reconnect_backoff_ms, 25);
+        assert_eq!(config.reconnect_backoff_max_ms, 4000);
         assert_eq!(config.delivery_timeout_ms, 90_000);
         assert_eq!(config.request_timeout_ms, 10_000);
         assert_eq!(config.max_request_size, 2_097_152);
