@@ -18,6 +18,7 @@ pub mod protocol;
 pub mod sim;
 
 pub use client::config::{Acks, ProducerBuilder, ProducerConfig};
+pub use client::metrics::{BrokerMetrics, ConnectionState, ProducerMetrics};
 pub use engine::Counters;
 pub use engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, PendingOffsets, TxnState};
 pub use error::{Error, Result};

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::client::config::{ProducerBuilder, ProducerConfig};
 use crate::client::driver::{Command, Driver};
 use crate::client::metadata::TopicMetadata;
+use crate::client::metrics::ProducerMetrics;
 use crate::client::partitioner::{StickyPartitioner, partition_for_key};
 use crate::client::producer_shared::{Core, Shared};
 use crate::engine::accumulator::{Accumulator, AccumulatorConfig, AppendError};
@@ -326,7 +327,12 @@ impl Producer {
                 }
                 Err(AppendError::BufferFull) => {
                     shared.wake.notify_one();
-                    if tokio::time::timeout_at(deadline(), space).await.is_err() {
+                    shared.buffer_exhausted.fetch_add(1, Ordering::Relaxed);
+                    let waiting = tokio::time::Instant::now();
+                    let waited = tokio::time::timeout_at(deadline(), space).await;
+                    let ns = u64::try_from(waiting.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    shared.buffer_wait_ns.fetch_add(ns, Ordering::Relaxed);
+                    if waited.is_err() {
                         return Err(Error::Timeout(format!(
                             "buffer.memory ({} bytes) stayed full for max.block.ms ({} ms)",
                             shared.config.buffer_memory, shared.config.max_block_ms
@@ -481,6 +487,15 @@ impl Producer {
             "close cut off after {timeout:?}: {cut_off} records were failed (not written, or \
              indeterminate if they were sent)"
         )))
+    }
+
+    /// A snapshot of the producer's metrics under Kafka's names (record-send-total,
+    /// request-latency-avg, buffer-available-bytes, ...), with per-broker in-flight requests
+    /// and connection state. Delivery figures move only on broker-confirmed outcomes (P8).
+    /// With the `metrics` feature the driver also publishes them through the `metrics`
+    /// facade once a second ([`ProducerMetrics::publish`]).
+    pub fn metrics(&self) -> ProducerMetrics {
+        self.inner.shared.metrics()
     }
 
     /// Counters that move only on broker-confirmed outcomes, and the current producer id and

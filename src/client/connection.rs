@@ -8,6 +8,7 @@
 //! written and then lost its answer is "unresolved" (P5).
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
+use super::metrics::ConnectionState;
 use super::reconnect::{Reachability, ReachabilityChange, ReconnectBackoff};
 use crate::error::Error;
 use crate::protocol::header::{ResponseHeader, encode_request_frame};
@@ -67,6 +69,8 @@ struct Outgoing {
 #[derive(Clone)]
 pub(crate) struct BrokerLink {
     tx: mpsc::UnboundedSender<Outgoing>,
+    /// The link's [`ConnectionState`], for the metrics.
+    pub state: Arc<AtomicU8>,
 }
 
 /// Settings of a link.
@@ -85,8 +89,9 @@ impl BrokerLink {
     /// arrives.
     pub fn spawn(address: String, config: LinkConfig) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run_link(address, config, rx));
-        Self { tx }
+        let state = Arc::new(AtomicU8::new(ConnectionState::Connecting.to_u8()));
+        tokio::spawn(run_link(address, config, rx, Arc::clone(&state)));
+        Self { tx, state }
     }
 
     /// Queues a request; `respond` is called exactly once.
@@ -166,7 +171,13 @@ struct Pending {
 
 type PendingQueue = Arc<Mutex<VecDeque<Pending>>>;
 
-async fn run_link(address: String, config: LinkConfig, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+async fn run_link(
+    address: String,
+    config: LinkConfig,
+    mut rx: mpsc::UnboundedReceiver<Outgoing>,
+    state: Arc<AtomicU8>,
+) {
+    let set_state = |s: ConnectionState| state.store(s.to_u8(), Ordering::Relaxed);
     let mut correlation_id: i32 = 0;
     // The next request to write, held over when a connection attempt failed for it.
     let mut next: Option<Outgoing> = None;
@@ -185,8 +196,10 @@ async fn run_link(address: String, config: LinkConfig, mut rx: mpsc::UnboundedRe
                 None => return,
             },
         };
+        set_state(ConnectionState::Connecting);
         let (stream, negotiated) = match connect(&address, &config, &mut correlation_id).await {
             Ok(ok) => {
+                set_state(ConnectionState::Connected);
                 backoff.connected();
                 if let ReachabilityChange::Restored { attempts } = reachability.connected() {
                     info!(%address, failed_attempts = attempts, "connected to broker again");
@@ -194,6 +207,7 @@ async fn run_link(address: String, config: LinkConfig, mut rx: mpsc::UnboundedRe
                 ok
             }
             Err(error) => {
+                set_state(ConnectionState::BackingOff);
                 let wait = backoff.failed();
                 match reachability.failed() {
                     ReachabilityChange::Lost => {

@@ -112,11 +112,19 @@ impl Driver {
     pub async fn run(mut self) {
         let metadata_max_age = Duration::from_millis(self.shared.config.metadata_max_age_ms);
         let mut next_metadata = tokio::time::Instant::now();
+        #[cfg(feature = "metrics")]
+        let mut next_publish = tokio::time::Instant::now();
         loop {
             let now = self.shared.now_ms();
             if tokio::time::Instant::now() >= next_metadata {
                 self.refresh_metadata();
                 next_metadata = tokio::time::Instant::now() + metadata_max_age;
+            }
+            // The loop wakes at least once a second (see the sleep below).
+            #[cfg(feature = "metrics")]
+            if tokio::time::Instant::now() >= next_publish {
+                self.shared.metrics().publish(&self.shared.config.client_id);
+                next_publish = tokio::time::Instant::now() + Duration::from_secs(1);
             }
             let (actions, idle, wake_at) = self.with_engine(|engine, acc| {
                 let actions = engine.poll(now, acc);
@@ -253,6 +261,13 @@ impl Driver {
                 .clone()
         };
         let link = BrokerLink::spawn(address, self.link_config.clone());
+        if broker >= 0 {
+            self.shared
+                .connections
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(broker, Arc::clone(&link.state));
+        }
         self.links.insert(broker, link.clone());
         Some(link)
     }
@@ -321,6 +336,11 @@ impl Driver {
             Action::Disconnect { broker } => {
                 debug!(broker, "closing connection after a request timeout");
                 self.links.remove(&broker);
+                self.shared
+                    .connections
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&broker);
             }
         }
     }
@@ -383,9 +403,10 @@ impl Driver {
                 let event = match result {
                     Ok((version, body)) => {
                         match decode_produce(&body, version, &batches, expects_response) {
-                            Ok(partitions) => Event::ProduceResponse {
+                            Ok((partitions, throttle_ms)) => Event::ProduceResponse {
                                 request,
                                 partitions,
+                                throttle_ms,
                             },
                             Err(error) => Event::RequestFailed {
                                 request,
@@ -751,16 +772,17 @@ fn group_by_topic(batches: &[(TopicPartition, SealedBatch)]) -> Vec<TopicProduce
     topics
 }
 
-/// Maps a Produce response onto the request's partitions. With acks=0 there is no response:
-/// every batch counts as written with an unknown offset, as in the Java client.
+/// Maps a Produce response onto the request's partitions, with the broker's throttle time.
+/// With acks=0 there is no response: every batch counts as written with an unknown offset, as
+/// in the Java client.
 fn decode_produce(
     body: &[u8],
     version: i16,
     batches: &[(TopicPartition, SealedBatch)],
     expects_response: bool,
-) -> Result<Vec<PartitionResponse>, Error> {
+) -> Result<(Vec<PartitionResponse>, u64), Error> {
     if !expects_response {
-        return Ok(batches
+        let partitions = batches
             .iter()
             .map(|(tp, _)| PartitionResponse {
                 partition: tp.clone(),
@@ -770,7 +792,8 @@ fn decode_produce(
                 log_start_offset: -1,
                 message: None,
             })
-            .collect());
+            .collect();
+        return Ok((partitions, 0));
     }
     let mut d = Decoder::new(body);
     let response = ProduceResponse::decode(&mut d, version)?;
@@ -794,5 +817,5 @@ fn decode_produce(
             });
         }
     }
-    Ok(out)
+    Ok((out, u64::try_from(response.throttle_time_ms).unwrap_or(0)))
 }

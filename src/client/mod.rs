@@ -5,6 +5,7 @@ pub mod config;
 pub(crate) mod connection;
 pub(crate) mod driver;
 pub(crate) mod metadata;
+pub mod metrics;
 pub mod partitioner;
 pub(crate) mod producer_shared;
 pub(crate) mod reconnect;

@@ -1,6 +1,7 @@
 //! State shared by every `Producer` handle and the driver task.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Instant;
 
@@ -8,9 +9,10 @@ use tokio::sync::{Notify, oneshot};
 
 use super::config::ProducerConfig;
 use super::metadata::ClusterMetadata;
+use super::metrics::{BrokerMetrics, ConnectionState, ProducerMetrics, SnapshotParts};
 use super::partitioner::StickyPartitioner;
 use crate::engine::accumulator::Accumulator;
-use crate::engine::{CallId, Engine, Millis};
+use crate::engine::{BrokerId, CallId, Engine, Millis};
 use crate::error::Error;
 
 /// The engine and the accumulator it drains, under one short lock: `send` appends and checks
@@ -36,6 +38,12 @@ pub(crate) struct Shared {
     pub wake: Notify,
     /// Transactional calls waiting for their result.
     calls: Mutex<HashMap<CallId, oneshot::Sender<Result<(), Error>>>>,
+    /// Times `send` found the buffer full (`buffer-exhausted-total`).
+    pub buffer_exhausted: AtomicU64,
+    /// Nanoseconds `send` waited for buffer space (`bufferpool-wait-time-ns-total`).
+    pub buffer_wait_ns: AtomicU64,
+    /// Each broker link's connection state, by node id, for the metrics.
+    pub connections: Mutex<BTreeMap<BrokerId, Arc<AtomicU8>>>,
 }
 
 impl Shared {
@@ -56,6 +64,9 @@ impl Shared {
             space: Notify::new(),
             wake: Notify::new(),
             calls: Mutex::new(HashMap::new()),
+            buffer_exhausted: AtomicU64::new(0),
+            buffer_wait_ns: AtomicU64::new(0),
+            connections: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -93,6 +104,42 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .insert(id, tx);
         rx
+    }
+
+    /// A snapshot of the metrics (see [`ProducerMetrics`]).
+    pub fn metrics(&self) -> ProducerMetrics {
+        let connections: Vec<(BrokerId, ConnectionState)> = self
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(&id, state)| (id, ConnectionState::from_u8(state.load(Ordering::Relaxed))))
+            .collect();
+        let core = self.lock_core();
+        let in_flight = core.engine.in_flight_per_broker();
+        let brokers = connections
+            .into_iter()
+            .map(|(id, connection)| {
+                let in_flight_requests = in_flight.get(&id).copied().unwrap_or(0);
+                (
+                    id,
+                    BrokerMetrics {
+                        in_flight_requests,
+                        connection,
+                    },
+                )
+            })
+            .collect();
+        ProducerMetrics::from_parts(SnapshotParts {
+            counters: core.engine.counters(),
+            delivery: core.engine.metrics(),
+            now_ms: self.now_ms(),
+            buffer_total_bytes: self.config.buffer_memory as u64,
+            buffer_used_bytes: core.acc.buffered_bytes() as u64,
+            buffer_exhausted_total: self.buffer_exhausted.load(Ordering::Relaxed),
+            bufferpool_wait_time_ns_total: self.buffer_wait_ns.load(Ordering::Relaxed),
+            brokers,
+        })
     }
 
     /// Drops the waiter of a call whose caller stopped waiting.

@@ -6,6 +6,7 @@
 
 pub mod accumulator;
 pub mod completion;
+pub mod metrics;
 mod partition;
 mod producer;
 pub mod transaction;
@@ -97,6 +98,8 @@ pub enum Event {
         request: RequestId,
         /// One entry per partition of the request.
         partitions: Vec<PartitionResponse>,
+        /// How long the broker asks us not to send to it, for a quota (KIP-219); 0 if none.
+        throttle_ms: Millis,
     },
     /// The answer to an [`Action::FindCoordinator`] or [`Action::Coordinator`].
     Txn {

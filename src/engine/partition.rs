@@ -31,6 +31,8 @@ pub(crate) struct ProducerBatch {
     pub attempts: u32,
     /// Set once stamped: where it stands.
     pub wire: Option<WireState>,
+    /// When it first went on the wire (for the queue-time metric).
+    pub first_sent_ms: Option<Millis>,
     /// Some attempt may have reached the log (a request carrying it was written and its
     /// answer lost, or the broker said it appended without replicating). Once set, a later
     /// attempt that is rejected or never written does not make the batch "not written": the
@@ -50,6 +52,7 @@ impl ProducerBatch {
             created_ms,
             attempts: 0,
             wire: None,
+            first_sent_ms: None,
             maybe_written: false,
             behind_gap: false,
         }
@@ -149,8 +152,10 @@ impl PartitionState {
         producer_id: i64,
         epoch: i16,
         request: RequestId,
+        now: Millis,
     ) -> Option<&SealedBatch> {
         let mut batch = self.queued.pop_front()?;
+        batch.first_sent_ms.get_or_insert(now);
         batch.batch.stamp(producer_id, epoch, self.next_sequence);
         self.next_sequence = increment_sequence(self.next_sequence, batch.batch.record_count());
         batch.wire = Some(WireState::InFlight(request));

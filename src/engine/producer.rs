@@ -9,6 +9,7 @@ use tracing::{debug, info, warn};
 
 use super::accumulator::Accumulator;
 use super::completion::{BatchAck, BatchOutcome};
+use super::metrics::DeliveryMetrics;
 use super::partition::{PartitionState, ProducerBatch, WireState};
 use super::{
     Action, BrokerId, Event, Millis, PartitionResponse, ProducerIdentity, RequestId, TopicPartition,
@@ -95,6 +96,8 @@ enum Outstanding {
         broker: BrokerId,
         sent_ms: Millis,
         partitions: Vec<TopicPartition>,
+        /// Records in the request's batches.
+        records: u64,
     },
     InitProducerId {
         sent_ms: Millis,
@@ -124,6 +127,9 @@ pub struct Engine {
     fatal: Option<Error>,
     rng: SmallRng,
     counters: Counters,
+    metrics: DeliveryMetrics,
+    /// Brokers a quota throttled, and until when nothing is sent to them (KIP-219).
+    throttled_until: HashMap<BrokerId, Millis>,
     actions: Vec<Action>,
     txn: Option<transactions::Transactions>,
 }
@@ -155,6 +161,8 @@ impl Engine {
                 epoch: -1,
                 ..Counters::default()
             },
+            metrics: DeliveryMetrics::default(),
+            throttled_until: HashMap::new(),
             actions: Vec::new(),
         }
     }
@@ -167,6 +175,22 @@ impl Engine {
     /// Confirmed-outcome counters and the current identity.
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// Latencies, sizes, throttling and the recent ack rate (P8: confirmed outcomes only).
+    pub fn metrics(&self) -> &DeliveryMetrics {
+        &self.metrics
+    }
+
+    /// Produce requests awaiting an answer, per broker.
+    pub fn in_flight_per_broker(&self) -> BTreeMap<BrokerId, usize> {
+        let mut in_flight = BTreeMap::new();
+        for o in self.outstanding.values() {
+            if let Outstanding::Produce { broker, .. } = o {
+                *in_flight.entry(*broker).or_default() += 1;
+            }
+        }
+        in_flight
     }
 
     /// The producer id and epoch batches are stamped with now, once there is one.
@@ -234,8 +258,23 @@ impl Engine {
             Event::ProduceResponse {
                 request,
                 partitions,
+                throttle_ms,
             } => {
-                if let Some(Outstanding::Produce { .. }) = self.outstanding.remove(&request) {
+                if let Some(Outstanding::Produce {
+                    broker,
+                    sent_ms,
+                    records,
+                    ..
+                }) = self.outstanding.remove(&request)
+                {
+                    self.metrics.request_latency_ms.record(now - sent_ms);
+                    self.metrics.records_per_request.record(records);
+                    if throttle_ms > 0 {
+                        // KIP-219: the broker answered at once and expects nothing more from
+                        // us until the throttle time passed (or it mutes the connection).
+                        self.metrics.produce_throttle_time_ms.record(throttle_ms);
+                        self.throttled_until.insert(broker, now + throttle_ms);
+                    }
                     for response in partitions {
                         self.on_partition_response(request, response, now, acc);
                     }
@@ -340,6 +379,13 @@ impl Engine {
                 }
                 state.confirmed = true;
                 state.last_ack_ms = now;
+                let queued_ms = batch.first_sent_ms.unwrap_or(now) - batch.created_ms;
+                self.metrics.acked(
+                    now,
+                    u64::try_from(batch.batch.record_count()).unwrap_or(0),
+                    batch.batch.size_in_bytes() as u64,
+                    queued_ms,
+                );
                 debug!(partition = ?tp, base_offset, base_sequence = batch.batch.base_sequence(), "batch acknowledged");
                 let ack = BatchAck {
                     base_offset,
@@ -851,7 +897,9 @@ impl Engine {
         let max_in_flight = self.config.max_in_flight;
         for (tp, state) in &self.partitions {
             let Some(broker) = state.leader else { continue };
-            if state.diverged
+            let throttled = self.throttled_until.get(&broker).is_some_and(|&t| now < t);
+            if throttled
+                || state.diverged
                 || broker_in_flight.get(&broker).copied().unwrap_or(0) >= max_in_flight
             {
                 continue;
@@ -933,12 +981,14 @@ impl Engine {
                         batch.wire = Some(WireState::InFlight(request));
                         batch.attempts += 1;
                         self.counters.batch_retries += 1;
+                        self.metrics.records_retried +=
+                            u64::try_from(batch.batch.record_count()).unwrap_or(0);
                         debug!(partition = ?tp, base_sequence = batch.batch.base_sequence(), attempts = batch.attempts, "retrying batch");
                         &batch.batch
                     }
                     Sendable::Stamp => {
                         let Some(batch) =
-                            state.stamp_next(identity.producer_id, identity.epoch, request)
+                            state.stamp_next(identity.producer_id, identity.epoch, request, now)
                         else {
                             continue;
                         };
@@ -956,12 +1006,17 @@ impl Engine {
             }
             sent = true;
             let partitions = batches.iter().map(|(tp, _)| tp.clone()).collect();
+            let records = batches
+                .iter()
+                .map(|(_, b)| u64::try_from(b.record_count()).unwrap_or(0))
+                .sum();
             self.outstanding.insert(
                 request,
                 Outstanding::Produce {
                     broker,
                     sent_ms: now,
                     partitions,
+                    records,
                 },
             );
             self.actions.push(Action::Produce {
@@ -1008,6 +1063,9 @@ impl Engine {
         }
         if self.identity.is_none() {
             consider(self.identity_retry_at);
+        }
+        for &until in self.throttled_until.values() {
+            consider(until);
         }
         if let Some(t) = self.transaction_wakeup(now) {
             consider(t);

@@ -95,6 +95,7 @@ impl Harness {
             Event::ProduceResponse {
                 request,
                 partitions,
+                throttle_ms: 0,
             },
             self.now,
             &mut self.acc,
@@ -455,6 +456,44 @@ fn in_flight_slots_are_per_broker_with_one_batch_per_partition_per_request() {
         );
     }
     assert!(produces(&h.poll()).is_empty(), "no slot is free");
+}
+
+#[test]
+fn nothing_goes_to_a_throttled_broker_until_the_throttle_time_passed() {
+    let mut h = Harness::new();
+    backlog_behind_acknowledged_opener(&mut h, &[0], 3);
+    let sent = produces(&h.poll());
+    assert_eq!(sent.len(), 3);
+    // KIP-219: the broker answers at once and asks for 500 ms of silence.
+    h.engine.handle(
+        Event::ProduceResponse {
+            request: sent[0].0,
+            partitions: vec![PartitionResponse {
+                partition: TopicPartition::new(T0, 0),
+                error: ErrorCode::NONE,
+                base_offset: 1,
+                log_append_time: -1,
+                log_start_offset: 0,
+                message: None,
+            }],
+            throttle_ms: 500,
+        },
+        h.now,
+        &mut h.acc,
+    );
+    h.answer(sent[1].0, &[(0, ErrorCode::NONE, 2)]);
+    h.answer(sent[2].0, &[(0, ErrorCode::NONE, 3)]);
+    h.send(0);
+    assert!(produces(&h.poll()).is_empty(), "throttled");
+    assert_eq!(h.engine.next_wakeup(h.now, &h.acc), Some(h.now + 500));
+    assert!(produces(&h.advance(499)).is_empty(), "still throttled");
+    assert_eq!(
+        produces(&h.advance(1)).len(),
+        1,
+        "sent once the throttle passed"
+    );
+    let throttle = h.engine.metrics().produce_throttle_time_ms;
+    assert_eq!((throttle.count, throttle.max), (1, 500));
 }
 
 mod transactions {

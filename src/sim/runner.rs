@@ -1002,6 +1002,7 @@ impl Run {
                     Event::ProduceResponse {
                         request,
                         partitions,
+                        throttle_ms: 0,
                     },
                     self.now,
                     &mut self.acc,

@@ -641,6 +641,11 @@ impl Engine {
         let Some(txn) = &mut self.txn else { return };
         let aborting = txn.state == TxnState::Aborting;
         let bump_v1 = aborting && txn.bump_after_abort && !txn.v2;
+        if txn.call.as_ref().is_some_and(|c| c.call == TxnCall::Abort) {
+            self.metrics.transactions_aborted += 1;
+        } else {
+            self.metrics.transactions_committed += 1;
+        }
         txn.added.clear();
         txn.has_content = false;
         txn.abort_cause = None;
@@ -792,10 +797,12 @@ impl Engine {
                 },
             ) => {
                 if error.is_ok() {
+                    if std::mem::take(&mut txn.coordinator_aborted) {
+                        self.metrics.transactions_aborted += 1;
+                    }
                     txn.v2 = transactions_v2;
                     txn.state = TxnState::Ready;
                     txn.bump_after_abort = false;
-                    txn.coordinator_aborted = false;
                     info!(transactions_v2, "transactions initialised");
                     self.adopt_identity(identity, acc);
                     self.finish_call(Ok(()));

@@ -1,0 +1,235 @@
+//! The producer's metrics snapshot: what a service owner puts on a dashboard, under the
+//! Java producer's metric names where one exists, so existing dashboards and alerts carry
+//! over. Delivery figures move only on broker-confirmed outcomes (DESIGN rule P8).
+
+use std::collections::BTreeMap;
+
+use crate::engine::metrics::DeliveryMetrics;
+use crate::engine::{BrokerId, Counters};
+
+/// Where a broker connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectionState {
+    /// No connection yet, or connecting.
+    Connecting,
+    /// Connected and negotiated.
+    Connected,
+    /// The last attempt failed; waiting `reconnect.backoff` before the next.
+    BackingOff,
+}
+
+impl ConnectionState {
+    pub(crate) fn to_u8(self) -> u8 {
+        match self {
+            ConnectionState::Connecting => 0,
+            ConnectionState::Connected => 1,
+            ConnectionState::BackingOff => 2,
+        }
+    }
+
+    pub(crate) fn from_u8(value: u8) -> Self {
+        match value {
+            1 => ConnectionState::Connected,
+            2 => ConnectionState::BackingOff,
+            _ => ConnectionState::Connecting,
+        }
+    }
+}
+
+/// One broker's figures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BrokerMetrics {
+    /// Produce requests sent to it and not answered yet.
+    pub in_flight_requests: usize,
+    /// Its connection.
+    pub connection: ConnectionState,
+}
+
+/// A snapshot of the producer's metrics ([`crate::Producer::metrics`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ProducerMetrics {
+    /// `record-send-total`: records the broker acknowledged.
+    pub record_send_total: u64,
+    /// `record-send-rate`: records acknowledged per second over the last 30 s.
+    pub record_send_rate: f64,
+    /// `record-error-total`: records that failed (not written, or indeterminate).
+    pub record_error_total: u64,
+    /// Of those, records that failed but may be in the log (P6).
+    pub record_indeterminate_total: u64,
+    /// `record-retry-total`: records sent again after a failed or unanswered attempt.
+    pub record_retry_total: u64,
+    /// `request-latency-avg`, in ms: Produce round trips the broker answered.
+    pub request_latency_avg_ms: f64,
+    /// `request-latency-max`, in ms.
+    pub request_latency_max_ms: u64,
+    /// `batch-size-avg`, in bytes, of acknowledged batches.
+    pub batch_size_avg: f64,
+    /// `batch-size-max`, in bytes.
+    pub batch_size_max: u64,
+    /// `records-per-request-avg`.
+    pub records_per_request_avg: f64,
+    /// `record-queue-time-avg`, in ms: from `send` to the batch's first time on the wire.
+    pub record_queue_time_avg_ms: f64,
+    /// `record-queue-time-max`, in ms.
+    pub record_queue_time_max_ms: u64,
+    /// `buffer-total-bytes`: `buffer.memory`.
+    pub buffer_total_bytes: u64,
+    /// `buffer-available-bytes`.
+    pub buffer_available_bytes: u64,
+    /// `buffer-exhausted-total`: times `send` found the buffer full and waited.
+    pub buffer_exhausted_total: u64,
+    /// `bufferpool-wait-time-ns-total`: time `send` spent waiting for buffer space.
+    pub bufferpool_wait_time_ns_total: u64,
+    /// `produce-throttle-time-avg`, in ms: quota throttling brokers reported (KIP-219).
+    pub produce_throttle_time_avg_ms: f64,
+    /// `produce-throttle-time-max`, in ms.
+    pub produce_throttle_time_max_ms: u64,
+    /// Epoch bumps, including moves to a new producer id.
+    pub epoch_bumps: u64,
+    /// The current producer id (-1 before the first).
+    pub producer_id: i64,
+    /// The current epoch (-1 before the first).
+    pub epoch: i16,
+    /// Transactions committed.
+    pub transactions_committed: u64,
+    /// Transactions aborted.
+    pub transactions_aborted: u64,
+    /// Per broker (by node id): in-flight requests and connection state.
+    pub brokers: BTreeMap<BrokerId, BrokerMetrics>,
+}
+
+/// What goes into a snapshot besides the engine's own figures.
+pub(crate) struct SnapshotParts<'a> {
+    pub counters: &'a Counters,
+    pub delivery: &'a DeliveryMetrics,
+    pub now_ms: u64,
+    pub buffer_total_bytes: u64,
+    pub buffer_used_bytes: u64,
+    pub buffer_exhausted_total: u64,
+    pub bufferpool_wait_time_ns_total: u64,
+    pub brokers: BTreeMap<BrokerId, BrokerMetrics>,
+}
+
+impl ProducerMetrics {
+    pub(crate) fn from_parts(parts: SnapshotParts<'_>) -> Self {
+        let SnapshotParts {
+            counters, delivery, ..
+        } = parts;
+        Self {
+            record_send_total: counters.records_acked,
+            record_send_rate: delivery.record_send_rate(parts.now_ms),
+            record_error_total: counters.records_failed + counters.records_indeterminate,
+            record_indeterminate_total: counters.records_indeterminate,
+            record_retry_total: delivery.records_retried,
+            request_latency_avg_ms: delivery.request_latency_ms.avg(),
+            request_latency_max_ms: delivery.request_latency_ms.max,
+            batch_size_avg: delivery.batch_size_bytes.avg(),
+            batch_size_max: delivery.batch_size_bytes.max,
+            records_per_request_avg: delivery.records_per_request.avg(),
+            record_queue_time_avg_ms: delivery.record_queue_time_ms.avg(),
+            record_queue_time_max_ms: delivery.record_queue_time_ms.max,
+            buffer_total_bytes: parts.buffer_total_bytes,
+            buffer_available_bytes: parts
+                .buffer_total_bytes
+                .saturating_sub(parts.buffer_used_bytes),
+            buffer_exhausted_total: parts.buffer_exhausted_total,
+            bufferpool_wait_time_ns_total: parts.bufferpool_wait_time_ns_total,
+            produce_throttle_time_avg_ms: delivery.produce_throttle_time_ms.avg(),
+            produce_throttle_time_max_ms: delivery.produce_throttle_time_ms.max,
+            epoch_bumps: counters.epoch_bumps,
+            producer_id: counters.producer_id,
+            epoch: counters.epoch,
+            transactions_committed: delivery.transactions_committed,
+            transactions_aborted: delivery.transactions_aborted,
+            brokers: parts.brokers,
+        }
+    }
+
+    /// The producer-wide figures under Kafka's metric names (Java's `producer-metrics` group;
+    /// `exactly-` for the ones Kafka has no name for), for exporters and logs.
+    pub fn named(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("record-send-total", self.record_send_total as f64),
+            ("record-send-rate", self.record_send_rate),
+            ("record-error-total", self.record_error_total as f64),
+            (
+                "exactly-record-indeterminate-total",
+                self.record_indeterminate_total as f64,
+            ),
+            ("record-retry-total", self.record_retry_total as f64),
+            ("request-latency-avg", self.request_latency_avg_ms),
+            ("request-latency-max", self.request_latency_max_ms as f64),
+            ("batch-size-avg", self.batch_size_avg),
+            ("batch-size-max", self.batch_size_max as f64),
+            ("records-per-request-avg", self.records_per_request_avg),
+            ("record-queue-time-avg", self.record_queue_time_avg_ms),
+            (
+                "record-queue-time-max",
+                self.record_queue_time_max_ms as f64,
+            ),
+            ("buffer-total-bytes", self.buffer_total_bytes as f64),
+            ("buffer-available-bytes", self.buffer_available_bytes as f64),
+            ("buffer-exhausted-total", self.buffer_exhausted_total as f64),
+            (
+                "bufferpool-wait-time-ns-total",
+                self.bufferpool_wait_time_ns_total as f64,
+            ),
+            (
+                "produce-throttle-time-avg",
+                self.produce_throttle_time_avg_ms,
+            ),
+            (
+                "produce-throttle-time-max",
+                self.produce_throttle_time_max_ms as f64,
+            ),
+            ("exactly-epoch-bumps-total", self.epoch_bumps as f64),
+            (
+                "exactly-transactions-committed-total",
+                self.transactions_committed as f64,
+            ),
+            (
+                "exactly-transactions-aborted-total",
+                self.transactions_aborted as f64,
+            ),
+            (
+                "requests-in-flight",
+                self.brokers
+                    .values()
+                    .map(|b| b.in_flight_requests)
+                    .sum::<usize>() as f64,
+            ),
+        ]
+    }
+
+    /// Publishes the snapshot through the `metrics` facade, so whatever recorder the
+    /// application installed (Prometheus, OpenTelemetry, ...) picks it up: every name of
+    /// [`ProducerMetrics::named`] prefixed `kafka.producer.`, and per broker
+    /// `kafka.producer.node.requests-in-flight` and `kafka.producer.node.connection-state`
+    /// (0 connecting, 1 connected, 2 backing off), labelled with `client_id` (and `node_id`).
+    #[cfg(feature = "metrics")]
+    pub fn publish(&self, client_id: &str) {
+        for (name, value) in self.named() {
+            let name = format!("kafka.producer.{name}");
+            let client_id = client_id.to_owned();
+            if name.ends_with("-total") {
+                // Totals never go down: exporters treat them as counters.
+                metrics::counter!(name, "client_id" => client_id).absolute(value as u64);
+            } else {
+                metrics::gauge!(name, "client_id" => client_id).set(value);
+            }
+        }
+        for (node, broker) in &self.brokers {
+            let labels = [
+                ("client_id", client_id.to_owned()),
+                ("node_id", node.to_string()),
+            ];
+            metrics::gauge!("kafka.producer.node.requests-in-flight", &labels)
+                .set(broker.in_flight_requests as f64);
+            metrics::gauge!("kafka.producer.node.connection-state", &labels)
+                .set(f64::from(broker.connection.to_u8()));
+        }
+    }
+}

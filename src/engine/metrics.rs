@@ -1,0 +1,142 @@
+//! Delivery figures the engine measures: latencies, sizes, throttling and a recent ack rate.
+//! Like [`Counters`](super::Counters), they move only on answers the broker gave or decisions
+//! the engine took (DESIGN rule P8): a record counts as sent when it is acknowledged, not when
+//! it is handed to the socket (KAFKA-21062's lag metric moved before the write succeeded).
+//! Times are the engine's milliseconds, so the simulation measures the same way.
+
+use super::Millis;
+
+/// Count, sum and maximum of one measured quantity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Summary {
+    /// How many values were recorded.
+    pub count: u64,
+    /// Their sum.
+    pub sum: u64,
+    /// The largest.
+    pub max: u64,
+}
+
+impl Summary {
+    /// Adds a value.
+    pub fn record(&mut self, value: u64) {
+        self.count += 1;
+        self.sum = self.sum.saturating_add(value);
+        self.max = self.max.max(value);
+    }
+
+    /// The mean, or 0 when nothing was recorded.
+    pub fn avg(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count as f64
+        }
+    }
+}
+
+/// Seconds the recent rate is measured over (Kafka's default `metrics.sample.window.ms` is
+/// 30 s, two samples).
+const RATE_WINDOW_SECONDS: usize = 30;
+
+/// Records acknowledged per second over the last [`RATE_WINDOW_SECONDS`].
+#[derive(Debug, Clone, Default)]
+struct AckRate {
+    /// Acked records per second, indexed by second modulo the window.
+    buckets: [u64; RATE_WINDOW_SECONDS],
+    /// The second the newest bucket stands for.
+    newest: u64,
+}
+
+impl AckRate {
+    fn advance(&mut self, now: Millis) {
+        let second = now / 1000;
+        let stale = second
+            .saturating_sub(self.newest)
+            .min(RATE_WINDOW_SECONDS as u64);
+        for s in 1..=stale {
+            self.buckets[((self.newest + s) % RATE_WINDOW_SECONDS as u64) as usize] = 0;
+        }
+        self.newest = self.newest.max(second);
+    }
+
+    fn add(&mut self, now: Millis, records: u64) {
+        self.advance(now);
+        self.buckets[(self.newest % RATE_WINDOW_SECONDS as u64) as usize] += records;
+    }
+
+    /// Records per second over the window (or over the time since the start, if shorter).
+    fn per_second(&self, now: Millis) -> f64 {
+        let mut window = self.clone();
+        window.advance(now);
+        let seconds = (now / 1000 + 1).min(RATE_WINDOW_SECONDS as u64);
+        window.buckets.iter().sum::<u64>() as f64 / seconds as f64
+    }
+}
+
+/// What the engine measured about deliveries.
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryMetrics {
+    /// Produce round trips that the broker answered, in milliseconds.
+    pub request_latency_ms: Summary,
+    /// Records per answered Produce request.
+    pub records_per_request: Summary,
+    /// Bytes of acknowledged batches.
+    pub batch_size_bytes: Summary,
+    /// From `send` to the first time the record's batch went on the wire, for acknowledged
+    /// records' batches, in milliseconds.
+    pub record_queue_time_ms: Summary,
+    /// The throttle time brokers reported in Produce answers (KIP-219), in milliseconds.
+    pub produce_throttle_time_ms: Summary,
+    /// Records sent again after a failed or unanswered attempt.
+    pub records_retried: u64,
+    /// Transactions committed.
+    pub transactions_committed: u64,
+    /// Transactions aborted.
+    pub transactions_aborted: u64,
+    ack_rate: AckRate,
+}
+
+impl DeliveryMetrics {
+    pub(crate) fn acked(&mut self, now: Millis, records: u64, bytes: u64, queued_ms: u64) {
+        self.ack_rate.add(now, records);
+        self.batch_size_bytes.record(bytes);
+        self.record_queue_time_ms.record(queued_ms);
+    }
+
+    /// Acknowledged records per second over the last 30 seconds (Kafka's
+    /// `record-send-rate`, counted on acknowledgement).
+    pub fn record_send_rate(&self, now: Millis) -> f64 {
+        self.ack_rate.per_second(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_keeps_count_sum_and_max() {
+        let mut s = Summary::default();
+        assert_eq!(s.avg(), 0.0);
+        for v in [4, 10, 1] {
+            s.record(v);
+        }
+        assert_eq!((s.count, s.sum, s.max), (3, 15, 10));
+        assert_eq!(s.avg(), 5.0);
+    }
+
+    #[test]
+    fn ack_rate_covers_the_last_thirty_seconds() {
+        let mut m = DeliveryMetrics::default();
+        for second in 0..10u64 {
+            m.acked(second * 1000, 100, 1, 0);
+        }
+        assert_eq!(m.record_send_rate(9_999), 100.0);
+        // Forty seconds later the window holds none of them.
+        assert_eq!(m.record_send_rate(50_000), 0.0);
+        m.acked(50_000, 60, 1, 0);
+        assert_eq!(m.record_send_rate(50_500), 2.0);
+    }
+}

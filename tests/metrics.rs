@@ -1,0 +1,188 @@
+//! `Producer::metrics` against real Kafka: the figures agree with what kcat reads back after a
+//! run with a proxy cut (they move only on confirmed outcomes, P8), and a broker's quota
+//! throttling (KIP-219) is honoured and counted.
+//!
+//! Tests hold their cluster's lock across awaits on purpose (see `broker_failure.rs`).
+#![allow(clippy::await_holding_lock)]
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use exactly::{ConnectionState, Producer, Record};
+use support::Cluster;
+use support::delivery::{Run, value_of};
+
+const RESOLVE_LIMIT: Duration = Duration::from_secs(90);
+
+async fn producer(cluster: &Cluster, extra: &[(&str, &str)]) -> Producer {
+    let mut props = vec![
+        ("bootstrap.servers", cluster.bootstrap.as_str()),
+        ("linger.ms", "5"),
+        ("request.timeout.ms", "2000"),
+        ("delivery.timeout.ms", "5000"),
+    ];
+    for (k, v) in extra {
+        props.retain(|(key, _)| key != k);
+        props.push((k, v));
+    }
+    Producer::from_properties(props)
+        .await
+        .expect("producer builds")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_agree_with_the_log_after_a_cut() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("metrics");
+    cluster.create_topic(&topic, 3, 1, &[]);
+    let producer = producer(&cluster, &[]).await;
+    let mut run = Run::default();
+    let before = Run::send_range(&producer, &topic, 0, 300, false).await;
+    run.collect(before, RESOLVE_LIMIT).await;
+    let warm = producer.metrics();
+    assert_eq!(warm.record_send_total, 300);
+    assert!(warm.request_latency_avg_ms > 0.0 && warm.batch_size_avg > 0.0);
+    assert!(warm.record_send_rate > 0.0);
+    assert_eq!(
+        warm.brokers.get(&1).map(|b| b.connection),
+        Some(ConnectionState::Connected)
+    );
+
+    // Answers lost, then the proxy cut past the delivery timeout: some records fail.
+    let proxy = cluster.proxy(0);
+    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
+    let lost = Run::send_range(&producer, &topic, 300, 400, false).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set_enabled(false);
+    proxy.remove_toxic("drop_answers");
+    let cut = Run::send_range(&producer, &topic, 400, 500, false).await;
+    run.collect(lost, RESOLVE_LIMIT).await;
+    run.collect(cut, RESOLVE_LIMIT).await;
+    let during = producer.metrics();
+    assert_eq!(
+        during.brokers.get(&1).map(|b| b.connection),
+        Some(ConnectionState::BackingOff),
+        "{during:?}"
+    );
+    proxy.set_enabled(true);
+    let after = Run::send_range(&producer, &topic, 500, 800, false).await;
+    run.collect(after, RESOLVE_LIMIT).await;
+    producer.flush().await.unwrap();
+    let metrics = producer.metrics();
+    producer.close().await.unwrap();
+
+    let (acked, failed, indeterminate) = run.tally();
+    assert!(failed + indeterminate > 0, "the cut failed some records");
+    assert_eq!(metrics.record_send_total, acked as u64, "{metrics:?}");
+    assert_eq!(
+        metrics.record_error_total,
+        (failed + indeterminate) as u64,
+        "{metrics:?}"
+    );
+    assert_eq!(metrics.record_indeterminate_total, indeterminate as u64);
+    assert_eq!(metrics.buffer_available_bytes, metrics.buffer_total_bytes);
+    assert!(metrics.epoch_bumps >= 1, "lost answers forced a bump");
+    // The independent reader: every acked record is there once; what failed definitively is
+    // absent; indeterminate ones at most once.
+    run.verify_log(&cluster, &topic);
+    let in_log = cluster
+        .read_topic(&topic, support::Isolation::ReadUncommitted)
+        .len();
+    assert!(
+        (acked..=acked + indeterminate).contains(&in_log),
+        "kcat reads {in_log} records; metrics say {acked} acked, {indeterminate} indeterminate"
+    );
+}
+
+/// Sets a `producer_byte_rate` quota for one client id with Kafka's ConfigCommand.
+fn set_quota(cluster: &Cluster, client_id: &str, bytes_per_second: u64) {
+    let libs = std::env::var("KAFKA_LIBS").unwrap_or_else(|_| {
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+        format!("{home}/.cache/exactly/kafka-4.1.1/libs")
+    });
+    support::run_ok(
+        Command::new("java")
+            .arg("-cp")
+            .arg(format!("{libs}/*"))
+            .arg(concat!(
+                "-Dlog4j2.configurationFile=",
+                env!("CARGO_MANIFEST_DIR"),
+                "/scripts/testbed.d/tools-log4j2.yaml"
+            ))
+            .args([
+                "kafka.admin.ConfigCommand",
+                "--bootstrap-server",
+                &cluster.bootstrap,
+                "--alter",
+                "--entity-type",
+                "clients",
+                "--entity-name",
+                client_id,
+                "--add-config",
+                &format!("producer_byte_rate={bytes_per_second}"),
+            ]),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_broker_is_respected() {
+    // Kafka measures the rate over about ten one-second samples, so a run must exceed
+    // ten seconds' worth of the quota to be throttled: 1 MiB at 64 KiB/s.
+    const RATE: u64 = 64 * 1024;
+    const RECORDS: u64 = 1024;
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("quota");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let client_id = support::unique_topic("throttled");
+    set_quota(&cluster, &client_id, RATE);
+    // Dynamic client configs reach the broker asynchronously.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let producer = producer(
+        &cluster,
+        &[
+            ("client.id", &client_id),
+            ("batch.size", "65536"),
+            ("request.timeout.ms", "30000"),
+            ("delivery.timeout.ms", "120000"),
+        ],
+    )
+    .await;
+    let padding = "x".repeat(1000);
+    let started = Instant::now();
+    let mut sent = Vec::new();
+    for n in 0..RECORDS {
+        let value = format!("{}{padding}", value_of(n));
+        sent.push((n, producer.send(Record::to(&topic).value(value)).await));
+    }
+    let mut run = Run::default();
+    run.collect(sent, RESOLVE_LIMIT).await;
+    let took = started.elapsed();
+    let metrics = producer.metrics();
+    producer.close().await.unwrap();
+    assert_eq!(run.tally(), (RECORDS as usize, 0, 0), "{:?}", run.errors());
+    assert!(
+        metrics.produce_throttle_time_max_ms > 0,
+        "the broker throttled us: {metrics:?}"
+    );
+    assert_eq!(
+        metrics.record_retry_total, 0,
+        "honouring the throttle, no request timed out on a muted connection"
+    );
+    // The quota shapes the run (Kafka lets the first ten seconds' worth through at once).
+    assert!(
+        took >= Duration::from_secs(3),
+        "{RECORDS} records of 1 KiB in {took:?}: the quota did not apply"
+    );
+    println!(
+        "{RECORDS} records in {took:?}; throttle avg {:.0} ms, max {} ms",
+        metrics.produce_throttle_time_avg_ms, metrics.produce_throttle_time_max_ms
+    );
+}
