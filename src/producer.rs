@@ -287,9 +287,18 @@ impl Producer {
         };
         let timestamp = record.timestamp.unwrap_or_else(now_epoch_ms);
         let tp = TopicPartition::new(Arc::clone(&record.topic), partition);
+        // Per record, so TRACE: free unless a subscriber asks for it. Entered only around
+        // the append (an entered span must not be held across an await).
+        let span = tracing::trace_span!(
+            "kafka.send",
+            messaging.system = "kafka",
+            messaging.destination.name = %tp.topic,
+            messaging.kafka.destination.partition = partition,
+        );
         loop {
             let space = shared.space.notified();
             let appended = {
+                let _in_send = span.enter();
                 let mut core = shared.lock_core();
                 // A transactional producer accepts records only inside a transaction (T1).
                 core.engine.check_send()?;

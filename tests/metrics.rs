@@ -186,3 +186,103 @@ async fn throttled_broker_is_respected() {
         metrics.produce_throttle_time_avg_ms, metrics.produce_throttle_time_max_ms
     );
 }
+
+/// Span fields as a subscriber sees them, by span name.
+#[derive(Default)]
+struct SpanLog {
+    spans: std::sync::Mutex<Vec<(String, std::collections::BTreeMap<String, String>)>>,
+}
+
+struct FieldText<'a>(&'a mut std::collections::BTreeMap<String, String>);
+
+impl tracing::field::Visit for FieldText<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+}
+
+struct Collect(std::sync::Arc<SpanLog>);
+
+impl<S> tracing_subscriber::Layer<S> for Collect
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut fields = std::collections::BTreeMap::new();
+        attrs.record(&mut FieldText(&mut fields));
+        fields.insert("#id".into(), id.into_u64().to_string());
+        let name = attrs.metadata().name().to_owned();
+        self.0.spans.lock().unwrap().push((name, fields));
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let id = id.into_u64().to_string();
+        let mut spans = self.0.spans.lock().unwrap();
+        if let Some((_, fields)) = spans
+            .iter_mut()
+            .rev()
+            .find(|(_, f)| f.get("#id") == Some(&id))
+        {
+            values.record(&mut FieldText(fields));
+        }
+    }
+}
+
+/// Spans for send, batch and request carry the OpenTelemetry messaging attributes, and a
+/// batch's span gets its offset once the broker confirmed it. (Everything runs on this test's
+/// thread, where the collecting subscriber is the default.)
+#[tokio::test(flavor = "current_thread")]
+async fn spans_carry_the_messaging_attributes() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("spans");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let log = std::sync::Arc::new(SpanLog::default());
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_subscriber::filter::LevelFilter::TRACE)
+        .with(Collect(std::sync::Arc::clone(&log)));
+    let _default = tracing::subscriber::set_default(subscriber);
+    let producer = producer(&cluster, &[]).await;
+    let ack = producer
+        .send(Record::to(&topic).value("traced"))
+        .await
+        .unwrap();
+    let meta = ack.await.expect("acknowledged");
+    producer.close().await.unwrap();
+
+    let spans = log.spans.lock().unwrap();
+    let named = |name: &str| {
+        spans
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, f)| f.clone())
+            .collect::<Vec<_>>()
+    };
+    let send = named("kafka.send");
+    assert_eq!(send.len(), 1, "{spans:?}");
+    assert_eq!(send[0]["messaging.system"], "\"kafka\"");
+    assert_eq!(send[0]["messaging.destination.name"], topic);
+    let batch = named("kafka.batch");
+    assert_eq!(batch.len(), 1, "{spans:?}");
+    assert_eq!(batch[0]["messaging.kafka.destination.partition"], "0");
+    assert_eq!(
+        batch[0]["messaging.kafka.message.offset"],
+        meta.offset.to_string()
+    );
+    assert_eq!(batch[0]["messaging.kafka.base_sequence"], "0");
+    assert!(batch[0].contains_key("messaging.kafka.producer_id"));
+    assert!(!named("kafka.produce_request").is_empty());
+}

@@ -324,7 +324,8 @@ impl Driver {
                 request,
                 broker,
                 batches,
-            } => self.produce(request, broker, batches),
+                span,
+            } => span.in_scope(|| self.produce(request, broker, batches, span.clone())),
             Action::InitProducerId { request } => self.init_producer_id(request),
             Action::RefreshMetadata => self.refresh_metadata(),
             Action::FindCoordinator { request, key } => self.find_coordinator(request, key),
@@ -350,6 +351,7 @@ impl Driver {
         request: RequestId,
         broker: BrokerId,
         batches: Vec<(TopicPartition, SealedBatch)>,
+        span: tracing::Span,
     ) {
         let tx = self.inbound_tx.clone();
         let Some(link) = self.link(broker) else {
@@ -400,6 +402,7 @@ impl Driver {
                 Ok((frame, version, expects_response))
             }),
             Box::new(move |result| {
+                let _answer = span.enter();
                 let event = match result {
                     Ok((version, body)) => {
                         match decode_produce(&body, version, &batches, expects_response) {

@@ -131,6 +131,10 @@ pub enum Action {
         broker: BrokerId,
         /// The stamped batches, all of one producer id and epoch (DESIGN rule P2).
         batches: Vec<(TopicPartition, SealedBatch)>,
+        /// The request's tracing span (`kafka.produce_request`; disabled unless a subscriber
+        /// wants DEBUG spans of `exactly`), which each batch's span follows from. The driver
+        /// enters it while it writes the request and reads the answer.
+        span: tracing::Span,
     },
     /// Ask any broker for a producer id (idempotent: InitProducerId without transactional id).
     InitProducerId {

@@ -33,6 +33,9 @@ pub(crate) struct ProducerBatch {
     pub wire: Option<WireState>,
     /// When it first went on the wire (for the queue-time metric).
     pub first_sent_ms: Option<Millis>,
+    /// The batch's tracing span (`kafka.batch`), from its first stamp to its outcome;
+    /// disabled (free) unless a subscriber wants DEBUG spans of `exactly`.
+    pub span: tracing::Span,
     /// Some attempt may have reached the log (a request carrying it was written and its
     /// answer lost, or the broker said it appended without replicating). Once set, a later
     /// attempt that is rejected or never written does not make the batch "not written": the
@@ -53,6 +56,7 @@ impl ProducerBatch {
             attempts: 0,
             wire: None,
             first_sent_ms: None,
+            span: tracing::Span::none(),
             maybe_written: false,
             behind_gap: false,
         }
@@ -153,7 +157,7 @@ impl PartitionState {
         epoch: i16,
         request: RequestId,
         now: Millis,
-    ) -> Option<&SealedBatch> {
+    ) -> Option<&mut ProducerBatch> {
         let mut batch = self.queued.pop_front()?;
         batch.first_sent_ms.get_or_insert(now);
         batch.batch.stamp(producer_id, epoch, self.next_sequence);
@@ -161,7 +165,7 @@ impl PartitionState {
         batch.wire = Some(WireState::InFlight(request));
         batch.attempts += 1;
         self.unacked.push_back(batch);
-        self.unacked.back().map(|b| &b.batch)
+        self.unacked.back_mut()
     }
 
     /// Un-stamps the batches at the end of `unacked` that are certainly not in the log, so

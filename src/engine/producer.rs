@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tracing::{debug, info, warn};
+use tracing::{debug, debug_span, info, warn};
 
 use super::accumulator::Accumulator;
 use super::completion::{BatchAck, BatchOutcome};
@@ -548,6 +548,12 @@ impl Engine {
             Err(_) => counters.records_failed += records,
         }
         acc.release(batch.batch.size_in_bytes());
+        match &outcome {
+            Ok(ack) => batch
+                .span
+                .record("messaging.kafka.message.offset", ack.base_offset),
+            Err(e) => batch.span.record("error.type", tracing::field::display(e)),
+        };
         batch.completion.complete(outcome);
     }
 
@@ -967,6 +973,15 @@ impl Engine {
         let mut sent = false;
         for (broker, chosen) in round {
             let request = self.next_request_id();
+            let span = debug_span!(
+                parent: None,
+                "kafka.produce_request",
+                messaging.system = "kafka",
+                messaging.operation.type = "send",
+                server.node_id = broker,
+                request,
+                batches = chosen.len(),
+            );
             let mut batches = Vec::with_capacity(chosen.len());
             for (tp, sendable) in chosen {
                 let Some(state) = self.partitions.get_mut(&tp) else {
@@ -983,15 +998,31 @@ impl Engine {
                         self.counters.batch_retries += 1;
                         self.metrics.records_retried +=
                             u64::try_from(batch.batch.record_count()).unwrap_or(0);
+                        batch.span.follows_from(&span);
                         debug!(partition = ?tp, base_sequence = batch.batch.base_sequence(), attempts = batch.attempts, "retrying batch");
                         &batch.batch
                     }
                     Sendable::Stamp => {
-                        let Some(batch) =
+                        let Some(stamped) =
                             state.stamp_next(identity.producer_id, identity.epoch, request, now)
                         else {
                             continue;
                         };
+                        let batch = &stamped.batch;
+                        if stamped.span.is_none() {
+                            stamped.span = batch_span(&tp, batch.record_count());
+                        }
+                        // Recorded again at a re-stamp after an epoch bump (P2).
+                        stamped
+                            .span
+                            .record("messaging.kafka.producer_id", identity.producer_id);
+                        stamped
+                            .span
+                            .record("messaging.kafka.producer_epoch", identity.epoch);
+                        stamped
+                            .span
+                            .record("messaging.kafka.base_sequence", batch.base_sequence());
+                        stamped.span.follows_from(&span);
                         debug!(partition = ?tp, producer_id = identity.producer_id, epoch = identity.epoch, base_sequence = batch.base_sequence(), records = batch.record_count(), "batch stamped");
                         if let Some(txn) = &mut self.txn {
                             txn.has_content = true;
@@ -1023,6 +1054,7 @@ impl Engine {
                 request,
                 broker,
                 batches,
+                span,
             });
         }
         sent
@@ -1078,4 +1110,22 @@ impl Engine {
         }
         wake
     }
+}
+
+/// A batch's span, with the OpenTelemetry messaging attributes (semantic conventions for
+/// Kafka): the offset and the producer identity are recorded as they become known.
+fn batch_span(tp: &TopicPartition, records: i32) -> tracing::Span {
+    debug_span!(
+        parent: None,
+        "kafka.batch",
+        messaging.system = "kafka",
+        messaging.destination.name = %tp.topic,
+        messaging.kafka.destination.partition = tp.partition,
+        messaging.batch.message_count = records,
+        messaging.kafka.producer_id = tracing::field::Empty,
+        messaging.kafka.producer_epoch = tracing::field::Empty,
+        messaging.kafka.base_sequence = tracing::field::Empty,
+        messaging.kafka.message.offset = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
 }

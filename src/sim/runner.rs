@@ -500,6 +500,7 @@ impl Run {
                     request,
                     broker,
                     batches,
+                    ..
                 } => self.send_produce(request, broker, batches)?,
                 Action::InitProducerId { request } => self.send_init_producer_id(request),
                 Action::RefreshMetadata => self.refresh_metadata(),
