@@ -200,12 +200,6 @@ impl Producer {
     }
 
     fn from_config(config: ProducerConfig) -> Result<Producer> {
-        if !config.enable_idempotence {
-            return Err(Error::Config {
-                setting: "enable.idempotence".into(),
-                reason: "exactly only implements the idempotent producer".into(),
-            });
-        }
         let accumulator = Accumulator::new(AccumulatorConfig {
             batch_size: config.batch_size,
             linger_ms: config.linger_ms,
@@ -223,6 +217,7 @@ impl Producer {
                 request_timeout_ms: config.request_timeout_ms,
                 max_request_size: config.max_request_size,
                 metadata_refresh_backoff_ms: config.retry_backoff_ms,
+                idempotent: config.enable_idempotence,
                 transaction: config.transactional_id.clone().map(|transactional_id| {
                     TransactionConfig {
                         transactional_id,

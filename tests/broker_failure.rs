@@ -448,3 +448,52 @@ async fn backlog_drains_with_a_full_pipeline_one_partition() {
 async fn backlog_drains_with_a_full_pipeline_six_partitions() {
     backlog_drains_with_a_full_pipeline(6).await;
 }
+
+/// `enable.idempotence=false` is an explicit opt-out that makes `acks=1` and `acks=0`
+/// available (the Java client's rule). With acks=1 every future gets the record's offset;
+/// with acks=0 futures resolve once written, with offset -1 (nothing comes back). Batches
+/// carry no producer id (the broker's DumpLogSegments shows -1). Without faults, kcat reads
+/// every record once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_zero_and_one_without_idempotence() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    for acks in ["1", "0"] {
+        let topic = support::unique_topic(&format!("acks{acks}"));
+        cluster.create_topic(&topic, 1, 1, &[]);
+        let producer = producer(&cluster, &[("enable.idempotence", "false"), ("acks", acks)]).await;
+        let mut run = Run::default();
+        let sent = Run::send_range(&producer, &topic, 0, 1000, false).await;
+        run.collect(sent, RESOLVE_LIMIT).await;
+        producer.close().await.unwrap();
+        assert_eq!(run.tally(), (1000, 0, 0), "acks={acks}: {:?}", run.errors());
+        let offsets: Vec<i64> = run
+            .outcomes
+            .iter()
+            .map(|(_, o)| match o {
+                support::delivery::Outcome::Acked(meta) => meta.offset,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        if acks == "1" {
+            assert_eq!(offsets, (0..1000).collect::<Vec<i64>>());
+            run.verify_log(&cluster, &topic);
+        } else {
+            assert!(offsets.iter().all(|&o| o == -1), "acks=0: offsets unknown");
+            let values: Vec<String> = cluster
+                .read_topic(&topic, support::Isolation::ReadUncommitted)
+                .into_iter()
+                .filter_map(|r| r.value)
+                .collect();
+            assert_eq!(values, (0..1000).map(value_of).collect::<Vec<_>>());
+        }
+        let batches = cluster.log_batches(&topic, 0);
+        assert!(!batches.is_empty());
+        assert!(
+            batches.iter().all(|b| b.producer_id == -1),
+            "acks={acks}: {batches:?}"
+        );
+    }
+}

@@ -160,8 +160,13 @@ impl PartitionState {
     ) -> Option<&mut ProducerBatch> {
         let mut batch = self.queued.pop_front()?;
         batch.first_sent_ms.get_or_insert(now);
-        batch.batch.stamp(producer_id, epoch, self.next_sequence);
-        self.next_sequence = increment_sequence(self.next_sequence, batch.batch.record_count());
+        if producer_id < 0 {
+            // A non-idempotent producer: no producer id, so no sequence either.
+            batch.batch.stamp(producer_id, epoch, -1);
+        } else {
+            batch.batch.stamp(producer_id, epoch, self.next_sequence);
+            self.next_sequence = increment_sequence(self.next_sequence, batch.batch.record_count());
+        }
         batch.wire = Some(WireState::InFlight(request));
         batch.attempts += 1;
         self.unacked.push_back(batch);

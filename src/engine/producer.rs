@@ -43,6 +43,11 @@ pub struct EngineConfig {
     pub metadata_refresh_backoff_ms: Millis,
     /// Set for a transactional producer.
     pub transaction: Option<TransactionConfig>,
+    /// `enable.idempotence`. Off only by explicit opt-out (with `acks=0` or `acks=1`):
+    /// batches then carry no producer id, epoch or sequence (-1, as in the Java client), no
+    /// epoch is ever bumped, and a retry may write a batch twice or out of order, as the
+    /// user chose.
+    pub idempotent: bool,
 }
 
 impl Default for EngineConfig {
@@ -57,6 +62,7 @@ impl Default for EngineConfig {
             max_request_size: 1024 * 1024,
             metadata_refresh_backoff_ms: 100,
             transaction: None,
+            idempotent: true,
         }
     }
 }
@@ -141,10 +147,16 @@ impl Engine {
             .transaction
             .clone()
             .map(transactions::Transactions::new);
+        // Without idempotence there is no producer id to ask for: batches go out at once,
+        // stamped "no producer" (-1).
+        let identity = (!config.idempotent).then_some(ProducerIdentity {
+            producer_id: -1,
+            epoch: -1,
+        });
         Self {
             txn,
             config,
-            identity: None,
+            identity,
             identity_retry_at: 0,
             identity_attempts: 0,
             bump_reason: None,
@@ -497,7 +509,9 @@ impl Engine {
             Self::resolve(&mut self.counters, acc, batch, Err(error));
             return;
         }
-        state.mark_gap_from(position);
+        if self.config.idempotent {
+            state.mark_gap_from(position);
+        }
         self.sequence_broken("a sent batch failed for good");
         Self::resolve(&mut self.counters, acc, batch, Err(error));
     }
@@ -520,6 +534,10 @@ impl Engine {
     /// expired, or the broker disagrees): an idempotent producer bumps its epoch once the old
     /// one drained (P5, P7); a transactional one must abort the transaction (T5).
     fn sequence_broken(&mut self, reason: &'static str) {
+        if !self.config.idempotent {
+            // No sequences, nothing to repair.
+            return;
+        }
         if self.txn.is_some() {
             self.make_abortable(Error::Broker {
                 code: ErrorCode::TRANSACTION_ABORTABLE,
@@ -651,8 +669,9 @@ impl Engine {
         }
         self.expire_requests(now, acc);
         let delivery_timeout = self.config.delivery_timeout_ms;
+        let idempotent = self.config.idempotent;
         for state in self.partitions.values_mut() {
-            if state.in_flight() == 0 {
+            if idempotent && state.in_flight() == 0 {
                 state.unstamp_unwritten_tail();
             }
             // After a delivery timeout without an acknowledgement the broker may have expired
@@ -759,7 +778,7 @@ impl Engine {
                 // re-stamping it after the bump would write it twice; it fails as indeterminate
                 // at the bump instead (P5). Found by the simulation (regression test
                 // `expired_unresolved_batch_does_not_orphan_later_ones` in tests/simulation.rs).
-                if !indeterminate {
+                if !indeterminate && self.config.idempotent {
                     state.mark_gap_from(position);
                 }
                 broken = true;
@@ -934,7 +953,8 @@ impl Engine {
                 // acknowledged a batch of this identity one batch goes alone (see
                 // `PartitionState::confirmed`). Found by the simulation (regression tests
                 // `kafka_15591_*` in tests/simulation.rs).
-                let opener_unconfirmed = !state.unacked.is_empty() && !state.confirmed;
+                let opener_unconfirmed =
+                    self.config.idempotent && !state.unacked.is_empty() && !state.confirmed;
                 if bumping
                     || txn_blocks
                     || opener_unconfirmed

@@ -496,6 +496,37 @@ fn nothing_goes_to_a_throttled_broker_until_the_throttle_time_passed() {
     assert_eq!((throttle.count, throttle.max), (1, 500));
 }
 
+#[test]
+fn without_idempotence_batches_carry_no_identity_and_nothing_waits_for_one() {
+    let mut h = Harness::new();
+    let mut config = h.engine.config().clone();
+    config.idempotent = false;
+    h.engine = Engine::new(config, 5);
+    let leaders = vec![(TopicPartition::new(T0, 0), Some(1))];
+    h.engine.handle(Event::Leaders(leaders), 0, &mut h.acc);
+    let mut sent = Vec::new();
+    for _ in 0..3 {
+        h.send(0);
+        let actions = h.poll();
+        assert!(
+            !actions
+                .iter()
+                .any(|a| matches!(a, Action::InitProducerId { .. })),
+            "no producer id is asked for"
+        );
+        sent.extend(produces(&actions));
+    }
+    let stamps: Vec<Stamp> = sent.iter().map(|(_, s)| s[0]).collect();
+    assert_eq!(stamps, vec![(0, -1, -1, -1); 3], "pipelined, no identity");
+    // A batch rejected for good leaves the others alone: no gap, no bump.
+    h.answer(sent[0].0, &[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]);
+    h.answer(sent[1].0, &[(0, ErrorCode::NONE, 7)]);
+    h.answer(sent[2].0, &[(0, ErrorCode::NONE, 8)]);
+    assert_eq!(h.engine.counters().records_acked, 2);
+    assert_eq!(h.engine.counters().records_failed, 1);
+    assert_eq!(h.engine.counters().epoch_bumps, 0);
+}
+
 mod transactions {
     use super::*;
     use crate::engine::transaction::{TxnCall, TxnRequest, TxnResponse, TxnState};

@@ -206,17 +206,18 @@ impl Cluster {
         String::from_utf8_lossy(&run_ok(&mut java_tool(&args)).stdout).into_owned()
     }
 
-    /// The record batches in broker 0's log of `topic`-`partition`, as `(base offset, record
-    /// count)`, read with Kafka's own DumpLogSegments (so batch boundaries are the broker's,
-    /// not our decoder's).
-    pub fn log_batches(&self, topic: &str, partition: i32) -> Vec<(i64, i64)> {
+    /// The record batches in broker 0's log of `topic`-`partition`, in offset order, read with
+    /// Kafka's own DumpLogSegments (so batch boundaries and producer ids are the broker's, not
+    /// our decoder's).
+    pub fn log_batches(&self, topic: &str, partition: i32) -> Vec<LogBatch> {
         let dir = format!("{}/broker0/data/{topic}-{partition}", self.dir);
-        let segments: Vec<String> = std::fs::read_dir(&dir)
+        let mut segments: Vec<String> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("cannot list {dir}: {e}"))
             .filter_map(|e| e.ok())
             .map(|e| e.path().display().to_string())
             .filter(|p| p.ends_with(".log"))
             .collect();
+        segments.sort();
         let args = [
             "kafka.tools.DumpLogSegments".to_owned(),
             "--files".into(),
@@ -229,7 +230,13 @@ impl Cluster {
         };
         String::from_utf8_lossy(&out.stdout)
             .lines()
-            .filter_map(|l| Some((field(l, "baseOffset")?, field(l, "count")?)))
+            .filter_map(|l| {
+                Some(LogBatch {
+                    base_offset: field(l, "baseOffset")?,
+                    count: field(l, "count")?,
+                    producer_id: field(l, "producerId")?,
+                })
+            })
             .collect()
     }
 
@@ -237,6 +244,17 @@ impl Cluster {
     pub fn read_topic(&self, topic: &str, isolation: Isolation) -> Vec<ConsumedRecord> {
         kcat_read(&self.bootstrap, topic, isolation)
     }
+}
+
+/// One record batch as the broker's DumpLogSegments prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogBatch {
+    /// Offset of its first record.
+    pub base_offset: i64,
+    /// Records in it.
+    pub count: i64,
+    /// The producer id it carries (-1: a non-idempotent producer).
+    pub producer_id: i64,
 }
 
 /// A topic name unique to this test run, so reruns against the same cluster never collide.
