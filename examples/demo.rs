@@ -88,6 +88,31 @@ fn set_proxy(toxiproxy: &str, name: &str, enabled: bool) {
     }
 }
 
+/// One line of the producer's metrics: what a dashboard would show.
+fn live_line(m: &exactly::ProducerMetrics) -> String {
+    let in_flight: usize = m.brokers.values().map(|b| b.in_flight_requests).sum();
+    let connections: Vec<String> = m
+        .brokers
+        .iter()
+        .map(|(id, b)| format!("{id}:{:?}", b.connection))
+        .collect();
+    format!(
+        "live: acked {:>9} ({:>8.0}/s) errors {:>6} retried {:>6} | in flight {in_flight} | \
+         latency avg {:>5.1} ms max {:>5} | queue avg {:>5.1} ms | buffer free {:>3.0}% | \
+         epoch bumps {} | brokers {}",
+        m.record_send_total,
+        m.record_send_rate,
+        m.record_error_total,
+        m.record_retry_total,
+        m.request_latency_avg_ms,
+        m.request_latency_max_ms,
+        m.record_queue_time_avg_ms,
+        100.0 * m.buffer_available_bytes as f64 / m.buffer_total_bytes.max(1) as f64,
+        m.epoch_bumps,
+        connections.join(" "),
+    )
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -125,6 +150,19 @@ async fn main() -> exactly::Result<()> {
         (latencies, acked, failed, indeterminate)
     });
 
+    // A line of live metrics a second (the producer's own snapshot, Kafka's names).
+    let live = tokio::spawn({
+        let producer = producer.clone();
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                println!("{}", live_line(&producer.metrics()));
+            }
+        }
+    });
+
     let started = Instant::now();
     let padding = "x".repeat(args.record_size.saturating_sub(16));
     let mut restore = None;
@@ -154,11 +192,6 @@ async fn main() -> exactly::Result<()> {
                 }
             }
         }
-        if n % 100_000 == 0 {
-            print!("\rsent {n:>10} / {}", args.records);
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
-        }
     }
     if let Some(restore) = restore {
         restore.await.expect("restore task");
@@ -167,8 +200,9 @@ async fn main() -> exactly::Result<()> {
     let (mut latencies, acked, failed, indeterminate) = collector.await.expect("collector task");
     let elapsed = started.elapsed();
     let counters = producer.counters();
+    live.abort();
+    println!("{}", live_line(&producer.metrics()));
     producer.close().await?;
-    println!("\rsent {:>10} / {}", args.records, args.records);
 
     // Read back with kcat (independent of this crate) and check every number.
     let out = Command::new("kcat")
