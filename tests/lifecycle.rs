@@ -16,19 +16,16 @@ use support::{Cluster, Isolation};
 const RESOLVE_LIMIT: Duration = Duration::from_secs(60);
 
 async fn producer(cluster: &Cluster, extra: &[(&str, &str)]) -> Producer {
-    let mut props = vec![
-        ("bootstrap.servers", cluster.bootstrap.as_str()),
-        ("linger.ms", "0"),
-        ("request.timeout.ms", "20000"),
-        ("delivery.timeout.ms", "40000"),
-    ];
-    for (k, v) in extra {
-        props.retain(|(key, _)| key != k);
-        props.push((k, v));
-    }
-    Producer::from_properties(props)
-        .await
-        .expect("producer builds")
+    support::producer_with(
+        cluster,
+        &[
+            ("linger.ms", "0"),
+            ("request.timeout.ms", "20000"),
+            ("delivery.timeout.ms", "40000"),
+        ],
+        extra,
+    )
+    .await
 }
 
 /// Sends records `from..to` to partition 0 (so order and batching are predictable).

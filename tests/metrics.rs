@@ -17,19 +17,16 @@ use support::delivery::{Run, value_of};
 const RESOLVE_LIMIT: Duration = Duration::from_secs(90);
 
 async fn producer(cluster: &Cluster, extra: &[(&str, &str)]) -> Producer {
-    let mut props = vec![
-        ("bootstrap.servers", cluster.bootstrap.as_str()),
-        ("linger.ms", "5"),
-        ("request.timeout.ms", "2000"),
-        ("delivery.timeout.ms", "5000"),
-    ];
-    for (k, v) in extra {
-        props.retain(|(key, _)| key != k);
-        props.push((k, v));
-    }
-    Producer::from_properties(props)
-        .await
-        .expect("producer builds")
+    support::producer_with(
+        cluster,
+        &[
+            ("linger.ms", "5"),
+            ("request.timeout.ms", "2000"),
+            ("delivery.timeout.ms", "5000"),
+        ],
+        extra,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

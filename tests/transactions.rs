@@ -39,21 +39,14 @@ macro_rules! on_both_versions {
 }
 
 async fn transactional(cluster: &Cluster, id: &str, extra: &[(&str, &str)]) -> Producer {
-    let mut props = vec![
-        ("bootstrap.servers", cluster.bootstrap.as_str()),
+    let defaults = [
         ("transactional.id", id),
         ("linger.ms", "5"),
         ("request.timeout.ms", "3000"),
         ("delivery.timeout.ms", "30000"),
         ("max.block.ms", "60000"),
     ];
-    for (k, v) in extra {
-        props.retain(|(key, _)| key != k);
-        props.push((k, v));
-    }
-    let producer = Producer::from_properties(props)
-        .await
-        .expect("producer builds");
+    let producer = support::producer_with(cluster, &defaults, extra).await;
     producer
         .init_transactions()
         .await

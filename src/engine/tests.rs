@@ -558,6 +558,29 @@ mod transactions {
         );
     }
 
+    fn answer_init_producer_id(h: &mut Harness, request: RequestId, epoch: i16, v2: bool) {
+        let identity = ProducerIdentity {
+            producer_id: 7,
+            epoch,
+        };
+        let response = TxnResponse::InitProducerId {
+            error: ErrorCode::NONE,
+            identity,
+            transactions_v2: v2,
+        };
+        answer_txn(h, request, response);
+    }
+
+    /// Asserts that call `id`, and only it, finished successfully and the producer is Ready.
+    fn assert_finished_ok(h: &mut Harness, id: CallId) {
+        let finished = h.engine.take_finished_calls();
+        assert!(
+            matches!(finished.as_slice(), [(done, Ok(()))] if *done == id),
+            "{finished:?}"
+        );
+        assert_eq!(h.engine.transaction_state(), Some(&TxnState::Ready));
+    }
+
     /// Runs init_transactions against a scripted coordinator (node 1).
     fn init(h: &mut Harness, v2: bool) {
         let call = h.engine.start_call(TxnCall::Init, h.now).unwrap();
@@ -575,24 +598,8 @@ mod transactions {
         else {
             panic!("{init:?}")
         };
-        answer_txn(
-            h,
-            *request,
-            TxnResponse::InitProducerId {
-                error: ErrorCode::NONE,
-                identity: ProducerIdentity {
-                    producer_id: 7,
-                    epoch: 0,
-                },
-                transactions_v2: v2,
-            },
-        );
-        let finished = h.engine.take_finished_calls();
-        assert!(
-            matches!(finished.as_slice(), [(id, Ok(()))] if *id == call),
-            "{finished:?}"
-        );
-        assert_eq!(h.engine.transaction_state(), Some(&TxnState::Ready));
+        answer_init_producer_id(h, *request, 0, v2);
+        assert_finished_ok(h, call);
     }
 
     #[test]
@@ -769,12 +776,7 @@ mod transactions {
                 }),
             },
         );
-        let finished = h.engine.take_finished_calls();
-        assert!(
-            matches!(finished.as_slice(), [(id, Ok(()))] if *id == again),
-            "{finished:?}"
-        );
-        assert_eq!(h.engine.transaction_state(), Some(&TxnState::Ready));
+        assert_finished_ok(&mut h, again);
     }
 
     #[test]
@@ -882,23 +884,7 @@ mod transactions {
                 epoch: 0
             })
         );
-        answer_txn(
-            &mut h,
-            *request,
-            TxnResponse::InitProducerId {
-                error: ErrorCode::NONE,
-                identity: ProducerIdentity {
-                    producer_id: 7,
-                    epoch: 2,
-                },
-                transactions_v2: false,
-            },
-        );
-        let finished = h.engine.take_finished_calls();
-        assert!(
-            matches!(finished.as_slice(), [(id, Ok(()))] if *id == abort),
-            "{finished:?}"
-        );
-        assert_eq!(h.engine.transaction_state(), Some(&TxnState::Ready));
+        answer_init_producer_id(&mut h, *request, 2, false);
+        assert_finished_ok(&mut h, abort);
     }
 }

@@ -257,6 +257,23 @@ pub struct LogBatch {
     pub producer_id: i64,
 }
 
+/// A producer on `cluster` from Kafka properties: `defaults` (a test file's usual settings),
+/// overridden by `extra`.
+pub async fn producer_with(
+    cluster: &Cluster,
+    defaults: &[(&str, &str)],
+    extra: &[(&str, &str)],
+) -> exactly::Producer {
+    let mut props = vec![("bootstrap.servers", cluster.bootstrap.as_str())];
+    for (k, v) in defaults.iter().chain(extra) {
+        props.retain(|(key, _)| key != k);
+        props.push((k, v));
+    }
+    exactly::Producer::from_properties(props)
+        .await
+        .expect("producer builds")
+}
+
 /// A topic name unique to this test run, so reruns against the same cluster never collide.
 pub fn unique_topic(prefix: &str) -> String {
     let _g: MutexGuard<'_, ()> = GLOBAL.lock().unwrap_or_else(|e| e.into_inner());
