@@ -30,6 +30,7 @@ impl Harness {
             buffer_memory: 1 << 20,
             max_request_size: 1 << 20,
             transactional: false,
+            compression: crate::protocol::record_batch::Compression::None,
         });
         let mut h = Self {
             engine: Engine::new(config, 7),
@@ -569,3 +570,7 @@ mod transactions {
         assert_eq!(next[0].1, vec![(1, 7, 1, 0)], "new epoch, sequence 0 (T2)");
     }
 }
+
+/// What compression brings to the engine: batches the broker rejects as too large, split in
+/// two; a codec the broker's Produce versions cannot carry (issue 12).
+mod compression;
