@@ -30,8 +30,8 @@ pub struct CompressionConfig {
     /// `compression.gzip.level`: 1 to 9, or -1 for zlib's default (6).
     pub gzip_level: i32,
     /// `compression.lz4.level`: 1 to 17, as in Java. Accepted so Java settings carry over,
-    /// but not applied: the lz4 compressor here is the fast one (lz4-java's level 1 path),
-    /// which suits a producer that counts CPU per record.
+    /// but not applied: the lz4 compressor here is the fast one, which is what Java uses at
+    /// the default level 9 (it switches to lz4-java's high-compression mode for other levels).
     pub lz4_level: i32,
     /// `compression.zstd.level`: -131072 to 22 (negative levels are faster than 1).
     pub zstd_level: i32,

@@ -4,8 +4,12 @@
 //! KIP-57 fixed: pre-0.10 Kafka hashed the magic too; magic-2 readers check the right one).
 //! Java's reader decompresses each block on its own, so blocks must be independent.
 //!
-//! lz4_flex: pure Rust, with the frame format. It has only the fast compressor, so
-//! `compression.lz4.level` (which picks lz4-java's high-compression mode at 3+) does not apply.
+//! Java's reader (`KafkaLZ4BlockInputStream`, checked in its source) rejects dependent blocks
+//! and block sizes outside 64 KiB–4 MiB, and skips a content checksum without verifying it.
+//!
+//! lz4_flex: pure Rust, with the frame format. It has only the fast compressor: what Java uses
+//! at the default `compression.lz4.level` (9; `Lz4BlockOutputStream` switches to lz4-java's
+//! high-compression mode only for other levels), so other levels are not applied here.
 
 use std::io::Write;
 
