@@ -354,6 +354,7 @@ mod tests {
         assert!(!acc.has_pending());
     }
 
+    #[cfg(feature = "lz4")]
     #[test]
     fn compressed_batches_grow_with_the_learned_ratio_within_max_request_size() {
         let mut acc = Accumulator::new(AccumulatorConfig {

@@ -181,6 +181,12 @@ mod tests {
         );
     }
 
+    #[cfg(all(
+        feature = "gzip",
+        feature = "snappy",
+        feature = "lz4",
+        feature = "zstd"
+    ))]
     #[test]
     fn codecs_and_levels_parse() {
         let gzip = with(&[("compression.type", "gzip")]).unwrap();
@@ -203,6 +209,12 @@ mod tests {
         assert!(!config.set("linger.ms", "5").unwrap());
     }
 
+    #[cfg(all(
+        feature = "gzip",
+        feature = "snappy",
+        feature = "lz4",
+        feature = "zstd"
+    ))]
     #[test]
     fn builder_and_properties_agree() {
         use super::super::{ProducerBuilder, ProducerConfig};
@@ -238,6 +250,15 @@ mod tests {
             assert_eq!(typed, by_name);
             assert_eq!(typed.compression.compression(), compression);
         }
+    }
+
+    #[cfg(not(feature = "zstd"))]
+    #[test]
+    fn a_codec_left_out_of_the_build_is_refused() {
+        assert_eq!(
+            setting_of(with(&[("compression.type", "zstd")])),
+            COMPRESSION_TYPE
+        );
     }
 
     #[test]
