@@ -5,6 +5,10 @@
 //! cargo run --release --example perf -- --topic perf --num-records 5000000 --record-size 100 \
 //!     --throughput -1 --producer-props bootstrap.servers=127.0.0.1:19090 linger.ms=5 acks=all
 //! ```
+//!
+//! `--payload-file F` sends the lines of F as the record values, in turn (ProducerPerformance
+//! picks them at random), instead of `--record-size` bytes of 'x': a realistic payload for
+//! comparing compression (`scripts/bench-peers --compression`).
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +19,7 @@ struct Args {
     num_records: u64,
     record_size: usize,
     throughput: f64,
+    payload_file: Option<String>,
     props: Vec<(String, String)>,
 }
 
@@ -22,7 +27,7 @@ fn usage(problem: &str) -> ! {
     eprintln!("perf: {problem}");
     eprintln!(
         "usage: perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
-         --producer-props k=v [k=v ...]"
+         [--payload-file F] --producer-props k=v [k=v ...]"
     );
     std::process::exit(2)
 }
@@ -33,6 +38,7 @@ fn parse_args() -> Args {
         num_records: 0,
         record_size: 100,
         throughput: -1.0,
+        payload_file: None,
         props: Vec::new(),
     };
     let mut it = std::env::args().skip(1).peekable();
@@ -52,6 +58,7 @@ fn parse_args() -> Args {
             "--throughput" => {
                 args.throughput = value().parse().unwrap_or_else(|_| usage("--throughput"))
             }
+            "--payload-file" => args.payload_file = Some(value()),
             "--producer-props" => {
                 while let Some(kv) = it.next_if(|a| !a.starts_with("--")) {
                     let (k, v) = kv
@@ -112,22 +119,32 @@ async fn main() -> exactly::Result<()> {
     let args = parse_args();
     let producer =
         Producer::from_properties(args.props.iter().map(|(k, v)| (k.as_str(), v.as_str()))).await?;
-    let payload = bytes::Bytes::from(vec![b'x'; args.record_size]);
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, DeliveryFuture)>(1 << 16);
-    let record_size = args.record_size as u64;
+    let payloads: Vec<bytes::Bytes> = match &args.payload_file {
+        Some(path) => std::fs::read(path)
+            .unwrap_or_else(|e| usage(&format!("--payload-file {path}: {e}")))
+            .split(|&b| b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(bytes::Bytes::copy_from_slice)
+            .collect(),
+        None => vec![bytes::Bytes::from(vec![b'x'; args.record_size])],
+    };
+    if payloads.is_empty() {
+        usage("--payload-file has no lines");
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, u64, DeliveryFuture)>(1 << 16);
     let collector = tokio::spawn(async move {
         let mut stats = Stats {
             latencies_ms: Vec::new(),
             bytes: 0,
             errors: 0,
         };
-        while let Some((sent_at, future)) = rx.recv().await {
+        while let Some((sent_at, size, future)) = rx.recv().await {
             match future.await {
                 Ok(_) => {
                     stats
                         .latencies_ms
                         .push(sent_at.elapsed().as_millis() as u32);
-                    stats.bytes += record_size;
+                    stats.bytes += size;
                 }
                 Err(_) => stats.errors += 1,
             }
@@ -142,11 +159,16 @@ async fn main() -> exactly::Result<()> {
                 tokio::time::sleep(wait).await;
             }
         }
+        let payload = &payloads[i as usize % payloads.len()];
         let sent_at = Instant::now();
         let future = producer
             .send(Record::to(&args.topic).value(payload.clone()))
             .await?;
-        if tx.send((sent_at, future)).await.is_err() {
+        if tx
+            .send((sent_at, payload.len() as u64, future))
+            .await
+            .is_err()
+        {
             break;
         }
     }

@@ -24,6 +24,7 @@ pub use engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, PendingOffs
 pub use error::{Error, Result};
 pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
 pub use protocol::record_batch::Header;
+pub use protocol::record_batch::{Codec, Compression};
 
 /// The README's examples, compiled as doctests so they cannot drift from the API.
 #[cfg(doctest)]

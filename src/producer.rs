@@ -115,22 +115,26 @@ impl Future for DeliveryFuture {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        this.completion.poll(cx).map(|outcome| {
-            outcome.map(|ack| RecordMetadata {
-                topic: Arc::clone(&this.partition.topic),
-                partition: this.partition.partition,
-                offset: if ack.base_offset < 0 {
-                    -1
-                } else {
-                    ack.base_offset + i64::from(this.index)
-                },
-                timestamp: if ack.log_append_time >= 0 {
-                    ack.log_append_time
-                } else {
-                    this.timestamp
-                },
+        // The batch holding the record may be a part of the one it was appended to (a batch
+        // split after the broker found it too large), where it has another index.
+        this.completion
+            .poll_record(this.index, cx)
+            .map(|(outcome, index)| {
+                outcome.map(|ack| RecordMetadata {
+                    topic: Arc::clone(&this.partition.topic),
+                    partition: this.partition.partition,
+                    offset: if ack.base_offset < 0 {
+                        -1
+                    } else {
+                        ack.base_offset + i64::from(index)
+                    },
+                    timestamp: if ack.log_append_time >= 0 {
+                        ack.log_append_time
+                    } else {
+                        this.timestamp
+                    },
+                })
             })
-        })
     }
 }
 
@@ -206,6 +210,7 @@ impl Producer {
             buffer_memory: config.buffer_memory,
             max_request_size: config.max_request_size,
             transactional: config.transactional_id.is_some(),
+            compression: config.compression.compression(),
         });
         let engine = Engine::new(
             EngineConfig {

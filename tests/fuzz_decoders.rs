@@ -10,7 +10,7 @@ mod response;
 
 use bytes::Bytes;
 use exactly::protocol::record_batch::{
-    BatchBuilder, ControlRecord, ControlRecordKind, Header, encode_control_batch,
+    BatchBuilder, Codec, ControlRecord, ControlRecordKind, Header, encode_control_batch,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -81,7 +81,8 @@ impl Mutator {
     }
 }
 
-/// One to three valid batches back to back, with varied records, stamps and a control batch.
+/// One to three valid batches back to back, with varied records, stamps, codecs and a control
+/// batch.
 fn valid_record_batches(m: &mut Mutator) -> Vec<u8> {
     let mut out = Vec::new();
     for _ in 0..m.rng.random_range(1..=3) {
@@ -99,10 +100,24 @@ fn valid_record_batches(m: &mut Mutator) -> Vec<u8> {
         }
         let base_timestamp = m.rng.random_range(0..2_000_000_000_000);
         let mut builder = BatchBuilder::new(base_timestamp, 256);
+        // Compressed batches need records that shrink: repetitive values for those.
+        let codec = [
+            Codec::None,
+            Codec::Gzip,
+            Codec::Snappy,
+            Codec::Lz4,
+            Codec::Zstd,
+        ][m.rng.random_range(0..5)];
         for _ in 0..m.rng.random_range(0..6) {
             let timestamp = base_timestamp + m.rng.random_range(-1000..1000);
             let key = m.rng.random_bool(0.7).then(|| m.bytes(12));
-            let value = m.rng.random_bool(0.8).then(|| m.bytes(40));
+            let value = m.rng.random_bool(0.8).then(|| {
+                if codec == Codec::None {
+                    m.bytes(40)
+                } else {
+                    b"{\"k\":\"v\",\"n\":1}".repeat(m.rng.random_range(1..6))
+                }
+            });
             let headers: Vec<Header> = (0..m.rng.random_range(0..3))
                 .map(|_| Header {
                     key: ["", "h", "h", "ключ"][m.rng.random_range(0..4)].to_owned(),
@@ -111,13 +126,30 @@ fn valid_record_batches(m: &mut Mutator) -> Vec<u8> {
                 .collect();
             builder.append(timestamp, key.as_deref(), value.as_deref(), &headers);
         }
-        let mut sealed = builder.seal(m.rng.random());
+        let compression = record_batch::default_compression(codec);
+        let mut sealed = builder.seal_compressed(m.rng.random(), compression);
         if m.rng.random() {
             sealed.stamp(m.rng.random_range(0..1000), 0, m.rng.random());
         }
         out.extend_from_slice(&sealed.to_bytes());
     }
     out
+}
+
+#[test]
+fn valid_inputs_include_compressed_batches() {
+    let mut m = Mutator::new(0xba7c4);
+    let codecs: std::collections::HashSet<u8> = (0..500)
+        .flat_map(|_| {
+            let input = valid_record_batches(&mut m);
+            exactly::protocol::record_batch::decode_batches(&input)
+                .expect("valid")
+                .into_iter()
+                .map(|b| b.codec().id())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(codecs.len(), 5, "every codec appears: {codecs:?}");
 }
 
 #[test]

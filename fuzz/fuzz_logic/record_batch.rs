@@ -3,9 +3,13 @@
 //! include with `#[path]`, so `cargo test` runs exactly what the fuzzer runs.
 //!
 //! The decoder must never panic, and whatever it accepts must survive a round trip through
-//! our encoder with the same records.
+//! our encoder with the same records. Compressed batches are decompressed (with the decoder's
+//! bound): corrupt or hostile compressed records are typed errors, and what decompresses is
+//! re-encoded with the same codec.
 
-use exactly::protocol::record_batch::{BatchBuilder, DecodedBatch, decode_batch, decode_batches};
+use exactly::protocol::record_batch::{
+    BatchBuilder, Codec, Compression, DecodedBatch, decode_batch, decode_batches,
+};
 
 /// BaseOffset and Length: the bytes before what Length counts.
 const LOG_OVERHEAD: usize = 12;
@@ -59,7 +63,7 @@ fn check(data: &[u8]) {
         assert_eq!((&first, first_len), (batch, len));
         consumed += len;
         assert_eq!(batch.magic, 2);
-        assert_eq!(batch.attributes & 0x07, 0, "compressed batches are errors");
+        assert_eq!(batch.codec().id(), (batch.attributes & 0x07) as u8);
         re_encode(batch);
     }
     assert!(consumed <= data.len());
@@ -67,7 +71,19 @@ fn check(data: &[u8]) {
     assert!(matches!(decode_batch(&data[consumed..]), Ok(None)));
 }
 
-/// Our encoder given the decoded records yields a batch that decodes to the same records.
+/// The codec at the level Kafka uses by default.
+pub fn default_compression(codec: Codec) -> Compression {
+    match codec {
+        Codec::None => Compression::None,
+        Codec::Gzip => Compression::Gzip { level: 6 },
+        Codec::Snappy => Compression::Snappy,
+        Codec::Lz4 => Compression::Lz4,
+        Codec::Zstd => Compression::Zstd { level: 3 },
+    }
+}
+
+/// Our encoder given the decoded records, compressing with the batch's codec, yields a batch
+/// that decodes to the same records.
 fn re_encode(batch: &DecodedBatch) {
     let mut builder = BatchBuilder::new(batch.base_timestamp, 0);
     for record in &batch.records {
@@ -82,7 +98,8 @@ fn re_encode(batch: &DecodedBatch) {
             "record_size is exact"
         );
     }
-    let mut sealed = builder.seal(batch.is_transactional());
+    let mut sealed =
+        builder.seal_compressed(batch.is_transactional(), default_compression(batch.codec()));
     sealed.stamp(batch.producer_id, batch.producer_epoch, batch.base_sequence);
     let again = decode_batches(&sealed.to_bytes()).expect("a batch we encode decodes");
     assert_eq!(again.len(), 1);

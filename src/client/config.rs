@@ -15,10 +15,15 @@
 //! the contradiction instead, so the guarantees a user gets are the ones they can read in their
 //! configuration. Every problem is an [`Error::Config`] naming the Kafka property.
 
+mod compression;
+
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use compression::CompressionConfig;
+
 use crate::error::Error;
+use crate::protocol::record_batch::Compression;
 
 const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
 const CLIENT_ID: &str = "client.id";
@@ -42,7 +47,12 @@ const TRANSACTIONAL_ID: &str = "transactional.id";
 const TRANSACTION_TIMEOUT_MS: &str = "transaction.timeout.ms";
 
 /// Every property name [`ProducerConfig::set`] accepts, under Kafka's spelling.
-pub const PROPERTY_NAMES: [&str; 20] = [
+pub const PROPERTY_NAMES: [&str; 25] = [
+    compression::COMPRESSION_TYPE,
+    compression::COMPRESSION_CODEC,
+    compression::GZIP_LEVEL,
+    compression::LZ4_LEVEL,
+    compression::ZSTD_LEVEL,
     BOOTSTRAP_SERVERS,
     CLIENT_ID,
     ENABLE_IDEMPOTENCE,
@@ -175,6 +185,8 @@ pub struct ProducerConfig {
     /// `transaction.timeout.ms`: how long the coordinator lets a transaction stay open before
     /// aborting it; the broker caps it with `transaction.max.timeout.ms`.
     pub transaction_timeout_ms: u64,
+    /// `compression.type` and the `compression.*.level` settings.
+    pub compression: CompressionConfig,
 }
 
 impl Default for ProducerConfig {
@@ -200,6 +212,7 @@ impl Default for ProducerConfig {
             max_block_ms: 60_000,
             transactional_id: None,
             transaction_timeout_ms: 60_000,
+            compression: CompressionConfig::default(),
         }
     }
 }
@@ -256,6 +269,7 @@ impl ProducerConfig {
             // `ConfigDef.NonEmptyString` does.
             TRANSACTIONAL_ID => self.transactional_id = Some(value.to_owned()),
             TRANSACTION_TIMEOUT_MS => self.transaction_timeout_ms = parse_number(key, value)?,
+            compression if self.compression.set(compression, value)? => {}
             unknown => return Err(unknown_property(unknown)),
         }
         Ok(())
@@ -266,6 +280,7 @@ impl ProducerConfig {
     pub fn validate(&self) -> Result<(), Error> {
         self.validate_bootstrap_servers()?;
         check_wire_string(CLIENT_ID, &self.client_id)?;
+        self.compression.validate()?;
 
         // Java `Type.INT` properties: larger values do not parse in Java, and the timeouts go on
         // the wire as int32.
@@ -509,6 +524,13 @@ impl ProducerBuilder {
         self
     }
 
+    /// `compression.type` with its level (`compression.gzip.level`, `compression.zstd.level`),
+    /// e.g. `Compression::Zstd { level: 3 }`.
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.config.compression.apply(compression);
+        self
+    }
+
     /// `transactional.id`: makes the producer transactional.
     pub fn transactional_id(mut self, transactional_id: impl Into<String>) -> Self {
         self.config.transactional_id = Some(transactional_id.into());
@@ -725,6 +747,11 @@ mod tests {
             (MAX_BLOCK_MS, "5000"),
             (TRANSACTIONAL_ID, "copy-1"),
             (TRANSACTION_TIMEOUT_MS, "30000"),
+            (compression::COMPRESSION_CODEC, "lz4"),
+            (compression::COMPRESSION_TYPE, "none"),
+            (compression::GZIP_LEVEL, "9"),
+            (compression::LZ4_LEVEL, "1"),
+            (compression::ZSTD_LEVEL, "7"),
         ];
         for name in PROPERTY_NAMES {
             assert!(
@@ -756,6 +783,11 @@ mod tests {
         assert_eq!(config.max_block_ms, 5000);
         assert_eq!(config.transactional_id.as_deref(), Some("copy-1"));
         assert_eq!(config.transaction_timeout_ms, 30_000);
+        // The later of the two codec names wins (whichever codecs this build has).
+        assert_eq!(config.compression.compression(), Compression::None);
+        assert_eq!(config.compression.gzip_level, 9);
+        assert_eq!(config.compression.lz4_level, 1);
+        assert_eq!(config.compression.zstd_level, 7);
     }
 
     #[test]

@@ -35,13 +35,13 @@ use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse,
 };
 use crate::protocol::messages::produce::{
-    PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData,
+    PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData, ZSTD_MIN_VERSION,
 };
 use crate::protocol::messages::txn_offset_commit::{
     TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
     TxnOffsetCommitResponse,
 };
-use crate::protocol::record_batch::SealedBatch;
+use crate::protocol::record_batch::{Codec, SealedBatch};
 use crate::protocol::versions::BrokerApiVersions;
 use crate::protocol::{Decoder, Message};
 
@@ -387,11 +387,15 @@ impl Driver {
             PRODUCE_VERSION_CAP
         };
         let client_id = config.client_id.clone();
+        let zstd = batches.iter().any(|(_, b)| b.codec() == Codec::Zstd);
         link.send(
             Box::new(move |versions, correlation_id| {
                 let version = versions
                     .negotiate::<ProduceRequest>(Some(cap))
                     .ok_or_else(|| Error::broker(ErrorCode::UNSUPPORTED_VERSION))?;
+                if zstd && version < ZSTD_MIN_VERSION {
+                    return Err(zstd_unsupported(version));
+                }
                 let frame = encode_request_frame_sized(
                     &produce,
                     version,
@@ -753,6 +757,18 @@ fn partition_codes(topics: Vec<TopicPartitionErrors>) -> Vec<(TopicPartition, Er
             })
         })
         .collect()
+}
+
+/// Why zstd batches cannot go to a broker whose highest Produce version is `version`: as
+/// the Java client, an unsupported-version error (fatal, T5), which names the setting.
+fn zstd_unsupported(version: i16) -> Error {
+    Error::Broker {
+        code: ErrorCode::UNSUPPORTED_VERSION,
+        message: Some(format!(
+            "compression.type=zstd needs Produce v{ZSTD_MIN_VERSION} (Kafka 2.1+); \
+             this broker takes at most v{version}"
+        )),
+    }
 }
 
 /// Groups `(partition, batch)` pairs into Produce topic data, keeping their order.

@@ -4,13 +4,21 @@
 //! It is plain data. The tokio driver keeps it behind one short lock shared by `send` and the
 //! engine; the simulation drives it single-threaded. Batches here hold no producer id, epoch
 //! or sequence: those are stamped when a batch is drained into a request (DESIGN rule P1).
+//!
+//! With compression, a batch is compressed when it is closed, and `batch.size` is a target for
+//! the compressed size: records are appended while their size times the topic's estimated
+//! compression ratio stays within it (the idea of Java's `CompressionRatioEstimator`). The
+//! uncompressed records never exceed `max.request.size`, and a sealed batch is never larger
+//! than its records (see `BatchBuilder::seal_compressed`), so no batch can exceed it either.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::completion::BatchCompletion;
 use super::{Millis, TopicPartition};
-use crate::protocol::record_batch::{BatchBuilder, Header, RECORD_BATCH_HEADER_LEN, SealedBatch};
+use crate::protocol::record_batch::{
+    BatchBuilder, Compression, Header, RECORD_BATCH_HEADER_LEN, SealedBatch,
+};
 
 /// Sizes and times the accumulator works with.
 #[derive(Debug, Clone)]
@@ -25,6 +33,33 @@ pub struct AccumulatorConfig {
     pub max_request_size: usize,
     /// Whether batches are sealed as transactional (attributes bit 4).
     pub transactional: bool,
+    /// `compression.type` and its level: applied to each batch when it is closed.
+    pub compression: Compression,
+}
+
+/// A topic's estimated compression ratio (compressed / uncompressed records), learned from the
+/// batches closed so far, as Java's `CompressionRatioEstimator` does: it starts at 1 (no
+/// gain assumed), follows a worse observed ratio at once (at least +0.05 per batch) and a
+/// better one slowly (at most -0.005 per batch), so batches err towards staying small.
+#[derive(Debug, Clone, Copy)]
+struct RatioEstimate(f64);
+
+impl RatioEstimate {
+    const START: RatioEstimate = RatioEstimate(1.0);
+    const WORSE_STEP: f64 = 0.05;
+    const BETTER_STEP: f64 = 0.005;
+    /// Margin on the estimate when deciding whether a record fits (Java's
+    /// `COMPRESSION_RATE_ESTIMATION_FACTOR`).
+    const MARGIN: f64 = 1.05;
+
+    fn observe(&mut self, observed: f64) {
+        self.0 = if observed > self.0 {
+            observed.max(self.0 + Self::WORSE_STEP)
+        } else {
+            observed.max(self.0 - Self::BETTER_STEP)
+        }
+        .min(1.0);
+    }
 }
 
 /// Why a record was not appended.
@@ -73,6 +108,17 @@ struct OpenBatch {
     builder: BatchBuilder,
     completion: Arc<BatchCompletion>,
     created_ms: Millis,
+    /// Expected compressed bytes per record byte: the topic's ratio estimate (with margin) when
+    /// the batch opened; exactly 1 without compression.
+    size_factor: f64,
+}
+
+impl OpenBatch {
+    /// The batch's expected size on the wire once `more` record bytes are appended.
+    fn expected_size(&self, more: usize) -> usize {
+        let records = (self.builder.records_len() + more) as f64;
+        RECORD_BATCH_HEADER_LEN + (records * self.size_factor).ceil() as usize
+    }
 }
 
 /// Open batches per partition, closed batches awaiting the engine, and the memory account.
@@ -82,6 +128,8 @@ pub struct Accumulator {
     open: HashMap<TopicPartition, OpenBatch>,
     closed: Vec<ClosedBatch>,
     buffered_bytes: usize,
+    /// Per topic, with compression on.
+    ratios: HashMap<Arc<str>, RatioEstimate>,
 }
 
 impl Accumulator {
@@ -92,6 +140,7 @@ impl Accumulator {
             open: HashMap::new(),
             closed: Vec::new(),
             buffered_bytes: 0,
+            ratios: HashMap::new(),
         }
     }
 
@@ -136,10 +185,9 @@ impl Accumulator {
         let mut wake_engine = false;
         let fits_open = self.open.get(partition).map(|open| {
             let added = open.builder.record_size(timestamp, key, value, headers);
-            (
-                open.builder.size_in_bytes() + added <= self.config.batch_size,
-                added,
-            )
+            let fits = open.expected_size(added) <= self.config.batch_size
+                && open.builder.size_in_bytes() + added <= self.config.max_request_size;
+            (fits, added)
         });
         let added = match fits_open {
             Some((true, added)) => added,
@@ -152,18 +200,29 @@ impl Accumulator {
             self.close(partition);
             wake_engine = true;
         }
+        let size_factor = match self.config.compression {
+            Compression::None => 1.0,
+            _ => {
+                let ratio = self
+                    .ratios
+                    .get(&partition.topic)
+                    .unwrap_or(&RatioEstimate::START);
+                ratio.0 * RatioEstimate::MARGIN
+            }
+        };
         let open = self.open.entry(partition.clone()).or_insert_with(|| {
             wake_engine = true;
             OpenBatch {
                 builder: BatchBuilder::new(timestamp, self.config.batch_size.min(64 * 1024)),
                 completion: BatchCompletion::new(),
                 created_ms: now,
+                size_factor,
             }
         });
         let index = open.builder.append(timestamp, key, value, headers);
         self.buffered_bytes += added;
         let completion = Arc::clone(&open.completion);
-        if open.builder.size_in_bytes() >= self.config.batch_size {
+        if open.expected_size(0) >= self.config.batch_size {
             self.close(partition);
             wake_engine = true;
         }
@@ -176,9 +235,23 @@ impl Accumulator {
 
     fn close(&mut self, partition: &TopicPartition) {
         if let Some(open) = self.open.remove(partition) {
+            let batch = open
+                .builder
+                .seal_compressed(self.config.transactional, self.config.compression);
+            if self.config.compression != Compression::None {
+                // Body bytes per record byte (the header is never compressed). A batch holds a
+                // record, so the records are never empty.
+                let body = batch.size_in_bytes() - RECORD_BATCH_HEADER_LEN;
+                let records = batch.uncompressed_size_in_bytes() - RECORD_BATCH_HEADER_LEN;
+                let observed = body as f64 / records.max(1) as f64;
+                self.ratios
+                    .entry(Arc::clone(&partition.topic))
+                    .or_insert(RatioEstimate::START)
+                    .observe(observed);
+            }
             self.closed.push(ClosedBatch {
                 partition: partition.clone(),
-                batch: open.builder.seal(self.config.transactional),
+                batch,
                 completion: open.completion,
                 created_ms: open.created_ms,
             });
@@ -216,9 +289,18 @@ impl Accumulator {
         !self.open.is_empty() || !self.closed.is_empty()
     }
 
-    /// Returns the memory of a resolved batch to the buffer.
+    /// Returns the memory of a resolved batch to the buffer (its uncompressed size: what it
+    /// took when its records were appended).
     pub fn release(&mut self, bytes: usize) {
         self.buffered_bytes = self.buffered_bytes.saturating_sub(bytes);
+    }
+
+    /// Accounts for a batch replaced by others of a different total size (a split batch: each
+    /// part has its own header). May go past `buffer.memory` by those few bytes: the records
+    /// are already held.
+    pub fn reaccount(&mut self, released: usize, held: usize) {
+        self.release(released);
+        self.buffered_bytes += held;
     }
 
     /// Removes every open and closed batch (when the producer fails fatally or closes).
@@ -238,6 +320,7 @@ mod tests {
             buffer_memory: 1000,
             max_request_size: 500,
             transactional: false,
+            compression: Compression::None,
         }
     }
 
@@ -269,6 +352,49 @@ mod tests {
         acc.append(&tp(), 1, None, Some(b"v"), &[], 20).unwrap();
         assert_eq!(acc.take_ready(20, true).len(), 1);
         assert!(!acc.has_pending());
+    }
+
+    #[cfg(feature = "lz4")]
+    #[test]
+    fn compressed_batches_grow_with_the_learned_ratio_within_max_request_size() {
+        let mut acc = Accumulator::new(AccumulatorConfig {
+            batch_size: 4096,
+            buffer_memory: 1 << 30,
+            max_request_size: 20_000,
+            compression: Compression::Lz4,
+            ..config()
+        });
+        let value = br#"{"user":"someone","action":"click","page":"/home","ok":true}"#;
+        let mut batches = Vec::new();
+        for _ in 0..20_000 {
+            acc.append(&tp(), 1, None, Some(value), &[], 0).unwrap();
+            batches.extend(acc.take_ready(0, false));
+        }
+        batches.extend(acc.take_all());
+        // The first batch assumes no gain: 4 KiB of records. Later ones hold more records as
+        // the estimate improves, but never more than max.request.size of them.
+        let first = &batches[0].batch;
+        assert!(first.uncompressed_size_in_bytes() <= 4096);
+        let last = &batches[batches.len() - 2].batch;
+        assert!(last.record_count() > 2 * first.record_count());
+        for closed in &batches {
+            assert!(closed.batch.uncompressed_size_in_bytes() <= 20_000);
+            assert!(
+                closed.batch.size_in_bytes() <= 4096 + 200,
+                "{:?}",
+                closed.batch
+            );
+        }
+        // Memory is accounted uncompressed, and comes back in full.
+        let held: usize = batches
+            .iter()
+            .map(|c| c.batch.uncompressed_size_in_bytes())
+            .sum();
+        assert_eq!(acc.buffered_bytes(), held);
+        for closed in &batches {
+            acc.release(closed.batch.uncompressed_size_in_bytes());
+        }
+        assert_eq!(acc.buffered_bytes(), 0);
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! One completion per batch, shared by the delivery futures of its records (as the Java
 //! client's `ProduceRequestResult`): a record's future is an index into its batch's outcome,
 //! not a channel of its own (DESIGN, performance shape).
+//!
+//! A batch the broker rejects as too large is split in two (Java's `splitAndReenqueue`); its
+//! completion then forwards each record to the part that holds it, so every record keeps its
+//! one future.
 
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -24,6 +28,13 @@ pub type BatchOutcome = Result<BatchAck, Error>;
 enum State {
     Pending(Vec<Waker>),
     Done(BatchOutcome),
+    /// The batch was split: records before `at` resolve from `first`, the others from
+    /// `second` at their index minus `at`.
+    Split {
+        at: i32,
+        first: Arc<BatchCompletion>,
+        second: Arc<BatchCompletion>,
+    },
 }
 
 /// The completion cell of one batch. Completed exactly once; later completions are ignored
@@ -47,41 +58,89 @@ impl BatchCompletion {
         Arc::new(Self::default())
     }
 
-    /// Resolves the batch. Returns `false` (and changes nothing) if it was already resolved.
-    pub fn complete(&self, outcome: BatchOutcome) -> bool {
+    /// Leaves the pending state for `next`, waking the tasks that waited; `false` (and no
+    /// change) if the batch was already resolved or split.
+    fn settle(&self, next: State) -> bool {
         let wakers = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            match &mut *state {
-                State::Done(_) => return false,
-                State::Pending(wakers) => {
-                    let wakers = std::mem::take(wakers);
-                    *state = State::Done(outcome);
-                    wakers
-                }
-            }
+            let State::Pending(wakers) = &mut *state else {
+                return false;
+            };
+            let wakers = std::mem::take(wakers);
+            *state = next;
+            wakers
         };
         wakers.into_iter().for_each(Waker::wake);
         true
     }
 
-    /// The outcome, if the batch is resolved.
+    /// Resolves the batch. Returns `false` (and changes nothing) if it was already resolved
+    /// or split.
+    pub fn complete(&self, outcome: BatchOutcome) -> bool {
+        self.settle(State::Done(outcome))
+    }
+
+    /// Hands the batch's records over to two parts, the records before `at` and the rest,
+    /// and returns the parts' completions; `None` if the batch was already resolved or split.
+    /// Tasks waiting on a record are woken to wait on its part instead.
+    pub fn split(&self, at: i32) -> Option<(Arc<Self>, Arc<Self>)> {
+        let (first, second) = (Self::new(), Self::new());
+        let split = State::Split {
+            at,
+            first: Arc::clone(&first),
+            second: Arc::clone(&second),
+        };
+        self.settle(split).then_some((first, second))
+    }
+
+    /// The outcome of the whole batch, if it is resolved (`None` while pending, and for a
+    /// split batch, whose records have their parts' outcomes: see
+    /// [`BatchCompletion::record_outcome`]).
     pub fn outcome(&self) -> Option<BatchOutcome> {
         match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
             State::Done(outcome) => Some(outcome.clone()),
-            State::Pending(_) => None,
+            State::Pending(_) | State::Split { .. } => None,
         }
     }
 
-    /// Polls for the outcome, registering the task's waker while pending.
-    pub fn poll(&self, cx: &mut Context<'_>) -> Poll<BatchOutcome> {
+    /// The part of a split batch that holds the record at `index`, with its index there.
+    fn part_of(&self, index: i32) -> Option<(Arc<Self>, i32)> {
+        match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            State::Split { at, first, .. } if index < *at => Some((Arc::clone(first), index)),
+            State::Split { at, second, .. } => Some((Arc::clone(second), index - at)),
+            _ => None,
+        }
+    }
+
+    /// The outcome of the batch that holds the record at `index` (this one, or a part of it
+    /// if it was split) with the record's index in that batch, once resolved.
+    pub fn record_outcome(&self, index: i32) -> Option<(BatchOutcome, i32)> {
+        match self.part_of(index) {
+            Some((part, index)) => part.record_outcome(index),
+            None => self.outcome().map(|outcome| (outcome, index)),
+        }
+    }
+
+    /// Polls for the outcome of the record at `index`: the outcome of the batch (or part of
+    /// it) that holds the record, with the record's index there. Registers the task's waker
+    /// while pending.
+    pub fn poll_record(&self, index: i32, cx: &mut Context<'_>) -> Poll<(BatchOutcome, i32)> {
+        if let Some((part, index)) = self.part_of(index) {
+            return part.poll_record(index, cx);
+        }
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         match &mut *state {
-            State::Done(outcome) => Poll::Ready(outcome.clone()),
+            State::Done(outcome) => Poll::Ready((outcome.clone(), index)),
             State::Pending(wakers) => {
                 if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
                     wakers.push(cx.waker().clone());
                 }
                 Poll::Pending
+            }
+            // Split between the look above and this lock: look again.
+            State::Split { .. } => {
+                drop(state);
+                self.poll_record(index, cx)
             }
         }
     }
@@ -102,5 +161,36 @@ mod tests {
         assert!(c.complete(Ok(ack)));
         assert!(!c.complete(Err(Error::Closed)));
         assert_eq!(c.outcome().map(|o| o.ok()), Some(Some(ack)));
+    }
+
+    #[test]
+    fn a_split_batch_resolves_each_record_from_its_part() {
+        let c = BatchCompletion::new();
+        let (first, second) = c.split(3).expect("pending");
+        assert!(c.split(1).is_none(), "split once");
+        assert!(
+            !c.complete(Err(Error::Closed)),
+            "a split batch is not completed itself"
+        );
+        // The second part splits again: records 3..5 and 5.. of the original.
+        let (second_a, second_b) = second.split(2).expect("pending");
+        let ack = |base_offset| BatchAck {
+            base_offset,
+            log_append_time: -1,
+        };
+        first.complete(Ok(ack(100)));
+        second_a.complete(Ok(ack(200)));
+        assert!(c.record_outcome(6).is_none(), "its part is pending");
+        second_b.complete(Err(Error::Closed));
+        let resolved = |index| {
+            let (outcome, local) = c.record_outcome(index).expect("resolved");
+            (outcome.ok().map(|a| a.base_offset), local)
+        };
+        assert_eq!(resolved(0), (Some(100), 0));
+        assert_eq!(resolved(2), (Some(100), 2));
+        assert_eq!(resolved(3), (Some(200), 0));
+        assert_eq!(resolved(4), (Some(200), 1));
+        assert_eq!(resolved(6), (None, 1));
+        assert!(c.outcome().is_none());
     }
 }

@@ -73,6 +73,13 @@ impl ProducerBatch {
         });
     }
 
+    /// Whether a rejection as too large can be answered by splitting it: it holds more than
+    /// one record, and no attempt of it may be in the log (one that may be must not be
+    /// re-sent in other batches: its records could then be written twice, KAFKA-14034, P5).
+    pub fn splittable(&self) -> bool {
+        self.batch.record_count() > 1 && !self.maybe_written
+    }
+
     /// Whether it waits to be sent again under the identity it carries.
     pub fn awaits_retry(&self) -> bool {
         matches!(

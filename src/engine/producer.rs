@@ -17,6 +17,7 @@ use super::{
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 
+mod split;
 mod transactions;
 
 pub use transactions::{CallId, TransactionConfig};
@@ -81,6 +82,8 @@ pub struct Counters {
     pub batch_retries: u64,
     /// Epoch bumps (including moves to a new producer id).
     pub epoch_bumps: u64,
+    /// Batches split in two after the broker rejected them as too large.
+    pub batch_splits: u64,
     /// The current producer id (-1 before the first InitProducerId answer).
     pub producer_id: i64,
     /// The current epoch (-1 before the first InitProducerId answer).
@@ -305,6 +308,12 @@ impl Engine {
                 }) => {
                     debug!(request, broker, written, %error, partitions = partitions.len(), "produce request failed");
                     self.fail_request_batches(request, written, now);
+                    // No version of the request the broker takes can carry these batches (e.g.
+                    // zstd before Produce v7): a retry cannot succeed (T5).
+                    if error.code() == Some(ErrorCode::UNSUPPORTED_VERSION) {
+                        self.fail_fatally(error, acc);
+                        return;
+                    }
                     self.want_metadata();
                 }
                 Some(Outstanding::InitProducerId { .. }) => {
@@ -441,6 +450,11 @@ impl Engine {
                 state.diverged = true;
                 self.sequence_broken("broker lost the producer state");
             }
+            ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE
+                if state.unacked[position].splittable() =>
+            {
+                self.split_rejected_batch(&response.partition, position, code, acc);
+            }
             code if code.is_retriable() => {
                 // Appended to the leader but not yet replicated, or timed out while replicating:
                 // the batch may be in the log. Everything else retriable was rejected up front.
@@ -565,7 +579,7 @@ impl Engine {
             Err(e) if e.is_indeterminate() => counters.records_indeterminate += records,
             Err(_) => counters.records_failed += records,
         }
-        acc.release(batch.batch.size_in_bytes());
+        acc.release(batch.batch.uncompressed_size_in_bytes());
         match &outcome {
             Ok(ack) => batch
                 .span
@@ -637,7 +651,7 @@ impl Engine {
         for closed in acc.take_all() {
             let records = u64::try_from(closed.batch.record_count()).unwrap_or(0);
             self.counters.records_failed += records;
-            acc.release(closed.batch.size_in_bytes());
+            acc.release(closed.batch.uncompressed_size_in_bytes());
             closed.completion.complete(Err(error.clone()));
         }
     }

@@ -30,6 +30,7 @@ impl Harness {
             buffer_memory: 1 << 20,
             max_request_size: 1 << 20,
             transactional: false,
+            compression: crate::protocol::record_batch::Compression::None,
         });
         let mut h = Self {
             engine: Engine::new(config, 7),
@@ -888,3 +889,7 @@ mod transactions {
         assert_finished_ok(&mut h, abort);
     }
 }
+
+/// What compression brings to the engine: batches the broker rejects as too large, split in
+/// two; a codec the broker's Produce versions cannot carry (issue 12).
+mod compression;

@@ -54,9 +54,25 @@ pub enum DecodeErrorKind {
         /// The CRC computed over the batch.
         actual: u32,
     },
-    /// A RecordBatch compressed with a codec this crate does not decode yet.
+    /// A RecordBatch compressed with a codec that does not exist (Attributes 5–7) or that this
+    /// build leaves out (its cargo feature is off).
     #[error("unsupported compression codec {0}")]
     UnsupportedCompression(u8),
+    /// A compressed RecordBatch whose records decompress to more than the decoder's limit: a
+    /// decompression bomb, or a batch larger than the reader accepts.
+    #[error("records decompress to more than {limit} bytes")]
+    DecompressedTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// A compressed RecordBatch whose records are not valid data of its codec.
+    #[error("corrupt {codec} data: {reason}")]
+    CorruptCompressed {
+        /// The codec.
+        codec: crate::protocol::record_batch::compression::Codec,
+        /// What the decompressor said.
+        reason: String,
+    },
     /// A RecordBatch with a magic byte other than 2.
     #[error("unsupported record batch magic {0}")]
     UnsupportedMagic(i8),

@@ -95,6 +95,7 @@ impl SimConfig {
             buffer_memory: 1 << 24,
             max_request_size: engine.max_request_size,
             transactional: false,
+            compression: crate::protocol::record_batch::Compression::None,
         };
         Self {
             engine,
@@ -193,6 +194,7 @@ impl SimConfig {
             },
             max_request_size,
             transactional: false,
+            compression: crate::protocol::record_batch::Compression::None,
         };
         let timeouts = delivery_timeout_ms + request_timeout_ms;
         let rates = FaultRates::generate(entropy, request_timeout_ms, timeouts);

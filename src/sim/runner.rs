@@ -457,18 +457,36 @@ impl Run {
     /// Collects resolved futures and checks them, the counters and the deadlines.
     fn observe(&mut self) -> Result<(), Violation> {
         let mut position = 0;
-        while let Some(group) = self.groups.get(position) {
-            let Some(outcome) = group.completion.outcome() else {
+        while let Some(group) = self.groups.get_mut(position) {
+            // Record by record: a batch split after MESSAGE_TOO_LARGE resolves its records
+            // from its parts, each with its index there, and the parts resolve one by one.
+            let completion = Arc::clone(&group.completion);
+            let mut resolved = Vec::new();
+            group
+                .records
+                .retain(|&(id, index)| match completion.record_outcome(index) {
+                    Some((outcome, index)) => {
+                        resolved.push((id, index, outcome));
+                        false
+                    }
+                    None => true,
+                });
+            if group.records.is_empty() {
+                self.groups.remove(position);
+            } else {
                 position += 1;
-                continue;
-            };
-            let group = self.groups.remove(position);
-            for (id, index) in group.records {
-                self.checker.on_resolved(id, index, &outcome, self.now)?;
             }
-            match &outcome {
-                Ok(ack) => self.note(format!("resolved: acked at {}", ack.base_offset)),
-                Err(e) => self.note(format!("resolved: {e}")),
+            let mut last_note = String::new();
+            for (id, index, outcome) in resolved {
+                self.checker.on_resolved(id, index, &outcome, self.now)?;
+                let note = match &outcome {
+                    Ok(ack) => format!("resolved: acked at {}", ack.base_offset),
+                    Err(e) => format!("resolved: {e}"),
+                };
+                if note != last_note {
+                    self.note(note.clone());
+                    last_note = note;
+                }
             }
         }
         self.checker.check_counters(self.engine.counters())?;

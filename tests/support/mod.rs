@@ -296,7 +296,8 @@ fn kafka_libs() -> String {
     })
 }
 
-fn java_tool(args: &[String]) -> Command {
+/// A Kafka tool (`org.apache.kafka.tools.*`) run from the test bed's jars, with quiet logging.
+pub fn java_tool(args: &[String]) -> Command {
     let mut cmd = Command::new("java");
     cmd.arg("-cp")
         .arg(format!("{}/*", kafka_libs()))

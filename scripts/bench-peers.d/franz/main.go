@@ -2,11 +2,12 @@
 // scripts/bench-peers compares the clients and not the benchmark programs.
 //
 //	franz-perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
-//	    --producer-props k=v [k=v ...]
+//	    [--payload-file F] --producer-props k=v [k=v ...]
 //
 // Same flags, same measurement and same summary line as examples/perf.rs (which copies Kafka's
 // ProducerPerformance):
-//   - every record is keyless, with one shared payload of BYTES 'x' bytes;
+//   - every record is keyless, with one shared payload of BYTES 'x' bytes, or with
+//     --payload-file the file's lines in turn (the same realistic bytes for every client);
 //   - --throughput R paces record i to start + i/R (sleeping when ahead); -1 means as fast as
 //     the producer accepts records (Produce blocks while the buffer is full);
 //   - latency = the time from just before Produce to the record's promise, truncated to whole
@@ -17,6 +18,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -31,17 +33,18 @@ import (
 )
 
 type args struct {
-	topic      string
-	numRecords int
-	recordSize int
-	throughput float64
-	props      map[string]string
+	topic       string
+	numRecords  int
+	recordSize  int
+	throughput  float64
+	payloadFile string
+	props       map[string]string
 }
 
 func usage(problem string) {
 	fmt.Fprintf(os.Stderr, "franz-perf: %s\n", problem)
 	fmt.Fprintln(os.Stderr, "usage: franz-perf --topic T --num-records N --record-size BYTES "+
-		"--throughput RECORDS_PER_SEC|-1 --producer-props k=v [k=v ...]")
+		"--throughput RECORDS_PER_SEC|-1 [--payload-file F] --producer-props k=v [k=v ...]")
 	os.Exit(2)
 }
 
@@ -76,6 +79,8 @@ func parseArgs() args {
 			a.recordSize, err = strconv.Atoi(value)
 		case "--throughput":
 			a.throughput, err = strconv.ParseFloat(value, 64)
+		case "--payload-file":
+			a.payloadFile = value
 		default:
 			usage("unknown flag " + flag)
 		}
@@ -91,7 +96,13 @@ func parseArgs() args {
 
 // producerOptions maps the Java producer's property names onto kgo options.
 func producerOptions(props map[string]string) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}
+	codecs := map[string]kgo.CompressionCodec{
+		"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+	}
+	// kgo compresses with snappy unless told otherwise; Java's default is none.
+	codec := codecs["none"]
+	var opts []kgo.Opt
 	for k, v := range props {
 		n, numErr := strconv.Atoi(v)
 		switch k {
@@ -113,9 +124,11 @@ func producerOptions(props map[string]string) ([]kgo.Opt, error) {
 			}
 			numErr = nil
 		case "compression.type":
-			if v != "none" {
-				return nil, fmt.Errorf("compression.type=%s: only none is benchmarked", v)
+			c, ok := codecs[v]
+			if !ok {
+				return nil, fmt.Errorf("compression.type=%s: unknown codec", v)
 			}
+			codec = c
 			numErr = nil
 		case "linger.ms":
 			opts = append(opts, kgo.ProducerLinger(time.Duration(n)*time.Millisecond))
@@ -136,7 +149,7 @@ func producerOptions(props map[string]string) ([]kgo.Opt, error) {
 			return nil, fmt.Errorf("%s=%s: %v", k, v, numErr)
 		}
 	}
-	return opts, nil
+	return append(opts, kgo.ProducerBatchCompression(codec)), nil
 }
 
 // stats holds latencies and totals in the shape ProducerPerformance prints. kgo calls promises
@@ -184,7 +197,22 @@ func main() {
 		fmt.Fprintf(os.Stderr, "franz-perf: %v\n", err)
 		os.Exit(1)
 	}
-	payload := []byte(strings.Repeat("x", a.recordSize))
+	payloads := [][]byte{[]byte(strings.Repeat("x", a.recordSize))}
+	if a.payloadFile != "" {
+		data, err := os.ReadFile(a.payloadFile)
+		if err != nil {
+			usage("--payload-file: " + err.Error())
+		}
+		payloads = payloads[:0]
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			if len(line) > 0 {
+				payloads = append(payloads, line)
+			}
+		}
+		if len(payloads) == 0 {
+			usage("--payload-file has no lines")
+		}
+	}
 	s := &stats{latenciesMs: make([]uint32, 0, a.numRecords)}
 	// One promise for every record: the send time travels in the record's own Timestamp
 	// (which Produce would otherwise set to time.Now itself), so no closure per record.
@@ -210,7 +238,8 @@ func main() {
 			}
 		}
 		s.pending.Add(1)
-		client.Produce(ctx, &kgo.Record{Topic: a.topic, Value: payload, Timestamp: time.Now()}, promise)
+		value := payloads[i%len(payloads)]
+		client.Produce(ctx, &kgo.Record{Topic: a.topic, Value: value, Timestamp: time.Now()}, promise)
 	}
 	if err := client.Flush(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "franz-perf: flush: %v\n", err)

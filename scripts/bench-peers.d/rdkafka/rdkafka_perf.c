@@ -3,12 +3,13 @@
  * scripts/bench-peers compares the clients and not the benchmark programs.
  *
  *   rdkafka_perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
- *       --producer-props k=v [k=v ...]
+ *       [--payload-file F] --producer-props k=v [k=v ...]
  *
  * Same flags, same measurement and same summary line as examples/perf.rs (which copies
  * Kafka's ProducerPerformance):
  * - every record is keyless, with one shared payload of BYTES 'x' bytes (produced without
- *   RD_KAFKA_MSG_F_COPY, as perf.rs shares one `Bytes`);
+ *   RD_KAFKA_MSG_F_COPY, as perf.rs shares one `Bytes`), or with --payload-file the file's
+ *   lines in turn (for compression: the same realistic bytes for every client);
  * - --throughput R paces record i to start + i/R (sleeping when ahead, never catching up by
  *   skipping); -1 means as fast as the producer accepts records;
  * - latency = the time from just before the produce call to the delivery report of that
@@ -33,6 +34,7 @@ struct args {
         uint64_t num_records;
         size_t record_size;
         double throughput;
+        const char *payload_file;
 };
 
 /* Latencies and totals in the shape ProducerPerformance prints; filled by the delivery report
@@ -51,7 +53,7 @@ static void usage(const char *problem) {
         fprintf(stderr, "rdkafka_perf: %s\n", problem);
         fprintf(stderr,
                 "usage: rdkafka_perf --topic T --num-records N --record-size BYTES "
-                "--throughput RECORDS_PER_SEC|-1 --producer-props k=v [k=v ...]\n");
+                "--throughput RECORDS_PER_SEC|-1 [--payload-file F] --producer-props k=v [k=v ...]\n");
         exit(2);
 }
 
@@ -94,7 +96,8 @@ static void set_prop(rd_kafka_conf_t *conf, const char *key, const char *value) 
 }
 
 static void parse_args(int argc, char **argv, struct args *args, rd_kafka_conf_t *conf) {
-        *args = (struct args){.topic = NULL, .num_records = 0, .record_size = 100, .throughput = -1};
+        *args = (struct args){.topic = NULL, .num_records = 0, .record_size = 100, .throughput = -1,
+                              .payload_file = NULL};
         for (int i = 1; i < argc; i++) {
                 const char *flag = argv[i];
                 if (!strcmp(flag, "--producer-props")) {
@@ -119,6 +122,8 @@ static void parse_args(int argc, char **argv, struct args *args, rd_kafka_conf_t
                         args->record_size = (size_t)parse_u64(value, "--record-size");
                 else if (!strcmp(flag, "--throughput"))
                         args->throughput = strtod(value, NULL);
+                else if (!strcmp(flag, "--payload-file"))
+                        args->payload_file = value;
                 else
                         usage("unknown flag");
         }
@@ -172,12 +177,55 @@ int main(int argc, char **argv) {
         rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
 
         stats.latencies_ms = malloc(args.num_records * sizeof(uint32_t));
-        char *payload = malloc(args.record_size ? args.record_size : 1);
-        if (!stats.latencies_ms || !payload) {
-                fprintf(stderr, "rdkafka_perf: out of memory\n");
+        char *payload = NULL;
+        size_t payload_len = 0;
+        if (args.payload_file) {
+                FILE *f = fopen(args.payload_file, "rb");
+                long len = -1;
+                if (!f || fseek(f, 0, SEEK_END) || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
+                        fprintf(stderr, "rdkafka_perf: cannot read %s\n", args.payload_file);
+                        return 2;
+                }
+                payload_len = (size_t)len;
+                payload = malloc(payload_len + 1);
+                if (payload && fread(payload, 1, payload_len, f) != payload_len) {
+                        fprintf(stderr, "rdkafka_perf: cannot read %s\n", args.payload_file);
+                        return 2;
+                }
+                fclose(f);
+        } else {
+                payload_len = args.record_size;
+                payload = malloc(payload_len ? payload_len : 1);
+                if (payload)
+                        memset(payload, 'x', payload_len);
+        }
+        /* The records' values: the file's lines, or the one 'x' payload. */
+        size_t n_values = 0, *value_at = NULL, *value_len = NULL;
+        if (payload && args.payload_file) {
+                value_at = malloc((payload_len + 1) * sizeof(size_t));
+                value_len = malloc((payload_len + 1) * sizeof(size_t));
+                for (size_t at = 0; value_at && value_len && at < payload_len;) {
+                        char *nl = memchr(payload + at, '\n', payload_len - at);
+                        size_t end = nl ? (size_t)(nl - payload) : payload_len;
+                        if (end > at) {
+                                value_at[n_values] = at;
+                                value_len[n_values++] = end - at;
+                        }
+                        at = end + 1;
+                }
+        } else if (payload) {
+                value_at = malloc(sizeof(size_t));
+                value_len = malloc(sizeof(size_t));
+                if (value_at && value_len) {
+                        value_at[0] = 0;
+                        value_len[0] = payload_len;
+                        n_values = 1;
+                }
+        }
+        if (!stats.latencies_ms || !payload || !n_values) {
+                fprintf(stderr, "rdkafka_perf: out of memory, or no payload\n");
                 return 1;
         }
-        memset(payload, 'x', args.record_size);
 
         rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
         if (!rk) {
@@ -201,8 +249,9 @@ int main(int argc, char **argv) {
                 }
                 uint64_t sent_at = now_us();
                 /* A full queue is backpressure: serve delivery reports until there is room. */
-                while (rd_kafka_produce(rkt, RD_KAFKA_PARTITION_UA, 0, payload, args.record_size,
-                                        NULL, 0, (void *)(uintptr_t)sent_at) == -1) {
+                size_t v = (size_t)(i % n_values);
+                while (rd_kafka_produce(rkt, RD_KAFKA_PARTITION_UA, 0, payload + value_at[v],
+                                        value_len[v], NULL, 0, (void *)(uintptr_t)sent_at) == -1) {
                         rd_kafka_resp_err_t err = rd_kafka_last_error();
                         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
                                 fprintf(stderr, "rdkafka_perf: produce: %s\n", rd_kafka_err2str(err));
@@ -220,6 +269,8 @@ int main(int argc, char **argv) {
         rd_kafka_destroy(rk);
         print_stats(elapsed);
         free(payload);
+        free(value_at);
+        free(value_len);
         free(stats.latencies_ms);
         return flushed || stats.errors ? 1 : 0;
 }

@@ -20,6 +20,10 @@ use super::tagged::TaggedFields;
 use crate::protocol::header::check_version;
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
 
+/// The first Produce version that may carry zstd-compressed batches (KIP-110): a broker
+/// answers UNSUPPORTED_COMPRESSION_TYPE to zstd in an older version.
+pub const ZSTD_MIN_VERSION: i16 = 7;
+
 /// Produce request body.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProduceRequest {

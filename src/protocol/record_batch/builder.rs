@@ -6,13 +6,15 @@ use std::fmt;
 use bytes::Bytes;
 use crc32c::crc32c;
 
+use super::compression::{self, Codec, Compression};
 use super::crc;
-use super::decode::{ControlRecord, ControlRecordKind};
+use super::decode::{ControlRecord, ControlRecordKind, DecodedRecord, decode_batch_bounded};
 use super::{
-    BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, CONTROL, CRC_AT, CRC_FROM, Header, LAST_OFFSET_DELTA_AT,
-    LOG_OVERHEAD, MAGIC, MAGIC_AT, MAX_TIMESTAMP_AT, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP, PARTITION_LEADER_EPOCH_AT, PRODUCER_EPOCH_AT,
-    PRODUCER_ID_AT, RECORD_BATCH_HEADER_LEN, RECORDS_COUNT_AT, TRANSACTIONAL, sequence_at,
+    BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, COMPRESSION_MASK, CONTROL, CRC_AT, CRC_FROM, Header,
+    LAST_OFFSET_DELTA_AT, LOG_OVERHEAD, MAGIC, MAGIC_AT, MAX_TIMESTAMP_AT,
+    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
+    PARTITION_LEADER_EPOCH_AT, PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_BATCH_HEADER_LEN,
+    RECORDS_COUNT_AT, TRANSACTIONAL, sequence_at,
 };
 use crate::protocol::encoder::WireWrite;
 
@@ -188,22 +190,54 @@ impl BatchBuilder {
         self.record_count == 0
     }
 
-    /// Closes the batch: freezes the body and computes the body's CRC once. The batch is
-    /// unstamped (producer id, epoch and base sequence -1) until [`SealedBatch::stamp`].
-    /// `transactional` sets attribute bit 4 (KIP-98); the timestamp type is CreateTime and the
-    /// body is uncompressed.
-    pub fn seal(self, transactional: bool) -> SealedBatch {
-        self.seal_with_attributes(if transactional { TRANSACTIONAL } else { 0 })
+    /// Bytes of records appended so far (the body before any compression).
+    pub fn records_len(&self) -> usize {
+        self.body.len()
     }
 
-    /// Closes the batch with the given Attributes (control batches, tests).
-    pub(super) fn seal_with_attributes(self, attributes: i16) -> SealedBatch {
+    /// Closes the batch uncompressed: see [`BatchBuilder::seal_compressed`].
+    pub fn seal(self, transactional: bool) -> SealedBatch {
+        self.seal_compressed(transactional, Compression::None)
+    }
+
+    /// Closes the batch: compresses the records, freezes the body and computes the body's CRC
+    /// once. The batch is unstamped (producer id, epoch and base sequence -1) until
+    /// [`SealedBatch::stamp`], so compression happens before any sequence is given (P1) and
+    /// stamping still only rewrites the header. `transactional` sets attribute bit 4 (KIP-98);
+    /// the timestamp type is CreateTime.
+    ///
+    /// Records that do not get smaller (random bytes, tiny batches) are stored uncompressed,
+    /// with codec 0 in Attributes: every reader accepts that, the broker keeps it as it is, and
+    /// a batch is then never larger on the wire than its records.
+    pub fn seal_compressed(self, transactional: bool, compression: Compression) -> SealedBatch {
+        let attributes = if transactional { TRANSACTIONAL } else { 0 };
+        self.seal_with_attributes(attributes, compression)
+    }
+
+    /// Closes the batch with the given Attributes (control batches, tests); the codec bits are
+    /// set from what the body ends up as.
+    pub(super) fn seal_with_attributes(
+        self,
+        attributes: i16,
+        compression: Compression,
+    ) -> SealedBatch {
+        let records_len = self.body.len();
+        let (body, codec) = match compression {
+            Compression::None => (self.body, Codec::None),
+            _ => match compression::compress(compression, &self.body) {
+                Ok(compressed) if compressed.len() < records_len => {
+                    (compressed, compression.codec())
+                }
+                _ => (self.body, Codec::None),
+            },
+        };
+        let attributes = (attributes & !COMPRESSION_MASK) | i16::from(codec.id());
         debug_assert!(
-            self.body.len() <= i32::MAX as usize - (RECORD_BATCH_HEADER_LEN - LOG_OVERHEAD),
+            body.len() <= i32::MAX as usize - (RECORD_BATCH_HEADER_LEN - LOG_OVERHEAD),
             "batch body of {} bytes",
-            self.body.len()
+            body.len()
         );
-        let length = (RECORD_BATCH_HEADER_LEN - LOG_OVERHEAD + self.body.len()) as i32;
+        let length = (RECORD_BATCH_HEADER_LEN - LOG_OVERHEAD + body.len()) as i32;
         let max_timestamp = if self.record_count == 0 {
             NO_TIMESTAMP
         } else {
@@ -237,9 +271,11 @@ impl BatchBuilder {
         );
         let mut sealed = SealedBatch {
             header,
-            body_crc: crc32c(&self.body),
-            body_shift: crc::shift_operator(self.body.len()),
-            body: Bytes::from(self.body),
+            body_crc: crc32c(&body),
+            body_shift: crc::shift_operator(body.len()),
+            body: Bytes::from(body),
+            records_len,
+            compression,
         };
         sealed.stamp(NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE);
         sealed
@@ -257,6 +293,11 @@ pub struct SealedBatch {
     body_crc: u32,
     /// The operator that shifts a CRC past `body` (see [`crc::shift_operator`]).
     body_shift: u32,
+    /// Bytes of the records before compression (`body.len()` when uncompressed).
+    records_len: usize,
+    /// The compression asked for at seal (the body may be stored uncompressed anyway, see
+    /// [`BatchBuilder::seal_compressed`]); parts of a split batch are sealed with it again.
+    compression: Compression,
 }
 
 impl SealedBatch {
@@ -294,6 +335,50 @@ impl SealedBatch {
     /// Batch size on the wire (header + body).
     pub fn size_in_bytes(&self) -> usize {
         RECORD_BATCH_HEADER_LEN + self.body.len()
+    }
+
+    /// Batch size as it would be uncompressed (header + records): what the batch held in the
+    /// accumulator, and so what it accounts for in `buffer.memory`.
+    pub fn uncompressed_size_in_bytes(&self) -> usize {
+        RECORD_BATCH_HEADER_LEN + self.records_len
+    }
+
+    /// The codec of the body (Attributes bits 0–2).
+    pub fn codec(&self) -> Codec {
+        let id = i16::from_be_bytes(self.field(CRC_FROM)) & COMPRESSION_MASK;
+        Codec::from_id(id as u8).unwrap_or(Codec::None)
+    }
+
+    /// The batch's records in two unstamped batches, the first half and the rest, sealed with
+    /// the same compression and transactional bit; `None` for a batch of fewer than two
+    /// records. For a batch the broker rejected as too large (MESSAGE_TOO_LARGE,
+    /// RECORD_LIST_TOO_LARGE), as Java's `ProducerBatch.split` does; halving (rather than
+    /// Java's re-batching at `batch.size`) ends after log2(records) rounds whatever the
+    /// topic's limit. Records keep their order, timestamps, keys, values and headers; their
+    /// offset deltas restart in each part.
+    pub fn split_in_two(&self) -> Option<(SealedBatch, SealedBatch)> {
+        if self.record_count() < 2 {
+            return None;
+        }
+        // Our own batch: it decodes, and decompresses to exactly `records_len`.
+        let (decoded, _) = decode_batch_bounded(&self.to_bytes(), self.records_len)
+            .ok()
+            .flatten()?;
+        let (first, second) = decoded.records.split_at(decoded.records.len() / 2);
+        let base_timestamp = self.base_timestamp();
+        let reseal = |records: &[DecodedRecord]| {
+            let mut builder = BatchBuilder::new(base_timestamp, self.records_len / 2 + 64);
+            for record in records {
+                builder.append(
+                    base_timestamp.wrapping_add(record.timestamp_delta),
+                    record.key.as_deref(),
+                    record.value.as_deref(),
+                    &record.headers,
+                );
+            }
+            builder.seal_compressed(self.is_transactional(), self.compression)
+        };
+        Some((reseal(first), reseal(second)))
     }
 
     fn field<const N: usize>(&self, at: usize) -> [u8; N] {
@@ -403,7 +488,7 @@ pub fn encode_control_batch(
     value[2..].copy_from_slice(&marker.coordinator_epoch.to_be_bytes());
     let mut builder = BatchBuilder::new(timestamp, 16);
     builder.append(timestamp, Some(&key), Some(&value), &[]);
-    let mut sealed = builder.seal_with_attributes(TRANSACTIONAL | CONTROL);
+    let mut sealed = builder.seal_with_attributes(TRANSACTIONAL | CONTROL, Compression::None);
     sealed.stamp(producer_id, producer_epoch, NO_SEQUENCE);
     sealed
 }

@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use crc32c::crc32c;
 
+use super::compression::{self, Codec, DecompressError};
 use super::{
     COMPRESSION_MASK, CONTROL, Header, LOG_OVERHEAD, MAGIC, RECORD_BATCH_HEADER_LEN,
     TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL, sequence_at,
@@ -61,6 +62,13 @@ pub struct ControlRecord {
     pub coordinator_epoch: i32,
 }
 
+/// The most bytes the records of one compressed batch may decompress to in
+/// [`decode_batches`] and [`decode_batch`]: a decompression bomb (a few KiB that expand to
+/// gigabytes) is a [`DecodeErrorKind::DecompressedTooLarge`], not an out-of-memory abort.
+/// 64 MiB is 64 times the broker's default `message.max.bytes`; use
+/// [`decode_batch_bounded`] for another limit.
+pub const DEFAULT_MAX_DECOMPRESSED_LEN: usize = 64 << 20;
+
 /// A decoded RecordBatch v2: every header field, and the records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodedBatch {
@@ -103,6 +111,12 @@ impl DecodedBatch {
     /// not user records.
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL != 0
+    }
+
+    /// The codec the records were compressed with (attribute bits 0–2).
+    pub fn codec(&self) -> Codec {
+        // The decoder only returns batches whose codec it knows.
+        Codec::from_id((self.attributes & COMPRESSION_MASK) as u8).unwrap_or(Codec::None)
     }
 
     /// What the record timestamps mean (attribute bit 3).
@@ -190,10 +204,14 @@ impl DecodedBatch {
 /// same.) A caller that gets no batch from a non-empty input is looking at a batch larger than
 /// its fetch limit.
 ///
+/// Compressed batches are decompressed, to at most [`DEFAULT_MAX_DECOMPRESSED_LEN`] bytes each.
+///
 /// Errors: a bad Length, a magic other than 2 ([`DecodeErrorKind::UnsupportedMagic`]), a CRC
-/// that does not match ([`DecodeErrorKind::CrcMismatch`]), a compressed batch
-/// ([`DecodeErrorKind::UnsupportedCompression`]), or records that do not fill the batch exactly.
-/// Error offsets are relative to `bytes`.
+/// that does not match ([`DecodeErrorKind::CrcMismatch`]), an unknown codec
+/// ([`DecodeErrorKind::UnsupportedCompression`]), compressed records that are corrupt or too
+/// large, or records that do not fill the batch exactly. Error offsets are relative to
+/// `bytes`, except inside compressed records, where they are relative to the decompressed
+/// records.
 pub fn decode_batches(bytes: &[u8]) -> Result<Vec<DecodedBatch>, DecodeError> {
     let mut batches = Vec::new();
     let mut at = 0;
@@ -213,6 +231,15 @@ pub fn decode_batches(bytes: &[u8]) -> Result<Vec<DecodedBatch>, DecodeError> {
 /// when `bytes` holds less than one whole batch (empty, or a tail the broker cut; see
 /// [`decode_batches`]).
 pub fn decode_batch(bytes: &[u8]) -> Result<Option<(DecodedBatch, usize)>, DecodeError> {
+    decode_batch_bounded(bytes, DEFAULT_MAX_DECOMPRESSED_LEN)
+}
+
+/// [`decode_batch`], with compressed records allowed to decompress to at most
+/// `max_decompressed` bytes.
+pub fn decode_batch_bounded(
+    bytes: &[u8],
+    max_decompressed: usize,
+) -> Result<Option<(DecodedBatch, usize)>, DecodeError> {
     let mut d = Decoder::new(bytes);
     if d.remaining() < LOG_OVERHEAD {
         return Ok(None);
@@ -260,13 +287,15 @@ pub fn decode_batch(bytes: &[u8]) -> Result<Option<(DecodedBatch, usize)>, Decod
         ));
     }
     let attributes = d.i16("RecordBatch.attributes")?;
-    let codec = attributes & COMPRESSION_MASK;
-    if codec != 0 {
-        return Err(d.error(
-            "RecordBatch.attributes",
-            DecodeErrorKind::UnsupportedCompression(codec as u8),
-        ));
-    }
+    let codec_id = (attributes & COMPRESSION_MASK) as u8;
+    let codec = Codec::from_id(codec_id)
+        .filter(|c| c.is_available())
+        .ok_or_else(|| {
+            d.error(
+                "RecordBatch.attributes",
+                DecodeErrorKind::UnsupportedCompression(codec_id),
+            )
+        })?;
     let last_offset_delta = d.i32("RecordBatch.last_offset_delta")?;
     let base_timestamp = d.i64("RecordBatch.base_timestamp")?;
     let max_timestamp = d.i64("RecordBatch.max_timestamp")?;
@@ -274,6 +303,30 @@ pub fn decode_batch(bytes: &[u8]) -> Result<Option<(DecodedBatch, usize)>, Decod
     let producer_epoch = d.i16("RecordBatch.producer_epoch")?;
     let base_sequence = d.i32("RecordBatch.base_sequence")?;
     let records_count = d.i32("RecordBatch.records_count")?;
+    // The records: the rest of the frame, or what it decompresses to. Keys and values are
+    // slices of this one buffer.
+    let (records_buf, records_at) = if codec == Codec::None {
+        (frame.clone(), d.position())
+    } else {
+        let decompressed =
+            compression::decompress(codec, d.rest(), max_decompressed).map_err(|e| {
+                let kind = match e {
+                    DecompressError::TooLarge { limit } => {
+                        DecodeErrorKind::DecompressedTooLarge { limit }
+                    }
+                    DecompressError::Corrupt(reason) => {
+                        DecodeErrorKind::CorruptCompressed { codec, reason }
+                    }
+                    DecompressError::Unavailable => {
+                        DecodeErrorKind::UnsupportedCompression(codec_id)
+                    }
+                };
+                d.error("RecordBatch.records", kind)
+            })?;
+        (Bytes::from(decompressed), 0)
+    };
+    let mut d = Decoder::new(&records_buf);
+    d.take(records_at, "RecordBatch.records")?;
     let count = usize::try_from(records_count)
         .ok()
         .filter(|&n| n <= d.remaining() / MIN_RECORD_LEN)
@@ -285,7 +338,7 @@ pub fn decode_batch(bytes: &[u8]) -> Result<Option<(DecodedBatch, usize)>, Decod
         })?;
     let mut records = Vec::with_capacity(count);
     for _ in 0..count {
-        records.push(decode_record(&mut d, &frame)?);
+        records.push(decode_record(&mut d, &records_buf)?);
     }
     d.finish("RecordBatch.records")?;
     let batch = DecodedBatch {

@@ -32,18 +32,24 @@
 //! CRC-32C combine, as `crc32c_combine` computes it but faster: see `crc.rs`) instead of
 //! rescanning the body.
 //!
-//! The decoder ([`decode_batches`]) reads what a Fetch response carries.
+//! Compression ([`compression`]) applies to the records only and happens at seal, before any
+//! stamp: the compressed records are the body whose CRC is combined at every stamp.
+//!
+//! The decoder ([`decode_batches`]) reads what a Fetch response carries, decompressing with a
+//! hard bound on the decompressed size.
 
 mod builder;
+pub mod compression;
 mod crc;
 mod decode;
 #[cfg(test)]
 mod tests;
 
 pub use builder::{BatchBuilder, SealedBatch, encode_control_batch};
+pub use compression::{Codec, Compression};
 pub use decode::{
-    ControlRecord, ControlRecordKind, DecodedBatch, DecodedRecord, TimestampType, decode_batch,
-    decode_batches,
+    ControlRecord, ControlRecordKind, DEFAULT_MAX_DECOMPRESSED_LEN, DecodedBatch, DecodedRecord,
+    TimestampType, decode_batch, decode_batch_bounded, decode_batches,
 };
 
 /// A record header: a UTF-8 key (Kafka's `String`, never null) and a nullable value.

@@ -1,0 +1,25 @@
+//! gzip (codec 1): a gzip stream (RFC 1952) of the records, as Java's `GZIPOutputStream`
+//! writes it. Read with a multi-member decoder, as Java's `GZIPInputStream` reads
+//! concatenated members.
+//!
+//! flate2 on its pure-Rust backend (miniz_oxide): no C zlib to build, link or keep patched.
+
+use std::io::Write;
+
+use flate2::read::MultiGzDecoder;
+use flate2::write::GzEncoder;
+
+use super::{DecompressError, bounded};
+
+pub(super) fn compress(input: &[u8], level: u32) -> std::io::Result<Vec<u8>> {
+    let mut encoder = GzEncoder::new(
+        Vec::with_capacity(input.len() / 2),
+        flate2::Compression::new(level),
+    );
+    encoder.write_all(input)?;
+    encoder.finish()
+}
+
+pub(super) fn decompress(input: &[u8], limit: usize) -> Result<Vec<u8>, DecompressError> {
+    bounded(MultiGzDecoder::new(input), limit)
+}
