@@ -278,6 +278,8 @@ async fn run_link(address: String, config: LinkConfig, mut rx: mpsc::UnboundedRe
 /// An open, authenticated connection.
 struct Connection {
     stream: Stream,
+    /// Our end's address, naming the connection in logs.
+    local: String,
     versions: BrokerApiVersions,
     session: Option<SaslSession>,
 }
@@ -320,6 +322,7 @@ async fn serve(
 ) -> Ended {
     let Connection {
         stream,
+        local,
         versions: negotiated,
         mut session,
     } = connection;
@@ -360,7 +363,7 @@ async fn serve(
                         address,
                         timeout: config.connect_timeout,
                     };
-                    reauthenticate(&mut transport, sasl, &negotiated, address).await
+                    reauthenticate(&mut transport, sasl, &negotiated, address, &local).await
                 }
                 // Past expiry the broker would close the connection on our next request
                 // (KIP-368): open a new one instead.
@@ -436,10 +439,11 @@ async fn reauthenticate(
     sasl: &SaslConfig,
     versions: &BrokerApiVersions,
     address: &str,
+    local: &str,
 ) -> Result<Option<SaslSession>, Error> {
     let started = Instant::now();
     let lifetime = authenticate(transport, sasl, versions, address).await?;
-    info!(%address, ?lifetime, "re-authenticated (KIP-368)");
+    info!(%address, local, ?lifetime, "re-authenticated (KIP-368)");
     Ok(SaslSession::starting(started, lifetime))
 }
 
@@ -681,6 +685,9 @@ async fn connect(
             .await
             .map_err(|e| io_error(address, &e))?;
         tcp.set_nodelay(true).ok();
+        let local = tcp
+            .local_addr()
+            .map_or_else(|_| "?".to_owned(), |a| a.to_string());
         let mut stream: Stream = match &config.security {
             #[cfg(feature = "tls")]
             LinkSecurity { tls: Some(tls), .. } => Box::new(
@@ -708,6 +715,7 @@ async fn connect(
         };
         Ok::<_, Error>(Connection {
             stream,
+            local,
             versions,
             session,
         })
