@@ -611,6 +611,54 @@ async fn proxy_cut_over_sasl_ssl_keeps_exactly_once() {
     run.verify_records(&log, &topic);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_handshake_cut_by_the_network_is_retried() {
+    let (cluster, bed) = bed!(Cluster::single());
+    let _exclusive = cluster.exclusive();
+    let proxy = support::Proxy {
+        name: format!("b{}-tv{}-ssl-broker0", cluster.brokers, cluster.txn_version),
+    };
+    proxy.remove_all_toxics();
+    proxy.set_enabled(true);
+    let topic = support::unique_topic("tls-cut");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    // Every connection is closed after the broker's first 100 bytes: inside its handshake.
+    proxy.add_toxic(
+        "cut_handshake",
+        "limit_data",
+        "downstream",
+        r#"{"bytes":100}"#,
+    );
+    let producer = builder(&bed.ssl)
+        .security_protocol(SecurityProtocol::Ssl)
+        .ssl_ca_file(&bed.ca)
+        .build()
+        .await
+        .unwrap();
+    let sender = producer.clone();
+    let topic_for_send = topic.clone();
+    let delivery = tokio::spawn(async move {
+        let future = sender
+            .send(Record::to(&topic_for_send).value(support::delivery::value_of(0)))
+            .await?;
+        future.await
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !delivery.is_finished(),
+        "a cut handshake is retried, not fatal"
+    );
+    proxy.remove_toxic("cut_handshake");
+    let acked = tokio::time::timeout(RESOLVE_LIMIT, delivery)
+        .await
+        .expect("delivered once the network is back")
+        .unwrap();
+    assert!(acked.is_ok(), "{acked:?}");
+    producer.close().await.unwrap();
+    let log = bed.read(Listener::Ssl, &topic, Isolation::ReadUncommitted);
+    assert_eq!(log.len(), 1);
+}
+
 /// Counts the producer's "re-authenticated" events per connection (its local address).
 #[derive(Clone, Default)]
 struct ReauthCounter(Arc<Mutex<HashMap<String, usize>>>);

@@ -401,11 +401,11 @@ async fn serve(
                     version,
                     respond: item.respond,
                 });
-            if let Err(e) = write_half.write_all(&frame).await {
+            if let Err(e) = write_frame(&mut write_half, &frame).await {
                 break Some(io_error(address, &e));
             }
         } else {
-            match write_half.write_all(&frame).await {
+            match write_frame(&mut write_half, &frame).await {
                 Ok(()) => (item.respond)(Ok((version, Bytes::new()))),
                 Err(e) => {
                     let error = io_error(address, &e);
@@ -503,8 +503,7 @@ impl SaslTransport for PipelinedTransport<'_> {
                     let _ = tx.send(result);
                 }),
             });
-        self.write_half
-            .write_all(&frame)
+        write_frame(self.write_half, &frame)
             .await
             .map_err(|e| io_error(self.address, &e))?;
         let answer = tokio::select! {
@@ -543,8 +542,7 @@ impl SaslTransport for DirectTransport<'_> {
             *self.correlation_id,
             Some(self.client_id),
         );
-        self.stream
-            .write_all(&frame)
+        write_frame(self.stream, &frame)
             .await
             .map_err(|e| io_error(self.address, &e))?;
         let body = read_frame(self.stream)
@@ -609,6 +607,17 @@ fn is_flexible(api_key: i16, version: i16) -> bool {
         36 => sasl_authenticate::SaslAuthenticateRequest::is_flexible(version),
         _ => false,
     }
+}
+
+/// Writes one request frame and flushes it: over TLS, `write_all` can leave the last records
+/// in the session's buffer, and a request must be on the socket once it counts as written.
+/// (Over TCP the flush does nothing.)
+async fn write_frame<W: AsyncWrite + Unpin + ?Sized>(
+    writer: &mut W,
+    frame: &[u8],
+) -> std::io::Result<()> {
+    writer.write_all(frame).await?;
+    writer.flush().await
 }
 
 /// Reads one size-prefixed frame, refusing a hostile size.
@@ -752,8 +761,7 @@ async fn negotiate_versions(
             client_software_version: env!("CARGO_PKG_VERSION").into(),
         };
         let frame = encode_request_frame(&request, version, *correlation_id, Some(client_id));
-        stream
-            .write_all(&frame)
+        write_frame(stream, &frame)
             .await
             .map_err(|e| io_error(address, &e))?;
         let body = read_frame(stream)
