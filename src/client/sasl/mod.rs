@@ -172,3 +172,117 @@ fn failure(broker: &str, mechanism: &str, reason: impl Into<String>) -> Error {
         reason: reason.into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::client::secret::Secret;
+    use crate::protocol::messages::sasl_authenticate::SaslAuthenticateResponse;
+    use crate::protocol::messages::sasl_handshake::SaslHandshakeResponse;
+    use crate::protocol::{Decoder, Message};
+
+    /// Answers each call with the next scripted response and keeps what was sent.
+    struct Scripted {
+        answers: VecDeque<Vec<u8>>,
+        sent: Vec<(i16, Vec<u8>)>,
+    }
+
+    impl Scripted {
+        fn new(
+            handshake: SaslHandshakeResponse,
+            authenticate: &[SaslAuthenticateResponse],
+        ) -> Self {
+            let mut answers = VecDeque::new();
+            let mut bytes = Vec::new();
+            handshake.encode(HANDSHAKE_VERSION, &mut bytes);
+            answers.push_back(bytes);
+            for answer in authenticate {
+                let mut bytes = Vec::new();
+                answer.encode(2, &mut bytes);
+                answers.push_back(bytes);
+            }
+            Scripted {
+                answers,
+                sent: Vec::new(),
+            }
+        }
+    }
+
+    impl SaslTransport for Scripted {
+        async fn call<R>(&mut self, request: R, version: i16) -> Result<R::Response, Error>
+        where
+            R: Request + Send + Sync + 'static,
+            R::Response: Send,
+        {
+            let mut bytes = Vec::new();
+            request.encode(version, &mut bytes);
+            self.sent.push((R::API_KEY as i16, bytes));
+            let answer = self.answers.pop_front().expect("a scripted answer");
+            Ok(R::Response::decode(&mut Decoder::new(&answer), version)?)
+        }
+    }
+
+    fn plain() -> SaslConfig {
+        SaslConfig {
+            mechanism: Some(SaslMechanism::Plain),
+            username: Some("alice".into()),
+            password: Some(Secret::new("pw")),
+            ..SaslConfig::default()
+        }
+    }
+
+    fn block_on<F: Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    #[test]
+    fn success_returns_the_session_lifetime() {
+        let mut transport = Scripted::new(
+            SaslHandshakeResponse::default(),
+            &[SaslAuthenticateResponse {
+                error_message: None,
+                session_lifetime_ms: 10_000,
+                ..SaslAuthenticateResponse::default()
+            }],
+        );
+        let lifetime = block_on(authenticate(&mut transport, &plain(), 2, "b:1")).unwrap();
+        assert_eq!(lifetime, Some(Duration::from_secs(10)));
+        assert_eq!(transport.sent.len(), 2);
+        assert_eq!(transport.sent[0].0, 17);
+        assert_eq!(transport.sent[1].0, 36);
+    }
+
+    #[test]
+    fn broker_refusals_are_authentication_errors() {
+        let unsupported = SaslHandshakeResponse {
+            error_code: 33,
+            mechanisms: vec!["SCRAM-SHA-512".into()],
+        };
+        let mut transport = Scripted::new(unsupported, &[]);
+        let error = block_on(authenticate(&mut transport, &plain(), 2, "b:1")).unwrap_err();
+        assert!(matches!(error, Error::Authentication { .. }), "{error:?}");
+        assert!(error.to_string().contains("SCRAM-SHA-512"), "{error}");
+        assert!(error.is_fatal());
+
+        let mut transport = Scripted::new(
+            SaslHandshakeResponse::default(),
+            &[SaslAuthenticateResponse {
+                error_code: 58,
+                error_message: Some("Authentication failed: Invalid username or password".into()),
+                ..SaslAuthenticateResponse::default()
+            }],
+        );
+        let error = block_on(authenticate(&mut transport, &plain(), 2, "b:1")).unwrap_err();
+        assert!(
+            error.to_string().contains("SASL_AUTHENTICATION_FAILED"),
+            "{error}"
+        );
+        assert!(!error.to_string().contains("pw"), "{error}");
+        assert!(error.is_fatal() && !error.is_retriable());
+    }
+}
