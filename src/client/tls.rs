@@ -244,3 +244,68 @@ fn config_error(setting: &str, reason: impl Into<String>) -> Error {
         reason: reason.into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::client::secret::Secret;
+
+    fn setting_of(result: Result<TlsConnector, Error>) -> String {
+        match result {
+            Err(Error::Config { setting, .. }) => setting,
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn public_roots_by_default() {
+        TlsConnector::new(&TlsConfig::default()).unwrap();
+    }
+
+    #[test]
+    fn unreadable_or_non_pem_material_is_a_configuration_error() {
+        let missing = TlsConfig {
+            ca: Some(Pem::File(PathBuf::from("/nonexistent/ca.pem"))),
+            ..TlsConfig::default()
+        };
+        assert_eq!(
+            setting_of(TlsConnector::new(&missing)),
+            "ssl.truststore.location"
+        );
+        // What a JKS store looks like to a PEM reader: no PEM block at all.
+        let jks = TlsConfig {
+            ca: Some(Pem::Inline(Secret::new("\u{fe}\u{ed}\u{fe}\u{ed} binary"))),
+            ..TlsConfig::default()
+        };
+        assert_eq!(
+            setting_of(TlsConnector::new(&jks)),
+            "ssl.truststore.location"
+        );
+        let no_key = TlsConfig {
+            client_certificate: Some(Pem::Inline(Secret::new("not a certificate"))),
+            client_key: Some(Pem::Inline(Secret::new("not a key"))),
+            ..TlsConfig::default()
+        };
+        assert_eq!(
+            setting_of(TlsConnector::new(&no_key)),
+            "ssl.keystore.certificate.chain"
+        );
+    }
+
+    #[test]
+    fn only_certificate_failures_are_fatal() {
+        let untrusted = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        );
+        let error = classify("b:1", &untrusted).unwrap();
+        assert!(
+            error.is_fatal() && error.to_string().contains("untrusted"),
+            "{error}"
+        );
+        let cut = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "tls handshake eof");
+        assert!(classify("b:1", &cut).is_none());
+    }
+}
