@@ -906,6 +906,29 @@ mod tests {
         }
     }
 
+    /// AWS MSK's client.properties for SASL/SCRAM (its brokers present public certificates,
+    /// trusted by the built-in roots).
+    #[test]
+    #[cfg(all(feature = "tls", feature = "sasl-scram"))]
+    fn msk_scram_properties_parse() {
+        let config = with(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            (
+                "sasl.jaas.config",
+                r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";"#,
+            ),
+        ])
+        .unwrap();
+        assert_eq!(config.security.protocol, SecurityProtocol::SaslSsl);
+        assert_eq!(
+            config.security.sasl.mechanism,
+            Some(SaslMechanism::ScramSha512)
+        );
+        assert_eq!(config.security.tls.ca, None);
+        assert!(!format!("{config:?}").contains("alice-secret"));
+    }
+
     #[test]
     fn edit_distance_counts_insertions_deletions_substitutions() {
         assert_eq!(edit_distance("acks", "acks"), 0);
