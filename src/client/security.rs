@@ -19,7 +19,7 @@ use crate::error::Error;
 #[cfg(feature = "sasl-oauthbearer")]
 pub use super::sasl::oauthbearer::{OAuthBearerToken, OAuthBearerTokenProvider};
 
-pub(crate) const SECURITY_PROTOCOL: &str = "security.protocol";
+const SECURITY_PROTOCOL: &str = "security.protocol";
 const SSL_TRUSTSTORE_TYPE: &str = "ssl.truststore.type";
 const SSL_TRUSTSTORE_LOCATION: &str = "ssl.truststore.location";
 const SSL_TRUSTSTORE_CERTIFICATES: &str = "ssl.truststore.certificates";
@@ -31,7 +31,7 @@ const SSL_KEYSTORE_KEY: &str = "ssl.keystore.key";
 const SSL_CERTIFICATE_LOCATION: &str = "ssl.certificate.location";
 const SSL_KEY_LOCATION: &str = "ssl.key.location";
 const SSL_ENDPOINT_IDENTIFICATION_ALGORITHM: &str = "ssl.endpoint.identification.algorithm";
-pub(crate) const SASL_MECHANISM: &str = "sasl.mechanism";
+const SASL_MECHANISM: &str = "sasl.mechanism";
 const SASL_MECHANISMS: &str = "sasl.mechanisms";
 const SASL_JAAS_CONFIG: &str = "sasl.jaas.config";
 const SASL_USERNAME: &str = "sasl.username";
