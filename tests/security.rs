@@ -7,6 +7,8 @@
 //! A test that cuts a listener's proxy holds the cluster's lock exclusively (other tests here
 //! share it), across awaits on purpose (see `broker_failure.rs`).
 #![allow(clippy::await_holding_lock)]
+// The tests use every mechanism; they are built with the default features (all on).
+#![cfg(all(feature = "tls", feature = "sasl-scram", feature = "sasl-oauthbearer"))]
 
 mod support;
 

@@ -10,8 +10,6 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use tracing::warn;
-
 use super::jaas;
 use super::secret::Secret;
 use crate::error::Error;
@@ -245,14 +243,8 @@ impl SecurityConfig {
             SSL_CERTIFICATE_LOCATION => self.tls.client_certificate = file(),
             SSL_KEY_LOCATION => self.tls.client_key = file(),
             SSL_ENDPOINT_IDENTIFICATION_ALGORITHM => match value {
-                "" => {
-                    warn!(
-                        "ssl.endpoint.identification.algorithm is empty: broker certificates \
-                         are not checked against the host name (a man in the middle holding any \
-                         certificate of a trusted CA is accepted)"
-                    );
-                    self.tls.verify_hostname = false;
-                }
+                // Warned about when the producer is built (`TlsConnector::new`).
+                "" => self.tls.verify_hostname = false,
                 v if v.eq_ignore_ascii_case("https") => self.tls.verify_hostname = true,
                 other => {
                     return Some(Err(config_error(

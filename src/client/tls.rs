@@ -23,6 +23,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
+use tracing::warn;
 
 use super::security::{Pem, TlsConfig};
 use crate::error::Error;
@@ -68,6 +69,11 @@ impl TlsConnector {
         let builder = if config.verify_hostname {
             builder.with_webpki_verifier(verifier)
         } else {
+            warn!(
+                "ssl.endpoint.identification.algorithm is empty: broker certificates are not \
+                 checked against the host name (a man in the middle holding any certificate of a \
+                 trusted CA is accepted)"
+            );
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AnyHostName(verifier)))

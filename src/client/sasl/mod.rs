@@ -224,6 +224,8 @@ mod tests {
         }
     }
 
+    // The token provider field exists only with `sasl-oauthbearer`.
+    #[allow(clippy::needless_update)]
     fn plain() -> SaslConfig {
         SaslConfig {
             mechanism: Some(SaslMechanism::Plain),
