@@ -104,10 +104,11 @@ impl Bed {
                 args.extend(x(format!("ssl.certificate.location={}", self.client_cert)));
                 args.extend(x(format!("ssl.key.location={}", self.client_key)));
             }
-            // kcat logs in with PLAIN whatever the producer used: the SCRAM login of the
-            // kcat we install (librdkafka 2.0.2) is refused by this broker ("invalid
-            // credentials") while ours is accepted; not investigated further. It still reads
-            // over the same SASL_SSL listener and proxy.
+            // kcat logs in with PLAIN whatever the producer used: Debian's kcat links
+            // librdkafka 2.0.2, whose SCRAM client-final message repeats the client nonce,
+            // which Kafka 4.x rejects as invalid credentials (fixed in librdkafka 2.6.1,
+            // confluentinc/librdkafka#4895; edenhill/kcat#462). It still reads over the same
+            // SASL_SSL listener and proxy.
             Listener::SaslSsl => {
                 args.extend(x("security.protocol=SASL_SSL".into()));
                 args.extend(x(format!("ssl.ca.location={}", self.ca)));
