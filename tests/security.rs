@@ -712,16 +712,19 @@ fn reauthentication_keeps_producing() {
         let producer = Producer::from_properties(jaas_properties(&bed, SaslMechanism::ScramSha512))
             .await
             .unwrap();
-        // 30 s of production across three 10 s sessions (connections.max.reauth.ms=10000).
+        // 30 s of production across three 10 s sessions (connections.max.reauth.ms=10000),
+        // without waiting for acknowledgements, so batches are in flight whenever the
+        // connection re-authenticates.
         let started = Instant::now();
         let mut run = Run::default();
+        let mut futures = Vec::new();
         let mut next = 0;
         while started.elapsed() < Duration::from_secs(30) {
-            let batch = Run::send_range(&producer, &topic, next, next + 50, false).await;
+            futures.extend(Run::send_range(&producer, &topic, next, next + 50, false).await);
             next += 50;
-            run.collect(batch, RESOLVE_LIMIT).await;
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        run.collect(futures, RESOLVE_LIMIT).await;
         producer.close().await.unwrap();
         assert_eq!(
             run.tally(),
