@@ -113,6 +113,28 @@ pub enum Error {
         /// The error.
         message: String,
     },
+    /// SASL authentication failed: wrong credentials, a mechanism the listener does not enable,
+    /// a rejected token, or a SCRAM server that could not prove it knows the password.
+    /// Fatal: the same credentials cannot succeed on retry (DESIGN "Connections and security").
+    #[error("SASL {mechanism} authentication with {broker} failed: {reason}")]
+    Authentication {
+        /// The broker's address.
+        broker: String,
+        /// The SASL mechanism.
+        mechanism: String,
+        /// What went wrong (never a credential).
+        reason: String,
+    },
+    /// TLS failed for a reason a retry cannot fix: the broker's certificate is not trusted,
+    /// expired, or does not name the host; or the broker refused our certificate. Fatal. (A
+    /// handshake cut by the network is an [`Error::Io`], retriable.)
+    #[error("TLS with {broker} failed: {reason}")]
+    Tls {
+        /// The broker's address.
+        broker: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// No broker could be reached, or none answered, within the deadline.
     #[error("timed out: {0}")]
     Timeout(String),
@@ -140,6 +162,7 @@ impl Error {
     pub fn is_fatal(&self) -> bool {
         match self {
             Error::Fatal(_) | Error::Closed => true,
+            Error::Authentication { .. } | Error::Tls { .. } => true,
             Error::Broker { code, .. } => matches!(
                 *code,
                 ErrorCode::PRODUCER_FENCED
@@ -170,6 +193,12 @@ impl Error {
                 ..
             } | Error::Indeterminate { .. }
         )
+    }
+
+    /// Whether this is an authentication or certificate failure of a connection, which ends the
+    /// producer instead of being retried (DESIGN "Connections and security").
+    pub(crate) fn is_security_failure(&self) -> bool {
+        matches!(self, Error::Authentication { .. } | Error::Tls { .. })
     }
 
     /// The broker error code, if this error carries one.

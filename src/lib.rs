@@ -19,6 +19,10 @@ pub mod sim;
 
 pub use client::config::{Acks, ProducerBuilder, ProducerConfig};
 pub use client::metrics::{BrokerMetrics, ConnectionState, ProducerMetrics};
+pub use client::secret::Secret;
+#[cfg(feature = "sasl-oauthbearer")]
+pub use client::security::{OAuthBearerToken, OAuthBearerTokenProvider};
+pub use client::security::{SaslMechanism, SecurityProtocol};
 pub use engine::Counters;
 pub use engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, PendingOffsets, TxnState};
 pub use error::{Error, Result};

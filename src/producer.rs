@@ -12,6 +12,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::client::config::{ProducerBuilder, ProducerConfig};
+use crate::client::connection::LinkSecurity;
 use crate::client::driver::{Command, Driver};
 use crate::client::metadata::TopicMetadata;
 use crate::client::metrics::ProducerMetrics;
@@ -241,7 +242,8 @@ impl Producer {
             setting: "runtime".into(),
             reason: "Producer::build must be called inside a tokio runtime".into(),
         })?;
-        runtime.spawn(Driver::new(Arc::clone(&shared), commands_rx).run());
+        let security = LinkSecurity::from_config(&shared.config.security)?;
+        runtime.spawn(Driver::new(Arc::clone(&shared), commands_rx, security).run());
         Ok(Producer {
             inner: Arc::new(ProducerInner {
                 shared,
@@ -378,6 +380,8 @@ impl Producer {
             let changed = shared.metadata_changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
+            // An authentication or certificate failure is reported now, not at max.block.ms.
+            self.check_usable()?;
             match shared
                 .metadata
                 .read()

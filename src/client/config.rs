@@ -22,6 +22,15 @@ use std::time::Duration;
 
 pub use compression::CompressionConfig;
 
+use tracing::debug;
+
+use super::secret::Secret;
+#[cfg(feature = "sasl-oauthbearer")]
+use super::security::OAuthBearerTokenProvider;
+use super::security::{
+    Pem, SECURITY_PROPERTY_NAMES, SaslMechanism, SecurityConfig, SecurityProtocol,
+    is_ignored_property,
+};
 use crate::error::Error;
 use crate::protocol::record_batch::Compression;
 
@@ -187,6 +196,8 @@ pub struct ProducerConfig {
     pub transaction_timeout_ms: u64,
     /// `compression.type` and the `compression.*.level` settings.
     pub compression: CompressionConfig,
+    /// `security.protocol` and the `ssl.*` / `sasl.*` settings. Secrets in it never print.
+    pub security: SecurityConfig,
 }
 
 impl Default for ProducerConfig {
@@ -213,6 +224,7 @@ impl Default for ProducerConfig {
             transactional_id: None,
             transaction_timeout_ms: 60_000,
             compression: CompressionConfig::default(),
+            security: SecurityConfig::default(),
         }
     }
 }
@@ -222,6 +234,9 @@ impl ProducerConfig {
     /// over the defaults in order (a repeated property: the last wins).
     ///
     /// An unknown property, a malformed value or a contradiction is an [`Error::Config`].
+    /// Properties a shared `client.properties` carries for other clients or the JVM
+    /// (`client.dns.lookup`, `session.timeout.ms`, `schema.registry.*`, `basic.auth.*`, ...)
+    /// are accepted and ignored, so a file copied from Confluent Cloud or MSK works as is.
     pub fn from_properties<I, K, V>(props: I) -> Result<Self, Error>
     where
         I: IntoIterator<Item = (K, V)>,
@@ -270,7 +285,19 @@ impl ProducerConfig {
             TRANSACTIONAL_ID => self.transactional_id = Some(value.to_owned()),
             TRANSACTION_TIMEOUT_MS => self.transaction_timeout_ms = parse_number(key, value)?,
             compression if self.compression.set(compression, value)? => {}
-            unknown => return Err(unknown_property(unknown)),
+            _ => {
+                if let Some(result) = self.security.set(key, value) {
+                    return result;
+                }
+                if is_ignored_property(key) {
+                    debug!(
+                        property = key,
+                        "ignoring a setting that does not apply to this producer"
+                    );
+                    return Ok(());
+                }
+                return Err(unknown_property(key));
+            }
         }
         Ok(())
     }
@@ -279,6 +306,7 @@ impl ProducerConfig {
     /// returned, naming the property to change.
     pub fn validate(&self) -> Result<(), Error> {
         self.validate_bootstrap_servers()?;
+        self.security.validate()?;
         check_wire_string(CLIENT_ID, &self.client_id)?;
         self.compression.validate()?;
 
@@ -543,6 +571,71 @@ impl ProducerBuilder {
         self
     }
 
+    /// `security.protocol`.
+    pub fn security_protocol(mut self, protocol: SecurityProtocol) -> Self {
+        self.config.security.protocol = protocol;
+        self
+    }
+
+    /// Trust these CA certificates (PEM text) instead of the built-in public roots
+    /// (`ssl.truststore.certificates`).
+    pub fn ssl_ca_pem(mut self, pem: impl Into<String>) -> Self {
+        self.config.security.tls.ca = Some(Pem::Inline(Secret::new(pem)));
+        self
+    }
+
+    /// Trust the CA certificates in this PEM file (`ssl.truststore.location`).
+    pub fn ssl_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.config.security.tls.ca = Some(Pem::File(path.into()));
+        self
+    }
+
+    /// Authenticate with this client certificate chain and private key, both PEM files (mutual
+    /// TLS; `ssl.certificate.location` and `ssl.key.location`).
+    pub fn ssl_client_certificate_files(
+        mut self,
+        chain: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.config.security.tls.client_certificate = Some(Pem::File(chain.into()));
+        self.config.security.tls.client_key = Some(Pem::File(key.into()));
+        self
+    }
+
+    /// Whether broker certificates must name the host dialled (on by default;
+    /// `ssl.endpoint.identification.algorithm`). Turning it off logs a warning.
+    pub fn ssl_verify_hostname(self, verify: bool) -> Self {
+        self.property(
+            "ssl.endpoint.identification.algorithm",
+            if verify { "https" } else { "" },
+        )
+    }
+
+    /// SASL with a user name and password: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`
+    /// (`sasl.mechanism` with `sasl.username` / `sasl.password` or `sasl.jaas.config`).
+    pub fn sasl_credentials(
+        mut self,
+        mechanism: SaslMechanism,
+        username: impl Into<String>,
+        password: impl Into<Secret>,
+    ) -> Self {
+        let sasl = &mut self.config.security.sasl;
+        sasl.mechanism = Some(mechanism);
+        sasl.username = Some(username.into());
+        sasl.password = Some(password.into());
+        self
+    }
+
+    /// SASL/OAUTHBEARER with tokens from `provider`, which is called for every authentication
+    /// (each connection and each re-authentication), so it can hand out fresh tokens.
+    #[cfg(feature = "sasl-oauthbearer")]
+    pub fn sasl_oauthbearer(mut self, provider: OAuthBearerTokenProvider) -> Self {
+        let sasl = &mut self.config.security.sasl;
+        sasl.mechanism = Some(SaslMechanism::OAuthBearer);
+        sasl.token_provider = Some(provider);
+        self
+    }
+
     /// Any property under its Kafka name, as [`ProducerConfig::set`]. A bad one is remembered
     /// and reported by [`ProducerBuilder::config`].
     pub fn property(mut self, key: impl AsRef<str>, value: impl AsRef<str>) -> Self {
@@ -576,6 +669,7 @@ fn config_error(setting: &str, reason: impl Into<String>) -> Error {
 fn unknown_property(key: &str) -> Error {
     let closest = PROPERTY_NAMES
         .iter()
+        .chain(&SECURITY_PROPERTY_NAMES)
         .map(|name| (edit_distance(key, name), *name))
         .filter(|(distance, _)| *distance <= 2)
         .min_by_key(|(distance, _)| *distance);
@@ -852,6 +946,48 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn other_clients_settings_are_ignored_but_typos_are_not() {
+        let config = with(&[
+            ("client.dns.lookup", "use_all_dns_ips"),
+            ("session.timeout.ms", "45000"),
+            ("schema.registry.url", "https://sr.example"),
+            ("basic.auth.credentials.source", "USER_INFO"),
+            ("basic.auth.user.info", "key:secret"),
+        ])
+        .unwrap();
+        assert_eq!(config, with(&[]).unwrap());
+        match with(&[("sasl.mechanisim", "PLAIN")]) {
+            Err(Error::Config { reason, .. }) => {
+                assert!(reason.contains("\"sasl.mechanism\""), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// AWS MSK's client.properties for SASL/SCRAM (its brokers present public certificates,
+    /// trusted by the built-in roots).
+    #[test]
+    #[cfg(all(feature = "tls", feature = "sasl-scram"))]
+    fn msk_scram_properties_parse() {
+        let config = with(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            (
+                "sasl.jaas.config",
+                r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-secret";"#,
+            ),
+        ])
+        .unwrap();
+        assert_eq!(config.security.protocol, SecurityProtocol::SaslSsl);
+        assert_eq!(
+            config.security.sasl.mechanism,
+            Some(SaslMechanism::ScramSha512)
+        );
+        assert_eq!(config.security.tls.ca, None);
+        assert!(!format!("{config:?}").contains("alice-secret"));
     }
 
     #[test]

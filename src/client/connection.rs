@@ -6,6 +6,13 @@
 //! learns whether it was written: a request that never reached the socket is "not written",
 //! which the engine treats as certainly not in the log (DESIGN rule P1), while one that was
 //! written and then lost its answer is "unresolved" (P5).
+//!
+//! The link is generic over the stream (DESIGN "Connections and security"): plain TCP or TLS,
+//! the framing, timeouts and written / not-written reporting are the same code. A SASL
+//! listener is authenticated right after ApiVersions, before any request of ours, and
+//! re-authenticated between requests when the broker set a session lifetime (KIP-368). An
+//! authentication or certificate failure is fatal: the link fails every request at once and
+//! never reconnects (issue 11), where a network failure backs off and retries as before.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -13,19 +20,38 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{
+    AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadHalf, WriteHalf,
+};
 use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::metrics::ConnectionState;
 use super::reconnect::{Reachability, ReachabilityChange, ReconnectBackoff};
+use super::sasl::{self, SaslTransport};
+use super::security::{SaslConfig, SecurityConfig};
+#[cfg(feature = "tls")]
+use super::tls::TlsConnector;
 use crate::error::Error;
 use crate::protocol::header::{ResponseHeader, encode_request_frame};
 use crate::protocol::messages::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
+use crate::protocol::messages::sasl_authenticate::SaslAuthenticateRequest;
 use crate::protocol::versions::BrokerApiVersions;
 use crate::protocol::{Decoder, Message, Request};
+
+/// What a broker connection runs over: a TCP stream, or a TLS session on one.
+trait BrokerStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> BrokerStream for T {}
+
+type Stream = Box<dyn BrokerStream>;
+
+/// KIP-368: re-authenticate once this share of the session lifetime has passed, leaving the
+/// rest as margin for the requests in flight to be answered and the exchange to complete.
+/// (Java picks 85–95% at random to spread many clients; one producer has few connections.)
+const REAUTHENTICATE_AT: f64 = 0.85;
 
 /// The largest response frame accepted (a hostile size prefix must not allocate gigabytes).
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
@@ -82,6 +108,36 @@ pub(crate) struct LinkConfig {
     pub reconnect_backoff: Duration,
     /// `reconnect.backoff.max.ms`.
     pub reconnect_backoff_max: Duration,
+    pub security: LinkSecurity,
+}
+
+/// How a link secures its connections; shared by every link of a producer.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LinkSecurity {
+    /// TLS, when `security.protocol` is SSL or SASL_SSL.
+    #[cfg(feature = "tls")]
+    pub tls: Option<TlsConnector>,
+    /// SASL, when `security.protocol` is SASL_PLAINTEXT or SASL_SSL.
+    pub sasl: Option<Arc<SaslConfig>>,
+}
+
+impl LinkSecurity {
+    /// Reads the key material of a validated configuration; a missing or malformed PEM file is
+    /// an [`Error::Config`] here, when the producer is built.
+    pub fn from_config(config: &SecurityConfig) -> Result<Self, Error> {
+        Ok(LinkSecurity {
+            #[cfg(feature = "tls")]
+            tls: if config.protocol.uses_tls() {
+                Some(TlsConnector::new(&config.tls)?)
+            } else {
+                None
+            },
+            sasl: config
+                .protocol
+                .uses_sasl()
+                .then(|| Arc::new(config.sasl.clone())),
+        })
+    }
 }
 
 impl BrokerLink {
@@ -188,6 +244,8 @@ async fn run_link(
         jitter_seed,
     );
     let mut reachability = Reachability::default();
+    // An authentication or certificate failure: every request fails with it, no reconnect.
+    let mut fatal: Option<Error> = None;
     loop {
         let first = match next.take() {
             Some(out) => out,
@@ -196,15 +254,19 @@ async fn run_link(
                 None => return,
             },
         };
+        if let Some(error) = &fatal {
+            (first.respond)(Err(SendFailure::NotWritten(error.clone())));
+            continue;
+        }
         set_state(ConnectionState::Connecting);
-        let (stream, negotiated) = match connect(&address, &config, &mut correlation_id).await {
-            Ok(ok) => {
+        let connection = match connect(&address, &config, &mut correlation_id).await {
+            Ok(connection) => {
                 set_state(ConnectionState::Connected);
                 backoff.connected();
                 if let ReachabilityChange::Restored { attempts } = reachability.connected() {
                     info!(%address, failed_attempts = attempts, "connected to broker again");
                 }
-                ok
+                connection
             }
             Err(error) => {
                 set_state(ConnectionState::BackingOff);
@@ -224,77 +286,337 @@ async fn run_link(
                 while let Ok(out) = rx.try_recv() {
                     (out.respond)(Err(SendFailure::NotWritten(error.clone())));
                 }
-                tokio::time::sleep(wait).await;
+                if error.is_security_failure() {
+                    fatal = Some(error);
+                } else {
+                    tokio::time::sleep(wait).await;
+                }
                 continue;
             }
         };
-        let (read_half, mut write_half) = stream.into_split();
-        let pending: PendingQueue = Arc::new(Mutex::new(VecDeque::new()));
-        let (dead_tx, mut dead_rx) = oneshot::channel::<Error>();
-        let reader = tokio::spawn(read_responses(read_half, Arc::clone(&pending), dead_tx));
-        let mut out = Some(first);
-        let failure = loop {
-            let item = match out.take() {
-                Some(item) => item,
-                None => tokio::select! {
-                    item = rx.recv() => match item {
-                        Some(item) => item,
-                        None => break None,
-                    },
-                    error = &mut dead_rx => break Some(error.unwrap_or(Error::Closed)),
-                },
-            };
-            correlation_id = correlation_id.wrapping_add(1);
-            let (frame, version, expects_response) =
-                match (item.encode)(&negotiated, correlation_id) {
-                    Ok(encoded) => encoded,
-                    Err(error) => {
-                        (item.respond)(Err(SendFailure::NotWritten(error)));
-                        continue;
-                    }
-                };
-            let api_key = i16::from_be_bytes([frame[4], frame[5]]);
-            let flexible = is_flexible(api_key, version);
-            if expects_response {
-                pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push_back(Pending {
-                        correlation_id,
-                        api_key,
-                        flexible,
-                        version,
-                        respond: item.respond,
-                    });
-                if let Err(e) = write_half.write_all(&frame).await {
-                    break Some(io_error(&address, &e));
-                }
-            } else {
-                match write_half.write_all(&frame).await {
-                    Ok(()) => (item.respond)(Ok((version, Bytes::new()))),
-                    Err(e) => {
-                        let error = io_error(&address, &e);
-                        (item.respond)(Err(SendFailure::Lost(error.clone())));
-                        break Some(error);
-                    }
+        match serve(
+            connection,
+            first,
+            &address,
+            &config,
+            &mut rx,
+            &mut correlation_id,
+        )
+        .await
+        {
+            Ended::Closed => return,
+            Ended::Failed { error, unwritten } => {
+                next = unwritten;
+                if error.is_security_failure() {
+                    fatal = Some(error);
                 }
             }
-        };
-        reader.abort();
-        let _ = write_half.shutdown().await;
-        let error = failure.clone().unwrap_or(Error::Closed);
-        debug!(%address, %error, "connection closed");
-        // Everything written and unanswered is lost; its outcome is unknown (P5).
-        for p in pending.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
-            (p.respond)(Err(SendFailure::Lost(error.clone())));
-        }
-        if failure.is_none() {
-            return;
         }
     }
 }
 
+/// An open, authenticated connection.
+struct Connection {
+    stream: Stream,
+    /// Our end's address, naming the connection in logs.
+    local: String,
+    versions: BrokerApiVersions,
+    session: Option<SaslSession>,
+}
+
+/// A KIP-368 session: when to re-authenticate, and when the broker will stop serving us.
+struct SaslSession {
+    reauthenticate_at: Instant,
+    expires_at: Instant,
+}
+
+impl SaslSession {
+    /// The session of an authentication started at `started`, if the broker set a lifetime.
+    fn starting(started: Instant, lifetime: Option<Duration>) -> Option<Self> {
+        lifetime.map(|lifetime| SaslSession {
+            reauthenticate_at: started + lifetime.mul_f64(REAUTHENTICATE_AT),
+            expires_at: started + lifetime,
+        })
+    }
+}
+
+/// How a connection's life ended.
+enum Ended {
+    /// Every handle to the link is gone.
+    Closed,
+    /// The connection failed; `unwritten` is a request taken from the queue and not written.
+    Failed {
+        error: Error,
+        unwritten: Option<Outgoing>,
+    },
+}
+
+/// Writes requests on `connection`, starting with `first`, until it fails or the link closes.
+async fn serve(
+    connection: Connection,
+    first: Outgoing,
+    address: &str,
+    config: &LinkConfig,
+    rx: &mut mpsc::UnboundedReceiver<Outgoing>,
+    correlation_id: &mut i32,
+) -> Ended {
+    let Connection {
+        stream,
+        local,
+        versions: negotiated,
+        mut session,
+    } = connection;
+    let (read_half, mut write_half) = tokio::io::split(stream);
+    let pending: PendingQueue = Arc::new(Mutex::new(VecDeque::new()));
+    let (dead_tx, mut dead_rx) = oneshot::channel::<Error>();
+    let reader = tokio::spawn(read_responses(
+        read_half,
+        address.to_owned(),
+        Arc::clone(&pending),
+        dead_tx,
+    ));
+    let mut out = Some(first);
+    let mut unwritten = None;
+    let failure = loop {
+        let item = match out.take() {
+            Some(item) => item,
+            None => tokio::select! {
+                item = rx.recv() => match item {
+                    Some(item) => item,
+                    None => break None,
+                },
+                error = &mut dead_rx => break Some(error.unwrap_or(Error::Closed)),
+            },
+        };
+        if let Some(current) = &session
+            && Instant::now() >= current.reauthenticate_at
+        {
+            let sasl = config.security.sasl.as_deref();
+            let renewed = match sasl {
+                Some(sasl) if Instant::now() < current.expires_at => {
+                    let mut transport = PipelinedTransport {
+                        write_half: &mut write_half,
+                        pending: &pending,
+                        dead: &mut dead_rx,
+                        correlation_id,
+                        client_id: &config.client_id,
+                        address,
+                        timeout: config.connect_timeout,
+                    };
+                    reauthenticate(&mut transport, sasl, &negotiated, address, &local).await
+                }
+                // Past expiry the broker would close the connection on our next request
+                // (KIP-368): open a new one instead.
+                _ => Err(Error::Io {
+                    broker: address.to_owned(),
+                    message: "the SASL session expired while the connection was idle".into(),
+                }),
+            };
+            match renewed {
+                Ok(renewed) => session = renewed,
+                Err(error) => {
+                    unwritten = Some(item);
+                    break Some(error);
+                }
+            }
+        }
+        *correlation_id = correlation_id.wrapping_add(1);
+        let (frame, version, expects_response) = match (item.encode)(&negotiated, *correlation_id) {
+            Ok(encoded) => encoded,
+            Err(error) => {
+                (item.respond)(Err(SendFailure::NotWritten(error)));
+                continue;
+            }
+        };
+        let api_key = i16::from_be_bytes([frame[4], frame[5]]);
+        let flexible = is_flexible(api_key, version);
+        if expects_response {
+            pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_back(Pending {
+                    correlation_id: *correlation_id,
+                    api_key,
+                    flexible,
+                    version,
+                    respond: item.respond,
+                });
+            if let Err(e) = write_frame(&mut write_half, &frame).await {
+                break Some(io_error(address, &e));
+            }
+        } else {
+            match write_frame(&mut write_half, &frame).await {
+                Ok(()) => (item.respond)(Ok((version, Bytes::new()))),
+                Err(e) => {
+                    let error = io_error(address, &e);
+                    (item.respond)(Err(SendFailure::Lost(error.clone())));
+                    break Some(error);
+                }
+            }
+        }
+    };
+    reader.abort();
+    let _ = write_half.shutdown().await;
+    let error = failure.clone().unwrap_or(Error::Closed);
+    debug!(%address, %error, "connection closed");
+    // Everything written and unanswered is lost; its outcome is unknown (P5).
+    for p in pending.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        (p.respond)(Err(SendFailure::Lost(error.clone())));
+    }
+    match failure {
+        None => Ended::Closed,
+        Some(error) => Ended::Failed { error, unwritten },
+    }
+}
+
+/// KIP-368 re-authentication on an open connection, between requests. Nothing new is written
+/// until it completes, and the SaslHandshake's answer comes after the answers to every request
+/// written before it (a Kafka connection answers in order, and the broker reads the next
+/// request only after answering the last), so in-flight batches are neither failed nor
+/// repeated.
+async fn reauthenticate(
+    transport: &mut PipelinedTransport<'_>,
+    sasl: &SaslConfig,
+    versions: &BrokerApiVersions,
+    address: &str,
+    local: &str,
+) -> Result<Option<SaslSession>, Error> {
+    let started = Instant::now();
+    let lifetime = authenticate(transport, sasl, versions, address).await?;
+    info!(%address, local, ?lifetime, "re-authenticated (KIP-368)");
+    Ok(SaslSession::starting(started, lifetime))
+}
+
+/// The SASL exchange at the SaslAuthenticate version both sides support.
+async fn authenticate<T: SaslTransport>(
+    transport: &mut T,
+    sasl: &SaslConfig,
+    versions: &BrokerApiVersions,
+    address: &str,
+) -> Result<Option<Duration>, Error> {
+    let version = versions
+        .negotiate::<SaslAuthenticateRequest>(None)
+        .ok_or_else(|| Error::Authentication {
+            broker: address.to_owned(),
+            mechanism: sasl.mechanism.map_or("?", |m| m.name()).to_owned(),
+            reason: "the broker does not support SaslAuthenticate".into(),
+        })?;
+    sasl::authenticate(transport, sasl, version, address).await
+}
+
+/// Carries the SASL exchange of a re-authentication through the link's own pipeline: the
+/// requests take correlation ids and pending slots like any other, and the reader task
+/// delivers their answers.
+struct PipelinedTransport<'a> {
+    write_half: &'a mut WriteHalf<Stream>,
+    pending: &'a PendingQueue,
+    dead: &'a mut oneshot::Receiver<Error>,
+    correlation_id: &'a mut i32,
+    client_id: &'a str,
+    address: &'a str,
+    timeout: Duration,
+}
+
+impl SaslTransport for PipelinedTransport<'_> {
+    async fn call<R>(&mut self, request: R, version: i16) -> Result<R::Response, Error>
+    where
+        R: Request + Send + Sync + 'static,
+        R::Response: Send,
+    {
+        *self.correlation_id = self.correlation_id.wrapping_add(1);
+        let frame = encode_request_frame(
+            &request,
+            version,
+            *self.correlation_id,
+            Some(self.client_id),
+        );
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(Pending {
+                correlation_id: *self.correlation_id,
+                api_key: R::API_KEY as i16,
+                flexible: R::is_flexible(version),
+                version,
+                respond: Box::new(move |result| {
+                    let _ = tx.send(result);
+                }),
+            });
+        write_frame(self.write_half, &frame)
+            .await
+            .map_err(|e| io_error(self.address, &e))?;
+        let answer = tokio::select! {
+            answer = rx => answer.map_err(|_| Error::Closed)?,
+            error = &mut *self.dead => return Err(error.unwrap_or(Error::Closed)),
+            _ = tokio::time::sleep(self.timeout) => {
+                return Err(Error::Timeout(format!(
+                    "re-authentication with {} took longer than {:?}",
+                    self.address, self.timeout
+                )));
+            }
+        };
+        let (version, body) = answer.map_err(SendFailure::into_error)?;
+        decode_response::<R>(&body, version)
+    }
+}
+
+/// Carries the SASL exchange while a connection is being opened, straight on the stream.
+struct DirectTransport<'a> {
+    stream: &'a mut Stream,
+    correlation_id: &'a mut i32,
+    client_id: &'a str,
+    address: &'a str,
+}
+
+impl SaslTransport for DirectTransport<'_> {
+    async fn call<R>(&mut self, request: R, version: i16) -> Result<R::Response, Error>
+    where
+        R: Request + Send + Sync + 'static,
+        R::Response: Send,
+    {
+        *self.correlation_id = self.correlation_id.wrapping_add(1);
+        let frame = encode_request_frame(
+            &request,
+            version,
+            *self.correlation_id,
+            Some(self.client_id),
+        );
+        write_frame(self.stream, &frame)
+            .await
+            .map_err(|e| io_error(self.address, &e))?;
+        let body = read_frame(self.stream)
+            .await
+            .map_err(|e| io_error(self.address, &e))?;
+        let mut d = Decoder::new(&body);
+        let header = ResponseHeader::decode(
+            &mut d,
+            ResponseHeader::is_v1(R::API_KEY as i16, R::is_flexible(version)),
+        )?;
+        if header.correlation_id != *self.correlation_id {
+            return Err(Error::Timeout(format!(
+                "response correlation id {} does not match request {}",
+                header.correlation_id, self.correlation_id
+            )));
+        }
+        decode_response::<R>(d.rest(), version)
+    }
+}
+
+fn decode_response<R: Request>(body: &[u8], version: i16) -> Result<R::Response, Error> {
+    let mut d = Decoder::new(body);
+    let response = R::Response::decode(&mut d, version)?;
+    d.finish("response body")?;
+    Ok(response)
+}
+
+/// An I/O error as the crate's error: a TLS failure no retry can fix becomes a fatal
+/// [`Error::Tls`]; everything else is a retriable [`Error::Io`].
 fn io_error(address: &str, e: &std::io::Error) -> Error {
+    #[cfg(feature = "tls")]
+    if let Some(fatal) = super::tls::classify(address, e) {
+        return fatal;
+    }
     Error::Io {
         broker: address.to_owned(),
         message: e.to_string(),
@@ -321,11 +643,25 @@ fn is_flexible(api_key: i16, version: i16) -> bool {
         12 => heartbeat::HeartbeatRequest::is_flexible(version),
         13 => leave_group::LeaveGroupRequest::is_flexible(version),
         14 => sync_group::SyncGroupRequest::is_flexible(version),
+        17 => sasl_handshake::SaslHandshakeRequest::is_flexible(version),
+        36 => sasl_authenticate::SaslAuthenticateRequest::is_flexible(version),
         _ => false,
     }
 }
 
-async fn read_frame(reader: &mut BufReader<OwnedReadHalf>) -> std::io::Result<Bytes> {
+/// Writes one request frame and flushes it: over TLS, `write_all` can leave the last records
+/// in the session's buffer, and a request must be on the socket once it counts as written.
+/// (Over TCP the flush does nothing.)
+async fn write_frame<W: AsyncWrite + Unpin + ?Sized>(
+    writer: &mut W,
+    frame: &[u8],
+) -> std::io::Result<()> {
+    writer.write_all(frame).await?;
+    writer.flush().await
+}
+
+/// Reads one size-prefixed frame, refusing a hostile size.
+async fn read_frame<R: AsyncRead + Unpin + ?Sized>(reader: &mut R) -> std::io::Result<Bytes> {
     let size = reader.read_i32().await?;
     let size = usize::try_from(size)
         .ok()
@@ -342,7 +678,8 @@ async fn read_frame(reader: &mut BufReader<OwnedReadHalf>) -> std::io::Result<By
 }
 
 async fn read_responses(
-    read_half: OwnedReadHalf,
+    read_half: ReadHalf<Stream>,
+    address: String,
     pending: PendingQueue,
     dead: oneshot::Sender<Error>,
 ) {
@@ -350,7 +687,7 @@ async fn read_responses(
     let error = loop {
         let frame = match read_frame(&mut reader).await {
             Ok(frame) => frame,
-            Err(e) => break io_error("broker", &e),
+            Err(e) => break io_error(&address, &e),
         };
         let Some(p) = pending
             .lock()
@@ -384,20 +721,53 @@ async fn read_responses(
     let _ = dead.send(error);
 }
 
+/// Opens a connection: TCP, then TLS if configured, ApiVersions, then SASL if configured; all
+/// within the connect timeout.
 async fn connect(
     address: &str,
     config: &LinkConfig,
     correlation_id: &mut i32,
-) -> Result<(TcpStream, BrokerApiVersions), Error> {
+) -> Result<Connection, Error> {
     let timeout = config.connect_timeout;
     let attempt = async {
-        let mut stream = TcpStream::connect(address)
+        let tcp = TcpStream::connect(address)
             .await
             .map_err(|e| io_error(address, &e))?;
-        stream.set_nodelay(true).ok();
+        tcp.set_nodelay(true).ok();
+        let local = tcp
+            .local_addr()
+            .map_or_else(|_| "?".to_owned(), |a| a.to_string());
+        let mut stream: Stream = match &config.security {
+            #[cfg(feature = "tls")]
+            LinkSecurity { tls: Some(tls), .. } => Box::new(
+                tls.connect(host_of(address), tcp)
+                    .await
+                    .map_err(|e| io_error(address, &e))?,
+            ),
+            _ => Box::new(tcp),
+        };
         let versions =
             negotiate_versions(&mut stream, address, &config.client_id, correlation_id).await?;
-        Ok::<_, Error>((stream, versions))
+        let session = match &config.security.sasl {
+            Some(sasl) => {
+                let started = Instant::now();
+                let mut transport = DirectTransport {
+                    stream: &mut stream,
+                    correlation_id,
+                    client_id: &config.client_id,
+                    address,
+                };
+                let lifetime = authenticate(&mut transport, sasl, &versions, address).await?;
+                SaslSession::starting(started, lifetime)
+            }
+            None => None,
+        };
+        Ok::<_, Error>(Connection {
+            stream,
+            local,
+            versions,
+            session,
+        })
     };
     tokio::time::timeout(timeout, attempt).await.map_err(|_| {
         Error::Timeout(format!(
@@ -406,10 +776,19 @@ async fn connect(
     })?
 }
 
+/// The host of `host:port`, without the brackets of an IPv6 address: the name TLS checks.
+#[cfg(feature = "tls")]
+fn host_of(address: &str) -> &str {
+    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
+}
+
 /// ApiVersions at the highest version we implement; a broker that does not support it
 /// answers in v0 with UNSUPPORTED_VERSION and its own range, and we ask again (KIP-511).
 async fn negotiate_versions(
-    stream: &mut TcpStream,
+    stream: &mut Stream,
     address: &str,
     client_id: &str,
     correlation_id: &mut i32,
@@ -422,22 +801,10 @@ async fn negotiate_versions(
             client_software_version: env!("CARGO_PKG_VERSION").into(),
         };
         let frame = encode_request_frame(&request, version, *correlation_id, Some(client_id));
-        stream
-            .write_all(&frame)
+        write_frame(stream, &frame)
             .await
             .map_err(|e| io_error(address, &e))?;
-        let size = stream.read_i32().await.map_err(|e| io_error(address, &e))?;
-        let size = usize::try_from(size)
-            .ok()
-            .filter(|&s| s <= MAX_RESPONSE_BYTES)
-            .ok_or_else(|| {
-                Error::Timeout(format!(
-                    "bad ApiVersions response size {size} from {address}"
-                ))
-            })?;
-        let mut body = vec![0u8; size];
-        stream
-            .read_exact(&mut body)
+        let body = read_frame(stream)
             .await
             .map_err(|e| io_error(address, &e))?;
         let mut d = Decoder::new(&body);
@@ -460,4 +827,16 @@ async fn negotiate_versions(
     Err(Error::broker(
         crate::protocol::error_code::ErrorCode::UNSUPPORTED_VERSION,
     ))
+}
+
+#[cfg(all(test, feature = "tls"))]
+mod tests {
+    use super::host_of;
+
+    #[test]
+    fn tls_names_the_host_without_port_or_brackets() {
+        assert_eq!(host_of("broker-1.example:9092"), "broker-1.example");
+        assert_eq!(host_of("127.0.0.1:9093"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:9093"), "::1");
+    }
 }

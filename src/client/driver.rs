@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
-use super::connection::{BrokerLink, LinkConfig};
+use super::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use super::producer_shared::{Core, Shared};
 use super::reconnect::{Reachability, ReachabilityChange};
 use crate::engine::accumulator::Accumulator;
@@ -84,7 +84,13 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    pub fn new(shared: Arc<Shared>, commands: mpsc::UnboundedReceiver<Command>) -> Self {
+    /// A driver whose links secure their connections with `security` (built from the
+    /// configuration by [`LinkSecurity::from_config`], so key material is read once).
+    pub fn new(
+        shared: Arc<Shared>,
+        commands: mpsc::UnboundedReceiver<Command>,
+        security: LinkSecurity,
+    ) -> Self {
         let (inbound_tx, inbound_rx) = mpsc::unbounded_channel();
         let config = &shared.config;
         let link_config = LinkConfig {
@@ -92,6 +98,7 @@ impl Driver {
             connect_timeout: Duration::from_millis(config.request_timeout_ms.min(10_000)),
             reconnect_backoff: Duration::from_millis(config.reconnect_backoff_ms),
             reconnect_backoff_max: Duration::from_millis(config.reconnect_backoff_max_ms),
+            security,
         };
         Self {
             bootstrap: config.bootstrap_servers.clone(),
@@ -200,6 +207,22 @@ impl Driver {
 
     fn receive(&mut self, inbound: Inbound) {
         let now = self.shared.now_ms();
+        // An authentication or certificate failure ends the producer (issue 11): every
+        // pending delivery fails as not written, and no link retries.
+        let security_failure = match &inbound {
+            Inbound::Metadata(Err(error))
+            | Inbound::Engine(Event::RequestFailed { error, .. })
+            | Inbound::Engine(Event::ProducerId {
+                result: Err(error), ..
+            })
+            | Inbound::Engine(Event::Txn {
+                result: Err(error), ..
+            }) if error.is_security_failure() => Some(error.clone()),
+            _ => None,
+        };
+        if let Some(error) = security_failure {
+            self.with_engine(|engine, acc| engine.handle(Event::Fatal(error), now, acc));
+        }
         match inbound {
             Inbound::Engine(event) => {
                 self.with_engine(|engine, acc| engine.handle(event, now, acc))

@@ -4,8 +4,14 @@
 pub mod config;
 pub(crate) mod connection;
 pub(crate) mod driver;
+pub(crate) mod jaas;
 pub(crate) mod metadata;
 pub mod metrics;
 pub mod partitioner;
 pub(crate) mod producer_shared;
 pub(crate) mod reconnect;
+pub(crate) mod sasl;
+pub mod secret;
+pub mod security;
+#[cfg(feature = "tls")]
+pub(crate) mod tls;

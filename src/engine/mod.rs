@@ -108,6 +108,9 @@ pub enum Event {
         /// The answer, or why there is none.
         result: Result<transaction::TxnResponse, Error>,
     },
+    /// The driver met a failure no retry can fix (a broker rejected our credentials or we
+    /// rejected its certificate): the producer fails fatally (T5; issue 11).
+    Fatal(Error),
     /// A request got no answer: the connection failed or was closed.
     RequestFailed {
         /// The request.

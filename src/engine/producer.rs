@@ -324,6 +324,11 @@ impl Engine {
                 }
                 None => {}
             },
+            Event::Fatal(error) => {
+                if self.fatal.is_none() {
+                    self.fail_fatally(error, acc);
+                }
+            }
             Event::Txn { request, result } => {
                 if self.outstanding.remove(&request).is_some() {
                     self.on_txn_response(request, result, now, acc);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use exactly::{DeliveryFuture, Error, Producer, Record, RecordMetadata};
 
-use super::{Cluster, Isolation};
+use super::{Cluster, ConsumedRecord, Isolation};
 
 /// How one numbered record's send ended.
 #[derive(Debug, Clone)]
@@ -107,8 +107,13 @@ impl Run {
     /// at most once; nothing we did not send is there.
     pub fn verify_log(&self, cluster: &Cluster, topic: &str) {
         let log = cluster.read_topic(topic, Isolation::ReadUncommitted);
+        self.verify_records(&log, topic);
+    }
+
+    /// [`Run::verify_log`] on records already read (e.g. over a secured listener).
+    pub fn verify_records(&self, log: &[ConsumedRecord], topic: &str) {
         let mut seen: HashMap<u64, Vec<(i32, i64)>> = HashMap::new();
-        for r in &log {
+        for r in log {
             let value = r.value.as_deref().unwrap_or_default();
             let n = number_of(value)
                 .unwrap_or_else(|| panic!("unexpected record {value:?} in {topic}"));

@@ -349,6 +349,17 @@ pub struct ConsumedRecord {
 }
 
 fn kcat_read(bootstrap: &str, topic: &str, isolation: Isolation) -> Vec<ConsumedRecord> {
+    kcat_read_with(bootstrap, topic, isolation, &[])
+}
+
+/// Reads `topic` with kcat, passing `extra` arguments (e.g. `-X security.protocol=SSL`), so a
+/// test can read over the same (secured) listener it produced to.
+pub fn kcat_read_with(
+    bootstrap: &str,
+    topic: &str,
+    isolation: Isolation,
+    extra: &[String],
+) -> Vec<ConsumedRecord> {
     let level = match isolation {
         Isolation::ReadUncommitted => "read_uncommitted",
         Isolation::ReadCommitted => "read_committed",
@@ -368,6 +379,7 @@ fn kcat_read(bootstrap: &str, topic: &str, isolation: Isolation) -> Vec<Consumed
                 "-q",
             ])
             .args(["-X", &format!("isolation.level={level}")])
+            .args(extra)
             .args(["-m", "60"]),
     );
     String::from_utf8_lossy(&out.stdout)

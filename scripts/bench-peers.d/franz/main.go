@@ -19,6 +19,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"context"
 	"fmt"
 	"math"
@@ -103,6 +105,7 @@ func producerOptions(props map[string]string) ([]kgo.Opt, error) {
 	// kgo compresses with snappy unless told otherwise; Java's default is none.
 	codec := codecs["none"]
 	var opts []kgo.Opt
+	securityProtocol, caFile := "PLAINTEXT", ""
 	for k, v := range props {
 		n, numErr := strconv.Atoi(v)
 		switch k {
@@ -142,12 +145,42 @@ func producerOptions(props map[string]string) ([]kgo.Opt, error) {
 			// Java bounds the buffer in bytes only; kgo also bounds it in records (50,000 by
 			// default), which would bind first for small records, so that bound is lifted.
 			opts = append(opts, kgo.MaxBufferedBytes(n), kgo.MaxBufferedRecords(math.MaxInt32))
+		case "security.protocol":
+			securityProtocol = strings.ToUpper(v)
+			numErr = nil
+		case "ssl.truststore.type":
+			if !strings.EqualFold(v, "PEM") {
+				return nil, fmt.Errorf("ssl.truststore.type=%s: only PEM is benchmarked", v)
+			}
+			numErr = nil
+		case "ssl.truststore.location":
+			// A PEM file of CA certificates (the Java name with ssl.truststore.type=PEM).
+			caFile = v
+			numErr = nil
 		default:
 			return nil, fmt.Errorf("%s: no kgo option for this property", k)
 		}
 		if numErr != nil {
 			return nil, fmt.Errorf("%s=%s: %v", k, v, numErr)
 		}
+	}
+	switch securityProtocol {
+	case "PLAINTEXT":
+	case "SSL":
+		config := &tls.Config{MinVersion: tls.VersionTLS12}
+		if caFile != "" {
+			pem, err := os.ReadFile(caFile)
+			if err != nil {
+				return nil, fmt.Errorf("ssl.truststore.location: %v", err)
+			}
+			config.RootCAs = x509.NewCertPool()
+			if !config.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("ssl.truststore.location: no PEM certificate in %s", caFile)
+			}
+		}
+		opts = append(opts, kgo.DialTLSConfig(config))
+	default:
+		return nil, fmt.Errorf("security.protocol=%s: only PLAINTEXT and SSL are benchmarked", securityProtocol)
 	}
 	return append(opts, kgo.ProducerBatchCompression(codec)), nil
 }
