@@ -41,6 +41,7 @@ pub enum Error {
     #[error("the record may or may not have been written: {cause}")]
     Indeterminate {
         /// What ended the attempts.
+        #[source]
         cause: Arc<Error>,
     },
     /// A record larger than `max.request.size` (or than the buffer) was rejected at `send`.
@@ -91,6 +92,7 @@ pub enum Error {
     #[error("the transaction must be aborted: {cause}")]
     Abortable {
         /// What made the transaction abortable.
+        #[source]
         cause: Arc<Error>,
     },
     /// `Producer::purge` failed the record before it was sent: it was not written.
@@ -101,17 +103,19 @@ pub enum Error {
     TransactionAborted,
     /// The producer hit an error it cannot recover from; it is unusable. The cause is kept.
     #[error("fatal: {0}")]
-    Fatal(Arc<Error>),
+    Fatal(#[source] Arc<Error>),
     /// A broker sent bytes that do not decode.
     #[error("malformed response: {0}")]
     Decode(#[from] DecodeError),
-    /// A network error talking to a broker.
-    #[error("I/O error with {broker}: {message}")]
+    /// A network error talking to a broker. [`Error::io_kind`] gives its `io::ErrorKind`; the
+    /// `io::Error` itself is the [`std::error::Error::source`].
+    #[error("I/O error with {broker}: {source}")]
     Io {
         /// The broker's address.
         broker: String,
         /// The error.
-        message: String,
+        #[source]
+        source: Arc<std::io::Error>,
     },
     /// SASL authentication failed: wrong credentials, a mechanism the listener does not enable,
     /// a rejected token, or a SCRAM server that could not prove it knows the password.
@@ -141,6 +145,24 @@ pub enum Error {
 }
 
 impl Error {
+    /// A network error with `broker` (its address).
+    pub fn io(broker: impl Into<String>, error: std::io::Error) -> Self {
+        Error::Io {
+            broker: broker.into(),
+            source: Arc::new(error),
+        }
+    }
+
+    /// The `io::ErrorKind` of a network error, looking through the errors that wrap one.
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            Error::Io { source, .. } => Some(source.kind()),
+            Error::Fatal(cause) => cause.io_kind(),
+            Error::Indeterminate { cause } | Error::Abortable { cause } => cause.io_kind(),
+            _ => None,
+        }
+    }
+
     /// A broker error without a message.
     pub fn broker(code: ErrorCode) -> Self {
         Error::Broker {
@@ -212,5 +234,30 @@ impl Error {
     }
 }
 
-/// `Result` with [`Error`].
+/// `Result` with [`enum@Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_keep_their_kind_and_chain_their_causes() {
+        let reset = Error::io(
+            "127.0.0.1:9092",
+            std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer"),
+        );
+        let wrapped = Error::Indeterminate {
+            cause: Arc::new(Error::Fatal(Arc::new(reset))),
+        };
+        assert_eq!(wrapped.io_kind(), Some(std::io::ErrorKind::ConnectionReset));
+        let mut chain = Vec::new();
+        let mut next: Option<&dyn std::error::Error> = Some(&wrapped);
+        while let Some(e) = next {
+            chain.push(e.to_string());
+            next = e.source();
+        }
+        assert_eq!(chain.len(), 4, "{chain:?}");
+        assert_eq!(chain[3], "reset by peer");
+    }
+}

@@ -2,31 +2,69 @@
 //! idempotently and transactionally, holding its guarantees when brokers die, acknowledgements
 //! get lost and connections reset.
 //!
-//! The crate is layered (see the project's DESIGN.md):
-//! - [`protocol`]: a pure codec for the Kafka wire protocol and RecordBatch v2.
-//! - [`engine`]: the sans-I/O producer core (accumulator, sequences, retries, epoch bumps).
-//! - [`client`]: the tokio driver (connections, metadata) and configuration.
+//! ```no_run
+//! use std::time::Duration;
+//! use exactly::{Producer, Record};
+//!
+//! # #[tokio::main] async fn main() -> exactly::Result<()> {
+//! let producer = Producer::builder()
+//!     .bootstrap("127.0.0.1:9092")
+//!     .linger(Duration::from_millis(5))
+//!     .build()
+//!     .await?;
+//! // `send` waits only for buffer space; the returned future resolves with the record's
+//! // exact offset, or with an error that says whether it may have been written.
+//! let ack = producer.send(Record::to("orders").key("customer-7").value("paid")).await?;
+//! match ack.await {
+//!     Ok(meta) => println!("{}-{}@{}", meta.topic, meta.partition, meta.offset),
+//!     Err(e) if e.is_indeterminate() => eprintln!("may have been written: {e}"),
+//!     Err(e) => eprintln!("not written: {e}"),
+//! }
+//! producer.close().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Start at [`Producer`]: [`Producer::builder`] or [`Producer::from_properties`] (Kafka's
+//! property names), [`Producer::send`], the transactional calls
+//! ([`Producer::init_transactions`], [`Producer::begin_transaction`],
+//! [`Producer::send_offsets_to_transaction`], [`Producer::commit_transaction`]),
+//! [`Producer::metrics`] and the shutdown calls ([`Producer::close_with_timeout`]). Every
+//! failure is an [`Error`], classified by [`Error::is_retriable`], [`Error::is_abortable`],
+//! [`Error::is_fatal`] and [`Error::is_indeterminate`].
+//!
+//! The modules `client`, `engine` and `protocol` are the crate's layers (the tokio driver,
+//! the sans-I/O producer core and the wire codec). They are public for the crate's own
+//! tests, fuzz targets and benchmarks and hidden from this documentation: they are not a
+//! stable API. Everything meant for users is re-exported here.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[doc(hidden)]
 pub mod client;
+#[doc(hidden)]
 pub mod engine;
 pub mod error;
 mod producer;
+#[doc(hidden)]
 pub mod protocol;
 #[cfg(feature = "sim")]
+#[doc(hidden)]
 pub mod sim;
 
+pub use client::config::CompressionConfig;
 pub use client::config::{Acks, ProducerBuilder, ProducerConfig};
 pub use client::metrics::{BrokerMetrics, ConnectionState, ProducerMetrics};
 pub use client::secret::Secret;
 #[cfg(feature = "sasl-oauthbearer")]
 pub use client::security::{OAuthBearerToken, OAuthBearerTokenProvider};
-pub use client::security::{SaslMechanism, SecurityProtocol};
-pub use engine::Counters;
+pub use client::security::{
+    Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, TlsConfig,
+};
 pub use engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, PendingOffsets, TxnState};
+pub use engine::{Counters, TopicPartition};
 pub use error::{Error, Result};
 pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
+pub use protocol::error_code::ErrorCode;
 pub use protocol::record_batch::Header;
 pub use protocol::record_batch::{Codec, Compression};
 

@@ -87,6 +87,7 @@ impl Record {
 
 /// Where a record landed (DESIGN rule O1: the offset is exact).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecordMetadata {
     /// The topic.
     pub topic: Arc<str>,
@@ -181,6 +182,12 @@ impl ProducerBuilder {
     /// Validates the configuration and starts the producer's driver task on the current
     /// tokio runtime. Connections are made on demand; the producer id is fetched before the
     /// first batch goes out.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the setting that is unknown, malformed or contradicts
+    /// another, or that names unreadable key material; also when called outside a tokio
+    /// runtime.
     pub async fn build(self) -> Result<Producer> {
         Producer::from_config(self.config()?)
     }
@@ -193,6 +200,10 @@ impl Producer {
     }
 
     /// A producer from Kafka-style properties (`bootstrap.servers`, `linger.ms`, ...).
+    ///
+    /// # Errors
+    ///
+    /// As [`ProducerBuilder::build`].
     pub async fn from_properties<I, K, V>(properties: I) -> Result<Producer>
     where
         I: IntoIterator<Item = (K, V)>,
@@ -257,6 +268,16 @@ impl Producer {
     /// for buffer space (backpressure), each at most `max.block.ms`; then returns the future
     /// of the record's delivery. Bad input fails here, before anything is sent, consuming
     /// no sequence number.
+    ///
+    /// # Errors
+    ///
+    /// Nothing was written when `send` fails: [`Error::InvalidTopic`],
+    /// [`Error::RecordTooLarge`], an out-of-range partition ([`Error::Config`]),
+    /// [`Error::UnknownTopic`] or a full buffer ([`Error::Timeout`]) after `max.block.ms`,
+    /// [`Error::InvalidState`] outside a transaction of a transactional producer,
+    /// [`Error::Closed`] after `close`, or the fatal error that ended the producer.
+    ///
+    /// Cancel safety: dropping the future before it returns hands nothing over.
     pub async fn send(&self, record: Record) -> Result<DeliveryFuture> {
         // A fatal error is checked with the transaction state under the core lock below.
         self.check_open()?;
@@ -424,6 +445,11 @@ impl Producer {
     ///
     /// Cancel safety: dropping the future stops the waiting, not the delivery; records go on
     /// as if `flush` had not been called.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] when the producer was closed. Records that failed report it through
+    /// their own futures, not here.
     pub async fn flush(&self) -> Result<()> {
         let (tx, rx) = oneshot::channel();
         self.inner
@@ -437,6 +463,10 @@ impl Producer {
     /// [`Producer::flush`] bounded by `timeout`: an [`Error::Timeout`] if records are still
     /// unresolved then. They go on (use [`Producer::purge`] or
     /// [`Producer::close_with_timeout`] to cut them off).
+    ///
+    /// # Errors
+    ///
+    /// As [`Producer::flush`], and [`Error::Timeout`] at the bound.
     pub async fn flush_with_timeout(&self, timeout: Duration) -> Result<()> {
         tokio::time::timeout(timeout, self.flush())
             .await
@@ -467,6 +497,11 @@ impl Producer {
     ///
     /// Cancel safety: dropping the future leaves the producer closed and the driver
     /// delivering what was handed over.
+    ///
+    /// # Errors
+    ///
+    /// None today; the `Result` leaves room for a close that reports what it could not
+    /// deliver.
     pub async fn close(&self) -> Result<()> {
         self.inner.closed.store(true, Ordering::SeqCst);
         let (tx, rx) = oneshot::channel();
@@ -481,6 +516,12 @@ impl Producer {
     /// [`Producer::close`] within `timeout`: what is not resolved by then is cut off and
     /// resolved at once, as not written ([`Error::Closed`]) if it never went out, or as
     /// indeterminate if it went out unconfirmed (P6), and an [`Error::Timeout`] says so.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] when records had to be cut off.
+    ///
+    /// Cancel safety: as [`Producer::close`].
     pub async fn close_with_timeout(&self, timeout: Duration) -> Result<()> {
         if tokio::time::timeout(timeout, self.close()).await.is_ok() {
             return Ok(());
@@ -520,12 +561,25 @@ impl Producer {
     /// Fetches the producer id and epoch for the `transactional.id`, fencing any earlier
     /// producer with the same id, and completes or aborts what that producer left open.
     /// Call once, before the first transaction.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] after `max.block.ms` (call it again), a fatal error (fenced,
+    /// unauthorized, a coordinator that does not support transactions), or
+    /// [`Error::InvalidState`] when already initialised.
+    ///
+    /// Cancel safety: dropping the future abandons the call; call it again.
     pub async fn init_transactions(&self) -> Result<()> {
         self.transactional_call(TxnCall::Init).await
     }
 
     /// Starts a transaction: records sent from now on commit or abort together. Local: sends
-    /// nothing. Fails with an invalid-state error outside the Ready state.
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidState`] outside the Ready state (including while a timed-out commit or
+    /// abort waits to be called again), or the fatal error that ended the producer.
     pub fn begin_transaction(&self) -> Result<()> {
         self.check_usable()?;
         let shared = &self.inner.shared;
@@ -536,6 +590,15 @@ impl Producer {
     /// Adds consumed offsets to the transaction, committed to `group` only if the transaction
     /// commits. The group metadata carries the member's generation, so a member that lost its
     /// partitions in a rebalance is fenced (KIP-447).
+    ///
+    /// # Errors
+    ///
+    /// An abortable error when the group coordinator fences the member (stale generation or
+    /// member id), [`Error::Timeout`] after `max.block.ms`, [`Error::InvalidState`] outside a
+    /// transaction, or a fatal error.
+    ///
+    /// Cancel safety: dropping the future abandons the call; the offsets may or may not be
+    /// part of the transaction, so abort it or send them again.
     pub async fn send_offsets_to_transaction(
         &self,
         offsets: Vec<OffsetToCommit>,
@@ -551,12 +614,30 @@ impl Producer {
     /// Flushes every record of the transaction and commits it. If any record failed, the
     /// transaction cannot commit: the error says so ([`Error::is_abortable`]) and
     /// [`Producer::abort_transaction`] is the way on.
+    ///
+    /// # Errors
+    ///
+    /// An abortable error ([`Error::is_abortable`]) when a record of the transaction failed
+    /// or the coordinator timed it out; [`Error::Timeout`] after `max.block.ms`, after which
+    /// the commit goes on and only `commit_transaction` is valid: call it again for the real
+    /// outcome (T1, T4); a fatal error when fenced.
+    ///
+    /// Cancel safety: dropping the future lets the commit go on, as after a timeout.
     pub async fn commit_transaction(&self) -> Result<()> {
         self.transactional_call(TxnCall::Commit).await
     }
 
     /// Aborts the transaction: records not yet sent fail with [`Error::TransactionAborted`],
     /// and nothing of the transaction becomes visible to read_committed readers.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] after `max.block.ms` (the abort goes on; call it again),
+    /// [`Error::InvalidState`] when no transaction is open or a timed-out commit must be
+    /// called again, or a fatal error (fenced, or a transaction the coordinator timed out and
+    /// would not take back).
+    ///
+    /// Cancel safety: dropping the future lets the abort go on, as after a timeout.
     pub async fn abort_transaction(&self) -> Result<()> {
         self.transactional_call(TxnCall::Abort).await
     }
@@ -664,6 +745,24 @@ pub(crate) fn validate_topic(topic: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `Producer` is shared across tasks and threads, and the futures of its calls can be
+    /// spawned on a multi-thread runtime. Checked by the compiler: the function is never run.
+    #[test]
+    fn the_producer_and_its_futures_are_send() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>(_: T) {}
+        fn futures_of(producer: &Producer) {
+            send(producer.send(Record::to("t")));
+            send(producer.flush());
+            send(producer.close_with_timeout(Duration::from_secs(1)));
+            send(producer.commit_transaction());
+            send(producer.abort_transaction());
+        }
+        send_sync::<Producer>();
+        send_sync::<DeliveryFuture>();
+        let _ = futures_of as fn(&Producer);
+    }
 
     #[test]
     fn topic_names_follow_kafka_rules() {

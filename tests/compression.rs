@@ -54,7 +54,7 @@ fn record_parts(i: usize, codec: &str) -> (String, String, [(&'static str, Strin
         i % 9973,
         i % 500,
         i % 100,
-        i % 3 != 0
+        !i.is_multiple_of(3)
     );
     (
         key,

@@ -279,22 +279,25 @@ async fn stale_generation_offsets_are_fenced(cluster: Cluster) {
     let group = support::unique_topic("group");
     let mut member = GroupMember::join(&cluster.bootstrap, &group, &input);
     let current = member.metadata.clone();
-    let offsets = vec![OffsetToCommit {
-        partition: exactly::engine::TopicPartition::new(input.as_str(), 0),
-        offset: 42,
-        metadata: None,
-    }];
+    let offsets = vec![OffsetToCommit::new(
+        exactly::TopicPartition::new(input.as_str(), 0),
+        42,
+    )];
     let producer = transactional(&cluster, &support::unique_topic("offsets"), &[]).await;
 
     let stale = [
-        ConsumerGroupMetadata {
-            generation_id: current.generation_id - 1,
-            ..current.clone()
-        },
-        ConsumerGroupMetadata {
-            member_id: "someone-else".into(),
-            ..current.clone()
-        },
+        ConsumerGroupMetadata::new(
+            current.group_id.clone(),
+            current.generation_id - 1,
+            current.member_id.clone(),
+            None,
+        ),
+        ConsumerGroupMetadata::new(
+            current.group_id.clone(),
+            current.generation_id,
+            "someone-else",
+            None,
+        ),
     ];
     for metadata in &stale {
         producer.begin_transaction().unwrap();

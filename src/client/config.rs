@@ -144,6 +144,7 @@ impl FromStr for Acks {
 /// `producer-N`). Build one with [`ProducerBuilder`] or [`ProducerConfig::from_properties`];
 /// [`ProducerConfig::default`] has no bootstrap servers and so does not validate.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProducerConfig {
     /// `bootstrap.servers`: the brokers first asked for metadata, each `host:port` (an IPv6
     /// address in brackets, `[::1]:9092`). Required.

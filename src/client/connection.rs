@@ -407,10 +407,13 @@ async fn serve(
                 }
                 // Past expiry the broker would close the connection on our next request
                 // (KIP-368): open a new one instead.
-                _ => Err(Error::Io {
-                    broker: address.to_owned(),
-                    message: "the SASL session expired while the connection was idle".into(),
-                }),
+                _ => Err(Error::io(
+                    address,
+                    std::io::Error::new(
+                        std::io::ErrorKind::ConnectionAborted,
+                        "the SASL session expired while the connection was idle",
+                    ),
+                )),
             };
             match renewed {
                 Ok(renewed) => session = renewed,
@@ -617,10 +620,7 @@ fn io_error(address: &str, e: &std::io::Error) -> Error {
     if let Some(fatal) = super::tls::classify(address, e) {
         return fatal;
     }
-    Error::Io {
-        broker: address.to_owned(),
-        message: e.to_string(),
-    }
+    Error::io(address, std::io::Error::new(e.kind(), e.to_string()))
 }
 
 /// Whether `api_key` at `version` is a flexible version, for the response header.

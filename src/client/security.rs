@@ -35,7 +35,7 @@ const SASL_JAAS_CONFIG: &str = "sasl.jaas.config";
 const SASL_USERNAME: &str = "sasl.username";
 const SASL_PASSWORD: &str = "sasl.password";
 
-/// Every security property [`SecurityConfig::set`] accepts.
+/// Every security property `SecurityConfig::set` accepts.
 pub const SECURITY_PROPERTY_NAMES: [&str; 17] = [
     SECURITY_PROTOCOL,
     SSL_TRUSTSTORE_TYPE,
@@ -58,6 +58,7 @@ pub const SECURITY_PROPERTY_NAMES: [&str; 17] = [
 
 /// `security.protocol`: whether connections use TLS, SASL, both or neither.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum SecurityProtocol {
     /// Plain TCP (the default).
     #[default]
@@ -105,6 +106,7 @@ impl FromStr for SecurityProtocol {
 
 /// PEM text, in a file or given inline. Inline text is kept as a [`Secret`]: it may be a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Pem {
     /// A file holding PEM blocks.
     File(PathBuf),
@@ -114,6 +116,7 @@ pub enum Pem {
 
 /// TLS settings (used when [`SecurityProtocol::uses_tls`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TlsConfig {
     /// The certificate authorities to trust (`ssl.truststore.location` /
     /// `ssl.truststore.certificates` / `ssl.ca.location`); `None`: the Mozilla root program's
@@ -143,6 +146,7 @@ impl Default for TlsConfig {
 
 /// A SASL mechanism (`sasl.mechanism`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SaslMechanism {
     /// `PLAIN` (RFC 4616): the password travels as is; use it over TLS only.
     Plain,
@@ -188,6 +192,7 @@ impl FromStr for SaslMechanism {
 
 /// SASL settings (used when [`SecurityProtocol::uses_sasl`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct SaslConfig {
     /// The mechanism; required with a SASL protocol (Java's default, GSSAPI, is not
     /// implemented).
@@ -203,6 +208,7 @@ pub struct SaslConfig {
 
 /// Everything about securing connections.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct SecurityConfig {
     /// `security.protocol`.
     pub protocol: SecurityProtocol,

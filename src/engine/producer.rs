@@ -71,6 +71,7 @@ impl Default for EngineConfig {
 /// Counters that move only on outcomes the broker confirmed, or on decisions the engine took
 /// (DESIGN rule P8): nothing here counts an attempt as a success.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Counters {
     /// Records the broker acknowledged.
     pub records_acked: u64,

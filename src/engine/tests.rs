@@ -104,10 +104,10 @@ impl Harness {
     }
 
     fn fail(&mut self, request: RequestId, written: bool) {
-        let error = Error::Io {
-            broker: "b".into(),
-            message: "reset".into(),
-        };
+        let error = Error::io(
+            "b",
+            std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset"),
+        );
         self.engine.handle(
             Event::RequestFailed {
                 request,

@@ -18,6 +18,7 @@ use crate::protocol::error_code::ErrorCode;
 ///  any state --fenced / unauthorized / unsupported--> FatalError (terminal)
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TxnState {
     /// `init_transactions` has not completed.
     Uninitialized,
@@ -80,6 +81,7 @@ impl TxnCall {
 /// coordinator fences a member that no longer owns the partitions (KIP-447; the librdkafka
 /// rewind incident in the project's seeds).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConsumerGroupMetadata {
     /// The group id.
     pub group_id: String,
@@ -92,6 +94,23 @@ pub struct ConsumerGroupMetadata {
 }
 
 impl ConsumerGroupMetadata {
+    /// A member's metadata as its consumer reports it (KIP-447): the group, the generation
+    /// it joined in (under KIP-848 the member epoch), its member id and its static instance
+    /// id if any.
+    pub fn new(
+        group_id: impl Into<String>,
+        generation_id: i32,
+        member_id: impl Into<String>,
+        group_instance_id: Option<String>,
+    ) -> Self {
+        Self {
+            group_id: group_id.into(),
+            generation_id,
+            member_id: member_id.into(),
+            group_instance_id,
+        }
+    }
+
     /// Metadata with only a group id: offsets commit without generation fencing (the
     /// pre-KIP-447 behaviour; prefer the full metadata from your consumer).
     pub fn group_only(group_id: impl Into<String>) -> Self {
@@ -106,6 +125,7 @@ impl ConsumerGroupMetadata {
 
 /// One partition's offset to commit with a transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OffsetToCommit {
     /// The consumed partition.
     pub partition: TopicPartition,
@@ -113,6 +133,23 @@ pub struct OffsetToCommit {
     pub offset: i64,
     /// Optional metadata stored with the offset.
     pub metadata: Option<String>,
+}
+
+impl OffsetToCommit {
+    /// The next offset to consume of `partition` (last processed + 1), without metadata.
+    pub fn new(partition: TopicPartition, offset: i64) -> Self {
+        Self {
+            partition,
+            offset,
+            metadata: None,
+        }
+    }
+
+    /// The same, with metadata stored beside the offset.
+    pub fn with_metadata(mut self, metadata: impl Into<String>) -> Self {
+        self.metadata = Some(metadata.into());
+        self
+    }
 }
 
 /// The offsets a consume-transform-produce loop has processed and not yet committed, per

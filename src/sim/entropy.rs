@@ -30,7 +30,7 @@ impl Entropy {
         }
     }
 
-    /// Choices read from fuzzer bytes (see [`Source`] for what happens when they run out).
+    /// Choices read from fuzzer bytes (see `Source` for what happens when they run out).
     pub fn from_bytes(data: &[u8]) -> Self {
         Self {
             source: Source::Bytes {

@@ -771,10 +771,10 @@ impl Run {
             Pending::Deliver(request) => self.deliver(request),
             Pending::Failed { request, written } => {
                 self.note(format!("request {request} failed (written: {written})"));
-                let error = Error::Io {
-                    broker: "sim".into(),
-                    message: "connection failed".into(),
-                };
+                let error = Error::io(
+                    "sim",
+                    std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection failed"),
+                );
                 self.engine.handle(
                     Event::RequestFailed {
                         request,

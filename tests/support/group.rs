@@ -156,12 +156,12 @@ impl GroupMember {
         );
         assert_eq!(synced.error_code, 0, "SyncGroup: {synced:?}");
         Self {
-            metadata: ConsumerGroupMetadata {
-                group_id: group_id.into(),
-                generation_id: joined.generation_id,
-                member_id: joined.member_id,
-                group_instance_id: None,
-            },
+            metadata: ConsumerGroupMetadata::new(
+                group_id,
+                joined.generation_id,
+                joined.member_id,
+                None,
+            ),
             coordinator,
         }
     }

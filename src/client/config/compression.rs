@@ -24,6 +24,7 @@ const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = -131_072..=22;
 
 /// How batches are compressed, under Kafka's property names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CompressionConfig {
     /// `compression.type`: `none`, `gzip`, `snappy`, `lz4` or `zstd`.
     pub codec: Codec,

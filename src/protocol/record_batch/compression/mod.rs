@@ -93,6 +93,7 @@ impl fmt::Display for Codec {
 
 /// How a producer compresses its batches: a codec and, where the codec has one, a level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Compression {
     /// No compression.
     #[default]
