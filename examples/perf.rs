@@ -9,12 +9,34 @@
 //! `--payload-file F` sends the lines of F as the record values, in turn (ProducerPerformance
 //! picks them at random), instead of `--record-size` bytes of 'x': a realistic payload for
 //! comparing compression (`scripts/bench-peers --compression`).
+//!
+//! `--mode` picks how the application calls `send`:
+//! - `channel` (default): one task sends and hands each delivery future to a collector task
+//!   that awaits them in order (send-to-ack latency per record);
+//! - `loop`: the loop a user writes first, one task doing `futs.push(producer.send(r).await?)`
+//!   and awaiting the futures at the end (latency is then the time to the end of the run, so
+//!   only throughput is meaningful);
+//! - `spawned`: `--tasks N` tasks (default 4) each send a share, awaiting their futures as
+//!   they go (as a server handling requests would).
+//!
+//! `--runtime current` runs everything on a `current_thread` runtime instead of the default
+//! multi-thread one.
 
 use std::time::{Duration, Instant};
 
 use exactly::{DeliveryFuture, Producer, Record};
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Channel,
+    Loop,
+    Spawned,
+}
+
 struct Args {
+    mode: Mode,
+    tasks: u64,
+    current_thread: bool,
     topic: String,
     num_records: u64,
     record_size: usize,
@@ -27,13 +49,17 @@ fn usage(problem: &str) -> ! {
     eprintln!("perf: {problem}");
     eprintln!(
         "usage: perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
-         [--payload-file F] --producer-props k=v [k=v ...]"
+         [--payload-file F] [--mode channel|loop|spawned] [--tasks N] [--runtime multi|current] \
+         --producer-props k=v [k=v ...]"
     );
     std::process::exit(2)
 }
 
 fn parse_args() -> Args {
     let mut args = Args {
+        mode: Mode::Channel,
+        tasks: 4,
+        current_thread: false,
         topic: String::new(),
         num_records: 0,
         record_size: 100,
@@ -59,6 +85,22 @@ fn parse_args() -> Args {
                 args.throughput = value().parse().unwrap_or_else(|_| usage("--throughput"))
             }
             "--payload-file" => args.payload_file = Some(value()),
+            "--mode" => {
+                args.mode = match value().as_str() {
+                    "channel" => Mode::Channel,
+                    "loop" => Mode::Loop,
+                    "spawned" => Mode::Spawned,
+                    other => usage(&format!("--mode {other}: channel, loop or spawned")),
+                }
+            }
+            "--tasks" => args.tasks = value().parse().unwrap_or_else(|_| usage("--tasks")),
+            "--runtime" => {
+                args.current_thread = match value().as_str() {
+                    "multi" => false,
+                    "current" => true,
+                    other => usage(&format!("--runtime {other}: multi or current")),
+                }
+            }
             "--producer-props" => {
                 while let Some(kv) = it.next_if(|a| !a.starts_with("--")) {
                     let (k, v) = kv
@@ -77,6 +119,7 @@ fn parse_args() -> Args {
 }
 
 /// Per-record latencies and the run's totals, in the shape ProducerPerformance prints.
+#[derive(Default)]
 struct Stats {
     latencies_ms: Vec<u32>,
     bytes: u64,
@@ -84,6 +127,27 @@ struct Stats {
 }
 
 impl Stats {
+    fn record(
+        &mut self,
+        sent_at: Instant,
+        size: u64,
+        outcome: exactly::Result<exactly::RecordMetadata>,
+    ) {
+        match outcome {
+            Ok(_) => {
+                self.latencies_ms.push(sent_at.elapsed().as_millis() as u32);
+                self.bytes += size;
+            }
+            Err(_) => self.errors += 1,
+        }
+    }
+
+    fn merge(&mut self, other: Stats) {
+        self.latencies_ms.extend(other.latencies_ms);
+        self.bytes += other.bytes;
+        self.errors += other.errors;
+    }
+
     fn print(&mut self, elapsed: Duration) {
         let n = self.latencies_ms.len() as f64;
         let secs = elapsed.as_secs_f64();
@@ -114,9 +178,44 @@ impl Stats {
     }
 }
 
-#[tokio::main]
-async fn main() -> exactly::Result<()> {
+fn main() -> exactly::Result<()> {
     let args = parse_args();
+    let runtime = if args.current_thread {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    }
+    .expect("a tokio runtime");
+    runtime.block_on(run(args))
+}
+
+/// Record `i`'s value.
+fn payload(payloads: &[bytes::Bytes], i: u64) -> &bytes::Bytes {
+    &payloads[i as usize % payloads.len()]
+}
+
+/// Sleeps until record `i` is due at `--throughput`.
+async fn pace(args: &Args, start: Instant, i: u64) {
+    if args.throughput > 0.0 {
+        let due = start + Duration::from_secs_f64(i as f64 / args.throughput);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// Awaits `futures` in order, adding each outcome to `stats`.
+async fn collect(stats: &mut Stats, futures: Vec<(Instant, u64, DeliveryFuture)>) {
+    for (sent_at, size, future) in futures {
+        stats.record(sent_at, size, future.await);
+    }
+}
+
+async fn run(args: Args) -> exactly::Result<()> {
     let producer =
         Producer::from_properties(args.props.iter().map(|(k, v)| (k.as_str(), v.as_str()))).await?;
     let payloads: Vec<bytes::Bytes> = match &args.payload_file {
@@ -131,49 +230,81 @@ async fn main() -> exactly::Result<()> {
     if payloads.is_empty() {
         usage("--payload-file has no lines");
     }
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Instant, u64, DeliveryFuture)>(1 << 16);
-    let collector = tokio::spawn(async move {
-        let mut stats = Stats {
-            latencies_ms: Vec::new(),
-            bytes: 0,
-            errors: 0,
-        };
-        while let Some((sent_at, size, future)) = rx.recv().await {
-            match future.await {
-                Ok(_) => {
-                    stats
-                        .latencies_ms
-                        .push(sent_at.elapsed().as_millis() as u32);
-                    stats.bytes += size;
-                }
-                Err(_) => stats.errors += 1,
-            }
-        }
-        stats
-    });
     let start = Instant::now();
-    for i in 0..args.num_records {
-        if args.throughput > 0.0 {
-            let due = start + Duration::from_secs_f64(i as f64 / args.throughput);
-            if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                tokio::time::sleep(wait).await;
+    let mut stats = Stats::default();
+    match args.mode {
+        Mode::Loop => {
+            let mut futures = Vec::with_capacity(args.num_records as usize);
+            for i in 0..args.num_records {
+                pace(&args, start, i).await;
+                let payload = payload(&payloads, i);
+                let record = Record::to(&args.topic).value(payload.clone());
+                futures.push((
+                    Instant::now(),
+                    payload.len() as u64,
+                    producer.send(record).await?,
+                ));
             }
+            collect(&mut stats, futures).await;
         }
-        let payload = &payloads[i as usize % payloads.len()];
-        let sent_at = Instant::now();
-        let future = producer
-            .send(Record::to(&args.topic).value(payload.clone()))
-            .await?;
-        if tx
-            .send((sent_at, payload.len() as u64, future))
-            .await
-            .is_err()
-        {
-            break;
+        Mode::Channel => {
+            let (tx, mut rx) =
+                tokio::sync::mpsc::channel::<(Instant, u64, DeliveryFuture)>(1 << 16);
+            let collector = tokio::spawn(async move {
+                let mut stats = Stats::default();
+                while let Some((sent_at, size, future)) = rx.recv().await {
+                    stats.record(sent_at, size, future.await);
+                }
+                stats
+            });
+            for i in 0..args.num_records {
+                pace(&args, start, i).await;
+                let payload = payload(&payloads, i);
+                let sent_at = Instant::now();
+                let record = Record::to(&args.topic).value(payload.clone());
+                let future = producer.send(record).await?;
+                if tx
+                    .send((sent_at, payload.len() as u64, future))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            drop(tx);
+            stats = collector.await.expect("collector task");
+        }
+        Mode::Spawned => {
+            let args = std::sync::Arc::new(args);
+            let payloads = std::sync::Arc::new(payloads);
+            let tasks: Vec<_> = (0..args.tasks)
+                .map(|task| {
+                    let (args, payloads, producer) =
+                        (args.clone(), payloads.clone(), producer.clone());
+                    tokio::spawn(async move {
+                        let mut stats = Stats::default();
+                        let mut window = Vec::new();
+                        for i in (task..args.num_records).step_by(args.tasks as usize) {
+                            pace(&args, start, i).await;
+                            let payload = payload(&payloads, i);
+                            let record = Record::to(&args.topic).value(payload.clone());
+                            let future = producer.send(record).await?;
+                            window.push((Instant::now(), payload.len() as u64, future));
+                            // Await in windows, as a request handler would.
+                            if window.len() == 10_000 {
+                                collect(&mut stats, std::mem::take(&mut window)).await;
+                            }
+                        }
+                        collect(&mut stats, window).await;
+                        Ok::<_, exactly::Error>(stats)
+                    })
+                })
+                .collect();
+            for task in tasks {
+                stats.merge(task.await.expect("sender task")?);
+            }
         }
     }
-    drop(tx);
-    let mut stats = collector.await.expect("collector task");
     let elapsed = start.elapsed();
     producer.close().await?;
     stats.print(elapsed);
