@@ -325,7 +325,7 @@ impl Producer {
                 let mut core = shared.lock_core();
                 // A transactional producer accepts records only inside a transaction (T1).
                 core.engine.check_send()?;
-                core.acc.append(
+                core.acc.append_deferring_seal(
                     &tp,
                     timestamp,
                     record.key.as_deref(),
@@ -336,6 +336,12 @@ impl Producer {
             };
             match appended {
                 Ok(appended) => {
+                    // A batch this record filled is compressed and sealed here, outside the
+                    // lock the driver needs, then put back in its place (no await between).
+                    for to_seal in appended.to_seal {
+                        let sealed = to_seal.seal();
+                        shared.lock_core().acc.put_sealed(sealed);
+                    }
                     if record.key.is_none() && record.partition.is_none() {
                         let size = record.value.as_ref().map_or(0, Bytes::len);
                         shared

@@ -10,6 +10,12 @@
 //! compression ratio stays within it (the idea of Java's `CompressionRatioEstimator`). The
 //! uncompressed records never exceed `max.request.size`, and a sealed batch is never larger
 //! than its records (see `BatchBuilder::seal_compressed`), so no batch can exceed it either.
+//!
+//! Compressing takes microseconds per record, too long to hold the lock `send` shares with the
+//! engine: a batch that `send` fills ([`Accumulator::append_deferring_seal`]) is handed to the
+//! sending task to seal outside the lock ([`ToSeal`]) and put back in its place
+//! ([`Accumulator::put_sealed`]); until then no later batch of its partition is handed to the
+//! engine, so batches keep their order.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -79,7 +85,7 @@ pub enum AppendError {
 }
 
 /// Where an appended record went.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Appended {
     /// The completion of the record's batch.
     pub completion: Arc<BatchCompletion>,
@@ -88,6 +94,40 @@ pub struct Appended {
     /// Whether this append opened a new batch or closed a full one: the engine should look at
     /// the accumulator again (it is not woken per record).
     pub wake_engine: bool,
+    /// Batches this append closed, for the caller to seal outside the lock and hand back with
+    /// [`Accumulator::put_sealed`] (only from [`Accumulator::append_deferring_seal`]).
+    pub to_seal: Vec<ToSeal>,
+}
+
+/// A closed batch still to be compressed and sealed, by the task that closed it, outside the
+/// accumulator's lock. It must be handed back ([`ToSeal::seal`], then
+/// [`Accumulator::put_sealed`]) without waiting on anything: its partition's later batches
+/// wait for it.
+#[derive(Debug)]
+pub struct ToSeal {
+    slot: u64,
+    builder: BatchBuilder,
+    transactional: bool,
+    compression: Compression,
+}
+
+impl ToSeal {
+    /// Compresses and seals the batch; needs no lock.
+    pub fn seal(self) -> Sealed {
+        Sealed {
+            slot: self.slot,
+            batch: self
+                .builder
+                .seal_compressed(self.transactional, self.compression),
+        }
+    }
+}
+
+/// A batch sealed outside the lock, for [`Accumulator::put_sealed`].
+#[derive(Debug)]
+pub struct Sealed {
+    slot: u64,
+    batch: SealedBatch,
 }
 
 /// A closed batch waiting in the accumulator for the engine to take it.
@@ -101,6 +141,18 @@ pub struct ClosedBatch {
     pub completion: Arc<BatchCompletion>,
     /// When its first record was appended (the start of its delivery timeout).
     pub created_ms: Millis,
+}
+
+/// A closed batch in the order batches were closed: sealed, or being sealed outside the lock.
+#[derive(Debug)]
+enum Closed {
+    Ready(ClosedBatch),
+    Sealing {
+        slot: u64,
+        partition: TopicPartition,
+        completion: Arc<BatchCompletion>,
+        created_ms: Millis,
+    },
 }
 
 #[derive(Debug)]
@@ -126,7 +178,9 @@ impl OpenBatch {
 pub struct Accumulator {
     config: AccumulatorConfig,
     open: HashMap<TopicPartition, OpenBatch>,
-    closed: Vec<ClosedBatch>,
+    closed: Vec<Closed>,
+    /// Identifies the next batch handed out to be sealed.
+    next_slot: u64,
     buffered_bytes: usize,
     /// Per topic, with compression on.
     ratios: HashMap<Arc<str>, RatioEstimate>,
@@ -139,6 +193,7 @@ impl Accumulator {
             config,
             open: HashMap::new(),
             closed: Vec::new(),
+            next_slot: 0,
             buffered_bytes: 0,
             ratios: HashMap::new(),
         }
@@ -156,7 +211,7 @@ impl Accumulator {
 
     /// Appends one record to `partition`'s open batch, opening a new batch when there is none
     /// or the record does not fit. Fails without side effects when the record is too large or
-    /// the buffer is full.
+    /// the buffer is full. A batch it closes is sealed (compressed) on the spot.
     pub fn append(
         &mut self,
         partition: &TopicPartition,
@@ -165,6 +220,34 @@ impl Accumulator {
         value: Option<&[u8]>,
         headers: &[Header],
         now: Millis,
+    ) -> Result<Appended, AppendError> {
+        self.append_to(partition, timestamp, key, value, headers, now, false)
+    }
+
+    /// [`Accumulator::append`], but a batch it closes is returned in [`Appended::to_seal`] for
+    /// the caller to seal outside the lock and hand back with [`Accumulator::put_sealed`].
+    pub fn append_deferring_seal(
+        &mut self,
+        partition: &TopicPartition,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+        now: Millis,
+    ) -> Result<Appended, AppendError> {
+        self.append_to(partition, timestamp, key, value, headers, now, true)
+    }
+
+    #[allow(clippy::too_many_arguments)] // the record's parts, as `append` takes them
+    fn append_to(
+        &mut self,
+        partition: &TopicPartition,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+        now: Millis,
+        defer_seal: bool,
     ) -> Result<Appended, AppendError> {
         let alone = RECORD_BATCH_HEADER_LEN
             + BatchBuilder::new(timestamp, 0).record_size(timestamp, key, value, headers);
@@ -183,6 +266,7 @@ impl Accumulator {
             });
         }
         let mut wake_engine = false;
+        let mut to_seal = Vec::new();
         let fits_open = self.open.get(partition).map(|open| {
             let added = open.builder.record_size(timestamp, key, value, headers);
             let fits = open.expected_size(added) <= self.config.batch_size
@@ -197,7 +281,7 @@ impl Accumulator {
             return Err(AppendError::BufferFull);
         }
         if let Some((false, _)) = fits_open {
-            self.close(partition);
+            to_seal.extend(self.close(partition, defer_seal));
             wake_engine = true;
         }
         let size_factor = match self.config.compression {
@@ -223,39 +307,92 @@ impl Accumulator {
         self.buffered_bytes += added;
         let completion = Arc::clone(&open.completion);
         if open.expected_size(0) >= self.config.batch_size {
-            self.close(partition);
+            to_seal.extend(self.close(partition, defer_seal));
             wake_engine = true;
         }
         Ok(Appended {
             completion,
             index,
             wake_engine,
+            to_seal,
         })
     }
 
-    fn close(&mut self, partition: &TopicPartition) {
-        if let Some(open) = self.open.remove(partition) {
-            let batch = open
-                .builder
-                .seal_compressed(self.config.transactional, self.config.compression);
-            if self.config.compression != Compression::None {
-                // Body bytes per record byte (the header is never compressed). A batch holds a
-                // record, so the records are never empty.
-                let body = batch.size_in_bytes() - RECORD_BATCH_HEADER_LEN;
-                let records = batch.uncompressed_size_in_bytes() - RECORD_BATCH_HEADER_LEN;
-                let observed = body as f64 / records.max(1) as f64;
-                self.ratios
-                    .entry(Arc::clone(&partition.topic))
-                    .or_insert(RatioEstimate::START)
-                    .observe(observed);
-            }
-            self.closed.push(ClosedBatch {
+    /// Closes `partition`'s open batch: sealed now, or (`defer`) handed out to be sealed.
+    fn close(&mut self, partition: &TopicPartition, defer: bool) -> Option<ToSeal> {
+        let open = self.open.remove(partition)?;
+        if defer {
+            let slot = self.next_slot;
+            self.next_slot += 1;
+            self.closed.push(Closed::Sealing {
+                slot,
                 partition: partition.clone(),
-                batch,
                 completion: open.completion,
                 created_ms: open.created_ms,
             });
+            return Some(ToSeal {
+                slot,
+                builder: open.builder,
+                transactional: self.config.transactional,
+                compression: self.config.compression,
+            });
         }
+        let batch = open
+            .builder
+            .seal_compressed(self.config.transactional, self.config.compression);
+        self.observe_ratio(&partition.topic, &batch);
+        self.closed.push(Closed::Ready(ClosedBatch {
+            partition: partition.clone(),
+            batch,
+            completion: open.completion,
+            created_ms: open.created_ms,
+        }));
+        None
+    }
+
+    /// Puts a batch sealed outside the lock back in its place. A batch whose place is gone
+    /// ([`Accumulator::take_all`] failed its records meanwhile) is dropped.
+    pub fn put_sealed(&mut self, sealed: Sealed) {
+        let place = self
+            .closed
+            .iter()
+            .position(|c| matches!(c, Closed::Sealing { slot, .. } if *slot == sealed.slot));
+        let Some(at) = place else {
+            return;
+        };
+        let Closed::Sealing {
+            partition,
+            completion,
+            created_ms,
+            ..
+        } = &self.closed[at]
+        else {
+            return;
+        };
+        let ready = ClosedBatch {
+            partition: partition.clone(),
+            batch: sealed.batch,
+            completion: Arc::clone(completion),
+            created_ms: *created_ms,
+        };
+        self.observe_ratio(&ready.partition.topic, &ready.batch);
+        self.closed[at] = Closed::Ready(ready);
+    }
+
+    /// Learns from a sealed batch how well `topic`'s records compress.
+    fn observe_ratio(&mut self, topic: &Arc<str>, batch: &SealedBatch) {
+        if self.config.compression == Compression::None {
+            return;
+        }
+        // Body bytes per record byte (the header is never compressed). A batch holds a
+        // record, so the records are never empty.
+        let body = batch.size_in_bytes() - RECORD_BATCH_HEADER_LEN;
+        let records = batch.uncompressed_size_in_bytes() - RECORD_BATCH_HEADER_LEN;
+        let observed = body as f64 / records.max(1) as f64;
+        self.ratios
+            .entry(Arc::clone(topic))
+            .or_insert(RatioEstimate::START)
+            .observe(observed);
     }
 
     /// Closes every open batch whose linger time has passed (all of them when `flush`), and
@@ -271,9 +408,34 @@ impl Accumulator {
         // HashMap order is random; close in a fixed order so a simulation seed replays exactly.
         expired.sort();
         for tp in &expired {
-            self.close(tp);
+            self.close(tp, false);
         }
-        std::mem::take(&mut self.closed)
+        // A batch still being sealed holds back the later batches of its partition.
+        let mut ready = Vec::with_capacity(self.closed.len());
+        let mut held = Vec::new();
+        let mut blocked: Vec<TopicPartition> = Vec::new();
+        for closed in std::mem::take(&mut self.closed) {
+            match closed {
+                Closed::Ready(batch) if !blocked.contains(&batch.partition) => ready.push(batch),
+                Closed::Ready(batch) => held.push(Closed::Ready(batch)),
+                Closed::Sealing {
+                    slot,
+                    partition,
+                    completion,
+                    created_ms,
+                } => {
+                    blocked.push(partition.clone());
+                    held.push(Closed::Sealing {
+                        slot,
+                        partition,
+                        completion,
+                        created_ms,
+                    });
+                }
+            }
+        }
+        self.closed = held;
+        ready
     }
 
     /// When the next open batch's linger time runs out, if any batch is open.
@@ -303,7 +465,8 @@ impl Accumulator {
         self.buffered_bytes += held;
     }
 
-    /// Removes every open and closed batch (when the producer fails fatally or closes).
+    /// Removes every open and closed batch (when the producer fails fatally or closes); a
+    /// batch being sealed outside the lock stays until it is put back.
     pub fn take_all(&mut self) -> Vec<ClosedBatch> {
         self.take_ready(Millis::MAX, true)
     }
@@ -395,6 +558,31 @@ mod tests {
             acc.release(closed.batch.uncompressed_size_in_bytes());
         }
         assert_eq!(acc.buffered_bytes(), 0);
+    }
+
+    #[test]
+    fn a_batch_sealed_outside_the_lock_keeps_its_place() {
+        let mut acc = Accumulator::new(config());
+        let other = TopicPartition::new("t", 1);
+        let value = [0u8; 150];
+        let first = acc
+            .append_deferring_seal(&tp(), 1, None, Some(&value), &[], 0)
+            .unwrap();
+        assert_eq!(first.to_seal.len(), 1, "150 bytes fill a 200-byte batch");
+        let to_seal = first.to_seal.into_iter().next().unwrap();
+        // A later batch of the same partition, and one of another partition.
+        let second = acc.append(&tp(), 1, None, Some(&value), &[], 0).unwrap();
+        acc.append(&other, 1, None, Some(&value), &[], 0).unwrap();
+        let ready = acc.take_ready(0, false);
+        assert_eq!(ready.len(), 1, "only the other partition's batch");
+        assert_eq!(ready[0].partition, other);
+        assert!(acc.has_pending());
+        acc.put_sealed(to_seal.seal());
+        let ready = acc.take_ready(0, false);
+        assert_eq!(ready.len(), 2);
+        assert!(Arc::ptr_eq(&ready[0].completion, &first.completion));
+        assert!(Arc::ptr_eq(&ready[1].completion, &second.completion));
+        assert!(!acc.has_pending());
     }
 
     #[test]
