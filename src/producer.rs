@@ -281,7 +281,6 @@ impl Producer {
     pub async fn send(&self, record: Record) -> Result<DeliveryFuture> {
         // A fatal error is checked with the transaction state under the core lock below.
         self.check_open()?;
-        validate_topic(&record.topic)?;
         let shared = &self.inner.shared;
         // `max.block.ms` bounds the slow paths (unknown topic, full buffer); the clock is read
         // only when one is taken (the per-record path reads it as little as it can).
@@ -331,7 +330,7 @@ impl Producer {
                     record.key.as_deref(),
                     record.value.as_deref(),
                     &record.headers,
-                    shared.now_ms(),
+                    || shared.now_ms(),
                 )
             };
             match appended {
@@ -400,6 +399,8 @@ impl Producer {
         {
             return Ok(leaders.len() as i32);
         }
+        // A topic the broker described is valid; a name is checked only before asking.
+        validate_topic(topic)?;
         let started = tokio::time::Instant::now();
         let mut last_error = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
         let mut asked = false;

@@ -2,6 +2,8 @@
 //! leaders (or the error the broker gave for the topic).
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use crate::engine::{BrokerId, TopicPartition};
@@ -21,7 +23,7 @@ pub(crate) enum TopicMetadata {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ClusterMetadata {
     pub brokers: HashMap<BrokerId, String>,
-    pub topics: HashMap<Arc<str>, TopicMetadata>,
+    pub topics: FxHashMap<Arc<str>, TopicMetadata>,
 }
 
 impl ClusterMetadata {

@@ -7,7 +7,7 @@
 //!   bytes as KIP-794's uniform sticky partitioner does, so batches fill up instead of every
 //!   partition getting a trickle of one-record batches.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -79,7 +79,7 @@ pub struct StickyPartitioner {
     /// Chooses the next partition.
     rng: SmallRng,
     /// The current choice per topic; the topic's name is allocated once, at its first record.
-    topics: HashMap<String, StickyChoice>,
+    topics: FxHashMap<String, StickyChoice>,
 }
 
 /// One topic's current sticky partition.
@@ -98,7 +98,7 @@ impl StickyPartitioner {
         StickyPartitioner {
             batch_size: batch_size.max(1),
             rng: SmallRng::seed_from_u64(seed),
-            topics: HashMap::new(),
+            topics: FxHashMap::default(),
         }
     }
 

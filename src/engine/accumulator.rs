@@ -17,7 +17,7 @@
 //! ([`Accumulator::put_sealed`]); until then no later batch of its partition is handed to the
 //! engine, so batches keep their order.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use super::completion::BatchCompletion;
@@ -177,13 +177,13 @@ impl OpenBatch {
 #[derive(Debug)]
 pub struct Accumulator {
     config: AccumulatorConfig,
-    open: HashMap<TopicPartition, OpenBatch>,
+    open: FxHashMap<TopicPartition, OpenBatch>,
     closed: Vec<Closed>,
     /// Identifies the next batch handed out to be sealed.
     next_slot: u64,
     buffered_bytes: usize,
     /// Per topic, with compression on.
-    ratios: HashMap<Arc<str>, RatioEstimate>,
+    ratios: FxHashMap<Arc<str>, RatioEstimate>,
 }
 
 impl Accumulator {
@@ -191,11 +191,11 @@ impl Accumulator {
     pub fn new(config: AccumulatorConfig) -> Self {
         Self {
             config,
-            open: HashMap::new(),
+            open: FxHashMap::default(),
             closed: Vec::new(),
             next_slot: 0,
             buffered_bytes: 0,
-            ratios: HashMap::new(),
+            ratios: FxHashMap::default(),
         }
     }
 
@@ -221,11 +221,13 @@ impl Accumulator {
         headers: &[Header],
         now: Millis,
     ) -> Result<Appended, AppendError> {
-        self.append_to(partition, timestamp, key, value, headers, now, false)
+        self.append_to(partition, timestamp, key, value, headers, || now, false)
     }
 
     /// [`Accumulator::append`], but a batch it closes is returned in [`Appended::to_seal`] for
     /// the caller to seal outside the lock and hand back with [`Accumulator::put_sealed`].
+    /// `now` is read only when the record opens a batch (its delivery timeout starts then):
+    /// once per batch, not per record, as the send path's profile asked.
     pub fn append_deferring_seal(
         &mut self,
         partition: &TopicPartition,
@@ -233,7 +235,7 @@ impl Accumulator {
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         headers: &[Header],
-        now: Millis,
+        now: impl FnOnce() -> Millis,
     ) -> Result<Appended, AppendError> {
         self.append_to(partition, timestamp, key, value, headers, now, true)
     }
@@ -246,7 +248,7 @@ impl Accumulator {
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         headers: &[Header],
-        now: Millis,
+        now: impl FnOnce() -> Millis,
         defer_seal: bool,
     ) -> Result<Appended, AppendError> {
         let alone = RECORD_BATCH_HEADER_LEN
@@ -299,7 +301,7 @@ impl Accumulator {
             OpenBatch {
                 builder: BatchBuilder::new(timestamp, self.config.batch_size.min(64 * 1024)),
                 completion: BatchCompletion::new(),
-                created_ms: now,
+                created_ms: now(),
                 size_factor,
             }
         });
@@ -566,7 +568,7 @@ mod tests {
         let other = TopicPartition::new("t", 1);
         let value = [0u8; 150];
         let first = acc
-            .append_deferring_seal(&tp(), 1, None, Some(&value), &[], 0)
+            .append_deferring_seal(&tp(), 1, None, Some(&value), &[], || 0)
             .unwrap();
         assert_eq!(first.to_seal.len(), 1, "150 bytes fill a 200-byte batch");
         let to_seal = first.to_seal.into_iter().next().unwrap();
