@@ -305,7 +305,11 @@ impl Producer {
                 .sticky
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .partition(&record.topic, partitions),
+                .partition_record(
+                    &record.topic,
+                    partitions,
+                    record.value.as_ref().map_or(0, Bytes::len),
+                ),
         };
         let timestamp = record.timestamp.unwrap_or_else(now_epoch_ms);
         let tp = TopicPartition::new(Arc::clone(&record.topic), partition);
@@ -340,14 +344,6 @@ impl Producer {
                     for to_seal in appended.to_seal {
                         let sealed = to_seal.seal();
                         shared.lock_core().acc.put_sealed(sealed);
-                    }
-                    if record.key.is_none() && record.partition.is_none() {
-                        let size = record.value.as_ref().map_or(0, Bytes::len);
-                        shared
-                            .sticky
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .record_appended(&record.topic, size);
                     }
                     if appended.wake_engine {
                         shared.wake.notify_one();

@@ -135,6 +135,15 @@ impl StickyPartitioner {
         }
     }
 
+    /// [`Self::partition`] for a keyless record of `bytes`, counted at once, so `send` takes
+    /// the partitioner's lock once per record instead of twice. A record that then fails to
+    /// append still counts: that only brings the next switch a little earlier.
+    pub fn partition_record(&mut self, topic: &str, num_partitions: i32, bytes: usize) -> i32 {
+        let partition = self.partition(topic, num_partitions);
+        self.record_appended(topic, bytes);
+        partition
+    }
+
     /// Records that `bytes` of a keyless record were appended to `topic`'s current partition.
     /// The switch it may cause happens at the next [`Self::partition`] call, which knows the
     /// current partition count. A topic never partitioned is ignored.
