@@ -526,13 +526,7 @@ impl SaslTransport for PipelinedTransport<'_> {
         R: Request + Send + Sync + 'static,
         R::Response: Send,
     {
-        *self.correlation_id = self.correlation_id.wrapping_add(1);
-        let frame = encode_request_frame(
-            &request,
-            version,
-            *self.correlation_id,
-            Some(self.client_id),
-        );
+        let frame = next_frame(self.correlation_id, &request, version, self.client_id);
         let (tx, rx) = oneshot::channel();
         self.pending
             .lock()
@@ -564,6 +558,17 @@ impl SaslTransport for PipelinedTransport<'_> {
     }
 }
 
+/// The frame of a SASL request under the connection's next correlation id.
+fn next_frame<R: Request>(
+    correlation_id: &mut i32,
+    request: &R,
+    version: i16,
+    client_id: &str,
+) -> BytesMut {
+    *correlation_id = correlation_id.wrapping_add(1);
+    encode_request_frame(request, version, *correlation_id, Some(client_id))
+}
+
 /// Carries the SASL exchange while a connection is being opened, straight on the stream.
 struct DirectTransport<'a> {
     stream: &'a mut Stream,
@@ -578,13 +583,7 @@ impl SaslTransport for DirectTransport<'_> {
         R: Request + Send + Sync + 'static,
         R::Response: Send,
     {
-        *self.correlation_id = self.correlation_id.wrapping_add(1);
-        let frame = encode_request_frame(
-            &request,
-            version,
-            *self.correlation_id,
-            Some(self.client_id),
-        );
+        let frame = next_frame(self.correlation_id, &request, version, self.client_id);
         write_frame(self.stream, &frame)
             .await
             .map_err(|e| io_error(self.address, &e))?;
