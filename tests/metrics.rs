@@ -61,9 +61,12 @@ async fn metrics_agree_with_the_log_after_a_cut() {
     run.collect(lost, RESOLVE_LIMIT).await;
     run.collect(cut, RESOLVE_LIMIT).await;
     let during = producer.metrics();
-    assert_eq!(
-        during.brokers.get(&1).map(|b| b.connection),
-        Some(ConnectionState::BackingOff),
+    // Between refused attempts the link backs off; an attempt itself is brief (Connecting).
+    assert!(
+        matches!(
+            during.brokers.get(&1).map(|b| b.connection),
+            Some(ConnectionState::BackingOff | ConnectionState::Connecting)
+        ),
         "{during:?}"
     );
     proxy.set_enabled(true);
