@@ -283,7 +283,9 @@ impl Engine {
                     ..
                 }) = self.outstanding.remove(&request)
                 {
-                    self.metrics.request_latency_ms.record(now - sent_ms);
+                    self.metrics
+                        .request_latency_ms
+                        .record(now.saturating_sub(sent_ms));
                     self.metrics.records_per_request.record(records);
                     if throttle_ms > 0 {
                         // KIP-219: the broker answered at once and expects nothing more from
@@ -406,7 +408,13 @@ impl Engine {
                 }
                 state.confirmed = true;
                 state.last_ack_ms = now;
-                let queued_ms = batch.first_sent_ms.unwrap_or(now) - batch.created_ms;
+                // Saturating: `send` stamps created_ms from its own clock read, which can come
+                // after the driver read the `now` it stamps and sends with (found by CI: an
+                // underflow panic in a debug build).
+                let queued_ms = batch
+                    .first_sent_ms
+                    .unwrap_or(now)
+                    .saturating_sub(batch.created_ms);
                 self.metrics.acked(
                     now,
                     u64::try_from(batch.batch.record_count()).unwrap_or(0),
