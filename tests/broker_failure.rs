@@ -49,28 +49,12 @@ async fn sarama_1430_broker_down_then_back() {
         ],
     )
     .await;
-    let mut run = Run::default();
-    let warm = Run::send_range(&producer, &topic, 0, 300, false).await;
-    run.collect(warm, RESOLVE_LIMIT).await;
-
     // Cut the broker while records are in flight, and keep sending while it is cut, until
-    // those sends fail for good (delivery timeout).
-    // First the broker's answers are lost, so batches are written but unresolved when the
-    // connection is cut.
+    // those sends fail for good (delivery timeout). First the broker's answers are lost, so
+    // batches are written but unresolved when the connection is cut.
     let proxy = cluster.proxy(0);
-    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
-    let in_flight = Run::send_range(&producer, &topic, 300, 400, false).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    proxy.set_enabled(false);
-    proxy.remove_toxic("drop_answers");
-    let during = Run::send_range(&producer, &topic, 400, 600, false).await;
-    run.collect(in_flight, RESOLVE_LIMIT).await;
-    run.collect(during, RESOLVE_LIMIT).await;
-    proxy.set_enabled(true);
-
-    let after = Run::send_range(&producer, &topic, 600, 900, false).await;
-    let mut later = Run::default();
-    later.collect(after, RESOLVE_LIMIT).await;
+    let (mut run, later) =
+        support::delivery::sarama_1430_schedule(&producer, &topic, &proxy, RESOLVE_LIMIT).await;
     producer.close().await.unwrap();
 
     for e in run.errors().into_iter().chain(later.errors()) {

@@ -570,25 +570,10 @@ async fn proxy_cut_over_sasl_ssl_keeps_exactly_once() {
     props.push(("request.timeout.ms".into(), "1500".into()));
     props.push(("retry.backoff.ms".into(), "50".into()));
     let producer = Producer::from_properties(props).await.unwrap();
-    let mut run = Run::default();
-    let warm = Run::send_range(&producer, &topic, 0, 300, false).await;
-    run.collect(warm, RESOLVE_LIMIT).await;
-
     // Answers lost, then the connection cut while batches are in flight; sends during the
     // cut fail for good; the TLS and SASL handshakes of the reconnections are cut too.
-    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
-    let in_flight = Run::send_range(&producer, &topic, 300, 400, false).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    proxy.set_enabled(false);
-    proxy.remove_toxic("drop_answers");
-    let during = Run::send_range(&producer, &topic, 400, 600, false).await;
-    run.collect(in_flight, RESOLVE_LIMIT).await;
-    run.collect(during, RESOLVE_LIMIT).await;
-    proxy.set_enabled(true);
-
-    let after = Run::send_range(&producer, &topic, 600, 900, false).await;
-    let mut later = Run::default();
-    later.collect(after, RESOLVE_LIMIT).await;
+    let (mut run, later) =
+        support::delivery::sarama_1430_schedule(&producer, &topic, &proxy, RESOLVE_LIMIT).await;
     producer.close().await.unwrap();
 
     for e in run.errors().into_iter().chain(later.errors()) {

@@ -163,3 +163,32 @@ impl Run {
         }
     }
 }
+
+/// The Sarama #1430 schedule through `proxy`: 300 records while all is well; then the
+/// broker's answers are lost while 100 more go out (written, unresolved), the connection is
+/// cut while 200 more are sent (they fail for good at the delivery timeout), the proxy is
+/// restored, and 300 more are sent. Returns the outcomes up to and through the cut, and those
+/// after it (every send from the first records on must resolve within `limit`).
+pub async fn sarama_1430_schedule(
+    producer: &Producer,
+    topic: &str,
+    proxy: &super::Proxy,
+    limit: Duration,
+) -> (Run, Run) {
+    let mut run = Run::default();
+    let warm = Run::send_range(producer, topic, 0, 300, false).await;
+    run.collect(warm, limit).await;
+    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
+    let in_flight = Run::send_range(producer, topic, 300, 400, false).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set_enabled(false);
+    proxy.remove_toxic("drop_answers");
+    let during = Run::send_range(producer, topic, 400, 600, false).await;
+    run.collect(in_flight, limit).await;
+    run.collect(during, limit).await;
+    proxy.set_enabled(true);
+    let after = Run::send_range(producer, topic, 600, 900, false).await;
+    let mut later = Run::default();
+    later.collect(after, limit).await;
+    (run, later)
+}

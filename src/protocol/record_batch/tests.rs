@@ -686,19 +686,6 @@ fn bad_frames_are_typed_errors() {
     assert_eq!(err.offset, first_len + CRC_FROM);
 }
 
-/// Every codec this build has, at Kafka's default levels.
-fn compressions() -> Vec<Compression> {
-    [
-        Compression::Gzip { level: 6 },
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd { level: 3 },
-    ]
-    .into_iter()
-    .filter(|c| c.codec().is_available())
-    .collect()
-}
-
 /// Records with JSON-like values: compressible as real payloads are.
 fn compressible_records(rng: &mut SmallRng, base_timestamp: i64, n: usize) -> Vec<TestRecord> {
     (0..n)
@@ -715,7 +702,7 @@ fn compressible_records(rng: &mut SmallRng, base_timestamp: i64, n: usize) -> Ve
 #[test]
 fn compressed_batches_round_trip_and_restamp() {
     let mut rng = SmallRng::seed_from_u64(0xc0de);
-    for compression in compressions() {
+    for compression in Compression::every_available() {
         for n in [1usize, 2, 50, 700] {
             let base_timestamp = rng.random_range(0..2_000_000_000_000);
             let records = compressible_records(&mut rng, base_timestamp, n);
@@ -750,7 +737,7 @@ fn compressed_batches_round_trip_and_restamp() {
 fn records_that_do_not_shrink_are_stored_uncompressed() {
     let mut rng = SmallRng::seed_from_u64(5);
     let noise: Vec<u8> = (0..2000).map(|_| rng.random()).collect();
-    for compression in compressions() {
+    for compression in Compression::every_available() {
         let mut builder = BatchBuilder::new(0, 0);
         builder.append(0, None, Some(&noise), &[]);
         let sealed = builder.seal_compressed(false, compression);
@@ -766,7 +753,10 @@ fn records_that_do_not_shrink_are_stored_uncompressed() {
 #[test]
 fn a_split_batch_keeps_every_record_in_order() {
     let mut rng = SmallRng::seed_from_u64(6);
-    for compression in [Compression::None].into_iter().chain(compressions()) {
+    for compression in [Compression::None]
+        .into_iter()
+        .chain(Compression::every_available())
+    {
         let records = compressible_records(&mut rng, 1_000, 101);
         let mut sealed = build(1_000, &records).seal_compressed(true, compression);
         sealed.stamp(3, 4, 500);
@@ -789,7 +779,7 @@ fn a_split_batch_keeps_every_record_in_order() {
 #[test]
 fn decompression_bomb_is_rejected() {
     let limit = 1 << 20;
-    for compression in compressions() {
+    for compression in Compression::every_available() {
         // One record of 8 MiB of zeros compresses to a few KiB.
         let mut builder = BatchBuilder::new(0, 0);
         builder.append(0, None, Some(&vec![0u8; 8 << 20]), &[]);

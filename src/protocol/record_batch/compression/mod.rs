@@ -206,4 +206,20 @@ fn bounded(reader: impl Read, limit: usize) -> Result<Vec<u8>, DecompressError> 
 }
 
 #[cfg(test)]
+impl Compression {
+    /// Every codec this build has, at Kafka's default levels (for the codec tests).
+    pub(crate) fn every_available() -> Vec<Compression> {
+        [
+            Compression::Gzip { level: 6 },
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd { level: 3 },
+        ]
+        .into_iter()
+        .filter(|c| c.codec().is_available())
+        .collect()
+    }
+}
+
+#[cfg(test)]
 mod tests;

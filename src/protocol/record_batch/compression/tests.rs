@@ -3,19 +3,6 @@ use rand::{Rng, SeedableRng};
 
 use super::*;
 
-/// Every codec this build has, at its Kafka default level.
-fn codecs() -> Vec<Compression> {
-    [
-        Compression::Gzip { level: 6 },
-        Compression::Snappy,
-        Compression::Lz4,
-        Compression::Zstd { level: 3 },
-    ]
-    .into_iter()
-    .filter(|c| c.codec().is_available())
-    .collect()
-}
-
 /// JSON-like text: compressible, but not a run of one byte.
 fn json_like(rng: &mut SmallRng, len: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(len + 64);
@@ -31,7 +18,7 @@ fn json_like(rng: &mut SmallRng, len: usize) -> Vec<u8> {
 #[test]
 fn every_codec_round_trips_compressible_and_random_data() {
     let mut rng = SmallRng::seed_from_u64(12);
-    for compression in codecs() {
+    for compression in Compression::every_available() {
         for len in [
             1usize,
             100,
@@ -55,7 +42,7 @@ fn every_codec_round_trips_compressible_and_random_data() {
 #[test]
 fn compressible_data_shrinks() {
     let input = json_like(&mut SmallRng::seed_from_u64(1), 64 * 1024);
-    for compression in codecs() {
+    for compression in Compression::every_available() {
         let compressed = compress(compression, &input).expect("compresses");
         assert!(
             compressed.len() * 2 < input.len(),
@@ -71,7 +58,7 @@ fn output_past_the_limit_is_too_large_for_every_codec() {
     // 4 MiB of zeros compresses to a few KiB: a small bomb against a 1 MiB limit.
     let zeros = vec![0u8; 4 << 20];
     let limit = 1 << 20;
-    for compression in codecs() {
+    for compression in Compression::every_available() {
         let bomb = compress(compression, &zeros).expect("compresses");
         assert!(bomb.len() < 300 * 1024, "{compression:?}: {}", bomb.len());
         assert_eq!(
