@@ -17,7 +17,7 @@ use crate::client::driver::{Command, Driver};
 use crate::client::metadata::TopicMetadata;
 use crate::client::metrics::ProducerMetrics;
 use crate::client::partitioner::{StickyPartitioner, partition_for_key};
-use crate::client::producer_shared::{Core, Shared};
+use crate::client::producer_shared::Shared;
 use crate::engine::accumulator::{Accumulator, AccumulatorConfig, AppendError};
 use crate::engine::completion::BatchCompletion;
 use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, TxnCall, TxnState};
@@ -40,9 +40,12 @@ pub struct Record {
 
 impl Record {
     /// A record for `topic`, with no key, no value and no headers yet.
+    ///
+    /// A loop sending to one topic does not allocate its name per record: the name of the
+    /// last record made on this thread is shared when the next one names the same topic.
     pub fn to(topic: impl AsRef<str>) -> Self {
         Self {
-            topic: Arc::from(topic.as_ref()),
+            topic: shared_topic_name(topic.as_ref()),
             key: None,
             value: None,
             headers: Vec::new(),
@@ -269,6 +272,13 @@ impl Producer {
     /// of the record's delivery. Bad input fails here, before anything is sent, consuming
     /// no sequence number.
     ///
+    /// `send` does not wait for the broker, so a loop can call it back to back:
+    /// `futs.push(producer.send(r).await?)`. It takes no lock the driver task needs for
+    /// long (only the record's partition's), and it yields to the runtime once the calling
+    /// task has used up its tokio budget (every 128 or so calls), so the driver task keeps
+    /// the pipeline full even on a `current_thread` runtime where the loop never awaits
+    /// anything else.
+    ///
     /// # Errors
     ///
     /// Nothing was written when `send` fails: [`Error::InvalidTopic`],
@@ -279,7 +289,13 @@ impl Producer {
     ///
     /// Cancel safety: dropping the future before it returns hands nothing over.
     pub async fn send(&self, record: Record) -> Result<DeliveryFuture> {
-        // A fatal error is checked with the transaction state under the core lock below.
+        // A caller that never yields otherwise (the loop users write first, with buffer
+        // space to spare) yields here once its task's tokio budget is spent, so the driver
+        // runs even on a `current_thread` runtime and the pipeline stays full (issue 13).
+        // Before anything is handed over, so dropping the future here loses nothing.
+        tokio::task::coop::consume_budget().await;
+        // A fatal error is checked with the transaction state by the append below (the
+        // engine publishes both to the accumulator's send gate).
         self.check_open()?;
         let shared = &self.inner.shared;
         // `max.block.ms` bounds the slow paths (unknown topic, full buffer); the clock is read
@@ -325,10 +341,10 @@ impl Producer {
             let space = shared.space.notified();
             let appended = {
                 let _in_send = span.enter();
-                let mut core = shared.lock_core();
-                // A transactional producer accepts records only inside a transaction (T1).
-                core.engine.check_send()?;
-                core.acc.append_deferring_seal(
+                // Only the partition's lock: the engine's is never taken here (issue 13). A
+                // transactional producer accepts records only inside a transaction (T1): the
+                // append checks the engine's published answer under that lock.
+                shared.acc.append_deferring_seal(
                     &tp,
                     timestamp,
                     record.key.as_deref(),
@@ -340,10 +356,9 @@ impl Producer {
             match appended {
                 Ok(appended) => {
                     // A batch this record filled is compressed and sealed here, outside the
-                    // lock the driver needs, then put back in its place (no await between).
+                    // partition's lock, then put back in its place (no await between).
                     for to_seal in appended.to_seal {
-                        let sealed = to_seal.seal();
-                        shared.lock_core().acc.put_sealed(sealed);
+                        shared.acc.put_sealed(to_seal.seal());
                     }
                     if appended.wake_engine {
                         shared.wake.notify_one();
@@ -358,6 +373,7 @@ impl Producer {
                 Err(AppendError::TooLarge { size, max, setting }) => {
                     return Err(Error::RecordTooLarge { size, max, setting });
                 }
+                Err(AppendError::Refused(error)) => return Err(error),
                 Err(AppendError::BufferFull) => {
                     shared.wake.notify_one();
                     shared.buffer_exhausted.fetch_add(1, Ordering::Relaxed);
@@ -483,11 +499,7 @@ impl Producer {
     /// many records were purged. In a transaction the purged records make it abortable.
     pub fn purge(&self) -> u64 {
         let shared = &self.inner.shared;
-        let purged = {
-            let mut core = shared.lock_core();
-            let Core { engine, acc } = &mut *core;
-            engine.purge(acc)
-        };
+        let purged = { shared.lock_engine().purge(&shared.acc) };
         // Their memory went back to the buffer.
         shared.space.notify_waiters();
         purged
@@ -531,11 +543,10 @@ impl Producer {
         }
         let shared = &self.inner.shared;
         let cut_off = {
-            let mut core = shared.lock_core();
-            let Core { engine, acc } = &mut *core;
+            let mut engine = shared.lock_engine();
             let failed = |c: &Counters| c.records_failed + c.records_indeterminate;
             let before = failed(engine.counters());
-            engine.abandon(Error::Closed, acc);
+            engine.abandon(Error::Closed, &shared.acc);
             failed(engine.counters()) - before
         };
         shared.space.notify_waiters();
@@ -558,7 +569,7 @@ impl Producer {
     /// Counters that move only on broker-confirmed outcomes, and the current producer id and
     /// epoch (DESIGN rule P8).
     pub fn counters(&self) -> Counters {
-        self.inner.shared.lock_core().engine.counters().clone()
+        self.inner.shared.lock_engine().counters().clone()
     }
 
     /// Fetches the producer id and epoch for the `transactional.id`, fencing any earlier
@@ -587,7 +598,7 @@ impl Producer {
         self.check_usable()?;
         let shared = &self.inner.shared;
         let now = shared.now_ms();
-        shared.lock_core().engine.begin_transaction(now)
+        shared.lock_engine().begin_transaction(now)
     }
 
     /// Adds consumed offsets to the transaction, committed to `group` only if the transaction
@@ -647,21 +658,16 @@ impl Producer {
 
     /// The transaction state, for a transactional producer.
     pub fn transaction_state(&self) -> Option<TxnState> {
-        self.inner
-            .shared
-            .lock_core()
-            .engine
-            .transaction_state()
-            .cloned()
+        self.inner.shared.lock_engine().transaction_state().cloned()
     }
 
     async fn transactional_call(&self, call: TxnCall) -> Result<()> {
         self.check_usable()?;
         let shared = &self.inner.shared;
         let (id, waiter) = {
-            let mut core = shared.lock_core();
+            let mut engine = shared.lock_engine();
             let now = shared.now_ms();
-            let id = core.engine.start_call(call, now)?;
+            let id = engine.start_call(call, now)?;
             (id, shared.await_call(id))
         };
         shared.wake.notify_one();
@@ -675,7 +681,7 @@ impl Producer {
     }
 
     fn check_usable(&self) -> Result<()> {
-        if let Some(fatal) = self.inner.shared.lock_core().engine.fatal_error() {
+        if let Some(fatal) = self.inner.shared.lock_engine().fatal_error() {
             return Err(fatal.clone());
         }
         self.check_open()
@@ -700,7 +706,7 @@ struct CancelledCall<'a> {
 impl Drop for CancelledCall<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
-            self.shared.lock_core().engine.call_cancelled(id);
+            self.shared.lock_engine().call_cancelled(id);
             self.shared.forget_call(id);
         }
     }
@@ -718,6 +724,26 @@ fn now_epoch_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// `topic` as a shared name, reusing the last one made on this thread when it is the same:
+/// the per-record allocation (and free) of the name was one of the send path's top costs
+/// (issue 13's profile), and most loops send to one topic.
+fn shared_topic_name(topic: &str) -> Arc<str> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<Arc<str>>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some(name) if **name == *topic => Arc::clone(name),
+            _ => {
+                let name: Arc<str> = Arc::from(topic);
+                *last = Some(Arc::clone(&name));
+                name
+            }
+        }
+    })
 }
 
 /// Kafka's topic name rules (`org.apache.kafka.common.internals.Topic.validate`).

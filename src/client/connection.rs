@@ -35,6 +35,7 @@ use super::security::{SaslConfig, SecurityConfig};
 #[cfg(feature = "tls")]
 use super::tls::TlsConnector;
 use crate::error::Error;
+use crate::protocol::frame::RequestFrame;
 use crate::protocol::header::{ResponseHeader, encode_request_frame};
 use crate::protocol::messages::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 use crate::protocol::messages::sasl_authenticate::SaslAuthenticateRequest;
@@ -81,7 +82,7 @@ impl SendFailure {
 /// given correlation id), the version used, and whether the broker will answer (acks=0
 /// Produce requests get no response).
 pub(crate) type Encoder =
-    Box<dyn FnOnce(&BrokerApiVersions, i32) -> Result<(BytesMut, i16, bool), Error> + Send>;
+    Box<dyn FnOnce(&BrokerApiVersions, i32) -> Result<(RequestFrame, i16, bool), Error> + Send>;
 
 /// Receives the response body (after the response header) and the version, or the failure.
 pub(crate) type Responder = Box<dyn FnOnce(Result<(i16, Bytes), SendFailure>) + Send>;
@@ -192,7 +193,12 @@ impl BrokerLink {
                     Error::broker(crate::protocol::error_code::ErrorCode::UNSUPPORTED_VERSION)
                 })?;
                 Ok((
-                    encode_request_frame(&request, version, correlation_id, Some(&client_id)),
+                    RequestFrame::contiguous(encode_request_frame(
+                        &request,
+                        version,
+                        correlation_id,
+                        Some(&client_id),
+                    )),
                     version,
                     true,
                 ))
@@ -431,7 +437,7 @@ async fn serve(
                 continue;
             }
         };
-        let api_key = i16::from_be_bytes([frame[4], frame[5]]);
+        let api_key = frame.api_key();
         let flexible = is_flexible(api_key, version);
         if expects_response {
             pending
@@ -444,11 +450,11 @@ async fn serve(
                     version,
                     respond: item.respond,
                 });
-            if let Err(e) = write_frame(&mut write_half, &frame).await {
+            if let Err(e) = write_frame(&mut write_half, frame).await {
                 break Some(io_error(address, &e));
             }
         } else {
-            match write_frame(&mut write_half, &frame).await {
+            match write_frame(&mut write_half, frame).await {
                 Ok(()) => (item.respond)(Ok((version, Bytes::new()))),
                 Err(e) => {
                     let error = io_error(address, &e);
@@ -540,7 +546,7 @@ impl SaslTransport for PipelinedTransport<'_> {
                     let _ = tx.send(result);
                 }),
             });
-        write_frame(self.write_half, &frame)
+        write_frame(self.write_half, &frame[..])
             .await
             .map_err(|e| io_error(self.address, &e))?;
         let answer = tokio::select! {
@@ -584,7 +590,7 @@ impl SaslTransport for DirectTransport<'_> {
         R::Response: Send,
     {
         let frame = next_frame(self.correlation_id, &request, version, self.client_id);
-        write_frame(self.stream, &frame)
+        write_frame(self.stream, &frame[..])
             .await
             .map_err(|e| io_error(self.address, &e))?;
         let body = read_frame(self.stream)
@@ -650,12 +656,14 @@ fn is_flexible(api_key: i16, version: i16) -> bool {
 
 /// Writes one request frame and flushes it: over TLS, `write_all` can leave the last records
 /// in the session's buffer, and a request must be on the socket once it counts as written.
-/// (Over TCP the flush does nothing.)
-async fn write_frame<W: AsyncWrite + Unpin + ?Sized>(
+/// (Over TCP the flush does nothing.) A frame in several parts (a Produce request's batches,
+/// see [`RequestFrame::produce`]) goes out with vectored writes, one `writev` when the socket
+/// takes it all.
+async fn write_frame<W: AsyncWrite + Unpin>(
     writer: &mut W,
-    frame: &[u8],
+    mut frame: impl Buf,
 ) -> std::io::Result<()> {
-    writer.write_all(frame).await?;
+    writer.write_all_buf(&mut frame).await?;
     writer.flush().await
 }
 
@@ -800,7 +808,7 @@ async fn negotiate_versions(
             client_software_version: env!("CARGO_PKG_VERSION").into(),
         };
         let frame = encode_request_frame(&request, version, *correlation_id, Some(client_id));
-        write_frame(stream, &frame)
+        write_frame(stream, &frame[..])
             .await
             .map_err(|e| io_error(address, &e))?;
         let body = read_frame(stream)

@@ -6,11 +6,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use super::connection::{BrokerLink, LinkConfig, LinkSecurity};
-use super::producer_shared::{Core, Shared};
+use super::producer_shared::Shared;
 use super::reconnect::{Reachability, ReachabilityChange};
 use crate::engine::accumulator::Accumulator;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
@@ -20,7 +21,7 @@ use crate::engine::{
 use crate::error::Error;
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::header::encode_request_frame_sized;
+use crate::protocol::frame::RequestFrame;
 use crate::protocol::messages::add_offsets_to_txn::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
 };
@@ -35,7 +36,8 @@ use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse,
 };
 use crate::protocol::messages::produce::{
-    PartitionProduceData, ProduceRequest, ProduceResponse, TopicProduceData, ZSTD_MIN_VERSION,
+    PartitionProduceData, ProduceRecords, ProduceRequest, ProduceResponse, TopicProduceData,
+    ZSTD_MIN_VERSION,
 };
 use crate::protocol::messages::txn_offset_commit::{
     TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
@@ -188,16 +190,16 @@ impl Driver {
         self.with_engine(|engine, acc| engine.abandon(Error::Closed, acc));
     }
 
-    /// Runs `f` on the engine with the accumulator locked, and wakes the `send`s waiting for
-    /// buffer space if `f` resolved batches (their memory went back to the buffer).
-    fn with_engine<R>(&mut self, f: impl FnOnce(&mut Engine, &mut Accumulator) -> R) -> R {
-        let mut core = self.shared.lock_core();
-        let Core { engine, acc } = &mut *core;
-        let before = acc.buffered_bytes();
-        let result = f(engine, acc);
-        let released = acc.buffered_bytes() < before;
+    /// Runs `f` on the engine under its lock, and wakes the `send`s waiting for buffer space
+    /// if `f` resolved batches (their memory went back to the buffer).
+    fn with_engine<R>(&mut self, f: impl FnOnce(&mut Engine, &Accumulator) -> R) -> R {
+        let acc = &self.shared.acc;
+        let mut engine = self.shared.lock_engine();
+        let before = acc.released_bytes();
+        let result = f(&mut engine, acc);
+        let released = acc.released_bytes() > before;
         let finished = engine.take_finished_calls();
-        drop(core);
+        drop(engine);
         if released {
             self.shared.space.notify_waiters();
         }
@@ -394,16 +396,10 @@ impl Driver {
             topic_data: group_by_topic(&batches),
         };
         let expects_response = produce.acks != 0;
-        // Batches plus per-topic and per-partition overhead, so the frame is allocated once.
-        let frame_capacity = 256
-            + batches
-                .iter()
-                .map(|(tp, b)| b.size_in_bytes() + tp.topic.len() + 16)
-                .sum::<usize>();
         // Transactional data under transactions v1 must not use Produce v12, which would add
         // the partition to the transaction implicitly (KIP-890).
         let transactional_v1 =
-            config.transactional_id.is_some() && !self.shared.lock_core().engine.transactions_v2();
+            config.transactional_id.is_some() && !self.shared.lock_engine().transactions_v2();
         let cap = if transactional_v1 {
             11
         } else {
@@ -419,13 +415,9 @@ impl Driver {
                 if zstd && version < ZSTD_MIN_VERSION {
                     return Err(zstd_unsupported(version));
                 }
-                let frame = encode_request_frame_sized(
-                    &produce,
-                    version,
-                    correlation_id,
-                    Some(&client_id),
-                    frame_capacity,
-                );
+                // The batches' bytes are referenced, not copied (issue 13).
+                let frame =
+                    RequestFrame::produce(&produce, version, correlation_id, Some(&client_id));
                 Ok((frame, version, expects_response))
             }),
             Box::new(move |result| {
@@ -524,7 +516,7 @@ impl Driver {
         let config = &self.shared.config;
         let transactional_id = config.transactional_id.clone().unwrap_or_default();
         let client_id: Arc<str> = Arc::from(config.client_id.as_str());
-        let v2 = self.shared.lock_core().engine.transactions_v2();
+        let v2 = self.shared.lock_engine().transactions_v2();
         // Transactions v1 caps EndTxn and TxnOffsetCommit at v4 (v5 means v2: KIP-890).
         let txn_cap = if v2 { None } else { Some(4) };
         let tx = &self.inbound_tx;
@@ -800,7 +792,11 @@ fn group_by_topic(batches: &[(TopicPartition, SealedBatch)]) -> Vec<TopicProduce
     for (tp, batch) in batches {
         let partition = PartitionProduceData {
             index: tp.partition,
-            records: Some(batch.to_bytes()),
+            // The stamped header (61 bytes, copied) and the body (shared, not copied).
+            records: Some(ProduceRecords::from_parts(vec![
+                Bytes::copy_from_slice(batch.header()),
+                batch.body().clone(),
+            ])),
         };
         match topics.iter_mut().find(|t| *t.name == *tp.topic) {
             Some(topic) => topic.partition_data.push(partition),

@@ -1,6 +1,7 @@
 //! State shared by every `Producer` handle and the driver task.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Instant;
@@ -11,21 +12,46 @@ use super::config::ProducerConfig;
 use super::metadata::ClusterMetadata;
 use super::metrics::{BrokerMetrics, ConnectionState, ProducerMetrics, SnapshotParts};
 use super::partitioner::StickyPartitioner;
-use crate::engine::accumulator::Accumulator;
+use crate::engine::accumulator::{Accumulator, SendGate};
 use crate::engine::{BrokerId, CallId, Engine, Millis};
 use crate::error::Error;
 
-/// The engine and the accumulator it drains, under one short lock: `send` appends and checks
-/// the transaction state, transactional calls start here, and the driver polls here.
-pub(crate) struct Core {
-    pub engine: Engine,
-    pub acc: Accumulator,
+/// The engine under its lock. Dropping the guard publishes to the accumulator's
+/// [`SendGate`] whether `send` may append now, so every change of state the engine makes
+/// reaches `send` before the lock is free again (T1: a record is either inside the
+/// transaction a commit flushes, or refused).
+pub(crate) struct EngineGuard<'a> {
+    engine: MutexGuard<'a, Engine>,
+    gate: &'a SendGate,
+}
+
+impl Deref for EngineGuard<'_> {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+impl DerefMut for EngineGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+}
+
+impl Drop for EngineGuard<'_> {
+    fn drop(&mut self) {
+        self.gate.publish(self.engine.check_send());
+    }
 }
 
 pub(crate) struct Shared {
     pub config: ProducerConfig,
     start: Instant,
-    core: Mutex<Core>,
+    /// The producer's rules: taken by the driver's polls and by the transactional calls,
+    /// never by `send` (issue 13).
+    engine: Mutex<Engine>,
+    /// The batches `send` appends to, each partition behind its own lock.
+    pub acc: Accumulator,
     pub sticky: Mutex<StickyPartitioner>,
     pub metadata: RwLock<ClusterMetadata>,
     /// Topics `send` has asked about; metadata refreshes cover them.
@@ -56,7 +82,8 @@ impl Shared {
         Self {
             config,
             start: Instant::now(),
-            core: Mutex::new(Core { engine, acc }),
+            engine: Mutex::new(engine),
+            acc,
             sticky: Mutex::new(sticky),
             metadata: RwLock::new(ClusterMetadata::default()),
             wanted_topics: Mutex::new(BTreeSet::new()),
@@ -75,8 +102,11 @@ impl Shared {
         self.start.elapsed().as_millis() as Millis
     }
 
-    pub fn lock_core(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn lock_engine(&self) -> EngineGuard<'_> {
+        EngineGuard {
+            engine: self.engine.lock().unwrap_or_else(|e| e.into_inner()),
+            gate: self.acc.gate(),
+        }
     }
 
     pub fn want_topic(&self, topic: &Arc<str>) -> bool {
@@ -95,7 +125,7 @@ impl Shared {
             .collect()
     }
 
-    /// Registers the waiter of a call the engine just accepted (under the core lock, so the
+    /// Registers the waiter of a call the engine just accepted (under the engine lock, so the
     /// driver cannot finish the call before the waiter is there).
     pub fn await_call(&self, id: CallId) -> oneshot::Receiver<Result<(), Error>> {
         let (tx, rx) = oneshot::channel();
@@ -115,8 +145,8 @@ impl Shared {
             .iter()
             .map(|(&id, state)| (id, ConnectionState::from_u8(state.load(Ordering::Relaxed))))
             .collect();
-        let core = self.lock_core();
-        let in_flight = core.engine.in_flight_per_broker();
+        let engine = self.lock_engine();
+        let in_flight = engine.in_flight_per_broker();
         let brokers = connections
             .into_iter()
             .map(|(id, connection)| {
@@ -131,11 +161,11 @@ impl Shared {
             })
             .collect();
         ProducerMetrics::from_parts(SnapshotParts {
-            counters: core.engine.counters(),
-            delivery: core.engine.metrics(),
+            counters: engine.counters(),
+            delivery: engine.metrics(),
             now_ms: self.now_ms(),
             buffer_total_bytes: self.config.buffer_memory as u64,
-            buffer_used_bytes: core.acc.buffered_bytes() as u64,
+            buffer_used_bytes: self.acc.buffered_bytes() as u64,
             buffer_exhausted_total: self.buffer_exhausted.load(Ordering::Relaxed),
             bufferpool_wait_time_ns_total: self.buffer_wait_ns.load(Ordering::Relaxed),
             brokers,

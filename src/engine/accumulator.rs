@@ -1,9 +1,15 @@
 //! The accumulator: per-partition open batches that `send` appends into on the caller's task,
 //! encoding each record straight into the batch buffer (DESIGN, performance shape).
 //!
-//! It is plain data. The tokio driver keeps it behind one short lock shared by `send` and the
-//! engine; the simulation drives it single-threaded. Batches here hold no producer id, epoch
-//! or sequence: those are stamped when a batch is drained into a request (DESIGN rule P1).
+//! It is shared by every `send` and the engine without an outer lock (issue 13): each
+//! partition has its own short lock ([`PartitionSlot`]), the memory account is atomic, and the
+//! engine's "may `send` append now" answer is published to a [`SendGate`] that appends check
+//! under their partition's lock. The engine keeps its own lock for its rules and takes a
+//! partition's lock only to move closed batches out, so a caller appending in a tight loop
+//! never waits for a poll of the engine, nor the engine for more than one append. The
+//! simulation drives the same accumulator single-threaded. Batches here hold no producer id,
+//! epoch or sequence: those are stamped when a batch is drained into a request (DESIGN rule
+//! P1).
 //!
 //! With compression, a batch is compressed when it is closed, and `batch.size` is a target for
 //! the compressed size: records are appended while their size times the topic's estimated
@@ -11,17 +17,19 @@
 //! uncompressed records never exceed `max.request.size`, and a sealed batch is never larger
 //! than its records (see `BatchBuilder::seal_compressed`), so no batch can exceed it either.
 //!
-//! Compressing takes microseconds per record, too long to hold the lock `send` shares with the
-//! engine: a batch that `send` fills ([`Accumulator::append_deferring_seal`]) is handed to the
+//! Compressing takes microseconds per record, too long to hold a partition's lock: a batch that `send` fills ([`Accumulator::append_deferring_seal`]) is handed to the
 //! sending task to seal outside the lock ([`ToSeal`]) and put back in its place
 //! ([`Accumulator::put_sealed`]); until then no later batch of its partition is handed to the
 //! engine, so batches keep their order.
 
 use rustc_hash::FxHashMap;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::completion::BatchCompletion;
 use super::{Millis, TopicPartition};
+use crate::error::Error;
 use crate::protocol::record_batch::{
     BatchBuilder, Compression, Header, RECORD_BATCH_HEADER_LEN, SealedBatch,
 };
@@ -69,7 +77,7 @@ impl RatioEstimate {
 }
 
 /// Why a record was not appended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum AppendError {
     /// The record alone is larger than a limit; it can never be sent.
     TooLarge {
@@ -82,6 +90,9 @@ pub enum AppendError {
     },
     /// `buffer.memory` is full: wait for deliveries to complete, then try again.
     BufferFull,
+    /// The engine does not take records now (outside a transaction, or failed): the error
+    /// `send` returns, as published to the [`SendGate`].
+    Refused(Error),
 }
 
 /// Where an appended record went.
@@ -100,12 +111,13 @@ pub struct Appended {
 }
 
 /// A closed batch still to be compressed and sealed, by the task that closed it, outside the
-/// accumulator's lock. It must be handed back ([`ToSeal::seal`], then
+/// partition's lock. It must be handed back ([`ToSeal::seal`], then
 /// [`Accumulator::put_sealed`]) without waiting on anything: its partition's later batches
 /// wait for it.
 #[derive(Debug)]
 pub struct ToSeal {
     slot: u64,
+    queue: Arc<PartitionSlot>,
     builder: BatchBuilder,
     transactional: bool,
     compression: Compression,
@@ -116,6 +128,7 @@ impl ToSeal {
     pub fn seal(self) -> Sealed {
         Sealed {
             slot: self.slot,
+            queue: self.queue,
             batch: self
                 .builder
                 .seal_compressed(self.transactional, self.compression),
@@ -127,6 +140,7 @@ impl ToSeal {
 #[derive(Debug)]
 pub struct Sealed {
     slot: u64,
+    queue: Arc<PartitionSlot>,
     batch: SealedBatch,
 }
 
@@ -143,13 +157,13 @@ pub struct ClosedBatch {
     pub created_ms: Millis,
 }
 
-/// A closed batch in the order batches were closed: sealed, or being sealed outside the lock.
+/// A closed batch of a partition, in the order its batches were closed: sealed, or being
+/// sealed outside the lock.
 #[derive(Debug)]
 enum Closed {
     Ready(ClosedBatch),
     Sealing {
         slot: u64,
-        partition: TopicPartition,
         completion: Arc<BatchCompletion>,
         created_ms: Millis,
     },
@@ -173,17 +187,99 @@ impl OpenBatch {
     }
 }
 
-/// Open batches per partition, closed batches awaiting the engine, and the memory account.
+/// One partition's batches: the open one `send` appends to and the closed ones waiting for the
+/// engine, behind the partition's own lock (DESIGN, performance shape: one short
+/// per-partition lock at most). Callers appending to different partitions never meet, and
+/// the engine takes each lock only to move closed batches out.
+#[derive(Debug)]
+pub struct PartitionSlot {
+    partition: TopicPartition,
+    queue: Mutex<PartitionQueue>,
+}
+
+#[derive(Debug, Default)]
+struct PartitionQueue {
+    open: Option<OpenBatch>,
+    closed: VecDeque<Closed>,
+}
+
+impl PartitionSlot {
+    fn lock(&self) -> MutexGuard<'_, PartitionQueue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The partitions the accumulator has seen: looked up by every `send`, added to rarely.
+#[derive(Debug, Default)]
+struct PartitionTable {
+    by_partition: FxHashMap<TopicPartition, Arc<PartitionSlot>>,
+    /// The same slots in partition order, so the engine drains them in an order a simulation
+    /// seed replays exactly (a hash map's order is random).
+    ordered: Vec<Arc<PartitionSlot>>,
+}
+
+/// Whether `send` may append: the engine publishes its answer here after every change of
+/// state it makes under its own lock (an idempotent producer is always open; a transactional
+/// one only inside a transaction, T1), and each append checks it under its partition's lock.
+/// So a commit that closes the gate and then flushes every partition sees every record whose
+/// append passed the gate: the append held the partition lock the flush takes after it.
+#[derive(Debug)]
+pub struct SendGate {
+    open: AtomicBool,
+    /// Why the gate is closed (the error `send` returns).
+    reason: Mutex<Option<Error>>,
+}
+
+impl Default for SendGate {
+    fn default() -> Self {
+        Self {
+            open: AtomicBool::new(true),
+            reason: Mutex::new(None),
+        }
+    }
+}
+
+impl SendGate {
+    /// Opens the gate (`Ok`) or closes it with the error `send` then returns.
+    pub fn publish(&self, allowed: Result<(), Error>) {
+        match allowed {
+            Ok(()) => self.open.store(true, Ordering::SeqCst),
+            Err(reason) => {
+                *self.reason.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+                self.open.store(false, Ordering::SeqCst);
+            }
+        }
+    }
+
+    fn check(&self) -> Result<(), Error> {
+        if self.open.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        Err(self
+            .reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| Error::InvalidState("send is not allowed now".into())))
+    }
+}
+
+/// Open and closed batches per partition, and the memory account. Shared by every `send`
+/// and the engine without an outer lock: appends lock only their partition, the memory
+/// account is atomic.
 #[derive(Debug)]
 pub struct Accumulator {
     config: AccumulatorConfig,
-    open: FxHashMap<TopicPartition, OpenBatch>,
-    closed: Vec<Closed>,
+    partitions: RwLock<PartitionTable>,
+    gate: SendGate,
     /// Identifies the next batch handed out to be sealed.
-    next_slot: u64,
-    buffered_bytes: usize,
-    /// Per topic, with compression on.
-    ratios: FxHashMap<Arc<str>, RatioEstimate>,
+    next_slot: AtomicU64,
+    buffered_bytes: AtomicUsize,
+    /// Bytes returned to the buffer so far, so the driver can tell whether a step released
+    /// memory (and wake the `send`s waiting for it) while other tasks append.
+    released_bytes: AtomicU64,
+    /// Per topic, with compression on; read when a batch opens, updated when one is sealed.
+    ratios: Mutex<FxHashMap<Arc<str>, RatioEstimate>>,
 }
 
 impl Accumulator {
@@ -191,29 +287,41 @@ impl Accumulator {
     pub fn new(config: AccumulatorConfig) -> Self {
         Self {
             config,
-            open: FxHashMap::default(),
-            closed: Vec::new(),
-            next_slot: 0,
-            buffered_bytes: 0,
-            ratios: FxHashMap::default(),
+            partitions: RwLock::new(PartitionTable::default()),
+            gate: SendGate::default(),
+            next_slot: AtomicU64::new(0),
+            buffered_bytes: AtomicUsize::new(0),
+            released_bytes: AtomicU64::new(0),
+            ratios: Mutex::new(FxHashMap::default()),
         }
     }
 
-    /// The configuration.
+    /// The settings it was made with.
     pub fn config(&self) -> &AccumulatorConfig {
         &self.config
     }
 
-    /// Bytes of records currently held (open, closed, and in flight until resolved).
-    pub fn buffered_bytes(&self) -> usize {
-        self.buffered_bytes
+    /// Whether `send` may append, as the engine last published it.
+    pub fn gate(&self) -> &SendGate {
+        &self.gate
     }
 
-    /// Appends one record to `partition`'s open batch, opening a new batch when there is none
-    /// or the record does not fit. Fails without side effects when the record is too large or
-    /// the buffer is full. A batch it closes is sealed (compressed) on the spot.
+    /// Bytes of records held (appended and not yet resolved).
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered_bytes.load(Ordering::SeqCst)
+    }
+
+    /// Bytes returned to the buffer since the accumulator was made.
+    pub fn released_bytes(&self) -> u64 {
+        self.released_bytes.load(Ordering::SeqCst)
+    }
+
+    /// Appends one record to `partition`'s open batch, opening a new batch if there is none or
+    /// the record does not fit; `now` is the clock, for a new batch's linger start. A batch
+    /// this closes is sealed here (the simulation's single-threaded path).
+    #[allow(clippy::too_many_arguments)] // the record's parts, as `send` takes them
     pub fn append(
-        &mut self,
+        &self,
         partition: &TopicPartition,
         timestamp: i64,
         key: Option<&[u8]>,
@@ -224,12 +332,11 @@ impl Accumulator {
         self.append_to(partition, timestamp, key, value, headers, || now, false)
     }
 
-    /// [`Accumulator::append`], but a batch it closes is returned in [`Appended::to_seal`] for
-    /// the caller to seal outside the lock and hand back with [`Accumulator::put_sealed`].
-    /// `now` is read only when the record opens a batch (its delivery timeout starts then):
-    /// once per batch, not per record, as the send path's profile asked.
+    /// Like [`Accumulator::append`], but a batch this closes is returned in
+    /// [`Appended::to_seal`] for the caller to compress and seal outside the partition's lock;
+    /// `now` is called only when a batch opens (the clock is read once per batch).
     pub fn append_deferring_seal(
-        &mut self,
+        &self,
         partition: &TopicPartition,
         timestamp: i64,
         key: Option<&[u8]>,
@@ -240,9 +347,54 @@ impl Accumulator {
         self.append_to(partition, timestamp, key, value, headers, now, true)
     }
 
+    /// The slot of `partition`, made on its first record.
+    fn slot(&self, partition: &TopicPartition) -> Arc<PartitionSlot> {
+        if let Some(slot) = self
+            .partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .by_partition
+            .get(partition)
+        {
+            return Arc::clone(slot);
+        }
+        let mut table = self.partitions.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = table.by_partition.get(partition) {
+            return Arc::clone(slot);
+        }
+        let slot = Arc::new(PartitionSlot {
+            partition: partition.clone(),
+            queue: Mutex::new(PartitionQueue::default()),
+        });
+        table
+            .by_partition
+            .insert(partition.clone(), Arc::clone(&slot));
+        let at = table.ordered.partition_point(|s| s.partition < *partition);
+        table.ordered.insert(at, Arc::clone(&slot));
+        slot
+    }
+
+    /// Every partition's slot, in partition order.
+    fn slots(&self) -> Vec<Arc<PartitionSlot>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .ordered
+            .clone()
+    }
+
+    /// Takes `bytes` of the buffer if they fit in `buffer.memory`.
+    fn reserve(&self, bytes: usize) -> bool {
+        self.buffered_bytes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+                (held + bytes <= self.config.buffer_memory).then_some(held + bytes)
+            })
+            .is_ok()
+    }
+
     #[allow(clippy::too_many_arguments)] // the record's parts, as `append` takes them
     fn append_to(
-        &mut self,
+        &self,
         partition: &TopicPartition,
         timestamp: i64,
         key: Option<&[u8]>,
@@ -267,9 +419,13 @@ impl Accumulator {
                 setting: "buffer.memory",
             });
         }
+        let slot = self.slot(partition);
+        let mut queue = slot.lock();
+        // Checked under the partition lock: see `SendGate`.
+        self.gate.check().map_err(AppendError::Refused)?;
         let mut wake_engine = false;
         let mut to_seal = Vec::new();
-        let fits_open = self.open.get(partition).map(|open| {
+        let fits_open = queue.open.as_ref().map(|open| {
             let added = open.builder.record_size(timestamp, key, value, headers);
             let fits = open.expected_size(added) <= self.config.batch_size
                 && open.builder.size_in_bytes() + added <= self.config.max_request_size;
@@ -279,37 +435,29 @@ impl Accumulator {
             Some((true, added)) => added,
             _ => alone,
         };
-        if self.buffered_bytes + added > self.config.buffer_memory {
+        if !self.reserve(added) {
             return Err(AppendError::BufferFull);
         }
         if let Some((false, _)) = fits_open {
-            to_seal.extend(self.close(partition, defer_seal));
+            to_seal.extend(self.close(&slot, &mut queue, defer_seal));
             wake_engine = true;
         }
-        let size_factor = match self.config.compression {
-            Compression::None => 1.0,
-            _ => {
-                let ratio = self
-                    .ratios
-                    .get(&partition.topic)
-                    .unwrap_or(&RatioEstimate::START);
-                ratio.0 * RatioEstimate::MARGIN
+        let open = match &mut queue.open {
+            Some(open) => open,
+            empty => {
+                wake_engine = true;
+                empty.insert(OpenBatch {
+                    builder: BatchBuilder::new(timestamp, self.config.batch_size.min(64 * 1024)),
+                    completion: BatchCompletion::new(),
+                    created_ms: now(),
+                    size_factor: self.size_factor(&partition.topic),
+                })
             }
         };
-        let open = self.open.entry(partition.clone()).or_insert_with(|| {
-            wake_engine = true;
-            OpenBatch {
-                builder: BatchBuilder::new(timestamp, self.config.batch_size.min(64 * 1024)),
-                completion: BatchCompletion::new(),
-                created_ms: now(),
-                size_factor,
-            }
-        });
         let index = open.builder.append(timestamp, key, value, headers);
-        self.buffered_bytes += added;
         let completion = Arc::clone(&open.completion);
         if open.expected_size(0) >= self.config.batch_size {
-            to_seal.extend(self.close(partition, defer_seal));
+            to_seal.extend(self.close(&slot, &mut queue, defer_seal));
             wake_engine = true;
         }
         Ok(Appended {
@@ -320,20 +468,37 @@ impl Accumulator {
         })
     }
 
-    /// Closes `partition`'s open batch: sealed now, or (`defer`) handed out to be sealed.
-    fn close(&mut self, partition: &TopicPartition, defer: bool) -> Option<ToSeal> {
-        let open = self.open.remove(partition)?;
+    /// Expected compressed bytes per record byte for a new batch of `topic`.
+    fn size_factor(&self, topic: &Arc<str>) -> f64 {
+        match self.config.compression {
+            Compression::None => 1.0,
+            _ => {
+                let ratios = self.ratios.lock().unwrap_or_else(|e| e.into_inner());
+                let ratio = ratios.get(topic).unwrap_or(&RatioEstimate::START);
+                ratio.0 * RatioEstimate::MARGIN
+            }
+        }
+    }
+
+    /// Closes the partition's open batch: sealed here, or (`defer`) handed back to be sealed
+    /// outside the lock while a placeholder keeps its place.
+    fn close(
+        &self,
+        slot: &Arc<PartitionSlot>,
+        queue: &mut PartitionQueue,
+        defer: bool,
+    ) -> Option<ToSeal> {
+        let open = queue.open.take()?;
         if defer {
-            let slot = self.next_slot;
-            self.next_slot += 1;
-            self.closed.push(Closed::Sealing {
-                slot,
-                partition: partition.clone(),
+            let slot_id = self.next_slot.fetch_add(1, Ordering::Relaxed);
+            queue.closed.push_back(Closed::Sealing {
+                slot: slot_id,
                 completion: open.completion,
                 created_ms: open.created_ms,
             });
             return Some(ToSeal {
-                slot,
+                slot: slot_id,
+                queue: Arc::clone(slot),
                 builder: open.builder,
                 transactional: self.config.transactional,
                 compression: self.config.compression,
@@ -342,9 +507,9 @@ impl Accumulator {
         let batch = open
             .builder
             .seal_compressed(self.config.transactional, self.config.compression);
-        self.observe_ratio(&partition.topic, &batch);
-        self.closed.push(Closed::Ready(ClosedBatch {
-            partition: partition.clone(),
+        self.observe_ratio(&slot.partition.topic, &batch);
+        queue.closed.push_back(Closed::Ready(ClosedBatch {
+            partition: slot.partition.clone(),
             batch,
             completion: open.completion,
             created_ms: open.created_ms,
@@ -352,37 +517,36 @@ impl Accumulator {
         None
     }
 
-    /// Puts a batch sealed outside the lock back in its place. A batch whose place is gone
-    /// ([`Accumulator::take_all`] failed its records meanwhile) is dropped.
-    pub fn put_sealed(&mut self, sealed: Sealed) {
-        let place = self
+    /// Puts a batch sealed outside the lock back in its place.
+    pub fn put_sealed(&self, sealed: Sealed) {
+        let mut queue = sealed.queue.lock();
+        let Some(place) = queue
             .closed
-            .iter()
-            .position(|c| matches!(c, Closed::Sealing { slot, .. } if *slot == sealed.slot));
-        let Some(at) = place else {
+            .iter_mut()
+            .find(|c| matches!(c, Closed::Sealing { slot, .. } if *slot == sealed.slot))
+        else {
+            // Taken away meanwhile (the producer failed or was purged): nothing to put back.
             return;
         };
         let Closed::Sealing {
-            partition,
             completion,
             created_ms,
             ..
-        } = &self.closed[at]
+        } = place
         else {
             return;
         };
         let ready = ClosedBatch {
-            partition: partition.clone(),
+            partition: sealed.queue.partition.clone(),
             batch: sealed.batch,
             completion: Arc::clone(completion),
             created_ms: *created_ms,
         };
         self.observe_ratio(&ready.partition.topic, &ready.batch);
-        self.closed[at] = Closed::Ready(ready);
+        *place = Closed::Ready(ready);
     }
 
-    /// Learns from a sealed batch how well `topic`'s records compress.
-    fn observe_ratio(&mut self, topic: &Arc<str>, batch: &SealedBatch) {
+    fn observe_ratio(&self, topic: &Arc<str>, batch: &SealedBatch) {
         if self.config.compression == Compression::None {
             return;
         }
@@ -392,84 +556,81 @@ impl Accumulator {
         let records = batch.uncompressed_size_in_bytes() - RECORD_BATCH_HEADER_LEN;
         let observed = body as f64 / records.max(1) as f64;
         self.ratios
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
             .entry(Arc::clone(topic))
             .or_insert(RatioEstimate::START)
             .observe(observed);
     }
 
-    /// Closes every open batch whose linger time has passed (all of them when `flush`), and
-    /// hands over every closed batch in the order they were closed.
-    pub fn take_ready(&mut self, now: Millis, flush: bool) -> Vec<ClosedBatch> {
+    /// Closes the batches whose linger time ran out (every open batch when `flush`) and
+    /// returns the closed batches ready for the engine, partition by partition in partition
+    /// order, each partition's in the order they were closed. A batch still being sealed holds
+    /// back the later batches of its partition.
+    pub fn take_ready(&self, now: Millis, flush: bool) -> Vec<ClosedBatch> {
         let linger = self.config.linger_ms;
-        let mut expired: Vec<TopicPartition> = self
-            .open
-            .iter()
-            .filter(|(_, open)| flush || open.created_ms.saturating_add(linger) <= now)
-            .map(|(tp, _)| tp.clone())
-            .collect();
-        // HashMap order is random; close in a fixed order so a simulation seed replays exactly.
-        expired.sort();
-        for tp in &expired {
-            self.close(tp, false);
-        }
-        // A batch still being sealed holds back the later batches of its partition.
-        let mut ready = Vec::with_capacity(self.closed.len());
-        let mut held = Vec::new();
-        let mut blocked: Vec<TopicPartition> = Vec::new();
-        for closed in std::mem::take(&mut self.closed) {
-            match closed {
-                Closed::Ready(batch) if !blocked.contains(&batch.partition) => ready.push(batch),
-                Closed::Ready(batch) => held.push(Closed::Ready(batch)),
-                Closed::Sealing {
-                    slot,
-                    partition,
-                    completion,
-                    created_ms,
-                } => {
-                    blocked.push(partition.clone());
-                    held.push(Closed::Sealing {
-                        slot,
-                        partition,
-                        completion,
-                        created_ms,
-                    });
+        let mut ready = Vec::new();
+        for slot in self.slots() {
+            let mut queue = slot.lock();
+            if queue
+                .open
+                .as_ref()
+                .is_some_and(|open| flush || open.created_ms.saturating_add(linger) <= now)
+            {
+                self.close(&slot, &mut queue, false);
+            }
+            while let Some(Closed::Ready(_)) = queue.closed.front() {
+                if let Some(Closed::Ready(batch)) = queue.closed.pop_front() {
+                    ready.push(batch);
                 }
             }
         }
-        self.closed = held;
         ready
     }
 
     /// When the next open batch's linger time runs out, if any batch is open.
     pub fn next_linger_deadline(&self) -> Option<Millis> {
-        self.open
-            .values()
-            .map(|open| open.created_ms.saturating_add(self.config.linger_ms))
+        self.slots()
+            .iter()
+            .filter_map(|slot| {
+                let queue = slot.lock();
+                let open = queue.open.as_ref()?;
+                Some(open.created_ms.saturating_add(self.config.linger_ms))
+            })
             .min()
     }
 
     /// Whether any record is waiting in an open or closed batch.
     pub fn has_pending(&self) -> bool {
-        !self.open.is_empty() || !self.closed.is_empty()
+        self.slots().iter().any(|slot| {
+            let queue = slot.lock();
+            queue.open.is_some() || !queue.closed.is_empty()
+        })
     }
 
     /// Returns the memory of a resolved batch to the buffer (its uncompressed size: what it
     /// took when its records were appended).
-    pub fn release(&mut self, bytes: usize) {
-        self.buffered_bytes = self.buffered_bytes.saturating_sub(bytes);
+    pub fn release(&self, bytes: usize) {
+        let _ = self
+            .buffered_bytes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+                Some(held.saturating_sub(bytes))
+            });
+        self.released_bytes
+            .fetch_add(bytes as u64, Ordering::SeqCst);
     }
 
     /// Accounts for a batch replaced by others of a different total size (a split batch: each
     /// part has its own header). May go past `buffer.memory` by those few bytes: the records
     /// are already held.
-    pub fn reaccount(&mut self, released: usize, held: usize) {
+    pub fn reaccount(&self, released: usize, held: usize) {
         self.release(released);
-        self.buffered_bytes += held;
+        self.buffered_bytes.fetch_add(held, Ordering::SeqCst);
     }
 
     /// Removes every open and closed batch (when the producer fails fatally or closes); a
     /// batch being sealed outside the lock stays until it is put back.
-    pub fn take_all(&mut self) -> Vec<ClosedBatch> {
+    pub fn take_all(&self) -> Vec<ClosedBatch> {
         self.take_ready(Millis::MAX, true)
     }
 }
@@ -495,7 +656,7 @@ mod tests {
 
     #[test]
     fn records_share_a_batch_until_it_is_full() {
-        let mut acc = Accumulator::new(config());
+        let acc = Accumulator::new(config());
         let a = acc.append(&tp(), 1, None, Some(&[0; 50]), &[], 0).unwrap();
         let b = acc.append(&tp(), 1, None, Some(&[0; 50]), &[], 0).unwrap();
         assert!(a.wake_engine && !b.wake_engine);
@@ -509,7 +670,7 @@ mod tests {
 
     #[test]
     fn linger_closes_batches_and_flush_closes_all() {
-        let mut acc = Accumulator::new(config());
+        let acc = Accumulator::new(config());
         acc.append(&tp(), 1, None, Some(b"v"), &[], 10).unwrap();
         assert_eq!(acc.next_linger_deadline(), Some(15));
         assert!(acc.take_ready(14, false).is_empty());
@@ -522,7 +683,7 @@ mod tests {
     #[cfg(feature = "lz4")]
     #[test]
     fn compressed_batches_grow_with_the_learned_ratio_within_max_request_size() {
-        let mut acc = Accumulator::new(AccumulatorConfig {
+        let acc = Accumulator::new(AccumulatorConfig {
             batch_size: 4096,
             buffer_memory: 1 << 30,
             max_request_size: 20_000,
@@ -564,7 +725,7 @@ mod tests {
 
     #[test]
     fn a_batch_sealed_outside_the_lock_keeps_its_place() {
-        let mut acc = Accumulator::new(config());
+        let acc = Accumulator::new(config());
         let other = TopicPartition::new("t", 1);
         let value = [0u8; 150];
         let first = acc
@@ -589,7 +750,7 @@ mod tests {
 
     #[test]
     fn limits_are_enforced_without_side_effects() {
-        let mut acc = Accumulator::new(config());
+        let acc = Accumulator::new(config());
         let err = acc
             .append(&tp(), 1, None, Some(&[0; 600]), &[], 0)
             .unwrap_err();
@@ -604,13 +765,77 @@ mod tests {
         for _ in 0..4 {
             acc.append(&tp(), 1, None, Some(&[0; 150]), &[], 0).unwrap();
         }
-        assert_eq!(
-            acc.append(&tp(), 1, None, Some(&[0; 150]), &[], 0)
-                .unwrap_err(),
-            AppendError::BufferFull
-        );
+        assert!(matches!(
+            acc.append(&tp(), 1, None, Some(&[0; 150]), &[], 0),
+            Err(AppendError::BufferFull)
+        ));
         let before = acc.buffered_bytes();
         acc.release(before);
         assert_eq!(acc.buffered_bytes(), 0);
+    }
+
+    #[test]
+    fn a_closed_gate_refuses_and_an_open_one_takes_records() {
+        let acc = Accumulator::new(config());
+        acc.gate()
+            .publish(Err(Error::InvalidState("outside a transaction".into())));
+        assert!(matches!(
+            acc.append(&tp(), 1, None, Some(b"v"), &[], 0),
+            Err(AppendError::Refused(Error::InvalidState(_)))
+        ));
+        assert_eq!(acc.buffered_bytes(), 0, "a refused record takes no memory");
+        acc.gate().publish(Ok(()));
+        assert!(acc.append(&tp(), 1, None, Some(b"v"), &[], 0).is_ok());
+    }
+
+    /// The commit race the gate exists for: senders on several threads append while another
+    /// closes the gate and then flushes every partition. Every append that succeeded must be
+    /// in the flushed batches (nothing left behind for after the commit), and none after.
+    #[test]
+    fn every_record_that_passed_the_gate_is_in_the_flush_that_follows_its_closing() {
+        use std::sync::atomic::AtomicUsize;
+        for _round in 0..20 {
+            let acc = Arc::new(Accumulator::new(AccumulatorConfig {
+                buffer_memory: 1 << 30,
+                batch_size: 4096,
+                max_request_size: 1 << 20,
+                ..config()
+            }));
+            let accepted = Arc::new(AtomicUsize::new(0));
+            let senders: Vec<_> = (0..3)
+                .map(|t| {
+                    let (acc, accepted) = (Arc::clone(&acc), Arc::clone(&accepted));
+                    std::thread::spawn(move || {
+                        let partition = TopicPartition::new("t", t % 2);
+                        for _ in 0..200_000 {
+                            match acc.append(&partition, 1, None, Some(b"v"), &[], 0) {
+                                Ok(_) => accepted.fetch_add(1, Ordering::SeqCst),
+                                Err(AppendError::Refused(_)) => return,
+                                Err(e) => panic!("{e:?}"),
+                            };
+                        }
+                    })
+                })
+                .collect();
+            // Close while they are appending (bounded: the senders stop at 200,000 each).
+            let started = std::time::Instant::now();
+            while accepted.load(Ordering::SeqCst) < 1000
+                && started.elapsed() < std::time::Duration::from_secs(5)
+            {
+                std::thread::yield_now();
+            }
+            acc.gate()
+                .publish(Err(Error::InvalidState("committing".into())));
+            let flushed: usize = acc
+                .take_all()
+                .iter()
+                .map(|b| b.batch.record_count() as usize)
+                .sum();
+            for sender in senders {
+                sender.join().unwrap();
+            }
+            assert_eq!(flushed, accepted.load(Ordering::SeqCst));
+            assert!(!acc.has_pending(), "nothing appended after the gate closed");
+        }
     }
 }

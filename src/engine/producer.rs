@@ -253,7 +253,7 @@ impl Engine {
     }
 
     /// Takes an event into account. Actions it leads to come out of the next [`Engine::poll`].
-    pub fn handle(&mut self, event: Event, now: Millis, acc: &mut Accumulator) {
+    pub fn handle(&mut self, event: Event, now: Millis, acc: &Accumulator) {
         match event {
             Event::Leaders(leaders) => {
                 for (tp, leader) in leaders {
@@ -345,7 +345,7 @@ impl Engine {
         request: RequestId,
         result: Result<ProducerIdentity, Error>,
         now: Millis,
-        acc: &mut Accumulator,
+        acc: &Accumulator,
     ) {
         self.outstanding.remove(&request);
         match result {
@@ -379,7 +379,7 @@ impl Engine {
         request: RequestId,
         response: PartitionResponse,
         now: Millis,
-        acc: &mut Accumulator,
+        acc: &Accumulator,
     ) {
         let Some(state) = self.partitions.get_mut(&response.partition) else {
             return;
@@ -514,7 +514,7 @@ impl Engine {
         tp: &TopicPartition,
         position: usize,
         error: Error,
-        acc: &mut Accumulator,
+        acc: &Accumulator,
     ) {
         let Some(state) = self.partitions.get_mut(tp) else {
             return;
@@ -583,7 +583,7 @@ impl Engine {
     /// Resolves a batch: completes its records' futures, returns its memory, counts it.
     fn resolve(
         counters: &mut Counters,
-        acc: &mut Accumulator,
+        acc: &Accumulator,
         batch: ProducerBatch,
         outcome: BatchOutcome,
     ) {
@@ -603,7 +603,7 @@ impl Engine {
         batch.completion.complete(outcome);
     }
 
-    fn fail_fatally(&mut self, error: Error, acc: &mut Accumulator) {
+    fn fail_fatally(&mut self, error: Error, acc: &Accumulator) {
         warn!(%error, "producer failed fatally");
         let fatal = Error::Fatal(std::sync::Arc::new(error));
         self.fail_everything(fatal, acc);
@@ -617,7 +617,7 @@ impl Engine {
     /// going away: the last handle was dropped, or a close ran out of time (DESIGN,
     /// lifecycle; P6). What never went out fails with `error` (not written); what went out
     /// unconfirmed fails as indeterminate. The producer is unusable afterwards.
-    pub fn abandon(&mut self, error: Error, acc: &mut Accumulator) {
+    pub fn abandon(&mut self, error: Error, acc: &Accumulator) {
         if self.fatal.is_none() {
             self.fail_everything(error, acc);
         }
@@ -625,7 +625,7 @@ impl Engine {
 
     /// Makes `error` the producer's last word and resolves everything with it (P6), ending
     /// any transactional call (P9).
-    fn fail_everything(&mut self, error: Error, acc: &mut Accumulator) {
+    fn fail_everything(&mut self, error: Error, acc: &Accumulator) {
         self.fatal = Some(error.clone());
         for state in self.partitions.values_mut() {
             for batch in state.queued.drain(..).chain(state.unacked.drain(..)) {
@@ -649,7 +649,7 @@ impl Engine {
     /// in flight or awaiting a retry under their identity go on. Returns the records purged.
     /// A transaction that loses records this way can only abort (T4: a commit sees them
     /// failed).
-    pub fn purge(&mut self, acc: &mut Accumulator) -> u64 {
+    pub fn purge(&mut self, acc: &Accumulator) -> u64 {
         let before = self.counters.records_failed;
         for state in self.partitions.values_mut() {
             for batch in state.queued.drain(..) {
@@ -661,7 +661,7 @@ impl Engine {
     }
 
     /// Fails every record still in the accumulator (never stamped, so never in the log).
-    fn fail_accumulated(&mut self, acc: &mut Accumulator, error: &Error) {
+    fn fail_accumulated(&mut self, acc: &Accumulator, error: &Error) {
         for closed in acc.take_all() {
             let records = u64::try_from(closed.batch.record_count()).unwrap_or(0);
             self.counters.records_failed += records;
@@ -682,7 +682,7 @@ impl Engine {
     }
 
     /// Runs every decision that is due at `now` and returns the actions for the driver.
-    pub fn poll(&mut self, now: Millis, acc: &mut Accumulator) -> Vec<Action> {
+    pub fn poll(&mut self, now: Millis, acc: &Accumulator) -> Vec<Action> {
         if self.fatal.is_some() {
             self.fail_fatally_remaining(acc);
             return std::mem::take(&mut self.actions);
@@ -721,7 +721,7 @@ impl Engine {
         std::mem::take(&mut self.actions)
     }
 
-    fn fail_fatally_remaining(&mut self, acc: &mut Accumulator) {
+    fn fail_fatally_remaining(&mut self, acc: &Accumulator) {
         if let Some(fatal) = self.fatal.clone() {
             self.fail_accumulated(acc, &fatal);
         }
@@ -729,7 +729,7 @@ impl Engine {
 
     /// Gives up on requests unanswered for `request.timeout.ms`: their batches become
     /// unresolved and the connection is closed (P9).
-    fn expire_requests(&mut self, now: Millis, acc: &mut Accumulator) {
+    fn expire_requests(&mut self, now: Millis, acc: &Accumulator) {
         let timeout = self.config.request_timeout_ms;
         let mut expired: Vec<RequestId> = self
             .outstanding
@@ -769,7 +769,7 @@ impl Engine {
     /// Fails batches whose `delivery.timeout.ms` has passed. A batch still in flight waits for
     /// its request to be answered or to time out, so that its outcome is as precise as it can
     /// be. Failing a batch that went out leaves a hole in the sequence: epoch bump (P5).
-    fn expire_batches(&mut self, now: Millis, acc: &mut Accumulator) {
+    fn expire_batches(&mut self, now: Millis, acc: &Accumulator) {
         let timeout = self.config.delivery_timeout_ms;
         let retries = self.config.retries;
         let mut broken = false;
@@ -825,7 +825,7 @@ impl Engine {
     /// Bumps the epoch once nothing of the old one is in flight or can still be resolved
     /// under it, and resets every partition's sequence (P5, KAFKA-12152): idle partitions
     /// too, since the broker expects sequence 0 of the new epoch everywhere.
-    fn maybe_bump(&mut self, acc: &mut Accumulator) {
+    fn maybe_bump(&mut self, acc: &Accumulator) {
         let Some(reason) = self.bump_reason else {
             return;
         };

@@ -40,7 +40,7 @@ impl Harness {
         let leaders = (0..3)
             .map(|p| (TopicPartition::new(T0, p), Some(1)))
             .collect();
-        h.engine.handle(Event::Leaders(leaders), 0, &mut h.acc);
+        h.engine.handle(Event::Leaders(leaders), 0, &h.acc);
         h
     }
 
@@ -53,7 +53,7 @@ impl Harness {
     }
 
     fn poll(&mut self) -> Vec<Action> {
-        self.engine.poll(self.now, &mut self.acc)
+        self.engine.poll(self.now, &self.acc)
     }
 
     fn advance(&mut self, ms: Millis) -> Vec<Action> {
@@ -76,7 +76,7 @@ impl Harness {
                 result: Ok(ProducerIdentity { producer_id, epoch }),
             },
             self.now,
-            &mut self.acc,
+            &self.acc,
         );
     }
 
@@ -99,7 +99,7 @@ impl Harness {
                 throttle_ms: 0,
             },
             self.now,
-            &mut self.acc,
+            &self.acc,
         );
     }
 
@@ -115,7 +115,7 @@ impl Harness {
                 error,
             },
             self.now,
-            &mut self.acc,
+            &self.acc,
         );
     }
 }
@@ -173,7 +173,7 @@ fn sequences_are_taken_at_dispatch_and_contiguous() {
             }),
         },
         0,
-        &mut h.acc,
+        &h.acc,
     );
     let sent = produces(&h.poll());
     assert_eq!(sent.len(), 1);
@@ -283,7 +283,7 @@ fn a_batch_rejected_for_good_makes_later_batches_restamp_after_a_bump() {
         1,
     );
     let leaders = vec![(TopicPartition::new(T0, 0), Some(1))];
-    h.engine.handle(Event::Leaders(leaders), 0, &mut h.acc);
+    h.engine.handle(Event::Leaders(leaders), 0, &h.acc);
     h.give_identity(1, 0);
     // The broker acknowledged a first batch, so it holds state for this producer and later
     // batches may be pipelined (KAFKA-15591).
@@ -328,7 +328,7 @@ fn out_of_order_behind_an_earlier_retry_is_not_data_loss() {
     h.engine.handle(
         Event::Leaders(vec![(TopicPartition::new(T0, 0), Some(1))]),
         h.now,
-        &mut h.acc,
+        &h.acc,
     );
     // Neither batch reached the log, so both take their sequences again and go out in
     // order, pipelined, under the same identity (P1, P4): no bump.
@@ -480,7 +480,7 @@ fn nothing_goes_to_a_throttled_broker_until_the_throttle_time_passed() {
             throttle_ms: 500,
         },
         h.now,
-        &mut h.acc,
+        &h.acc,
     );
     h.answer(sent[1].0, &[(0, ErrorCode::NONE, 2)]);
     h.answer(sent[2].0, &[(0, ErrorCode::NONE, 3)]);
@@ -504,7 +504,7 @@ fn without_idempotence_batches_carry_no_identity_and_nothing_waits_for_one() {
     config.idempotent = false;
     h.engine = Engine::new(config, 5);
     let leaders = vec![(TopicPartition::new(T0, 0), Some(1))];
-    h.engine.handle(Event::Leaders(leaders), 0, &mut h.acc);
+    h.engine.handle(Event::Leaders(leaders), 0, &h.acc);
     let mut sent = Vec::new();
     for _ in 0..3 {
         h.send(0);
@@ -544,7 +544,7 @@ mod transactions {
         let leaders = (0..3)
             .map(|p| (TopicPartition::new(T0, p), Some(1)))
             .collect();
-        h.engine.handle(Event::Leaders(leaders), 0, &mut h.acc);
+        h.engine.handle(Event::Leaders(leaders), 0, &h.acc);
         h
     }
 
@@ -555,7 +555,7 @@ mod transactions {
                 result: Ok(response),
             },
             h.now,
-            &mut h.acc,
+            &h.acc,
         );
     }
 

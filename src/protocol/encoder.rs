@@ -84,19 +84,25 @@ pub trait WireWrite: BufMut {
 
     /// NULLABLE_BYTES or COMPACT_NULLABLE_BYTES, chosen by `flexible`.
     fn put_nullable_bytes(&mut self, flexible: bool, v: Option<&[u8]>) {
-        if flexible {
-            self.put_compact_len(v.map(<[u8]>::len));
-        } else {
-            match v {
-                None => self.put_i32(-1),
-                Some(b) => {
-                    debug_assert!(b.len() <= i32::MAX as usize, "bytes of {} bytes", b.len());
-                    self.put_i32(b.len() as i32)
-                }
-            }
-        }
+        self.put_nullable_len(flexible, v.map(<[u8]>::len));
         if let Some(b) = v {
             self.put_slice(b);
+        }
+    }
+
+    /// The length prefix of NULLABLE_BYTES or COMPACT_NULLABLE_BYTES alone, for bytes the
+    /// caller writes (or references) itself.
+    fn put_nullable_len(&mut self, flexible: bool, len: Option<usize>) {
+        if flexible {
+            self.put_compact_len(len);
+        } else {
+            match len {
+                None => self.put_i32(-1),
+                Some(n) => {
+                    debug_assert!(n <= i32::MAX as usize, "bytes of {n} bytes");
+                    self.put_i32(n as i32)
+                }
+            }
         }
     }
 

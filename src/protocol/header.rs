@@ -96,19 +96,7 @@ pub fn encode_request_frame<R: Request>(
     correlation_id: i32,
     client_id: Option<&str>,
 ) -> BytesMut {
-    encode_request_frame_sized(request, version, correlation_id, client_id, 64)
-}
-
-/// Like [`encode_request_frame`], with room for `capacity` bytes reserved up front: a Produce
-/// request of a megabyte of batches would otherwise be copied again each time the buffer grows.
-pub fn encode_request_frame_sized<R: Request>(
-    request: &R,
-    version: i16,
-    correlation_id: i32,
-    client_id: Option<&str>,
-    capacity: usize,
-) -> BytesMut {
-    let mut out = BytesMut::with_capacity(capacity);
+    let mut out = BytesMut::with_capacity(64);
     out.put_i32(0); // size, patched below
     let header = RequestHeader {
         api_key: R::API_KEY as i16,

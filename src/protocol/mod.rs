@@ -7,6 +7,7 @@ pub mod decoder;
 pub mod encoder;
 pub mod error;
 pub mod error_code;
+pub mod frame;
 pub mod header;
 pub mod messages;
 pub mod record_batch;

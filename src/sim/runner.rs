@@ -342,7 +342,7 @@ impl Run {
                 );
                 return Err(self.fail(violation));
             }
-            let actions = self.engine.poll(self.now, &mut self.acc);
+            let actions = self.engine.poll(self.now, &self.acc);
             // A poll fills every free in-flight slot (DESIGN, performance shape): what one more
             // dispatch round would send is nothing (the liveness issue's pipeline collapse).
             let unused = self.engine.sendable_round(self.now);
@@ -782,13 +782,13 @@ impl Run {
                         error,
                     },
                     self.now,
-                    &mut self.acc,
+                    &self.acc,
                 );
             }
             Pending::Metadata(leaders) => {
                 self.note("metadata answer".into());
                 self.engine
-                    .handle(Event::Leaders(leaders), self.now, &mut self.acc);
+                    .handle(Event::Leaders(leaders), self.now, &self.acc);
             }
             Pending::Close(connection) => self.close(connection, false),
             Pending::Fault(fault) => self.apply(fault),
@@ -848,6 +848,14 @@ impl Run {
                             records: vec![(id, appended.index)],
                         }),
                     }
+                }
+                // The simulation asks the engine itself before appending (above), so the
+                // accumulator's gate, which only the driver publishes to, stays open.
+                Err(AppendError::Refused(error)) => {
+                    self.note(format!("send of record {id} refused: {error}"));
+                    self.checker.on_refused(id, error);
+                    self.next_send += 1;
+                    continue;
                 }
                 Err(AppendError::BufferFull) => {
                     self.stats.buffer_full += 1;
@@ -1024,16 +1032,13 @@ impl Run {
                         throttle_ms: 0,
                     },
                     self.now,
-                    &mut self.acc,
+                    &self.acc,
                 );
             }
             Some(Answer::Identity(result)) => {
                 self.note(format!("InitProducerId answer {request} delivered"));
-                self.engine.handle(
-                    Event::ProducerId { request, result },
-                    self.now,
-                    &mut self.acc,
-                );
+                self.engine
+                    .handle(Event::ProducerId { request, result }, self.now, &self.acc);
                 self.after_first_identity();
             }
             Some(Answer::Txn(response)) => {
@@ -1044,7 +1049,7 @@ impl Run {
                         result: Ok(response),
                     },
                     self.now,
-                    &mut self.acc,
+                    &self.acc,
                 );
             }
             None => {}

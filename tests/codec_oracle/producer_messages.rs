@@ -408,7 +408,7 @@ impl Oracle for ProduceRequest {
                     topic_id,
                     partition_data: g.vec(3, |g| PartitionProduceData {
                         index: g.i32(),
-                        records: g.opt_bytes(),
+                        records: g.opt_bytes().map(Into::into),
                     }),
                 }
             }),
@@ -431,7 +431,7 @@ theirs!(TopicProduceData => kp_pr::TopicProduceData, |t| {
 
 theirs!(PartitionProduceData => kp_pr::PartitionProduceData, |p| {
     with_index(p.index),
-    with_records(p.records.clone()),
+    with_records(p.records.as_ref().map(|r| r.to_bytes())),
 });
 
 impl Oracle for ProduceResponse {

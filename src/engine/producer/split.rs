@@ -34,7 +34,7 @@ impl Engine {
         tp: &TopicPartition,
         position: usize,
         code: ErrorCode,
-        acc: &mut Accumulator,
+        acc: &Accumulator,
     ) {
         let Some(state) = self.partitions.get_mut(tp) else {
             return;

@@ -367,7 +367,7 @@ impl Engine {
         code: ErrorCode,
         what: &str,
         now: Millis,
-        acc: &mut Accumulator,
+        acc: &Accumulator,
     ) -> bool {
         let outlived = self.txn.as_ref().and_then(|t| t.open_beyond_timeout(now));
         let Some((open_ms, timeout_ms)) = outlived else {
@@ -430,7 +430,7 @@ impl Engine {
     }
 
     /// Advances the running call and, under transactions v1, registers new partitions.
-    pub(super) fn drive_transaction(&mut self, now: Millis, acc: &mut Accumulator) {
+    pub(super) fn drive_transaction(&mut self, now: Millis, acc: &Accumulator) {
         if self.txn.is_none() || self.fatal.is_some() {
             return;
         }
@@ -526,7 +526,7 @@ impl Engine {
 
     /// Commit, once every batch of the transaction is resolved: any failure makes the
     /// transaction abortable instead (T4).
-    fn commit_after_flush(&mut self, now: Millis, acc: &mut Accumulator) {
+    fn commit_after_flush(&mut self, now: Millis, acc: &Accumulator) {
         let abortable = self
             .txn
             .as_ref()
@@ -567,7 +567,7 @@ impl Engine {
 
     /// Ends the transaction with EndTxn when it has anything to end; otherwise finishes at
     /// once (transactions v2: "EndTxn skipped when nothing was sent").
-    fn end_or_finish(&mut self, commit: bool, now: Millis, acc: &mut Accumulator) {
+    fn end_or_finish(&mut self, commit: bool, now: Millis, acc: &Accumulator) {
         let Some(txn) = &mut self.txn else { return };
         if !commit && txn.coordinator_aborted {
             return self.reinitialise_after_coordinator_abort(now);
@@ -606,7 +606,7 @@ impl Engine {
     /// in the log too (their sequences are then broken, so v1 bumps the epoch after the abort).
     /// A batch whose outcome is unknown is failed as indeterminate: if it landed, the abort
     /// marker hides it from read_committed readers.
-    fn fail_unsent_for_abort(&mut self, acc: &mut Accumulator) {
+    fn fail_unsent_for_abort(&mut self, acc: &Accumulator) {
         let mut broke_sequences = false;
         let mut doomed: Vec<(ProducerBatch, Error)> = Vec::new();
         for state in self.partitions.values_mut() {
@@ -637,7 +637,7 @@ impl Engine {
 
     /// The transaction is over: back to Ready, with a new identity when the coordinator gave
     /// one (v2) or after a v1 epoch bump; sequences restart at 0 with any new identity (T2).
-    fn transaction_ended(&mut self, new_identity: Option<ProducerIdentity>, acc: &mut Accumulator) {
+    fn transaction_ended(&mut self, new_identity: Option<ProducerIdentity>, acc: &Accumulator) {
         let Some(txn) = &mut self.txn else { return };
         let aborting = txn.state == TxnState::Aborting;
         let bump_v1 = aborting && txn.bump_after_abort && !txn.v2;
@@ -668,7 +668,7 @@ impl Engine {
 
     /// Installs an identity the coordinator handed out and restarts every partition's
     /// sequence at 0.
-    fn adopt_identity(&mut self, identity: ProducerIdentity, acc: &mut Accumulator) {
+    fn adopt_identity(&mut self, identity: ProducerIdentity, acc: &Accumulator) {
         if self.identity == Some(identity) {
             return;
         }
@@ -745,7 +745,7 @@ impl Engine {
         request: RequestId,
         result: Result<TxnResponse, Error>,
         now: Millis,
-        acc: &mut Accumulator,
+        acc: &Accumulator,
     ) {
         let Some(txn) = &mut self.txn else { return };
         if txn.adding == Some(request) {
@@ -868,7 +868,7 @@ impl Engine {
 
     /// A broker error on a call: rediscover and retry, fail fatally, or fail the call with
     /// the transaction abortable.
-    fn on_call_error(&mut self, code: ErrorCode, what: &str, now: Millis, acc: &mut Accumulator) {
+    fn on_call_error(&mut self, code: ErrorCode, what: &str, now: Millis, acc: &Accumulator) {
         let fenced = matches!(
             code,
             ErrorCode::PRODUCER_FENCED | ErrorCode::INVALID_PRODUCER_EPOCH
@@ -953,7 +953,7 @@ impl Engine {
         &mut self,
         result: Result<TxnResponse, Error>,
         now: Millis,
-        acc: &mut Accumulator,
+        acc: &Accumulator,
     ) {
         let results = match result {
             Ok(TxnResponse::AddPartitions(results)) => results,

@@ -175,7 +175,7 @@ fn a_request_no_broker_version_can_carry_fails_the_producer_not_retried() {
             error,
         },
         h.now,
-        &mut h.acc,
+        &h.acc,
     );
     assert!(h.engine.fatal_error().is_some());
     for (completion, index) in &records {

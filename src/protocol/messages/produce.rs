@@ -24,6 +24,28 @@ use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite}
 /// answers UNSUPPORTED_COMPRESSION_TYPE to zstd in an older version.
 pub const ZSTD_MIN_VERSION: i16 = 7;
 
+impl ProduceRequest {
+    /// Encodes the request, each partition's records through `records` (copied, or
+    /// referenced by a spliced frame).
+    pub fn encode_records_with<B: BufMut>(
+        &self,
+        version: i16,
+        out: &mut B,
+        records: &mut impl RecordsOut<B>,
+    ) {
+        let flexible = Self::is_flexible(version);
+        out.put_nullable_string(flexible, self.transactional_id.as_deref());
+        out.put_i16(self.acks);
+        out.put_i32(self.timeout_ms);
+        out.put_array(flexible, &self.topic_data, |out, t| {
+            t.encode(version, out, records)
+        });
+        if flexible {
+            out.put_empty_tagged_fields();
+        }
+    }
+}
+
 /// Produce request body.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProduceRequest {
@@ -55,7 +77,81 @@ pub struct PartitionProduceData {
     pub index: i32,
     /// Already encoded RecordBatch v2 bytes (exactly one batch from v3), or null. The codec
     /// does not look inside them.
-    pub records: Option<Bytes>,
+    pub records: Option<ProduceRecords>,
+}
+
+/// A partition's records in a Produce request: byte strings written back to back under one
+/// length prefix. The producer passes a stamped batch's 61-byte header and its body as two
+/// parts, so the body reaches the socket without being copied into one buffer first
+/// ([`crate::protocol::frame::RequestFrame::produce`]; issue 13).
+#[derive(Debug, Clone, Default)]
+pub struct ProduceRecords {
+    parts: Vec<Bytes>,
+    len: usize,
+}
+
+impl ProduceRecords {
+    /// Records made of `parts`, in order.
+    pub fn from_parts(parts: Vec<Bytes>) -> Self {
+        let len = parts.iter().map(Bytes::len).sum();
+        Self { parts, len }
+    }
+
+    /// The parts, in order.
+    pub fn parts(&self) -> &[Bytes] {
+        &self.parts
+    }
+
+    /// The total length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The records in one buffer.
+    pub fn to_bytes(&self) -> Bytes {
+        match self.parts.as_slice() {
+            [one] => one.clone(),
+            parts => Bytes::from(parts.concat()),
+        }
+    }
+}
+
+impl From<Bytes> for ProduceRecords {
+    fn from(records: Bytes) -> Self {
+        Self::from_parts(vec![records])
+    }
+}
+
+// Equal when the bytes are, however they are cut into parts.
+impl PartialEq for ProduceRecords {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.to_bytes() == other.to_bytes()
+    }
+}
+
+impl Eq for ProduceRecords {}
+
+/// Where an encoder puts a partition's records, after their length prefix: copied into the
+/// buffer ([`CopyRecords`]), or handed over as parts of a spliced frame.
+pub trait RecordsOut<B> {
+    /// Writes (or references) `records` at the current end of `out`.
+    fn put(&mut self, out: &mut B, records: &ProduceRecords);
+}
+
+/// Copies the records into the buffer, as every other field is.
+pub struct CopyRecords;
+
+impl<B: BufMut> RecordsOut<B> for CopyRecords {
+    fn put(&mut self, out: &mut B, records: &ProduceRecords) {
+        for part in records.parts() {
+            out.put_slice(part);
+        }
+    }
 }
 
 /// How a version names topics: by id from v13, by name before (KIP-516).
@@ -64,9 +160,12 @@ fn topic_key(version: i16) -> TopicKey {
 }
 
 impl PartitionProduceData {
-    fn encode<B: BufMut>(&self, flexible: bool, out: &mut B) {
+    fn encode<B: BufMut>(&self, flexible: bool, out: &mut B, records: &mut impl RecordsOut<B>) {
         out.put_i32(self.index);
-        out.put_nullable_bytes(flexible, self.records.as_deref());
+        out.put_nullable_len(flexible, self.records.as_ref().map(ProduceRecords::len));
+        if let Some(r) = &self.records {
+            records.put(out, r);
+        }
         if flexible {
             out.put_empty_tagged_fields();
         }
@@ -75,7 +174,9 @@ impl PartitionProduceData {
     fn decode(d: &mut Decoder<'_>, flexible: bool) -> Result<Self, DecodeError> {
         let partition = Self {
             index: d.i32("PartitionProduceData.index")?,
-            records: d.nullable_bytes(flexible, "PartitionProduceData.records")?,
+            records: d
+                .nullable_bytes(flexible, "PartitionProduceData.records")?
+                .map(ProduceRecords::from),
         };
         if flexible {
             d.skip_tagged_fields("PartitionProduceData.tagged_fields")?;
@@ -85,14 +186,14 @@ impl PartitionProduceData {
 }
 
 impl TopicProduceData {
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
+    fn encode<B: BufMut>(&self, version: i16, out: &mut B, records: &mut impl RecordsOut<B>) {
         let flexible = ProduceRequest::is_flexible(version);
         put_topic_entry(
             out,
             flexible,
             topic_key(version).pick(&self.name, &self.topic_id),
             &self.partition_data,
-            |out, p| p.encode(flexible, out),
+            |out, p| p.encode(flexible, out, records),
         );
     }
 
@@ -117,14 +218,7 @@ impl Message for ProduceRequest {
     const FLEXIBLE_FROM: i16 = 9;
 
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = Self::is_flexible(version);
-        out.put_nullable_string(flexible, self.transactional_id.as_deref());
-        out.put_i16(self.acks);
-        out.put_i32(self.timeout_ms);
-        out.put_array(flexible, &self.topic_data, |out, t| t.encode(version, out));
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
+        self.encode_records_with(version, out, &mut CopyRecords);
     }
 
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
@@ -430,7 +524,7 @@ mod tests {
                 partition_data: vec![
                     PartitionProduceData {
                         index: 0,
-                        records: Some(Bytes::from_static(b"batch-bytes")),
+                        records: Some(Bytes::from_static(b"batch-bytes").into()),
                     },
                     PartitionProduceData {
                         index: 1,
@@ -483,7 +577,7 @@ mod tests {
                 name: "t".into(),
                 partition_data: vec![PartitionProduceData {
                     index: 0,
-                    records: Some(Bytes::from_static(&[0xaa, 0xbb])),
+                    records: Some(Bytes::from_static(&[0xaa, 0xbb]).into()),
                 }],
                 ..Default::default()
             }],
