@@ -28,6 +28,8 @@ BEGIN {
 # 12 p50 13 p99 14 broker_cpu 15 proxy_cpu 16 load1 17 claimed 18 status 19 offset_delta
 # 20 read 21 distinct 22 duplicates 23 reordered
 $18 != "ok" && $18 != "short" { bad[$1 " " $3 " " $4] = bad[$1 " " $3 " " $4] " " $18 }
+# Duplicates read back from any run, failed or not (a failed run's are shown with its failure).
+($1 == "full" || $1 == "lat") && $22 ~ /^[0-9]+$/ { anydups[$3 " " $4] += $22 }
 ($1 == "full" || $1 == "lat") && $18 == "ok" { k = $3 " " $4
   if ($22 == "-") unchecked[k] = 1; else { dups[k] += $22; reord[k] += $23; checked[k]++ } }
 $1 == "full" && $18 == "ok" { k = $3 " " $4; rps[k] += $7 / $8; runs[k]++; recs[k] += $7
@@ -40,7 +42,8 @@ END {
   print "| client | record | records/s | MiB/s | client CPU s / M records | peak RSS MiB | broker CPU s / M records | p50 ms | p99 ms | duplicates | reordered |"
   print "|---|---|---|---|---|---|---|---|---|---|---|"
   for (j = 1; j <= ns; j++) for (i = 1; i <= nc; i++) { c = cl[i]; k = c " " sz[j]
-    if (!runs[k]) { printf "| %s | %s B | failed:%s | | | | | | | | |\n", label[c], sz[j], bad["calib " k] bad["full " k]; continue }
+    if (!runs[k]) { printf "| %s | %s B | failed:%s | | | | | | | %s | |\n", label[c], sz[j], bad["calib " k] bad["full " k],
+      anydups[k] ? "**" anydups[k] "** (failed runs)" : ""; continue }
     d = (k in unchecked) ? "not checked" : (dups[k] ? "**" dups[k] "**" : "0")
     o = (k in unchecked) ? "not checked" : reord[k] + 0
     printf "| %s | %s B | %s%s | %.1f | %.2f | %.0f | %.2f | %s | %s | %s | %s |\n", label[c], sz[j],
@@ -70,11 +73,11 @@ END {
       if (dups[k]) { skipped = skipped " " c " (" commas(rate(k)) ", duplicates)"; continue }
       if (rate(k) > best) { best = rate(k); bestc = c } }
     if (bestc != "")
-      printf "- %s B records/s >= 1.25x the best peer: %s — %s vs %s %s (%.2fx)%s\n", s, verdict(rate(o) >= 1.25 * best),
+      printf "- %s B records/s >= 1.25x the best peer: %s — %s vs %s %s (%.3fx)%s\n", s, verdict(rate(o) >= 1.25 * best),
         commas(rate(o)), bestc, commas(best), rate(o) / best, skipped == "" ? "" : "; not counted as best:" skipped
     # CPU per record: 0.5x librdkafka's at 100 B.
     if (s == 100) { r = ("rust-rdkafka " s in runs) ? "rust-rdkafka " s : "rdkafka " s
-      if (runs[r]) printf "- 100 B client CPU per record <= 0.5x librdkafka's (%s): %s — %.2f vs %.2f s / M records (%.2fx)\n",
+      if (runs[r]) printf "- 100 B client CPU per record <= 0.5x librdkafka's (%s): %s — %.2f vs %.2f s / M records (%.3fx)\n",
         substr(r, 1, index(r, " ") - 1), verdict(cpu_per_m(o) <= 0.5 * cpu_per_m(r)), cpu_per_m(o), cpu_per_m(r), cpu_per_m(o) / cpu_per_m(r) }
     # p99 at half load: ours (channel mode, the one with per-record latency) <= the best peer's.
     ch = "exactly-channel " s; bestp = -1; bestpc = ""
@@ -86,13 +89,13 @@ END {
     bm = 0; bmc = ""
     for (i = 1; i <= nc; i++) { c = cl[i]; k = c " " s; if (is_ours(c) && rate(k) > bm) { bm = rate(k); bmc = c } }
     if (bmc != "")
-      printf "- %s B loop >= 0.95x our best mode (%s): %s — %s vs %s (%.2fx)\n", s, bmc, verdict(rate(o) >= 0.95 * bm), commas(rate(o)), commas(bm), rate(o) / bm
+      printf "- %s B loop >= 0.95x our best mode (%s): %s — %s vs %s (%.3fx)\n", s, bmc, verdict(rate(o) >= 0.95 * bm), commas(rate(o)), commas(bm), rate(o) / bm
     # current_thread loop >= 0.8x the multi-thread loop.
     k = "exactly-current " s
-    if (runs[k]) printf "- %s B current_thread loop >= 0.8x the multi-thread loop: %s — %s vs %s (%.2fx)\n", s, verdict(rate(k) >= 0.8 * rate(o)), commas(rate(k)), commas(rate(o)), rate(k) / rate(o)
+    if (runs[k]) printf "- %s B current_thread loop >= 0.8x the multi-thread loop: %s — %s vs %s (%.3fx)\n", s, verdict(rate(k) >= 0.8 * rate(o)), commas(rate(k)), commas(rate(o)), rate(k) / rate(o)
     # Peak RSS <= a quarter of Java's.
     k = "java " s
-    if (runs[k]) printf "- %s B peak RSS <= 0.25x Java's: %s — %.0f vs %.0f MiB (%.2fx)\n", s, verdict(rss[o] <= 0.25 * rss[k]), rss[o] / 1024, rss[k] / 1024, rss[o] / rss[k]
+    if (runs[k]) printf "- %s B peak RSS <= 0.25x Java's: %s — %.0f vs %.0f MiB (%.3fx)\n", s, verdict(rss[o] <= 0.25 * rss[k]), rss[o] / 1024, rss[k] / 1024, rss[o] / rss[k]
   }
   print ""
   print "Each round (given order, then reversed), full-speed records/s and p50/p99 ms at the fixed load:"
