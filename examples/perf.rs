@@ -19,6 +19,10 @@
 //! - `spawned`: `--tasks N` tasks (default 4) each send a share, awaiting their futures as
 //!   they go (as a server handling requests would).
 //!
+//! `--unique-values` makes record i's value a copy whose first 12 bytes are i in zero-padded
+//! decimal, so that a reader of the topic can count distinct records and duplicates
+//! (`scripts/bench-peers` does, for every client).
+//!
 //! `--runtime current` runs everything on a `current_thread` runtime instead of the default
 //! multi-thread one.
 
@@ -42,6 +46,7 @@ struct Args {
     record_size: usize,
     throughput: f64,
     payload_file: Option<String>,
+    unique_values: bool,
     props: Vec<(String, String)>,
 }
 
@@ -49,7 +54,7 @@ fn usage(problem: &str) -> ! {
     eprintln!("perf: {problem}");
     eprintln!(
         "usage: perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
-         [--payload-file F] [--mode channel|loop|spawned] [--tasks N] [--runtime multi|current] \
+         [--payload-file F] [--unique-values] [--mode channel|loop|spawned] [--tasks N] [--runtime multi|current] \
          --producer-props k=v [k=v ...]"
     );
     std::process::exit(2)
@@ -65,6 +70,7 @@ fn parse_args() -> Args {
         record_size: 100,
         throughput: -1.0,
         payload_file: None,
+        unique_values: false,
         props: Vec::new(),
     };
     let mut it = std::env::args().skip(1).peekable();
@@ -85,6 +91,7 @@ fn parse_args() -> Args {
                 args.throughput = value().parse().unwrap_or_else(|_| usage("--throughput"))
             }
             "--payload-file" => args.payload_file = Some(value()),
+            "--unique-values" => args.unique_values = true,
             "--mode" => {
                 args.mode = match value().as_str() {
                     "channel" => Mode::Channel,
@@ -193,9 +200,20 @@ fn main() -> exactly::Result<()> {
     runtime.block_on(run(args))
 }
 
-/// Record `i`'s value.
-fn payload(payloads: &[bytes::Bytes], i: u64) -> &bytes::Bytes {
-    &payloads[i as usize % payloads.len()]
+/// Record `i`'s value: the shared payload, or with `--unique-values` a copy starting with `i`
+/// (zero-padded decimal over its first 12 bytes).
+fn payload(args: &Args, payloads: &[bytes::Bytes], i: u64) -> bytes::Bytes {
+    let shared = &payloads[i as usize % payloads.len()];
+    if !args.unique_values {
+        return shared.clone();
+    }
+    let mut value = shared.to_vec();
+    let mut rest = i;
+    for byte in value.iter_mut().take(12).rev() {
+        *byte = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    bytes::Bytes::from(value)
 }
 
 /// Sleeps until record `i` is due at `--throughput`.
@@ -237,7 +255,7 @@ async fn run(args: Args) -> exactly::Result<()> {
             let mut futures = Vec::with_capacity(args.num_records as usize);
             for i in 0..args.num_records {
                 pace(&args, start, i).await;
-                let payload = payload(&payloads, i);
+                let payload = payload(&args, &payloads, i);
                 let record = Record::to(&args.topic).value(payload.clone());
                 futures.push((
                     Instant::now(),
@@ -259,7 +277,7 @@ async fn run(args: Args) -> exactly::Result<()> {
             });
             for i in 0..args.num_records {
                 pace(&args, start, i).await;
-                let payload = payload(&payloads, i);
+                let payload = payload(&args, &payloads, i);
                 let sent_at = Instant::now();
                 let record = Record::to(&args.topic).value(payload.clone());
                 let future = producer.send(record).await?;
@@ -286,7 +304,7 @@ async fn run(args: Args) -> exactly::Result<()> {
                         let mut window = Vec::new();
                         for i in (task..args.num_records).step_by(args.tasks as usize) {
                             pace(&args, start, i).await;
-                            let payload = payload(&payloads, i);
+                            let payload = payload(&args, &payloads, i);
                             let record = Record::to(&args.topic).value(payload.clone());
                             let future = producer.send(record).await?;
                             window.push((Instant::now(), payload.len() as u64, future));

@@ -2,12 +2,14 @@
 // scripts/bench-peers compares the clients and not the benchmark programs.
 //
 //	franz-perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
-//	    [--payload-file F] --producer-props k=v [k=v ...]
+//	    [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]
 //
 // Same flags, same measurement and same summary line as examples/perf.rs (which copies Kafka's
 // ProducerPerformance):
 //   - every record is keyless, with one shared payload of BYTES 'x' bytes, or with
 //     --payload-file the file's lines in turn (the same realistic bytes for every client);
+//     with --unique-values, record i's value is a copy whose first 12 bytes are i in zero-padded
+//     decimal, so that scripts/bench-peers can count distinct records read back (duplicates);
 //   - --throughput R paces record i to start + i/R (sleeping when ahead); -1 means as fast as
 //     the producer accepts records (Produce blocks while the buffer is full);
 //   - latency = the time from just before Produce to the record's promise, truncated to whole
@@ -19,9 +21,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"context"
 	"fmt"
 	"math"
 	"os"
@@ -40,13 +42,14 @@ type args struct {
 	recordSize  int
 	throughput  float64
 	payloadFile string
+	unique      bool
 	props       map[string]string
 }
 
 func usage(problem string) {
 	fmt.Fprintf(os.Stderr, "franz-perf: %s\n", problem)
 	fmt.Fprintln(os.Stderr, "usage: franz-perf --topic T --num-records N --record-size BYTES "+
-		"--throughput RECORDS_PER_SEC|-1 [--payload-file F] --producer-props k=v [k=v ...]")
+		"--throughput RECORDS_PER_SEC|-1 [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]")
 	os.Exit(2)
 }
 
@@ -55,6 +58,10 @@ func parseArgs() args {
 	argv := os.Args[1:]
 	for i := 0; i < len(argv); i++ {
 		flag := argv[i]
+		if flag == "--unique-values" {
+			a.unique = true
+			continue
+		}
 		if flag == "--producer-props" {
 			for i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "--") {
 				i++
@@ -218,6 +225,17 @@ func (s *stats) print(elapsed time.Duration) {
 	}
 }
 
+// withSequence returns a copy of template whose first 12 bytes (fewer if it is shorter) are i in
+// zero-padded decimal.
+func withSequence(template []byte, i int) []byte {
+	value := slices.Clone(template)
+	for j := min(len(value), 12) - 1; j >= 0; j-- {
+		value[j] = byte('0' + i%10)
+		i /= 10
+	}
+	return value
+}
+
 func main() {
 	a := parseArgs()
 	opts, err := producerOptions(a.props)
@@ -272,6 +290,9 @@ func main() {
 		}
 		s.pending.Add(1)
 		value := payloads[i%len(payloads)]
+		if a.unique {
+			value = withSequence(value, i)
+		}
 		client.Produce(ctx, &kgo.Record{Topic: a.topic, Value: value, Timestamp: time.Now()}, promise)
 	}
 	if err := client.Flush(ctx); err != nil {

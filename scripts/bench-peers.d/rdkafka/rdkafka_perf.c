@@ -3,13 +3,15 @@
  * scripts/bench-peers compares the clients and not the benchmark programs.
  *
  *   rdkafka_perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
- *       [--payload-file F] --producer-props k=v [k=v ...]
+ *       [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]
  *
  * Same flags, same measurement and same summary line as examples/perf.rs (which copies
  * Kafka's ProducerPerformance):
  * - every record is keyless, with one shared payload of BYTES 'x' bytes (produced without
  *   RD_KAFKA_MSG_F_COPY, as perf.rs shares one `Bytes`), or with --payload-file the file's
- *   lines in turn (for compression: the same realistic bytes for every client);
+ *   lines in turn (for compression: the same realistic bytes for every client); with
+ *   --unique-values, record i's value is a copy (RD_KAFKA_MSG_F_COPY) whose first 12 bytes are
+ *   i in zero-padded decimal, so that scripts/bench-peers can count distinct records read back;
  * - --throughput R paces record i to start + i/R (sleeping when ahead, never catching up by
  *   skipping); -1 means as fast as the producer accepts records;
  * - latency = the time from just before the produce call to the delivery report of that
@@ -35,6 +37,7 @@ struct args {
         size_t record_size;
         double throughput;
         const char *payload_file;
+        int unique_values;
 };
 
 /* Latencies and totals in the shape ProducerPerformance prints; filled by the delivery report
@@ -53,7 +56,7 @@ static void usage(const char *problem) {
         fprintf(stderr, "rdkafka_perf: %s\n", problem);
         fprintf(stderr,
                 "usage: rdkafka_perf --topic T --num-records N --record-size BYTES "
-                "--throughput RECORDS_PER_SEC|-1 [--payload-file F] --producer-props k=v [k=v ...]\n");
+                "--throughput RECORDS_PER_SEC|-1 [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]\n");
         exit(2);
 }
 
@@ -97,9 +100,13 @@ static void set_prop(rd_kafka_conf_t *conf, const char *key, const char *value) 
 
 static void parse_args(int argc, char **argv, struct args *args, rd_kafka_conf_t *conf) {
         *args = (struct args){.topic = NULL, .num_records = 0, .record_size = 100, .throughput = -1,
-                              .payload_file = NULL};
+                              .payload_file = NULL, .unique_values = 0};
         for (int i = 1; i < argc; i++) {
                 const char *flag = argv[i];
+                if (!strcmp(flag, "--unique-values")) {
+                        args->unique_values = 1;
+                        continue;
+                }
                 if (!strcmp(flag, "--producer-props")) {
                         while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) {
                                 char *kv = argv[++i];
@@ -222,7 +229,9 @@ int main(int argc, char **argv) {
                         n_values = 1;
                 }
         }
-        if (!stats.latencies_ms || !payload || !n_values) {
+        /* Under --unique-values each value is built here and copied by librdkafka. */
+        char *scratch = args.unique_values ? malloc(payload_len + 1) : NULL;
+        if (!stats.latencies_ms || !payload || !n_values || (args.unique_values && !scratch)) {
                 fprintf(stderr, "rdkafka_perf: out of memory, or no payload\n");
                 return 1;
         }
@@ -250,8 +259,18 @@ int main(int argc, char **argv) {
                 uint64_t sent_at = now_us();
                 /* A full queue is backpressure: serve delivery reports until there is room. */
                 size_t v = (size_t)(i % n_values);
-                while (rd_kafka_produce(rkt, RD_KAFKA_PARTITION_UA, 0, payload + value_at[v],
-                                        value_len[v], NULL, 0, (void *)(uintptr_t)sent_at) == -1) {
+                char *value = payload + value_at[v];
+                int msgflags = 0;
+                if (scratch) {
+                        memcpy(scratch, value, value_len[v]);
+                        uint64_t seq = i;
+                        for (size_t d = value_len[v] < 12 ? value_len[v] : 12; d-- > 0; seq /= 10)
+                                scratch[d] = (char)('0' + seq % 10);
+                        value = scratch;
+                        msgflags = RD_KAFKA_MSG_F_COPY;
+                }
+                while (rd_kafka_produce(rkt, RD_KAFKA_PARTITION_UA, msgflags, value, value_len[v],
+                                        NULL, 0, (void *)(uintptr_t)sent_at) == -1) {
                         rd_kafka_resp_err_t err = rd_kafka_last_error();
                         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
                                 fprintf(stderr, "rdkafka_perf: produce: %s\n", rd_kafka_err2str(err));
@@ -269,6 +288,7 @@ int main(int argc, char **argv) {
         rd_kafka_destroy(rk);
         print_stats(elapsed);
         free(payload);
+        free(scratch);
         free(value_at);
         free(value_len);
         free(stats.latencies_ms);
