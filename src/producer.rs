@@ -109,8 +109,8 @@ pub struct RecordMetadata {
 #[derive(Debug)]
 #[must_use = "a delivery future tells whether the record was written"]
 pub struct DeliveryFuture {
+    /// The record's batch, which also knows the partition.
     completion: Arc<BatchCompletion>,
-    partition: TopicPartition,
     index: i32,
     timestamp: i64,
 }
@@ -126,8 +126,8 @@ impl Future for DeliveryFuture {
             .poll_record(this.index, cx)
             .map(|(outcome, index)| {
                 outcome.map(|ack| RecordMetadata {
-                    topic: Arc::clone(&this.partition.topic),
-                    partition: this.partition.partition,
+                    topic: Arc::clone(&this.completion.partition().topic),
+                    partition: this.completion.partition().partition,
                     offset: if ack.base_offset < 0 {
                         -1
                     } else {
@@ -365,7 +365,6 @@ impl Producer {
                     }
                     return Ok(DeliveryFuture {
                         completion: appended.completion,
-                        partition: tp,
                         index: appended.index,
                         timestamp,
                     });

@@ -448,7 +448,7 @@ impl Accumulator {
                 wake_engine = true;
                 empty.insert(OpenBatch {
                     builder: BatchBuilder::new(timestamp, self.config.batch_size.min(64 * 1024)),
-                    completion: BatchCompletion::new(),
+                    completion: BatchCompletion::new(partition.clone()),
                     created_ms: now(),
                     size_factor: self.size_factor(&partition.topic),
                 })

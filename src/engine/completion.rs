@@ -9,6 +9,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 
+use super::TopicPartition;
 use crate::error::Error;
 
 /// What the broker said about a whole batch.
@@ -45,16 +46,28 @@ enum Settled {
 /// polls it, and a mutex per poll was 5% of the send path's profile. The lock guards only
 /// the wakers of pending polls; settling happens under it, so a poll that found it pending
 /// and registers its waker under the lock cannot miss the wake-up.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BatchCompletion {
+    /// The batch's partition, kept here once per batch rather than in every record's
+    /// future (issue 13: a loop holding a million futures holds a million of them).
+    partition: TopicPartition,
     settled: OnceLock<Settled>,
     wakers: Mutex<Vec<Waker>>,
 }
 
 impl BatchCompletion {
-    /// A new, pending completion.
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
+    /// A new, pending completion of a batch of `partition`.
+    pub fn new(partition: TopicPartition) -> Arc<Self> {
+        Arc::new(Self {
+            partition,
+            settled: OnceLock::new(),
+            wakers: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The batch's partition.
+    pub fn partition(&self) -> &TopicPartition {
+        &self.partition
     }
 
     /// Leaves the pending state for `next`, waking the tasks that waited; `false` (and no
@@ -81,7 +94,10 @@ impl BatchCompletion {
     /// and returns the parts' completions; `None` if the batch was already resolved or split.
     /// Tasks waiting on a record are woken to wait on its part instead.
     pub fn split(&self, at: i32) -> Option<(Arc<Self>, Arc<Self>)> {
-        let (first, second) = (Self::new(), Self::new());
+        let (first, second) = (
+            Self::new(self.partition.clone()),
+            Self::new(self.partition.clone()),
+        );
         let split = Settled::Split {
             at,
             first: Arc::clone(&first),
@@ -141,7 +157,7 @@ mod tests {
 
     #[test]
     fn completes_exactly_once() {
-        let c = BatchCompletion::new();
+        let c = BatchCompletion::new(TopicPartition::new("t", 0));
         assert!(c.outcome().is_none());
         let ack = BatchAck {
             base_offset: 7,
@@ -154,7 +170,7 @@ mod tests {
 
     #[test]
     fn a_split_batch_resolves_each_record_from_its_part() {
-        let c = BatchCompletion::new();
+        let c = BatchCompletion::new(TopicPartition::new("t", 0));
         let (first, second) = c.split(3).expect("pending");
         assert!(c.split(1).is_none(), "split once");
         assert!(
