@@ -15,7 +15,9 @@
 //! the coordinator holds when it commits. The price is Java's: call `poll` at least every
 //! heartbeat interval and within `max.poll.interval.ms`.
 
+pub(crate) mod assignor;
 pub mod config;
+pub(crate) mod membership;
 
 use std::sync::Arc;
 use std::time::Duration;
