@@ -18,6 +18,7 @@
 pub(crate) mod assignor;
 pub mod config;
 pub(crate) mod membership;
+pub(crate) mod records;
 
 use std::sync::Arc;
 use std::time::Duration;
