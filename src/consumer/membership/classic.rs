@@ -87,11 +87,6 @@ impl ClassicMember {
         }
     }
 
-    /// The generation (-1 before the first).
-    pub fn generation(&self) -> i32 {
-        self.generation
-    }
-
     /// Replaces the subscription; a member in the group rejoins to have it count.
     pub fn subscribe(&mut self, mut topics: Vec<String>) {
         topics.sort();

@@ -106,6 +106,7 @@ impl ConsumerMember {
     }
 
     /// The member epoch (0 before joining).
+    #[cfg(test)]
     pub fn epoch(&self) -> i32 {
         self.epoch
     }
