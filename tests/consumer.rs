@@ -119,13 +119,26 @@ async fn consume_until(
     }
 }
 
+/// Commits the position of every owned partition; retried (bounded) while a fault test cuts
+/// the coordinator's traffic, so a delivered record is always covered by a commit.
 async fn commit_positions(c: &mut Consumer) {
     let offsets: Vec<OffsetToCommit> = c
         .assignment()
         .into_iter()
         .filter_map(|tp| c.position(&tp).map(|o| OffsetToCommit::new(tp, o)))
         .collect();
-    c.commit(&offsets).await.expect("commit");
+    let mut last = None;
+    for _ in 0..20 {
+        match c.commit(&offsets).await {
+            Ok(()) => return,
+            Err(e) if e.is_retriable() || matches!(e, exactly::Error::Timeout(_)) => {
+                last = Some(e);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("commit {offsets:?}: {e}"),
+        }
+    }
+    panic!("commit did not succeed: {last:?}");
 }
 
 fn values(prefix: &str, n: usize) -> Vec<String> {
@@ -171,3 +184,391 @@ async fn smoke_consume_from_earliest_kip848() {
         Isolation::ReadCommitted,
     );
 }
+
+/// Reads `topic` with our consumer (its own group, from the earliest offset) until `expected`
+/// records arrived and nothing more came for a second.
+async fn read_all(
+    cluster: &Cluster,
+    topic: &str,
+    isolation: IsolationLevel,
+    expected: usize,
+) -> Vec<(i32, i64, String)> {
+    let mut c = consumer(
+        cluster,
+        &unique_group("reader"),
+        GroupProtocol::Consumer,
+        OffsetReset::Earliest,
+        isolation,
+    )
+    .await;
+    c.subscribe([topic.to_owned()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= expected).await;
+    // Anything more would be a record that must not be delivered.
+    let quiet_until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < quiet_until {
+        if let Some(ConsumerEvent::Records(r)) =
+            c.poll_timeout(Duration::from_millis(200)).await.unwrap()
+        {
+            panic!("more records than kcat read: {r:?}");
+        }
+    }
+    c.close().await.unwrap();
+    let mut out = seen.records;
+    out.sort();
+    out
+}
+
+fn kcat_view(cluster: &Cluster, topic: &str, isolation: Isolation) -> Vec<(i32, i64, String)> {
+    let mut out: Vec<_> = cluster
+        .read_topic(topic, isolation)
+        .into_iter()
+        .map(|r| (r.partition, r.offset, r.value.unwrap_or_default()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_committed_hides_aborted_and_open() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-rc");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let txn_id = support::unique_topic("rc-txn");
+    let open_id = support::unique_topic("rc-open");
+    let committer = producer(&cluster, &[("transactional.id", txn_id.as_str())]).await;
+    committer.init_transactions().await.unwrap();
+    committer.begin_transaction().unwrap();
+    send(&committer, &topic, 0, &values("committed", 5)).await;
+    committer.commit_transaction().await.unwrap();
+    committer.begin_transaction().unwrap();
+    send(&committer, &topic, 0, &values("aborted", 4)).await;
+    committer.abort_transaction().await.unwrap();
+    committer.begin_transaction().unwrap();
+    send(&committer, &topic, 0, &values("second", 3)).await;
+    committer.commit_transaction().await.unwrap();
+    // A transaction left open, and plain records after it: both past the last stable offset.
+    let open = producer(&cluster, &[("transactional.id", open_id.as_str())]).await;
+    open.init_transactions().await.unwrap();
+    open.begin_transaction().unwrap();
+    send(&open, &topic, 0, &values("open", 2)).await;
+    let plain = producer(&cluster, &[]).await;
+    send(&plain, &topic, 0, &values("after-open", 2)).await;
+
+    let kcat_committed = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    let expected: Vec<String> = values("committed", 5)
+        .into_iter()
+        .chain(values("second", 3))
+        .collect();
+    assert_eq!(
+        kcat_committed
+            .iter()
+            .map(|r| r.2.clone())
+            .collect::<Vec<_>>(),
+        expected,
+        "kcat's read_committed view"
+    );
+    let ours = read_all(&cluster, &topic, IsolationLevel::ReadCommitted, 8).await;
+    assert_eq!(ours, kcat_committed, "read_committed: ours vs kcat");
+
+    let kcat_all = kcat_view(&cluster, &topic, Isolation::ReadUncommitted);
+    assert_eq!(kcat_all.len(), 5 + 4 + 3 + 2 + 2);
+    let ours_all = read_all(
+        &cluster,
+        &topic,
+        IsolationLevel::ReadUncommitted,
+        kcat_all.len(),
+    )
+    .await;
+    assert_eq!(ours_all, kcat_all, "read_uncommitted: ours vs kcat");
+
+    // Once the open transaction commits, read_committed gets it and what followed.
+    open.commit_transaction().await.unwrap();
+    let kcat_after = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(kcat_after.len(), 8 + 2 + 2);
+    let ours_after = read_all(&cluster, &topic, IsolationLevel::ReadCommitted, 12).await;
+    assert_eq!(ours_after, kcat_after);
+}
+
+/// Runs `$body(cluster, protocol)` once per cluster (TV2, TV1) and group protocol.
+macro_rules! on_both_protocols_and_versions {
+    ($name:ident) => {
+        mod $name {
+            use exactly::GroupProtocol;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn kip848_tv2() {
+                if let Some(cluster) = super::support::Cluster::single() {
+                    super::$name(cluster, GroupProtocol::Consumer).await;
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn classic_tv2() {
+                if let Some(cluster) = super::support::Cluster::single() {
+                    super::$name(cluster, GroupProtocol::Classic).await;
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn kip848_tv1() {
+                if let Some(cluster) = super::support::Cluster::tv1() {
+                    super::$name(cluster, GroupProtocol::Consumer).await;
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn classic_tv1() {
+                if let Some(cluster) = super::support::Cluster::tv1() {
+                    super::$name(cluster, GroupProtocol::Classic).await;
+                }
+            }
+        }
+    };
+}
+
+/// When each partition event happened, per member.
+#[derive(Debug, Default)]
+struct Timeline {
+    assigned: BTreeMap<(usize, TopicPartition), Instant>,
+    revoked: BTreeMap<(usize, TopicPartition), Instant>,
+}
+
+/// Polls every member in turn (heartbeats only go out from `poll`) until `done`.
+async fn drive(
+    members: &mut [Option<Consumer>],
+    seen: &mut [Seen],
+    timeline: &mut Timeline,
+    done: impl Fn(&[Seen], &[Option<Consumer>]) -> bool,
+) {
+    let end = Instant::now() + WAIT;
+    while !done(seen, members) {
+        assert!(
+            Instant::now() < end,
+            "not done within {WAIT:?}: {:?}",
+            seen.iter()
+                .map(|s| (s.records.len(), &s.events))
+                .collect::<Vec<_>>()
+        );
+        for (i, member) in members.iter_mut().enumerate() {
+            let Some(c) = member else { continue };
+            let Some(event) = c
+                .poll_timeout(Duration::from_millis(100))
+                .await
+                .expect("poll")
+            else {
+                continue;
+            };
+            let now = Instant::now();
+            match &event {
+                ConsumerEvent::Records(records) => {
+                    for r in records {
+                        let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default());
+                        seen[i]
+                            .records
+                            .push((r.partition, r.offset, value.into_owned()));
+                    }
+                    commit_positions(c).await;
+                }
+                ConsumerEvent::Revoked(tps) => {
+                    commit_positions(c).await;
+                    for tp in tps {
+                        timeline.revoked.insert((i, tp.clone()), now);
+                    }
+                }
+                ConsumerEvent::Assigned(tps) => {
+                    for tp in tps {
+                        timeline.assigned.insert((i, tp.clone()), now);
+                    }
+                }
+                ConsumerEvent::Lost(tps) => panic!("member {i} lost {tps:?}"),
+                _ => {}
+            }
+            seen[i].events.push(event);
+        }
+    }
+}
+
+fn all_records(seen: &[Seen]) -> Vec<(i32, i64, String)> {
+    let mut all: Vec<_> = seen.iter().flat_map(|s| s.records.clone()).collect();
+    all.sort();
+    all
+}
+
+async fn group_splits_and_takes_over(cluster: Cluster, protocol: GroupProtocol) {
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-group");
+    cluster.create_topic(&topic, 6, 1, &[]);
+    let group = unique_group("split");
+    let p = producer(&cluster, &[]).await;
+    for partition in 0..6 {
+        send(
+            &p,
+            &topic,
+            partition,
+            &values(&format!("one-{partition}"), 10),
+        )
+        .await;
+    }
+    let mut members = vec![None, None];
+    let mut seen = vec![Seen::default(), Seen::default()];
+    let mut timeline = Timeline::default();
+    for member in members.iter_mut() {
+        let mut c = consumer(
+            &cluster,
+            &group,
+            protocol,
+            OffsetReset::Earliest,
+            IsolationLevel::ReadCommitted,
+        )
+        .await;
+        assert_eq!(
+            c.uses_consumer_protocol(),
+            protocol == GroupProtocol::Consumer
+        );
+        c.subscribe([topic.clone()]).unwrap();
+        *member = Some(c);
+    }
+    // Both members get three partitions each and, together, every record once.
+    drive(&mut members, &mut seen, &mut timeline, |s, m| {
+        all_records(s).len() >= 60
+            && m.iter()
+                .all(|c| c.as_ref().is_some_and(|c| c.assignment().len() == 3))
+    })
+    .await;
+    // Member 0 leaves: member 1 takes its partitions and reads what comes next.
+    let leaving = members[0].take().unwrap();
+    leaving.close().await.expect("close");
+    for partition in 0..6 {
+        send(
+            &p,
+            &topic,
+            partition,
+            &values(&format!("two-{partition}"), 10),
+        )
+        .await;
+    }
+    drive(&mut members, &mut seen, &mut timeline, |s, m| {
+        all_records(s).len() >= 120 && m[1].as_ref().is_some_and(|c| c.assignment().len() == 6)
+    })
+    .await;
+
+    // Exactly once: no record twice (offsets were committed at every Revoked), none missing.
+    let all = all_records(&seen);
+    let unique: BTreeSet<_> = all.iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(unique.len(), all.len(), "a record was delivered twice");
+    assert_eq!(all.len(), 120);
+    let expected = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(all, expected, "ours vs kcat");
+    // Per member and partition, offsets only go up.
+    for s in &seen {
+        let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+        for (partition, offset, _) in &s.records {
+            let prev = last.insert(*partition, *offset);
+            assert!(
+                prev.is_none_or(|p| p < *offset),
+                "offsets went back on {partition}"
+            );
+        }
+    }
+    // A partition that moved from one member to the other was revoked before it was assigned.
+    for ((member, tp), assigned_at) in &timeline.assigned {
+        let other = 1 - member;
+        if timeline.assigned.contains_key(&(other, tp.clone()))
+            && timeline.assigned[&(other, tp.clone())] < *assigned_at
+            && let Some(revoked_at) = timeline.revoked.get(&(other, tp.clone()))
+        {
+            assert!(
+                revoked_at < assigned_at,
+                "{tp:?} assigned before it was revoked"
+            );
+        }
+    }
+    // Member 1 ended with every partition and a generation / epoch the coordinator gave it.
+    let last = members[1].take().unwrap();
+    let meta = last.group_metadata();
+    assert!(
+        meta.generation_id > 0 && !meta.member_id.is_empty(),
+        "{meta:?}"
+    );
+    last.close().await.unwrap();
+}
+on_both_protocols_and_versions!(group_splits_and_takes_over);
+
+async fn starts_from_committed_else_reset(cluster: Cluster, protocol: GroupProtocol) {
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-reset");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("before", 5)).await;
+    let tp = TopicPartition::new(topic.as_str(), 0);
+
+    // latest: starts at the end, sees only what is written after the assignment.
+    let group = unique_group("latest");
+    let mut c = consumer(
+        &cluster,
+        &group,
+        protocol,
+        OffsetReset::Latest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.clone()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |_, c| c.position(&tp) == Some(5)).await;
+    send(&p, &topic, 0, &values("after", 3)).await;
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 3).await;
+    assert_eq!(
+        seen.records.iter().map(|r| r.1).collect::<Vec<_>>(),
+        vec![5, 6, 7]
+    );
+    // Commit 6, close; the next member of the group starts there.
+    c.commit(&[OffsetToCommit::new(tp.clone(), 6)])
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    let mut c = consumer(
+        &cluster,
+        &group,
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.clone()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 2).await;
+    assert_eq!(
+        seen.records.iter().map(|r| r.1).collect::<Vec<_>>(),
+        vec![6, 7]
+    );
+    assert_eq!(
+        c.committed(&[tp.clone()]).await.unwrap(),
+        vec![(tp.clone(), Some(8))]
+    );
+    // seek: back to 1.
+    c.seek(&tp, 1).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 7).await;
+    assert_eq!(seen.records.first().map(|r| r.1), Some(1));
+    c.close().await.unwrap();
+
+    // earliest, new group: everything.
+    let mut c = consumer(
+        &cluster,
+        &unique_group("earliest"),
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.clone()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 8).await;
+    assert_eq!(seen.records.len(), 8);
+    c.close().await.unwrap();
+}
+on_both_protocols_and_versions!(starts_from_committed_else_reset);
