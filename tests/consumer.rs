@@ -572,3 +572,158 @@ async fn starts_from_committed_else_reset(cluster: Cluster, protocol: GroupProto
     c.close().await.unwrap();
 }
 on_both_protocols_and_versions!(starts_from_committed_else_reset);
+
+/// Consumes `topic` (one member of a fresh group, from the earliest offset, committing after
+/// every batch) until `total` distinct records arrived; `fault` runs once `after` records
+/// were seen, while the member keeps polling. Returns what was delivered, in delivery order.
+async fn consume_through_fault(
+    cluster: &Cluster,
+    protocol: GroupProtocol,
+    topic: &str,
+    after: usize,
+    total: usize,
+    fault: impl std::future::Future<Output = ()>,
+) -> Vec<(i32, i64, String)> {
+    let mut c = consumer(
+        cluster,
+        &unique_group("fault"),
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.to_owned()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= after).await;
+    // The fault runs beside the polling member (heartbeats and fetches keep going out).
+    let mut fault = std::pin::pin!(fault);
+    let mut fault_done = false;
+    let end = Instant::now() + Duration::from_secs(120);
+    loop {
+        let distinct: BTreeSet<(i32, i64)> = seen.records.iter().map(|r| (r.0, r.1)).collect();
+        if fault_done && distinct.len() >= total {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "{} of {total} records after the fault; events {:?}",
+            distinct.len(),
+            seen.events
+        );
+        tokio::select! {
+            () = &mut fault, if !fault_done => fault_done = true,
+            () = consume_until(&mut c, &mut seen, WAIT, |_, _| false) => {}
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+    c.close().await.ok();
+    seen.records
+}
+
+fn assert_exactly_once(delivered: &[(i32, i64, String)], expected: &[(i32, i64, String)]) {
+    let mut sorted = delivered.to_vec();
+    sorted.sort();
+    let unique: BTreeSet<_> = sorted.iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(unique.len(), sorted.len(), "a record was delivered twice");
+    assert_eq!(sorted, expected, "delivered vs kcat: a record was skipped");
+}
+
+async fn proxy_cut_mid_consume(cluster: Cluster, protocol: GroupProtocol) {
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("consumer-cut");
+    cluster.create_topic(&topic, 3, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    for partition in 0..3 {
+        send(
+            &p,
+            &topic,
+            partition,
+            &values(&format!("before-{partition}"), 50),
+        )
+        .await;
+    }
+    let proxy = cluster.proxy(0);
+    let fault = async {
+        // Shorter than the session timeout: the member survives and must resume where it was.
+        proxy.set_enabled(false);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        proxy.set_enabled(true);
+        for partition in 0..3 {
+            send(
+                &p,
+                &topic,
+                partition,
+                &values(&format!("after-{partition}"), 50),
+            )
+            .await;
+        }
+    };
+    let delivered = consume_through_fault(&cluster, protocol, &topic, 40, 300, fault).await;
+    let expected = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(expected.len(), 300);
+    assert_exactly_once(&delivered, &expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_cut_mid_consume_kip848() {
+    if let Some(cluster) = Cluster::single() {
+        proxy_cut_mid_consume(cluster, GroupProtocol::Consumer).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_cut_mid_consume_classic() {
+    if let Some(cluster) = Cluster::single() {
+        proxy_cut_mid_consume(cluster, GroupProtocol::Classic).await;
+    }
+}
+
+async fn leader_killed_mid_consume(cluster: Cluster, protocol: GroupProtocol) {
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("consumer-failover");
+    cluster.create_topic(&topic, 3, 3, &[("min.insync.replicas", "2")]);
+    let leader = support::kcat_partition_leader(&cluster.bootstrap, &topic, 0);
+    let p = producer(&cluster, &[]).await;
+    for partition in 0..3 {
+        send(
+            &p,
+            &topic,
+            partition,
+            &values(&format!("before-{partition}"), 100),
+        )
+        .await;
+    }
+    // Node ids are 1-based; broker indexes 0-based.
+    let victim = (leader - 1) as usize;
+    let fault = async {
+        cluster.stop_broker(victim, true);
+        for partition in 0..3 {
+            send(
+                &p,
+                &topic,
+                partition,
+                &values(&format!("during-{partition}"), 100),
+            )
+            .await;
+        }
+    };
+    let delivered = consume_through_fault(&cluster, protocol, &topic, 100, 600, fault).await;
+    cluster.start_broker(victim);
+    let expected = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(expected.len(), 600);
+    assert_exactly_once(&delivered, &expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_mid_consume_kip848() {
+    if let Some(cluster) = Cluster::three() {
+        leader_killed_mid_consume(cluster, GroupProtocol::Consumer).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_mid_consume_classic() {
+    if let Some(cluster) = Cluster::three() {
+        leader_killed_mid_consume(cluster, GroupProtocol::Classic).await;
+    }
+}
