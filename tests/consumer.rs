@@ -546,7 +546,7 @@ async fn starts_from_committed_else_reset(cluster: Cluster, protocol: GroupProto
         vec![6, 7]
     );
     assert_eq!(
-        c.committed(&[tp.clone()]).await.unwrap(),
+        c.committed(std::slice::from_ref(&tp)).await.unwrap(),
         vec![(tp.clone(), Some(8))]
     );
     // seek: back to 1.

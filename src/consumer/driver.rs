@@ -340,7 +340,7 @@ impl Driver {
         // Any known broker will do; start with the ones from the metadata.
         let known: Vec<BrokerId> = self.metadata.brokers.keys().copied().collect();
         self.next_bootstrap = self.next_bootstrap.wrapping_add(1);
-        if !known.is_empty() && self.next_bootstrap % 2 == 0 {
+        if !known.is_empty() && self.next_bootstrap.is_multiple_of(2) {
             let id = known[(self.next_bootstrap / 2) % known.len()];
             if let Some(link) = self.link_for(id) {
                 return link;
