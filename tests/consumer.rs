@@ -398,7 +398,29 @@ fn all_records(seen: &[Seen]) -> Vec<(i32, i64, String)> {
     all
 }
 
+/// How the first member of [`two_members`] goes away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Departure {
+    /// `close`: it leaves the group, its partitions move at once.
+    Close,
+    /// Dropped without `close` (a crash): its partitions move when its session expires.
+    Kill,
+}
+
 async fn group_splits_and_takes_over(cluster: Cluster, protocol: GroupProtocol) {
+    two_members(cluster, protocol, Departure::Close).await;
+}
+on_both_protocols_and_versions!(group_splits_and_takes_over);
+
+async fn group_member_killed(cluster: Cluster, protocol: GroupProtocol) {
+    two_members(cluster, protocol, Departure::Kill).await;
+}
+on_both_protocols_and_versions!(group_member_killed);
+
+/// Two members split 6 partitions; then the first goes away (`departure`) and the second
+/// takes every partition. Offsets are committed after every batch and at every Revoked, so
+/// no record may reach both members, and none may be missing.
+async fn two_members(cluster: Cluster, protocol: GroupProtocol, departure: Departure) {
     let _g = cluster.shared();
     let topic = support::unique_topic("consumer-group");
     cluster.create_topic(&topic, 6, 1, &[]);
@@ -439,9 +461,12 @@ async fn group_splits_and_takes_over(cluster: Cluster, protocol: GroupProtocol) 
                 .all(|c| c.as_ref().is_some_and(|c| c.assignment().len() == 3))
     })
     .await;
-    // Member 0 leaves: member 1 takes its partitions and reads what comes next.
+    // Member 0 goes away: member 1 takes its partitions and reads what comes next.
     let leaving = members[0].take().unwrap();
-    leaving.close().await.expect("close");
+    match departure {
+        Departure::Close => leaving.close().await.expect("close"),
+        Departure::Kill => drop(leaving),
+    }
     for partition in 0..6 {
         send(
             &p,
@@ -496,7 +521,6 @@ async fn group_splits_and_takes_over(cluster: Cluster, protocol: GroupProtocol) 
     );
     last.close().await.unwrap();
 }
-on_both_protocols_and_versions!(group_splits_and_takes_over);
 
 async fn starts_from_committed_else_reset(cluster: Cluster, protocol: GroupProtocol) {
     let _g = cluster.shared();

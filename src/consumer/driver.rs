@@ -395,19 +395,30 @@ impl Driver {
             if let Some(e) = &self.fatal {
                 return Err(e.clone());
             }
-            let view = View {
-                metadata: &self.metadata,
-                ids: &self.topic_ids,
-            };
-            if let Some(event) = self.membership.next_event(&view) {
-                self.apply_event(&event);
-                return Ok(Some(MembershipOrRecords::Membership(event)));
-            }
-            if let Some(records) = self.take_records() {
-                return Ok(Some(MembershipOrRecords::Records(records)));
-            }
             let now = Instant::now();
-            if deadline.is_some_and(|d| d <= now) {
+            let expired = deadline.is_some_and(|d| d <= now);
+            // KIP-848: the coordinator bumps the member epoch when it processes a heartbeat,
+            // before its answer arrives. Handing the user something while a heartbeat is in
+            // flight would let them commit with an epoch the broker has already left
+            // (STALE_MEMBER_EPOCH, or ILLEGAL_GENERATION for TxnOffsetCommit: the race
+            // KIP-1251 addresses). So `poll` hands over events only once the heartbeat in
+            // flight is answered (unless the deadline passes first): between two polls the
+            // epoch `group_metadata` gives is the broker's.
+            let settled = !self.heartbeat_in_flight() || expired;
+            if settled {
+                let view = View {
+                    metadata: &self.metadata,
+                    ids: &self.topic_ids,
+                };
+                if let Some(event) = self.membership.next_event(&view) {
+                    self.apply_event(&event);
+                    return Ok(Some(MembershipOrRecords::Membership(event)));
+                }
+                if let Some(records) = self.take_records() {
+                    return Ok(Some(MembershipOrRecords::Records(records)));
+                }
+            }
+            if expired {
                 return Ok(None);
             }
             self.start_work(now);
@@ -429,10 +440,38 @@ impl Driver {
                 Some(done) = self.tasks.join_next(), if !self.tasks.is_empty() => {
                     match done {
                         Ok(completion) => self.complete(completion, Instant::now()),
-                        Err(e) => warn!("a consumer request task failed: {e}"),
+                        Err(e) => self.task_failed(&e),
                     }
                 }
                 _ = tokio::time::sleep_until(wake.into()) => {}
+            }
+        }
+    }
+
+    /// A request task ended without its completion (it cannot panic on network data; this is
+    /// a bug): which request it carried is unknown, so the consumer stops rather than wait
+    /// for an answer that will never come (DESIGN P9).
+    fn task_failed(&mut self, e: &tokio::task::JoinError) {
+        warn!("a consumer request task failed: {e}");
+        self.fatal = Some(Error::InvalidState(format!(
+            "a consumer request task failed: {e}"
+        )));
+    }
+
+    /// Whether a KIP-848 heartbeat is in flight (the member epoch may be moving).
+    fn heartbeat_in_flight(&self) -> bool {
+        self.membership_in_flight && self.uses_kip848()
+    }
+
+    /// Waits (bounded by `deadline`) until no KIP-848 heartbeat is in flight, applying its
+    /// answer and whatever else completes meanwhile.
+    async fn settle_membership(&mut self, deadline: Instant) {
+        while self.heartbeat_in_flight() {
+            match tokio::time::timeout_at(deadline.into(), self.tasks.join_next()).await {
+                Ok(Some(Ok(done))) => self.complete(done, Instant::now()),
+                Ok(Some(Err(e))) => self.task_failed(&e),
+                // Nothing in flight after all, or the deadline passed.
+                Ok(None) | Err(_) => return,
             }
         }
     }
@@ -1013,7 +1052,8 @@ impl Driver {
         if offsets.is_empty() {
             return Ok(());
         }
-        let meta = self.membership.group_metadata();
+        let deadline = Instant::now() + self.config.request_timeout();
+        self.settle_membership(deadline).await;
         let mut topics: BTreeMap<String, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
         for o in offsets {
             topics
@@ -1026,24 +1066,27 @@ impl Driver {
                     committed_metadata: o.metadata.clone(),
                 });
         }
-        let request = OffsetCommitRequest {
-            group_id: meta.group_id.clone(),
-            generation_id_or_member_epoch: meta.generation_id,
-            member_id: meta.member_id.clone(),
-            group_instance_id: meta.group_instance_id.clone(),
-            retention_time_ms: -1,
-            topics: topics
-                .into_iter()
-                .map(|(name, partitions)| OffsetCommitRequestTopic { name, partitions })
-                .collect(),
-        };
-        let deadline = Instant::now() + self.config.request_timeout();
+        let topics: Vec<OffsetCommitRequestTopic> = topics
+            .into_iter()
+            .map(|(name, partitions)| OffsetCommitRequestTopic { name, partitions })
+            .collect();
         let mut last = timed_out("OffsetCommit");
         // Bounded: a few coordinator moves within request.timeout.ms.
         for _ in 0..10 {
             if Instant::now() >= deadline {
                 break;
             }
+            // Read at each attempt: a retry after STALE_MEMBER_EPOCH takes the epoch the
+            // heartbeat answer brought.
+            let meta = self.membership.group_metadata();
+            let request = OffsetCommitRequest {
+                group_id: meta.group_id.clone(),
+                generation_id_or_member_epoch: meta.generation_id,
+                member_id: meta.member_id.clone(),
+                group_instance_id: meta.group_instance_id.clone(),
+                retention_time_ms: -1,
+                topics: topics.clone(),
+            };
             let link = self.coordinator_link(deadline).await?;
             let left = deadline.saturating_duration_since(Instant::now());
             match call(
@@ -1070,7 +1113,16 @@ impl Driver {
                                     | ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
                             ) {
                                 retry = true;
+                                self.coordinator = None;
                                 last = Error::broker(code);
+                            } else if code == ErrorCode::STALE_MEMBER_EPOCH
+                                && self.heartbeat_in_flight()
+                            {
+                                // The epoch moved under a heartbeat sent meanwhile: take its
+                                // answer and commit with the new epoch.
+                                retry = true;
+                                last = Error::broker(code);
+                                self.settle_membership(deadline).await;
                             } else {
                                 return Err(Error::broker(code));
                             }
@@ -1079,7 +1131,6 @@ impl Driver {
                     if !retry {
                         return Ok(());
                     }
-                    self.coordinator = None;
                 }
                 Err(e) if e.is_fatal() => return Err(e),
                 Err(e) => {

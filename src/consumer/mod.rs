@@ -10,10 +10,12 @@
 //!
 //! The consumer has no background task: everything happens inside [`Consumer::poll`] (and the
 //! other async calls), on the caller's task. This is deliberate: the member epoch (the
-//! generation a transactional offset commit is fenced with, KIP-447) can only change while
-//! `poll` runs, so the [`ConsumerGroupMetadata`] a copy loop takes between two polls is the one
-//! the coordinator holds when it commits. The price is Java's: call `poll` at least every
-//! heartbeat interval and within `max.poll.interval.ms`.
+//! generation a transactional offset commit is fenced with, KIP-447) only moves when the
+//! coordinator processes a heartbeat, heartbeats only go out from `poll`, and `poll` returns
+//! only once the heartbeat in flight is answered; so the [`ConsumerGroupMetadata`] a copy loop
+//! takes between two polls is the one the coordinator holds when it commits (the race of
+//! KAFKA-19779 / KIP-1251 cannot happen). The price: call `poll` at least every heartbeat
+//! interval and within `max.poll.interval.ms`.
 
 pub(crate) mod assignor;
 pub mod config;

@@ -17,11 +17,12 @@
 //! when it equals the member's current epoch on the broker, answering STALE_MEMBER_EPOCH to an
 //! OffsetCommit and ILLEGAL_GENERATION to a TxnOffsetCommit otherwise, and UNKNOWN_MEMBER_ID
 //! for a member it does not know; non-transactional commits of a KIP-848 member must use
-//! OffsetCommit v9+. The epoch only moves in a heartbeat answer, which this member applies
-//! inside `poll`, so between two polls [`ConsumerMember::group_metadata`] is exactly the
-//! broker's epoch. KIP-1251 (Kafka 4.3, KAFKA-20066) relaxes the rule to
-//! `assignment epoch <= client epoch <= broker epoch` per partition, which removes the
-//! false fencing when a heartbeat bumped the epoch after the client read it.
+//! OffsetCommit v9+. The broker moves the epoch when it processes a heartbeat, so a commit
+//! racing a heartbeat in flight is falsely fenced (KAFKA-19779). The driver therefore hands
+//! the user nothing while a heartbeat is in flight and sends heartbeats only inside `poll`:
+//! between two polls [`ConsumerMember::group_metadata`] is exactly the broker's epoch.
+//! KIP-1251 (Kafka 4.3, KAFKA-20066) relaxes the broker's rule to
+//! `assignment epoch <= client epoch <= broker epoch` per partition, which removes that race.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
