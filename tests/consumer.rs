@@ -438,7 +438,7 @@ async fn two_members(cluster: Cluster, protocol: GroupProtocol, departure: Depar
     let mut members = vec![None, None];
     let mut seen = vec![Seen::default(), Seen::default()];
     let mut timeline = Timeline::default();
-    for member in members.iter_mut() {
+    let new_member = || async {
         let mut c = consumer(
             &cluster,
             &group,
@@ -452,17 +452,34 @@ async fn two_members(cluster: Cluster, protocol: GroupProtocol, departure: Depar
             protocol == GroupProtocol::Consumer
         );
         c.subscribe([topic.clone()]).unwrap();
-        *member = Some(c);
-    }
-    // Both members get three partitions each and, together, every record once.
+        Some(c)
+    };
+    // Member 0 alone takes every partition and reads half of what is there.
+    members[0] = new_member().await;
+    drive(&mut members, &mut seen, &mut timeline, |s, m| {
+        all_records(s).len() >= 30 && m[0].as_ref().is_some_and(|c| c.assignment().len() == 6)
+    })
+    .await;
+    // Member 1 joins: member 0 must give up three partitions (KIP-848: exactly those three;
+    // classic, eager: all six, then gets three back), handing them over only after Revoked.
+    members[1] = new_member().await;
     drive(&mut members, &mut seen, &mut timeline, |s, m| {
         all_records(s).len() >= 60
             && m.iter()
                 .all(|c| c.as_ref().is_some_and(|c| c.assignment().len() == 3))
     })
     .await;
+    assert!(
+        seen[0]
+            .events
+            .iter()
+            .any(|e| matches!(e, ConsumerEvent::Revoked(p) if p.len() >= 3)),
+        "member 0 was told before its partitions moved: {:?}",
+        seen[0].events
+    );
     // Member 0 goes away: member 1 takes its partitions and reads what comes next.
     let leaving = members[0].take().unwrap();
+    let departed_at = Instant::now();
     match departure {
         Departure::Close => leaving.close().await.expect("close"),
         Departure::Kill => drop(leaving),
@@ -499,18 +516,18 @@ async fn two_members(cluster: Cluster, protocol: GroupProtocol, departure: Depar
             );
         }
     }
-    // A partition that moved from one member to the other was revoked before it was assigned.
+    // A partition that moved from member 0 to member 1 while member 0 lived was revoked (and
+    // its offsets committed) before member 1 got it. (After a close or a crash they move
+    // without one.)
     for ((member, tp), assigned_at) in &timeline.assigned {
-        let other = 1 - member;
-        if timeline.assigned.contains_key(&(other, tp.clone()))
-            && timeline.assigned[&(other, tp.clone())] < *assigned_at
-            && let Some(revoked_at) = timeline.revoked.get(&(other, tp.clone()))
-        {
-            assert!(
-                revoked_at < assigned_at,
-                "{tp:?} assigned before it was revoked"
-            );
+        if *member != 1 || *assigned_at > departed_at {
+            continue;
         }
+        let revoked_at = timeline.revoked.get(&(0, tp.clone()));
+        assert!(
+            revoked_at.is_some_and(|r| r < assigned_at),
+            "{tp:?} reached member 1 before member 0 was told it was revoked"
+        );
     }
     // Member 1 ended with every partition and a generation / epoch the coordinator gave it.
     let last = members[1].take().unwrap();
