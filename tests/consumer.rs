@@ -146,14 +146,15 @@ fn values(prefix: &str, n: usize) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smoke_consume_from_earliest_kip848() {
+async fn consumes_compressed_batches_from_earliest_kip848() {
     let Some(cluster) = Cluster::single() else {
         return;
     };
     let _g = cluster.shared();
     let topic = support::unique_topic("consumer-smoke");
     cluster.create_topic(&topic, 2, 1, &[]);
-    let p = producer(&cluster, &[]).await;
+    // Compressed batches go through the crate's decoder (bounded decompression).
+    let p = producer(&cluster, &[("compression.type", "zstd")]).await;
     send(&p, &topic, 0, &values("a", 5)).await;
     send(&p, &topic, 1, &values("b", 3)).await;
     let mut c = consumer(

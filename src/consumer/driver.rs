@@ -53,6 +53,10 @@ const OFFSET_FETCH_VERSION_CAP: i16 = 9;
 /// ListOffsets timestamps: the log start, and the end (the LSO under read_committed).
 const EARLIEST_TIMESTAMP: i64 = -2;
 const LATEST_TIMESTAMP: i64 = -1;
+/// Fetching pauses while this many `max.poll.records` are decoded and not yet delivered: with
+/// one fetch per partition in flight at most and `fetch.max.bytes` per answer, this bounds
+/// what a consumer whose user polls slowly holds.
+const BUFFERED_POLLS: usize = 4;
 /// How long `committed` waits out pending transactional commits (Java's
 /// `default.api.timeout.ms`).
 const COMMITTED_TIMEOUT: Duration = Duration::from_secs(60);
@@ -707,6 +711,10 @@ impl Driver {
 
     fn start_fetches(&mut self, now: Instant) {
         if !Self::due(self.fetch_retry_at, now) {
+            return;
+        }
+        let buffered: usize = self.partitions.values().map(|s| s.buffered.len()).sum();
+        if buffered >= self.config.max_poll_records.saturating_mul(BUFFERED_POLLS) {
             return;
         }
         let mut by_leader: HashMap<BrokerId, Vec<(TopicPartition, u64, i64)>> = HashMap::new();
