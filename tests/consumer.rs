@@ -769,3 +769,109 @@ async fn leader_killed_mid_consume_classic() {
         leader_killed_mid_consume(cluster, GroupProtocol::Classic).await;
     }
 }
+
+/// A member that stops polling for longer than its session is removed by the coordinator; at
+/// its next poll it learns its partitions are Lost (not Revoked: it must not commit them), then
+/// rejoins and gets them back, starting from the committed offsets.
+async fn session_expiry_is_lost(cluster: Cluster, protocol: GroupProtocol) {
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-lost");
+    cluster.create_topic(&topic, 2, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("x", 4)).await;
+    let mut c = consumer(
+        &cluster,
+        &unique_group("lost"),
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.clone()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 4).await;
+    let before = c.group_metadata();
+    // The test bed's sessions last 6 s (KIP-848: the broker's; classic: ours).
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let mut after = Seen::default();
+    consume_until(&mut c, &mut after, WAIT, |s, c| {
+        s.events.iter().any(|e| matches!(e, ConsumerEvent::Lost(_))) && c.assignment().len() == 2
+    })
+    .await;
+    let lost = after
+        .events
+        .iter()
+        .position(|e| matches!(e, ConsumerEvent::Lost(p) if p.len() == 2))
+        .expect("both partitions lost");
+    assert!(
+        after.events[..lost]
+            .iter()
+            .all(|e| !matches!(e, ConsumerEvent::Revoked(_))),
+        "lost partitions are not revoked: {:?}",
+        after.events
+    );
+    assert!(
+        after.records.is_empty(),
+        "committed records are not delivered again"
+    );
+    let rejoined = c.group_metadata();
+    assert_ne!(
+        (before.generation_id, &before.member_id),
+        (rejoined.generation_id, &rejoined.member_id)
+    );
+    c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_expiry_is_lost_kip848() {
+    if let Some(cluster) = Cluster::single() {
+        session_expiry_is_lost(cluster, GroupProtocol::Consumer).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_expiry_is_lost_classic() {
+    if let Some(cluster) = Cluster::single() {
+        session_expiry_is_lost(cluster, GroupProtocol::Classic).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_committed_offset_and_reset_none_is_an_error_until_seek() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-none");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("n", 3)).await;
+    let mut c = consumer(
+        &cluster,
+        &unique_group("none"),
+        GroupProtocol::Consumer,
+        OffsetReset::None,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.clone()]).unwrap();
+    let end = Instant::now() + WAIT;
+    let error = loop {
+        assert!(Instant::now() < end, "no error for the missing offset");
+        match c.poll_timeout(Duration::from_millis(300)).await {
+            Err(e) => break e,
+            Ok(Some(ConsumerEvent::Records(r))) => panic!("records without an offset: {r:?}"),
+            Ok(_) => {}
+        }
+    };
+    assert!(error.to_string().contains("auto.offset.reset"), "{error}");
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    c.seek(&tp, 1).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 2).await;
+    assert_eq!(
+        seen.records.iter().map(|r| r.1).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    c.close().await.unwrap();
+}
