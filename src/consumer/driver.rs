@@ -147,7 +147,8 @@ impl TopicView for View<'_> {
     fn partition_count(&self, topic: &str) -> Option<i32> {
         match self.metadata.topics.get(topic)? {
             TopicMetadata::Known { leaders } => i32::try_from(leaders.len()).ok(),
-            TopicMetadata::Failed(_) => None,
+            // The broker said it does not exist (or is not ours to see): nothing to assign.
+            TopicMetadata::Failed(_) => Some(0),
         }
     }
 
