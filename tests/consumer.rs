@@ -875,3 +875,74 @@ async fn no_committed_offset_and_reset_none_is_an_error_until_seek() {
     );
     c.close().await.unwrap();
 }
+
+/// The loop this consumer exists for, in its smallest form: records consumed, copied in a
+/// transaction whose offsets carry `group_metadata()` (KIP-447; the member epoch under
+/// KIP-848), committed; the group's committed offsets and the copy agree.
+async fn transactional_offsets_with_group_metadata(cluster: Cluster, protocol: GroupProtocol) {
+    let _g = cluster.shared();
+    let input = support::unique_topic("consumer-in");
+    let output = support::unique_topic("consumer-out");
+    cluster.create_topic(&input, 2, 1, &[]);
+    cluster.create_topic(&output, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &input, 0, &values("in0", 5)).await;
+    send(&p, &input, 1, &values("in1", 5)).await;
+    let txn_id = support::unique_topic("copy");
+    let copier = producer(&cluster, &[("transactional.id", txn_id.as_str())]).await;
+    copier.init_transactions().await.unwrap();
+    let group = unique_group("copy");
+    let mut c = consumer(
+        &cluster,
+        &group,
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([input.clone()]).unwrap();
+    let mut copied = 0;
+    let end = Instant::now() + WAIT;
+    while copied < 10 {
+        assert!(Instant::now() < end, "copied {copied} of 10");
+        let Some(ConsumerEvent::Records(records)) =
+            c.poll_timeout(Duration::from_millis(300)).await.unwrap()
+        else {
+            continue;
+        };
+        copier.begin_transaction().unwrap();
+        let mut next: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+        for r in &records {
+            // Its outcome is the commit's: committed means written.
+            let _ack = copier
+                .send(Record::to(output.as_str()).value(r.value.clone().unwrap_or_default()))
+                .await
+                .unwrap();
+            next.insert(r.topic_partition(), r.offset + 1);
+        }
+        let offsets: Vec<OffsetToCommit> = next
+            .into_iter()
+            .map(|(tp, o)| OffsetToCommit::new(tp, o))
+            .collect();
+        copier
+            .send_offsets_to_transaction(offsets, &c.group_metadata())
+            .await
+            .expect("offsets accepted with this member's generation / epoch");
+        copier.commit_transaction().await.expect("commit");
+        copied += records.len();
+    }
+    let tps = [
+        TopicPartition::new(input.as_str(), 0),
+        TopicPartition::new(input.as_str(), 1),
+    ];
+    let committed = c.committed(&tps).await.unwrap();
+    assert_eq!(
+        committed.iter().map(|(_, o)| *o).collect::<Vec<_>>(),
+        vec![Some(5), Some(5)]
+    );
+    c.close().await.unwrap();
+    copier.close().await.unwrap();
+    let out = kcat_view(&cluster, &output, Isolation::ReadCommitted);
+    assert_eq!(out.len(), 10);
+}
+on_both_protocols_and_versions!(transactional_offsets_with_group_metadata);
