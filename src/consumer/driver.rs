@@ -427,8 +427,10 @@ impl Driver {
                 return Ok(None);
             }
             self.start_work(now);
+            // Wake for the next timer still ahead. One already past was acted on by
+            // `start_work` or waits for an answer in flight (which wakes us); counting it
+            // would spin.
             let wake = [
-                deadline,
                 self.membership.next_deadline(),
                 self.metadata_retry_at,
                 self.coordinator_retry_at,
@@ -438,6 +440,8 @@ impl Driver {
             ]
             .into_iter()
             .flatten()
+            .filter(|t| *t > now)
+            .chain(deadline)
             .min()
             .unwrap_or(now + Duration::from_secs(1))
             .max(now + Duration::from_millis(1));
