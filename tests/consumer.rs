@@ -946,3 +946,57 @@ async fn transactional_offsets_with_group_metadata(cluster: Cluster, protocol: G
     assert_eq!(out.len(), 10);
 }
 on_both_protocols_and_versions!(transactional_offsets_with_group_metadata);
+
+/// The consumer over the test bed's SASL_SSL listener (SCRAM-SHA-512, the test CA), configured
+/// with Kafka's property names as a Java user writes them: the same `security.*` handling as
+/// the producer's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumes_over_sasl_ssl_from_properties() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    let (Some(sasl_ssl), Some(ca), Some(user), Some(password)) = (
+        env("KAFKA_SASL_SSL_BOOTSTRAP"),
+        env("KAFKA_TLS_CA"),
+        env("KAFKA_SASL_USERNAME"),
+        env("KAFKA_SASL_PASSWORD"),
+    ) else {
+        assert!(
+            !support::in_ci(),
+            "CI=true but the SASL_SSL listener's variables are unset"
+        );
+        eprintln!("SKIPPED: eval \"$(scripts/testbed env)\" for the SASL_SSL listener");
+        return;
+    };
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-sasl");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("s", 5)).await;
+    let group = unique_group("sasl");
+    let jaas = format!(
+        r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";"#
+    );
+    let mut c = Consumer::from_properties([
+        ("bootstrap.servers", sasl_ssl.as_str()),
+        ("group.id", group.as_str()),
+        ("auto.offset.reset", "earliest"),
+        ("security.protocol", "SASL_SSL"),
+        ("ssl.truststore.type", "PEM"),
+        ("ssl.truststore.location", ca.as_str()),
+        ("sasl.mechanism", "SCRAM-SHA-512"),
+        ("sasl.jaas.config", jaas.as_str()),
+        ("fetch.max.wait.ms", "200"),
+    ])
+    .await
+    .expect("consumer over SASL_SSL");
+    c.subscribe([topic.clone()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 5).await;
+    assert_eq!(
+        seen.records.iter().map(|r| r.2.clone()).collect::<Vec<_>>(),
+        values("s", 5)
+    );
+    c.close().await.unwrap();
+}
