@@ -1000,3 +1000,74 @@ async fn consumes_over_sasl_ssl_from_properties() {
     );
     c.close().await.unwrap();
 }
+
+/// A transaction that commits offsets for the group is still open when a member starts: the
+/// member's OffsetFetch (require_stable) is answered UNSTABLE_OFFSET_COMMIT and retried, so it
+/// starts at the offset the transaction commits, not from `auto.offset.reset` (KIP-447).
+async fn waits_out_a_pending_transactional_commit(cluster: Cluster, protocol: GroupProtocol) {
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-unstable");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("u", 6)).await;
+    let group = unique_group("unstable");
+    let txn_id = support::unique_topic("unstable-txn");
+    let committer = producer(&cluster, &[("transactional.id", txn_id.as_str())]).await;
+    committer.init_transactions().await.unwrap();
+    committer.begin_transaction().unwrap();
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    committer
+        .send_offsets_to_transaction(
+            vec![OffsetToCommit::new(tp.clone(), 4)],
+            &exactly::ConsumerGroupMetadata::group_only(group.as_str()),
+        )
+        .await
+        .unwrap();
+    let mut c = consumer(
+        &cluster,
+        &group,
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.clone()]).unwrap();
+    // Assigned, but no position while the offset commit is pending.
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| {
+        s.events
+            .iter()
+            .any(|e| matches!(e, ConsumerEvent::Assigned(_)))
+    })
+    .await;
+    let end = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < end {
+        if let Some(ConsumerEvent::Records(r)) =
+            c.poll_timeout(Duration::from_millis(200)).await.unwrap()
+        {
+            panic!("records before the pending offset commit resolved: {r:?}");
+        }
+    }
+    assert_eq!(c.position(&tp), None);
+    committer.commit_transaction().await.unwrap();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 2).await;
+    assert_eq!(
+        seen.records.iter().map(|r| r.1).collect::<Vec<_>>(),
+        vec![4, 5]
+    );
+    c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_out_a_pending_transactional_commit_kip848() {
+    if let Some(cluster) = Cluster::single() {
+        waits_out_a_pending_transactional_commit(cluster, GroupProtocol::Consumer).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_out_a_pending_transactional_commit_classic() {
+    if let Some(cluster) = Cluster::single() {
+        waits_out_a_pending_transactional_commit(cluster, GroupProtocol::Classic).await;
+    }
+}
