@@ -7,7 +7,7 @@
 //! answer that bumped the member epoch is never lost to a cancelled `poll`. Dropping the
 //! consumer drops the set, which aborts every request: that is "killed" (no LeaveGroup).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,13 +16,13 @@ use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use super::ConsumerRecord;
-use super::config::{ConsumerConfig, GroupProtocol, OffsetReset};
+use super::config::{ConsumerConfig, GroupProtocol};
+use super::fetcher::{Fetched, Fetcher, Followup};
 use super::membership::classic::ClassicMember;
 use super::membership::kip848::ConsumerMember;
 use super::membership::{
     Membership, MembershipEvent, MembershipRequest, MembershipResponse, TopicView,
 };
-use super::records::partition_records;
 use crate::client::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use crate::client::metadata::{ClusterMetadata, TopicMetadata};
 use crate::engine::transaction::OffsetToCommit;
@@ -31,11 +31,9 @@ use crate::error::{Error, Result};
 use crate::protocol::ApiKey;
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
+use crate::protocol::messages::fetch::FetchResponse;
 use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
-use crate::protocol::messages::list_offsets::{
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic,
-};
+use crate::protocol::messages::list_offsets::ListOffsetsResponse;
 use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse,
 };
@@ -50,72 +48,9 @@ use crate::protocol::messages::offset_fetch::{
 const FETCH_VERSION_CAP: i16 = 12;
 /// OffsetFetch v10 names topics by id (Kafka 4.2).
 const OFFSET_FETCH_VERSION_CAP: i16 = 9;
-/// ListOffsets timestamps: the log start, and the end (the LSO under read_committed).
-const EARLIEST_TIMESTAMP: i64 = -2;
-const LATEST_TIMESTAMP: i64 = -1;
-/// Fetching pauses while this many `max.poll.records` are decoded and not yet delivered: with
-/// one fetch per partition in flight at most and `fetch.max.bytes` per answer, this bounds
-/// what a consumer whose user polls slowly holds.
-const BUFFERED_POLLS: usize = 4;
 /// How long `committed` waits out pending transactional commits (Java's
 /// `default.api.timeout.ms`).
 const COMMITTED_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Where a partition's next fetch starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Offset {
-    /// Look up the committed offset.
-    Committed,
-    /// No usable committed offset: apply `auto.offset.reset`.
-    Reset,
-    /// `auto.offset.reset=none` and nothing committed: wait for a `seek`.
-    Missing,
-    /// Fetch from here.
-    Ready(i64),
-}
-
-#[derive(Debug)]
-struct PartitionState {
-    offset: Offset,
-    /// Fetched, not yet delivered; the front is the position.
-    buffered: VecDeque<ConsumerRecord>,
-    /// Bumped whenever the offset is set from outside a fetch, so an older fetch's answer is
-    /// not applied.
-    token: u64,
-}
-
-impl PartitionState {
-    fn new() -> Self {
-        Self {
-            offset: Offset::Committed,
-            buffered: VecDeque::new(),
-            token: 0,
-        }
-    }
-
-    fn position(&self) -> Option<i64> {
-        match (self.buffered.front(), self.offset) {
-            (Some(r), _) => Some(r.offset),
-            (None, Offset::Ready(o)) => Some(o),
-            _ => None,
-        }
-    }
-
-    /// Drops what is buffered; the next fetch starts at the position again.
-    fn rewind(&mut self) {
-        if let Some(first) = self.buffered.front() {
-            self.offset = Offset::Ready(first.offset);
-        }
-        self.buffered.clear();
-        self.token += 1;
-    }
-
-    fn set(&mut self, offset: Offset) {
-        self.buffered.clear();
-        self.offset = offset;
-        self.token += 1;
-    }
-}
 
 /// A finished request.
 enum Completion {
@@ -124,7 +59,7 @@ enum Completion {
     Membership(Result<MembershipResponse>),
     Fetch {
         broker: BrokerId,
-        fetched: Vec<(TopicPartition, u64, i64)>,
+        fetched: Vec<Fetched>,
         result: Result<FetchResponse>,
     },
     Committed {
@@ -135,6 +70,14 @@ enum Completion {
         partitions: Vec<TopicPartition>,
         result: Result<ListOffsetsResponse>,
     },
+}
+
+/// The back-off timers an answer can set.
+#[derive(Debug, Clone, Copy)]
+enum RetryTimer {
+    Fetch,
+    List,
+    Committed,
 }
 
 /// The metadata as the membership sees it.
@@ -176,7 +119,7 @@ pub(crate) struct Driver {
     membership: Membership,
     membership_in_flight: bool,
     subscription: Vec<String>,
-    partitions: BTreeMap<TopicPartition, PartitionState>,
+    fetcher: Fetcher,
     committed_in_flight: bool,
     committed_retry_at: Option<Instant>,
     listing: HashSet<TopicPartition>,
@@ -293,7 +236,7 @@ impl Driver {
             membership,
             membership_in_flight: false,
             subscription: Vec::new(),
-            partitions: BTreeMap::new(),
+            fetcher: Fetcher::new(&config),
             committed_in_flight: false,
             committed_retry_at: None,
             listing: HashSet::new(),
@@ -323,22 +266,11 @@ impl Driver {
     }
 
     pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
-        self.partitions.get(partition)?.position()
+        self.fetcher.position(partition)
     }
 
     pub fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<()> {
-        let state = self.partitions.get_mut(partition).ok_or_else(|| {
-            Error::InvalidState(format!(
-                "seek: {partition:?} is not assigned to this consumer"
-            ))
-        })?;
-        if offset < 0 {
-            return Err(Error::InvalidState(format!(
-                "seek: negative offset {offset}"
-            )));
-        }
-        state.set(Offset::Ready(offset));
-        Ok(())
+        self.fetcher.seek(partition, offset)
     }
 
     fn next_bootstrap(&mut self) -> BrokerLink {
@@ -391,7 +323,7 @@ impl Driver {
         // that whole time to commit them).
         self.membership.on_poll(Instant::now());
         let owned: HashSet<TopicPartition> = self.membership.owned().into_iter().collect();
-        self.partitions.retain(|tp, _| owned.contains(tp));
+        self.fetcher.retain(&owned);
         // Bounded by the deadline; `poll()` without one waits as long as it takes.
         loop {
             if let Some(e) = self.pending_error.take() {
@@ -488,48 +420,25 @@ impl Driver {
     fn apply_event(&mut self, event: &MembershipEvent) {
         match event {
             MembershipEvent::Assigned(tps) => {
-                for tp in tps {
-                    self.partitions
-                        .entry(tp.clone())
-                        .or_insert_with(PartitionState::new);
-                }
+                self.fetcher.assigned(tps);
                 self.metadata_stale = true;
             }
-            MembershipEvent::Revoked(tps) => {
-                // Still owned until the next poll, but nothing more is delivered: the
-                // position is what the user has seen.
-                for tp in tps {
-                    if let Some(state) = self.partitions.get_mut(tp) {
-                        state.rewind();
-                    }
-                }
-            }
+            MembershipEvent::Revoked(tps) => self.fetcher.revoked(tps),
             MembershipEvent::Lost(tps) => {
-                for tp in tps {
-                    self.partitions.remove(tp);
-                }
+                let lost: HashSet<&TopicPartition> = tps.iter().collect();
+                let kept: HashSet<TopicPartition> = self
+                    .fetcher
+                    .partitions()
+                    .filter(|tp| !lost.contains(tp))
+                    .cloned()
+                    .collect();
+                self.fetcher.retain(&kept);
             }
         }
     }
 
     fn take_records(&mut self) -> Option<Vec<ConsumerRecord>> {
-        let fetchable = self.membership.fetchable();
-        let mut out = Vec::new();
-        for tp in fetchable {
-            let Some(state) = self.partitions.get_mut(&tp) else {
-                continue;
-            };
-            while out.len() < self.config.max_poll_records {
-                match state.buffered.pop_front() {
-                    Some(r) => out.push(r),
-                    None => break,
-                }
-            }
-            if out.len() >= self.config.max_poll_records {
-                break;
-            }
-        }
-        (!out.is_empty()).then_some(out)
+        self.fetcher.take_records(&self.membership.fetchable())
     }
 
     fn due(at: Option<Instant>, now: Instant) -> bool {
@@ -557,7 +466,7 @@ impl Driver {
                 wanted.extend(extra);
             }
         }
-        for tp in self.partitions.keys() {
+        for tp in self.fetcher.partitions() {
             if self.leader_of(tp).is_none() {
                 self.metadata_stale = true;
             }
@@ -634,13 +543,9 @@ impl Driver {
         if self.committed_in_flight || !Self::due(self.committed_retry_at, now) {
             return;
         }
-        let fetchable: HashSet<TopicPartition> = self.membership.fetchable().into_iter().collect();
-        let partitions: Vec<TopicPartition> = self
-            .partitions
-            .iter()
-            .filter(|(tp, s)| s.offset == Offset::Committed && fetchable.contains(*tp))
-            .map(|(tp, _)| tp.clone())
-            .collect();
+        let partitions = self
+            .fetcher
+            .awaiting_committed(&self.membership.fetchable());
         if partitions.is_empty() {
             return;
         }
@@ -666,17 +571,11 @@ impl Driver {
         if !Self::due(self.list_retry_at, now) {
             return;
         }
-        let timestamp = match self.config.auto_offset_reset {
-            OffsetReset::Earliest => EARLIEST_TIMESTAMP,
-            _ => LATEST_TIMESTAMP,
-        };
         let mut by_leader: HashMap<BrokerId, Vec<TopicPartition>> = HashMap::new();
-        for (tp, state) in &self.partitions {
-            if state.offset != Offset::Reset || self.listing.contains(tp) {
-                continue;
-            }
-            if let Some(leader) = self.leader_of(tp) {
-                by_leader.entry(leader).or_default().push(tp.clone());
+        for tp in self.fetcher.awaiting_reset(&self.listing) {
+            match self.leader_of(&tp) {
+                Some(leader) => by_leader.entry(leader).or_default().push(tp),
+                None => self.metadata_stale = true,
             }
         }
         for (leader, partitions) in by_leader {
@@ -685,26 +584,7 @@ impl Driver {
                 continue;
             };
             self.listing.extend(partitions.iter().cloned());
-            let mut topics: BTreeMap<String, Vec<ListOffsetsPartition>> = BTreeMap::new();
-            for tp in &partitions {
-                topics
-                    .entry(tp.topic.to_string())
-                    .or_default()
-                    .push(ListOffsetsPartition {
-                        partition_index: tp.partition,
-                        timestamp,
-                        ..ListOffsetsPartition::default()
-                    });
-            }
-            let request = ListOffsetsRequest {
-                replica_id: -1,
-                isolation_level: self.config.isolation_level.wire(),
-                topics: topics
-                    .into_iter()
-                    .map(|(name, partitions)| ListOffsetsTopic { name, partitions })
-                    .collect(),
-                timeout_ms: i32::try_from(self.config.request_timeout_ms).unwrap_or(i32::MAX),
-            };
+            let request = self.fetcher.reset_request(&partitions);
             let timeout = self.config.request_timeout();
             let client_id = Arc::clone(&self.client_id);
             self.tasks.spawn(async move {
@@ -718,28 +598,11 @@ impl Driver {
         if !Self::due(self.fetch_retry_at, now) {
             return;
         }
-        let buffered: usize = self.partitions.values().map(|s| s.buffered.len()).sum();
-        if buffered >= self.config.max_poll_records.saturating_mul(BUFFERED_POLLS) {
-            return;
-        }
-        let mut by_leader: HashMap<BrokerId, Vec<(TopicPartition, u64, i64)>> = HashMap::new();
-        for tp in self.membership.fetchable() {
-            let Some(state) = self.partitions.get(&tp) else {
-                continue;
-            };
-            let Offset::Ready(offset) = state.offset else {
-                continue;
-            };
-            // Bounded memory: a partition with undelivered records is not fetched again.
-            if !state.buffered.is_empty() {
-                continue;
-            }
-            match self.leader_of(&tp) {
+        let mut by_leader: HashMap<BrokerId, Vec<Fetched>> = HashMap::new();
+        for fetched in self.fetcher.to_fetch(&self.membership.fetchable()) {
+            match self.leader_of(&fetched.0) {
                 Some(leader) if !self.fetching.contains(&leader) => {
-                    by_leader
-                        .entry(leader)
-                        .or_default()
-                        .push((tp, state.token, offset));
+                    by_leader.entry(leader).or_default().push(fetched);
                 }
                 Some(_) => {}
                 None => self.metadata_stale = true,
@@ -751,39 +614,7 @@ impl Driver {
                 continue;
             };
             self.fetching.insert(leader);
-            let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
-            for (tp, _, offset) in &fetched {
-                topics
-                    .entry(tp.topic.to_string())
-                    .or_default()
-                    .push(FetchPartition {
-                        partition: tp.partition,
-                        current_leader_epoch: -1,
-                        fetch_offset: *offset,
-                        last_fetched_epoch: -1,
-                        log_start_offset: -1,
-                        partition_max_bytes: self.config.max_partition_fetch_bytes,
-                        ..FetchPartition::default()
-                    });
-            }
-            let request = FetchRequest {
-                max_wait_ms: i32::try_from(self.config.fetch_max_wait_ms).unwrap_or(i32::MAX),
-                min_bytes: self.config.fetch_min_bytes,
-                max_bytes: self.config.fetch_max_bytes,
-                isolation_level: self.config.isolation_level.wire(),
-                // No fetch session (KIP-227): every fetch is a full one.
-                session_id: 0,
-                session_epoch: -1,
-                topics: topics
-                    .into_iter()
-                    .map(|(topic, partitions)| FetchTopic {
-                        topic,
-                        topic_id: [0; 16],
-                        partitions,
-                    })
-                    .collect(),
-                ..FetchRequest::default()
-            };
+            let request = self.fetcher.fetch_request(&fetched);
             let timeout = self.config.request_timeout()
                 + Duration::from_millis(self.config.fetch_max_wait_ms);
             let client_id = Arc::clone(&self.client_id);
@@ -796,6 +627,22 @@ impl Driver {
                     result,
                 }
             });
+        }
+    }
+
+    /// Acts on what an answer asks for.
+    fn follow_up(&mut self, followup: Followup, retry_at: RetryTimer, now: Instant) {
+        self.metadata_stale |= followup.refresh_metadata;
+        if followup.retry {
+            let at = Some(now + self.backoff());
+            match retry_at {
+                RetryTimer::Fetch => self.fetch_retry_at = at,
+                RetryTimer::List => self.list_retry_at = at,
+                RetryTimer::Committed => self.committed_retry_at = at,
+            }
+        }
+        if let Some(e) = followup.error {
+            self.pending_error = Some(e);
         }
     }
 
@@ -874,7 +721,10 @@ impl Driver {
             } => {
                 self.fetching.remove(&broker);
                 match result {
-                    Ok(response) => self.apply_fetch(response, fetched, now),
+                    Ok(response) => {
+                        let followup = self.fetcher.apply_fetch(response, fetched);
+                        self.follow_up(followup, RetryTimer::Fetch, now);
+                    }
                     Err(e) => {
                         debug!("fetch from broker {broker} failed: {e}");
                         if e.is_fatal() {
@@ -896,27 +746,8 @@ impl Driver {
                 }
                 match result {
                     Ok(response) => {
-                        for topic in response.topics {
-                            for p in topic.partitions {
-                                let tp =
-                                    TopicPartition::new(topic.name.as_str(), p.partition_index);
-                                let Some(state) = self.partitions.get_mut(&tp) else {
-                                    continue;
-                                };
-                                if state.offset != Offset::Reset {
-                                    continue;
-                                }
-                                let code = ErrorCode(p.error_code);
-                                if code.is_ok() && p.offset >= 0 {
-                                    state.set(Offset::Ready(p.offset));
-                                } else {
-                                    if code.invalidates_metadata() {
-                                        self.metadata_stale = true;
-                                    }
-                                    self.list_retry_at = Some(now + self.backoff());
-                                }
-                            }
-                        }
+                        let followup = self.fetcher.apply_listed(response);
+                        self.follow_up(followup, RetryTimer::List, now);
                     }
                     Err(e) => {
                         debug!("ListOffsets failed: {e}");
@@ -958,103 +789,8 @@ impl Driver {
                 return;
             }
         };
-        for (tp, offset) in offsets {
-            let Some(state) = self.partitions.get_mut(&tp) else {
-                continue;
-            };
-            if state.offset != Offset::Committed {
-                continue;
-            }
-            match offset {
-                Some(o) => state.set(Offset::Ready(o)),
-                None if self.config.auto_offset_reset == OffsetReset::None => {
-                    state.set(Offset::Missing);
-                    self.pending_error = Some(Error::InvalidState(format!(
-                        "no committed offset for {tp:?} and auto.offset.reset=none: seek first"
-                    )));
-                }
-                None => state.set(Offset::Reset),
-            }
-        }
-    }
-
-    fn apply_fetch(
-        &mut self,
-        response: FetchResponse,
-        fetched: Vec<(TopicPartition, u64, i64)>,
-        now: Instant,
-    ) {
-        let top = ErrorCode(response.error_code);
-        if !top.is_ok() {
-            debug!("fetch answered {top}");
-            self.metadata_stale = true;
-            self.fetch_retry_at = Some(now + self.backoff());
-            return;
-        }
-        let asked: HashMap<TopicPartition, (u64, i64)> = fetched
-            .into_iter()
-            .map(|(tp, token, offset)| (tp, (token, offset)))
-            .collect();
-        for topic in response.responses {
-            let name: Arc<str> = Arc::from(topic.topic.as_str());
-            for p in topic.partitions {
-                let tp = TopicPartition::new(Arc::clone(&name), p.partition_index);
-                let Some(&(token, offset)) = asked.get(&tp) else {
-                    continue;
-                };
-                let Some(state) = self.partitions.get_mut(&tp) else {
-                    continue;
-                };
-                // A seek, a revocation or a reset since the request: its answer is stale.
-                if state.token != token || state.offset != Offset::Ready(offset) {
-                    continue;
-                }
-                let code = ErrorCode(p.error_code);
-                match code {
-                    ErrorCode::NONE => {}
-                    ErrorCode::OFFSET_OUT_OF_RANGE => {
-                        if self.config.auto_offset_reset == OffsetReset::None {
-                            state.set(Offset::Missing);
-                            self.pending_error = Some(Error::broker(code));
-                        } else {
-                            state.set(Offset::Reset);
-                        }
-                        continue;
-                    }
-                    code => {
-                        // NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
-                        // ...: find the new leader and fetch again from the same offset, so
-                        // nothing is skipped or repeated.
-                        debug!("fetch of {tp:?} answered {code}");
-                        self.metadata_stale = true;
-                        self.fetch_retry_at = Some(now + self.backoff());
-                        continue;
-                    }
-                }
-                let Some(bytes) = p.records.as_ref() else {
-                    continue;
-                };
-                match partition_records(
-                    &name,
-                    tp.partition,
-                    bytes,
-                    offset,
-                    self.config.isolation_level,
-                    p.last_stable_offset,
-                    p.aborted_transactions.as_deref(),
-                ) {
-                    Ok(records) => {
-                        state.buffered.extend(records.records);
-                        state.offset = Offset::Ready(records.next_offset);
-                    }
-                    Err(e) => {
-                        // A corrupt answer is not skipped over: report it and fetch again.
-                        self.pending_error = Some(Error::Decode(e));
-                        self.fetch_retry_at = Some(now + self.backoff());
-                    }
-                }
-            }
-        }
+        let followup = self.fetcher.apply_committed(offsets);
+        self.follow_up(followup, RetryTimer::Committed, now);
     }
 
     /// OffsetCommit of `offsets` with this member's identity.

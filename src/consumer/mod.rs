@@ -4,7 +4,8 @@
 //! - [`config`]: the settings, under Kafka's property names, and [`ConsumerBuilder`].
 //! - `membership`: the sans-I/O group membership state machines (KIP-848 and classic).
 //! - `assignor`: the classic protocol's client-side assignor and its wire format.
-//! - `fetcher`: positions, Fetch requests and their responses.
+//! - `fetcher`: positions, ListOffsets and Fetch requests and what their answers change
+//!   (sans-I/O).
 //! - `records`: turning fetched batches into records (the read_committed filter).
 //! - `cluster`: the tokio side: broker links, metadata, coordinator.
 //!
@@ -20,6 +21,7 @@
 pub(crate) mod assignor;
 pub mod config;
 mod driver;
+pub(crate) mod fetcher;
 pub(crate) mod membership;
 pub(crate) mod records;
 
