@@ -7,7 +7,7 @@
 //! answer that bumped the member epoch is never lost to a cancelled `poll`. Dropping the
 //! consumer drops the set, which aborts every request: that is "killed" (no LeaveGroup).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,33 +16,26 @@ use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use super::ConsumerRecord;
+use super::calls::{call, find_coordinator, membership_call, timed_out};
 use super::config::{ConsumerConfig, GroupProtocol};
 use super::fetcher::{Fetched, Fetcher, Followup};
 use super::membership::classic::ClassicMember;
 use super::membership::kip848::ConsumerMember;
-use super::membership::{
-    Membership, MembershipEvent, MembershipRequest, MembershipResponse, TopicView,
-};
+use super::membership::{Membership, MembershipEvent, MembershipResponse, TopicView};
+use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
 use crate::client::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use crate::client::metadata::{ClusterMetadata, TopicMetadata};
 use crate::engine::transaction::OffsetToCommit;
 use crate::engine::{BrokerId, TopicPartition};
 use crate::error::{Error, Result};
 use crate::protocol::ApiKey;
-use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::fetch::FetchResponse;
-use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
 use crate::protocol::messages::list_offsets::ListOffsetsResponse;
 use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse,
 };
-use crate::protocol::messages::offset_commit::{
-    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
-use crate::protocol::messages::offset_fetch::{
-    OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchResponse,
-};
+use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
 
 /// Fetch v12 is the last version that names topics (v13+ use topic ids, KIP-516).
 const FETCH_VERSION_CAP: i16 = 12;
@@ -149,10 +142,6 @@ fn new_member_id() -> String {
     let a = state.hash_one(1u8);
     let b = state.hash_one(std::time::SystemTime::now());
     format!("{a:016x}{b:016x}")
-}
-
-fn timed_out(what: &str) -> Error {
-    Error::Timeout(format!("no answer to {what} within request.timeout.ms"))
 }
 
 impl Driver {
@@ -803,22 +792,6 @@ impl Driver {
         }
         let deadline = Instant::now() + self.config.request_timeout();
         self.settle_membership(deadline).await;
-        let mut topics: BTreeMap<String, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
-        for o in offsets {
-            topics
-                .entry(o.partition.topic.to_string())
-                .or_default()
-                .push(OffsetCommitRequestPartition {
-                    partition_index: o.partition.partition,
-                    committed_offset: o.offset,
-                    committed_leader_epoch: -1,
-                    committed_metadata: o.metadata.clone(),
-                });
-        }
-        let topics: Vec<OffsetCommitRequestTopic> = topics
-            .into_iter()
-            .map(|(name, partitions)| OffsetCommitRequestTopic { name, partitions })
-            .collect();
         let mut last = timed_out("OffsetCommit");
         // Bounded: a few coordinator moves within request.timeout.ms.
         for _ in 0..10 {
@@ -827,15 +800,7 @@ impl Driver {
             }
             // Read at each attempt: a retry after STALE_MEMBER_EPOCH takes the epoch the
             // heartbeat answer brought.
-            let meta = self.membership.group_metadata();
-            let request = OffsetCommitRequest {
-                group_id: meta.group_id.clone(),
-                generation_id_or_member_epoch: meta.generation_id,
-                member_id: meta.member_id.clone(),
-                group_instance_id: meta.group_instance_id.clone(),
-                retention_time_ms: -1,
-                topics: topics.clone(),
-            };
+            let request = offset_commit_request(&self.membership.group_metadata(), offsets);
             let link = self.coordinator_link(deadline).await?;
             let left = deadline.saturating_duration_since(Instant::now());
             match call(
@@ -1009,133 +974,4 @@ fn coordinator_moved(response: &MembershipResponse) -> bool {
         ErrorCode(code),
         ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE
     )
-}
-
-fn offset_fetch_request(group_id: &str, partitions: &[TopicPartition]) -> OffsetFetchRequest {
-    let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-    for tp in partitions {
-        topics
-            .entry(tp.topic.to_string())
-            .or_default()
-            .push(tp.partition);
-    }
-    let topics: Vec<OffsetFetchRequestTopic> = topics
-        .into_iter()
-        .map(|(name, partition_indexes)| OffsetFetchRequestTopic {
-            name,
-            topic_id: [0; 16],
-            partition_indexes,
-        })
-        .collect();
-    // Both shapes filled: v0–7 read `group_id`/`topics`, v8+ `groups`.
-    OffsetFetchRequest {
-        group_id: group_id.to_owned(),
-        topics: Some(topics.clone()),
-        groups: vec![OffsetFetchRequestGroup {
-            group_id: group_id.to_owned(),
-            topics: Some(topics),
-            ..OffsetFetchRequestGroup::default()
-        }],
-        require_stable: true,
-    }
-}
-
-/// The committed offset of each of `partitions` (`None`: nothing committed), or the first
-/// error the answer holds.
-fn committed_offsets(
-    response: &OffsetFetchResponse,
-    partitions: &[TopicPartition],
-) -> std::result::Result<Vec<(TopicPartition, Option<i64>)>, ErrorCode> {
-    let (group_error, topics) = match response.groups.first() {
-        Some(group) => (group.error_code, &group.topics),
-        None => (response.error_code, &response.topics),
-    };
-    if group_error != 0 {
-        return Err(ErrorCode(group_error));
-    }
-    let mut found: HashMap<TopicPartition, Option<i64>> = HashMap::new();
-    for topic in topics {
-        for p in &topic.partitions {
-            if p.error_code != 0 {
-                return Err(ErrorCode(p.error_code));
-            }
-            found.insert(
-                TopicPartition::new(topic.name.as_str(), p.partition_index),
-                (p.committed_offset >= 0).then_some(p.committed_offset),
-            );
-        }
-    }
-    Ok(partitions
-        .iter()
-        .map(|tp| (tp.clone(), found.get(tp).copied().flatten()))
-        .collect())
-}
-
-/// One request with a deadline.
-async fn call<R>(
-    link: &BrokerLink,
-    request: R,
-    cap: Option<i16>,
-    client_id: Arc<str>,
-    timeout: Duration,
-) -> Result<R::Response>
-where
-    R: Request + Send + 'static,
-    R::Response: Send + 'static,
-{
-    match tokio::time::timeout(timeout, link.call(request, cap, client_id)).await {
-        Ok(result) => result,
-        Err(_) => Err(timed_out("a consumer request")),
-    }
-}
-
-/// FindCoordinator for the group: the coordinator's address and node id.
-async fn find_coordinator(
-    link: &BrokerLink,
-    group: String,
-    client_id: Arc<str>,
-    timeout: Duration,
-) -> Result<(String, i32)> {
-    let request = FindCoordinatorRequest::single(FindCoordinatorRequest::KEY_TYPE_GROUP, group);
-    let response = call(link, request, None, client_id, timeout).await?;
-    let c = response
-        .coordinators
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::broker(ErrorCode::COORDINATOR_NOT_AVAILABLE))?;
-    if c.error_code != 0 {
-        return Err(Error::Broker {
-            code: ErrorCode(c.error_code),
-            message: c.error_message,
-        });
-    }
-    Ok((format!("{}:{}", c.host, c.port), c.node_id))
-}
-
-async fn membership_call(
-    link: &BrokerLink,
-    request: MembershipRequest,
-    client_id: Arc<str>,
-    timeout: Duration,
-    join_timeout: Duration,
-) -> Result<MembershipResponse> {
-    Ok(match request {
-        MembershipRequest::ConsumerHeartbeat(r) => {
-            MembershipResponse::ConsumerHeartbeat(call(link, r, None, client_id, timeout).await?)
-        }
-        MembershipRequest::Join(r) => {
-            MembershipResponse::Join(call(link, r, None, client_id, join_timeout).await?)
-        }
-        MembershipRequest::Sync(r) => {
-            MembershipResponse::Sync(call(link, r, None, client_id, join_timeout).await?)
-        }
-        MembershipRequest::Heartbeat(r) => {
-            MembershipResponse::Heartbeat(call(link, r, None, client_id, timeout).await?)
-        }
-        MembershipRequest::Leave(r) => {
-            call(link, r, None, client_id, timeout).await?;
-            // Nothing to hand the state machine: the member is gone.
-            MembershipResponse::Heartbeat(Default::default())
-        }
-    })
 }

@@ -7,7 +7,9 @@
 //! - `fetcher`: positions, ListOffsets and Fetch requests and what their answers change
 //!   (sans-I/O).
 //! - `records`: turning fetched batches into records (the read_committed filter).
-//! - `cluster`: the tokio side: broker links, metadata, coordinator.
+//! - `offsets`: OffsetFetch / OffsetCommit requests and answers (sans-I/O).
+//! - `calls`: each request sent with a deadline.
+//! - `driver`: the tokio side: broker links, metadata, coordinator, the requests in flight.
 //!
 //! The consumer has no background task: everything happens inside [`Consumer::poll`] (and the
 //! other async calls), on the caller's task. This is deliberate: the member epoch (the
@@ -19,10 +21,12 @@
 //! interval and within `max.poll.interval.ms`.
 
 pub(crate) mod assignor;
+mod calls;
 pub mod config;
 mod driver;
 pub(crate) mod fetcher;
 pub(crate) mod membership;
+pub(crate) mod offsets;
 pub(crate) mod records;
 
 use std::sync::Arc;
