@@ -17,8 +17,9 @@
 //! coordinator processes a heartbeat, heartbeats only go out from `poll`, and `poll` returns
 //! only once the heartbeat in flight is answered; so the [`ConsumerGroupMetadata`] a copy loop
 //! takes between two polls is the one the coordinator holds when it commits (the race of
-//! KAFKA-19779 / KIP-1251 cannot happen). The price: call `poll` at least every heartbeat
-//! interval and within `max.poll.interval.ms`.
+//! KAFKA-19779 / KIP-1251 cannot happen, unless a `poll_timeout` deadline cut that wait short).
+//! The price: call `poll` about every heartbeat interval; a member that does not poll for a
+//! whole session timeout is removed by the coordinator and learns it as `Lost`.
 
 pub(crate) mod assignor;
 mod calls;
@@ -155,9 +156,11 @@ impl Consumer {
     /// stay owned (offsets may still be committed for them) until the NEXT call to poll; only
     /// then does the consumer tell the coordinator it gave them up.
     ///
-    /// Heartbeats are sent from inside `poll`: call it at least once per heartbeat interval
+    /// Heartbeats are sent from inside `poll`: call it about once per heartbeat interval
     /// (the broker's `group.consumer.heartbeat.interval.ms` under KIP-848,
-    /// `heartbeat.interval.ms` under the classic protocol).
+    /// `heartbeat.interval.ms` under the classic protocol). Under KIP-848 an event is handed
+    /// over only once the heartbeat in flight is answered, so [`Consumer::group_metadata`]
+    /// read before the next poll holds the member epoch the coordinator has.
     pub async fn poll(&mut self) -> Result<ConsumerEvent> {
         loop {
             if let Some(event) = self.driver.poll(None).await? {
