@@ -13,9 +13,11 @@
 //! `--mode` picks how the application calls `send`:
 //! - `channel` (default): one task sends and hands each delivery future to a collector task
 //!   that awaits them in order (send-to-ack latency per record);
-//! - `loop`: the loop a user writes first, one task doing `futs.push(producer.send(r).await?)`
-//!   and awaiting the futures at the end (latency is then the time to the end of the run, so
-//!   only throughput is meaningful);
+//! - `loop`: the loop a user writes first, one task doing `futs.push(producer.send(r).await?)`,
+//!   taking in the futures already resolved after each send and awaiting the oldest once
+//!   buffer.memory / record size are outstanding (the same bound as the peers' loops in
+//!   `scripts/bench-peers.d/rust-common`); latency is when the loop saw a record resolved, so
+//!   at full speed it is an upper bound;
 //! - `spawned`: `--tasks N` tasks (default 4) each send a share, awaiting their futures as
 //!   they go (as a server handling requests would).
 //!
@@ -26,6 +28,10 @@
 //! `--runtime current` runs everything on a `current_thread` runtime instead of the default
 //! multi-thread one.
 
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use exactly::{DeliveryFuture, Producer, Record};
@@ -227,6 +233,20 @@ async fn pace(args: &Args, start: Instant, i: u64) {
 }
 
 /// Awaits `futures` in order, adding each outcome to `stats`.
+/// Takes in the futures at the front that are already resolved, without waiting (the loop's
+/// "check what is done" step; acknowledgements arrive roughly in send order).
+fn take_finished(stats: &mut Stats, outstanding: &mut VecDeque<(Instant, u64, DeliveryFuture)>) {
+    let mut cx = Context::from_waker(Waker::noop());
+    while let Some((_, _, future)) = outstanding.front_mut() {
+        let Poll::Ready(outcome) = Pin::new(future).poll(&mut cx) else {
+            break;
+        };
+        if let Some((sent_at, size, _)) = outstanding.pop_front() {
+            stats.record(sent_at, size, outcome);
+        }
+    }
+}
+
 async fn collect(stats: &mut Stats, futures: Vec<(Instant, u64, DeliveryFuture)>) {
     for (sent_at, size, future) in futures {
         stats.record(sent_at, size, future.await);
@@ -252,18 +272,33 @@ async fn run(args: Args) -> exactly::Result<()> {
     let mut stats = Stats::default();
     match args.mode {
         Mode::Loop => {
-            let mut futures = Vec::with_capacity(args.num_records as usize);
+            // At most buffer.memory / record size futures outstanding, as the peers' loops
+            // (scripts/bench-peers.d/rust-common): the oldest is awaited when there are more.
+            let buffer_memory = args
+                .props
+                .iter()
+                .find(|(k, _)| k == "buffer.memory")
+                .and_then(|(_, v)| v.parse::<usize>().ok())
+                .unwrap_or(32 << 20);
+            let window = (buffer_memory / args.record_size.max(1)).max(1);
+            let mut outstanding = VecDeque::with_capacity(window);
             for i in 0..args.num_records {
                 pace(&args, start, i).await;
                 let payload = payload(&args, &payloads, i);
                 let record = Record::to(&args.topic).value(payload.clone());
-                futures.push((
+                outstanding.push_back((
                     Instant::now(),
                     payload.len() as u64,
                     producer.send(record).await?,
                 ));
+                take_finished(&mut stats, &mut outstanding);
+                while outstanding.len() >= window {
+                    if let Some((sent_at, size, future)) = outstanding.pop_front() {
+                        stats.record(sent_at, size, future.await);
+                    }
+                }
             }
-            collect(&mut stats, futures).await;
+            collect(&mut stats, outstanding.into()).await;
         }
         Mode::Channel => {
             let (tx, mut rx) =
