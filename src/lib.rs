@@ -43,6 +43,7 @@
 pub mod client;
 #[doc(hidden)]
 pub mod engine;
+pub mod eos;
 pub mod error;
 mod producer;
 #[doc(hidden)]
