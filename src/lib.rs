@@ -32,6 +32,11 @@
 //! failure is an [`Error`], classified by [`Error::is_retriable`], [`Error::is_abortable`],
 //! [`Error::is_fatal`] and [`Error::is_indeterminate`].
 //!
+//! The read side is [`Consumer`]: group membership (KIP-848, or the classic protocol),
+//! `read_committed` by default, rebalance events before partitions change hands, and the
+//! [`ConsumerGroupMetadata`] that [`Producer::send_offsets_to_transaction`] needs (KIP-447)
+//! to close an exactly-once copy loop.
+//!
 //! The modules `client`, `engine` and `protocol` are the crate's layers (the tokio driver,
 //! the sans-I/O producer core and the wire codec). They are public for the crate's own
 //! tests, fuzz targets and benchmarks and hidden from this documentation: they are not a
@@ -41,6 +46,7 @@
 
 #[doc(hidden)]
 pub mod client;
+mod consumer;
 #[doc(hidden)]
 pub mod engine;
 pub mod eos;
@@ -60,6 +66,10 @@ pub use client::secret::Secret;
 pub use client::security::{OAuthBearerToken, OAuthBearerTokenProvider};
 pub use client::security::{
     Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, TlsConfig,
+};
+pub use consumer::{
+    Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord, GroupProtocol,
+    IsolationLevel, OffsetReset,
 };
 pub use engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, PendingOffsets, TxnState};
 pub use engine::{Counters, TopicPartition};

@@ -658,7 +658,7 @@ impl ProducerBuilder {
 }
 
 /// A configuration error about `setting`.
-fn config_error(setting: &str, reason: impl Into<String>) -> Error {
+pub(crate) fn config_error(setting: &str, reason: impl Into<String>) -> Error {
     Error::Config {
         setting: setting.to_owned(),
         reason: reason.into(),
@@ -682,7 +682,7 @@ fn unknown_property(key: &str) -> Error {
 }
 
 /// Levenshtein distance between two strings, by characters.
-fn edit_distance(a: &str, b: &str) -> usize {
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     // `row[j]`: distance between the prefix of `a` read so far and `b[..j]`.
     let mut row: Vec<usize> = (0..=b.len()).collect();
@@ -699,7 +699,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// A Java `BOOLEAN`: `true` or `false`, any case.
-fn parse_bool(setting: &str, value: &str) -> Result<bool, Error> {
+pub(crate) fn parse_bool(setting: &str, value: &str) -> Result<bool, Error> {
     if value.eq_ignore_ascii_case("true") {
         Ok(true)
     } else if value.eq_ignore_ascii_case("false") {
@@ -713,7 +713,7 @@ fn parse_bool(setting: &str, value: &str) -> Result<bool, Error> {
 }
 
 /// A non-negative decimal integer (every numeric producer setting has `atLeast(0)` in Java).
-fn parse_number<T: FromStr>(setting: &str, value: &str) -> Result<T, Error> {
+pub(crate) fn parse_number<T: FromStr>(setting: &str, value: &str) -> Result<T, Error> {
     value.parse().map_err(|_| {
         config_error(
             setting,
@@ -739,7 +739,7 @@ fn check_wire_string(setting: &str, value: &str) -> Result<(), Error> {
 /// Checks one `host:port`. The host takes the characters Java's `Utils.getHost` pattern
 /// accepts (`[0-9a-zA-Z\-%._:]`); an IPv6 address must be in brackets (`[::1]:9092`), since
 /// without them its last group could not be told from the port. The port is 1 to 65535.
-fn check_address(address: &str) -> Result<(), &'static str> {
+pub(crate) fn check_address(address: &str) -> Result<(), &'static str> {
     let (host, port) = address
         .rsplit_once(':')
         .ok_or("expected host:port (an IPv6 address as [address]:port)")?;

@@ -1,0 +1,567 @@
+//! Consumer configuration: typed fields with the Kafka 4.x Java consumer's defaults, under
+//! Kafka's property names, and the builder.
+//!
+//! As for the producer ([`crate::ProducerConfig`]), both ways in (the builder's typed setters
+//! and `set(name, value)`) end in one validation that names the Kafka property at fault.
+
+use std::time::Duration;
+
+use crate::client::config::{check_address, config_error, edit_distance, parse_number};
+use crate::client::security::{SECURITY_PROPERTY_NAMES, SecurityConfig};
+use crate::error::Error;
+
+const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
+const GROUP_ID: &str = "group.id";
+const CLIENT_ID: &str = "client.id";
+const ISOLATION_LEVEL: &str = "isolation.level";
+const AUTO_OFFSET_RESET: &str = "auto.offset.reset";
+const GROUP_PROTOCOL: &str = "group.protocol";
+const GROUP_INSTANCE_ID: &str = "group.instance.id";
+const SESSION_TIMEOUT_MS: &str = "session.timeout.ms";
+const HEARTBEAT_INTERVAL_MS: &str = "heartbeat.interval.ms";
+const MAX_POLL_INTERVAL_MS: &str = "max.poll.interval.ms";
+const FETCH_MAX_WAIT_MS: &str = "fetch.max.wait.ms";
+const FETCH_MIN_BYTES: &str = "fetch.min.bytes";
+const FETCH_MAX_BYTES: &str = "fetch.max.bytes";
+const MAX_PARTITION_FETCH_BYTES: &str = "max.partition.fetch.bytes";
+const MAX_POLL_RECORDS: &str = "max.poll.records";
+const REQUEST_TIMEOUT_MS: &str = "request.timeout.ms";
+const RETRY_BACKOFF_MS: &str = "retry.backoff.ms";
+const RECONNECT_BACKOFF_MS: &str = "reconnect.backoff.ms";
+const RECONNECT_BACKOFF_MAX_MS: &str = "reconnect.backoff.max.ms";
+const ENABLE_AUTO_COMMIT: &str = "enable.auto.commit";
+const GROUP_REMOTE_ASSIGNOR: &str = "group.remote.assignor";
+
+/// Every property name [`ConsumerConfig::set`] accepts (besides the `security.*`, `ssl.*` and
+/// `sasl.*` ones the producer takes too).
+pub const CONSUMER_PROPERTY_NAMES: [&str; 21] = [
+    BOOTSTRAP_SERVERS,
+    GROUP_ID,
+    CLIENT_ID,
+    ISOLATION_LEVEL,
+    AUTO_OFFSET_RESET,
+    GROUP_PROTOCOL,
+    GROUP_INSTANCE_ID,
+    SESSION_TIMEOUT_MS,
+    HEARTBEAT_INTERVAL_MS,
+    MAX_POLL_INTERVAL_MS,
+    FETCH_MAX_WAIT_MS,
+    FETCH_MIN_BYTES,
+    FETCH_MAX_BYTES,
+    MAX_PARTITION_FETCH_BYTES,
+    MAX_POLL_RECORDS,
+    REQUEST_TIMEOUT_MS,
+    RETRY_BACKOFF_MS,
+    RECONNECT_BACKOFF_MS,
+    RECONNECT_BACKOFF_MAX_MS,
+    ENABLE_AUTO_COMMIT,
+    GROUP_REMOTE_ASSIGNOR,
+];
+
+/// `isolation.level`: which records of transactional producers a consumer sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum IsolationLevel {
+    /// `read_committed` (this crate's default, unlike Java's): only records of committed
+    /// transactions, never past the last stable offset; aborted records are filtered with the
+    /// fetch's aborted-transaction list and transaction markers are never delivered (KIP-98).
+    #[default]
+    ReadCommitted,
+    /// `read_uncommitted`: every record up to the high watermark, aborted ones included.
+    ReadUncommitted,
+}
+
+impl IsolationLevel {
+    /// The wire value of Fetch and ListOffsets (0 uncommitted, 1 committed).
+    pub(crate) fn wire(self) -> i8 {
+        match self {
+            IsolationLevel::ReadUncommitted => 0,
+            IsolationLevel::ReadCommitted => 1,
+        }
+    }
+}
+
+/// `auto.offset.reset`: where a partition without a committed offset starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OffsetReset {
+    /// `earliest`: the log start offset.
+    Earliest,
+    /// `latest` (Kafka's default): the end of the log; under read_committed, the last stable
+    /// offset.
+    #[default]
+    Latest,
+    /// `none`: a partition without a committed offset is an error.
+    None,
+}
+
+/// `group.protocol`: how the consumer takes part in its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum GroupProtocol {
+    /// `consumer`: the KIP-848 protocol (ConsumerGroupHeartbeat, server-side assignment),
+    /// the default of Kafka 4.x. When the broker does not advertise ConsumerGroupHeartbeat,
+    /// the consumer falls back to [`GroupProtocol::Classic`].
+    #[default]
+    Consumer,
+    /// `classic`: JoinGroup / SyncGroup / Heartbeat with a client-side assignor.
+    Classic,
+}
+
+/// Everything the consumer is configured with. Defaults are the Kafka 4.x Java consumer's,
+/// except `isolation.level` (read_committed here: this consumer exists for exactly-once
+/// pipelines) and `client.id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConsumerConfig {
+    /// `bootstrap.servers`. Required.
+    pub bootstrap_servers: Vec<String>,
+    /// `group.id`. Required (this consumer always belongs to a group).
+    pub group_id: String,
+    /// `client.id`.
+    pub client_id: String,
+    /// `isolation.level`.
+    pub isolation_level: IsolationLevel,
+    /// `auto.offset.reset`.
+    pub auto_offset_reset: OffsetReset,
+    /// `group.protocol`.
+    pub group_protocol: GroupProtocol,
+    /// `group.instance.id`: static membership (KIP-345), optional.
+    pub group_instance_id: Option<String>,
+    /// `session.timeout.ms` (classic protocol only; KIP-848 takes it from the broker's
+    /// `group.consumer.session.timeout.ms`).
+    pub session_timeout_ms: u64,
+    /// `heartbeat.interval.ms` (classic protocol only; the KIP-848 coordinator gives the
+    /// interval in every heartbeat response).
+    pub heartbeat_interval_ms: u64,
+    /// `max.poll.interval.ms`: sent as the rebalance timeout (how long the coordinator waits for
+    /// this member to give up revoked partitions).
+    pub max_poll_interval_ms: u64,
+    /// `fetch.max.wait.ms`.
+    pub fetch_max_wait_ms: u64,
+    /// `fetch.min.bytes`.
+    pub fetch_min_bytes: i32,
+    /// `fetch.max.bytes`: the most bytes one Fetch response may carry.
+    pub fetch_max_bytes: i32,
+    /// `max.partition.fetch.bytes`: the most bytes per partition in one Fetch response.
+    pub max_partition_fetch_bytes: i32,
+    /// `max.poll.records`: the most records one `poll` returns; also bounds what is kept
+    /// decoded in memory (records beyond it stay undecoded in the fetched bytes).
+    pub max_poll_records: usize,
+    /// `request.timeout.ms`.
+    pub request_timeout_ms: u64,
+    /// `retry.backoff.ms`.
+    pub retry_backoff_ms: u64,
+    /// `reconnect.backoff.ms`.
+    pub reconnect_backoff_ms: u64,
+    /// `reconnect.backoff.max.ms`.
+    pub reconnect_backoff_max_ms: u64,
+    /// `group.remote.assignor`: the server-side assignor a KIP-848 member asks for (`None`:
+    /// the broker's default, `uniform`).
+    pub group_remote_assignor: Option<String>,
+    /// `security.protocol` and the `ssl.*` / `sasl.*` settings.
+    pub security: SecurityConfig,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        ConsumerConfig {
+            bootstrap_servers: Vec::new(),
+            group_id: String::new(),
+            client_id: "exactly-consumer".to_owned(),
+            isolation_level: IsolationLevel::ReadCommitted,
+            auto_offset_reset: OffsetReset::Latest,
+            group_protocol: GroupProtocol::Consumer,
+            group_instance_id: None,
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 3_000,
+            max_poll_interval_ms: 300_000,
+            fetch_max_wait_ms: 500,
+            fetch_min_bytes: 1,
+            fetch_max_bytes: 52_428_800,
+            max_partition_fetch_bytes: 1_048_576,
+            max_poll_records: 500,
+            request_timeout_ms: 30_000,
+            retry_backoff_ms: 100,
+            reconnect_backoff_ms: 50,
+            reconnect_backoff_max_ms: 1_000,
+            group_remote_assignor: None,
+            security: SecurityConfig::default(),
+        }
+    }
+}
+
+impl ConsumerConfig {
+    /// A validated configuration from `(property, value)` pairs under Kafka's names.
+    pub fn from_properties<I, K, V>(props: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut config = ConsumerConfig::default();
+        for (key, value) in props {
+            config.set(key.as_ref(), value.as_ref())?;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Sets one property by its Kafka name (value trimmed, parsed as Java's `ConfigDef` does).
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        let value = value.trim();
+        match key {
+            BOOTSTRAP_SERVERS => {
+                self.bootstrap_servers = value
+                    .split(',')
+                    .map(|entry| entry.trim().to_owned())
+                    .filter(|entry| !entry.is_empty())
+                    .collect();
+            }
+            GROUP_ID => self.group_id = value.to_owned(),
+            CLIENT_ID => self.client_id = value.to_owned(),
+            ISOLATION_LEVEL => {
+                self.isolation_level = match value.to_ascii_lowercase().as_str() {
+                    "read_committed" => IsolationLevel::ReadCommitted,
+                    "read_uncommitted" => IsolationLevel::ReadUncommitted,
+                    _ => {
+                        return Err(config_error(
+                            key,
+                            format!("expected read_committed or read_uncommitted, got {value:?}"),
+                        ));
+                    }
+                }
+            }
+            AUTO_OFFSET_RESET => {
+                self.auto_offset_reset = match value.to_ascii_lowercase().as_str() {
+                    "earliest" => OffsetReset::Earliest,
+                    "latest" => OffsetReset::Latest,
+                    "none" => OffsetReset::None,
+                    _ => {
+                        return Err(config_error(
+                            key,
+                            format!("expected earliest, latest or none, got {value:?}"),
+                        ));
+                    }
+                }
+            }
+            GROUP_PROTOCOL => {
+                self.group_protocol = match value.to_ascii_lowercase().as_str() {
+                    "consumer" => GroupProtocol::Consumer,
+                    "classic" => GroupProtocol::Classic,
+                    _ => {
+                        return Err(config_error(
+                            key,
+                            format!("expected consumer or classic, got {value:?}"),
+                        ));
+                    }
+                }
+            }
+            GROUP_INSTANCE_ID => {
+                self.group_instance_id = (!value.is_empty()).then(|| value.to_owned());
+            }
+            SESSION_TIMEOUT_MS => self.session_timeout_ms = parse_number(key, value)?,
+            HEARTBEAT_INTERVAL_MS => self.heartbeat_interval_ms = parse_number(key, value)?,
+            MAX_POLL_INTERVAL_MS => self.max_poll_interval_ms = parse_number(key, value)?,
+            FETCH_MAX_WAIT_MS => self.fetch_max_wait_ms = parse_number(key, value)?,
+            FETCH_MIN_BYTES => self.fetch_min_bytes = parse_number(key, value)?,
+            FETCH_MAX_BYTES => self.fetch_max_bytes = parse_number(key, value)?,
+            MAX_PARTITION_FETCH_BYTES => self.max_partition_fetch_bytes = parse_number(key, value)?,
+            MAX_POLL_RECORDS => self.max_poll_records = parse_number(key, value)?,
+            REQUEST_TIMEOUT_MS => self.request_timeout_ms = parse_number(key, value)?,
+            RETRY_BACKOFF_MS => self.retry_backoff_ms = parse_number(key, value)?,
+            RECONNECT_BACKOFF_MS => self.reconnect_backoff_ms = parse_number(key, value)?,
+            RECONNECT_BACKOFF_MAX_MS => self.reconnect_backoff_max_ms = parse_number(key, value)?,
+            ENABLE_AUTO_COMMIT => {
+                // Offsets are committed by the application (or by its transactions): an
+                // automatic commit would commit records the pipeline has not processed.
+                if !value.eq_ignore_ascii_case("false") {
+                    return Err(config_error(
+                        key,
+                        "only false is supported: commit with Consumer::commit or in a transaction",
+                    ));
+                }
+            }
+            GROUP_REMOTE_ASSIGNOR => {
+                self.group_remote_assignor = (!value.is_empty()).then(|| value.to_owned());
+            }
+            _ => {
+                if let Some(result) = self.security.set(key, value) {
+                    return result;
+                }
+                return Err(unknown_property(key));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every setting; the first problem found names the property to change.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.bootstrap_servers.is_empty() {
+            return Err(config_error(
+                BOOTSTRAP_SERVERS,
+                "is required: at least one host:port",
+            ));
+        }
+        for address in &self.bootstrap_servers {
+            check_address(address).map_err(|reason| {
+                config_error(
+                    BOOTSTRAP_SERVERS,
+                    format!("invalid address {address:?}: {reason}"),
+                )
+            })?;
+        }
+        if self.group_id.is_empty() {
+            return Err(config_error(GROUP_ID, "is required"));
+        }
+        if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms >= self.session_timeout_ms
+        {
+            return Err(config_error(
+                HEARTBEAT_INTERVAL_MS,
+                "must be positive and lower than session.timeout.ms",
+            ));
+        }
+        if self.max_poll_interval_ms == 0 || self.max_poll_interval_ms > i32::MAX as u64 {
+            return Err(config_error(
+                MAX_POLL_INTERVAL_MS,
+                "must be between 1 and 2147483647",
+            ));
+        }
+        if self.session_timeout_ms > i32::MAX as u64 {
+            return Err(config_error(SESSION_TIMEOUT_MS, "must fit an int32"));
+        }
+        if self.fetch_max_wait_ms > i32::MAX as u64 {
+            return Err(config_error(FETCH_MAX_WAIT_MS, "must fit an int32"));
+        }
+        if self.fetch_min_bytes < 0 {
+            return Err(config_error(FETCH_MIN_BYTES, "must not be negative"));
+        }
+        if self.fetch_max_bytes <= 0 {
+            return Err(config_error(FETCH_MAX_BYTES, "must be positive"));
+        }
+        if self.max_partition_fetch_bytes <= 0 {
+            return Err(config_error(MAX_PARTITION_FETCH_BYTES, "must be positive"));
+        }
+        if self.max_poll_records == 0 {
+            return Err(config_error(MAX_POLL_RECORDS, "must be positive"));
+        }
+        if self.request_timeout_ms == 0 {
+            return Err(config_error(REQUEST_TIMEOUT_MS, "must be positive"));
+        }
+        self.security.validate()?;
+        Ok(())
+    }
+
+    pub(crate) fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub(crate) fn retry_backoff(&self) -> Duration {
+        Duration::from_millis(self.retry_backoff_ms.max(1))
+    }
+}
+
+/// An unknown property, with the closest known name when it is a likely typo.
+fn unknown_property(key: &str) -> Error {
+    let closest = CONSUMER_PROPERTY_NAMES
+        .iter()
+        .chain(&SECURITY_PROPERTY_NAMES)
+        .map(|name| (edit_distance(key, name), *name))
+        .filter(|(distance, _)| *distance <= 2)
+        .min_by_key(|(distance, _)| *distance);
+    let reason = match closest {
+        Some((_, name)) => format!("unknown property; did you mean {name:?}?"),
+        None => "unknown property".to_owned(),
+    };
+    config_error(key, reason)
+}
+
+/// Builds a [`crate::Consumer`]: `Consumer::builder().bootstrap(..).group_id(..).build()`.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerBuilder {
+    config: ConsumerConfig,
+    /// The first property that failed to parse, reported by `build`.
+    error: Option<Error>,
+}
+
+impl ConsumerBuilder {
+    /// A builder with the default configuration.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn apply(mut self, key: &str, value: &str) -> Self {
+        if self.error.is_none()
+            && let Err(e) = self.config.set(key, value)
+        {
+            self.error = Some(e);
+        }
+        self
+    }
+
+    /// `bootstrap.servers`: one `host:port`, or several separated by commas.
+    pub fn bootstrap(self, servers: impl Into<String>) -> Self {
+        let servers = servers.into();
+        self.apply(BOOTSTRAP_SERVERS, &servers)
+    }
+
+    /// `group.id`.
+    pub fn group_id(mut self, group: impl Into<String>) -> Self {
+        self.config.group_id = group.into();
+        self
+    }
+
+    /// `client.id`.
+    pub fn client_id(mut self, id: impl Into<String>) -> Self {
+        self.config.client_id = id.into();
+        self
+    }
+
+    /// `isolation.level` (default [`IsolationLevel::ReadCommitted`]).
+    pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
+        self.config.isolation_level = level;
+        self
+    }
+
+    /// `auto.offset.reset` (default [`OffsetReset::Latest`], as Kafka's).
+    pub fn auto_offset_reset(mut self, reset: OffsetReset) -> Self {
+        self.config.auto_offset_reset = reset;
+        self
+    }
+
+    /// `group.protocol` (default [`GroupProtocol::Consumer`], KIP-848, when the broker has it).
+    pub fn group_protocol(mut self, protocol: GroupProtocol) -> Self {
+        self.config.group_protocol = protocol;
+        self
+    }
+
+    /// `group.instance.id`: static membership (KIP-345).
+    pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
+        self.config.group_instance_id = Some(id.into());
+        self
+    }
+
+    /// The security settings, the same type the producer takes.
+    pub fn security(mut self, security: crate::SecurityConfig) -> Self {
+        self.config.security = security;
+        self
+    }
+
+    /// Any property by its Kafka name; a bad one is reported by [`ConsumerBuilder::build`].
+    pub fn set(self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        let (key, value) = (key.into(), value.into());
+        self.apply(&key, &value)
+    }
+
+    /// The validated configuration.
+    pub fn config(self) -> Result<ConsumerConfig, Error> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        self.config.validate()?;
+        Ok(self.config)
+    }
+
+    /// Validates the configuration and connects: see [`crate::Consumer`].
+    pub async fn build(self) -> Result<crate::Consumer, Error> {
+        crate::Consumer::with_config(self.config()?).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(props: &[(&str, &str)]) -> Result<ConsumerConfig, Error> {
+        ConsumerConfig::from_properties(props.iter().copied())
+    }
+
+    fn setting_of(result: Result<ConsumerConfig, Error>) -> String {
+        match result {
+            Err(Error::Config { setting, .. }) => setting,
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_and_every_property() {
+        let config = with(&[
+            ("bootstrap.servers", "127.0.0.1:9092, 127.0.0.1:9093"),
+            ("group.id", "g"),
+        ])
+        .unwrap();
+        assert_eq!(config.isolation_level, IsolationLevel::ReadCommitted);
+        assert_eq!(config.auto_offset_reset, OffsetReset::Latest);
+        assert_eq!(config.group_protocol, GroupProtocol::Consumer);
+        assert_eq!(config.bootstrap_servers.len(), 2);
+
+        let config = with(&[
+            ("bootstrap.servers", "h:1"),
+            ("group.id", "g"),
+            ("client.id", "c"),
+            ("isolation.level", "READ_UNCOMMITTED"),
+            ("auto.offset.reset", "earliest"),
+            ("group.protocol", "classic"),
+            ("group.instance.id", "i-1"),
+            ("session.timeout.ms", "6000"),
+            ("heartbeat.interval.ms", "500"),
+            ("max.poll.interval.ms", "10000"),
+            ("fetch.max.wait.ms", "100"),
+            ("fetch.min.bytes", "10"),
+            ("fetch.max.bytes", "1000000"),
+            ("max.partition.fetch.bytes", "100000"),
+            ("max.poll.records", "7"),
+            ("request.timeout.ms", "5000"),
+            ("retry.backoff.ms", "10"),
+            ("reconnect.backoff.ms", "10"),
+            ("reconnect.backoff.max.ms", "100"),
+            ("enable.auto.commit", "false"),
+            ("group.remote.assignor", "range"),
+        ])
+        .unwrap();
+        assert_eq!(config.isolation_level, IsolationLevel::ReadUncommitted);
+        assert_eq!(config.auto_offset_reset, OffsetReset::Earliest);
+        assert_eq!(config.group_protocol, GroupProtocol::Classic);
+        assert_eq!(config.group_instance_id.as_deref(), Some("i-1"));
+        assert_eq!(config.session_timeout_ms, 6000);
+        assert_eq!(config.max_poll_records, 7);
+        assert_eq!(config.group_remote_assignor.as_deref(), Some("range"));
+    }
+
+    #[test]
+    fn errors_name_the_property() {
+        assert_eq!(setting_of(with(&[("group.id", "g")])), "bootstrap.servers");
+        assert_eq!(
+            setting_of(with(&[("bootstrap.servers", "h:1")])),
+            "group.id"
+        );
+        let base = [("bootstrap.servers", "h:1"), ("group.id", "g")];
+        for (key, value) in [
+            ("isolation.level", "serializable"),
+            ("auto.offset.reset", "smallest"),
+            ("group.protocol", "eager"),
+            ("enable.auto.commit", "true"),
+            ("fetch.max.bytes", "0"),
+            ("heartbeat.interval.ms", "50000"),
+            ("max.poll.records", "x"),
+        ] {
+            let mut props = base.to_vec();
+            props.push((key, value));
+            assert_eq!(setting_of(with(&props)), key, "{key}={value}");
+        }
+        match with(&[("group.idd", "g")]) {
+            Err(Error::Config { reason, .. }) => assert!(reason.contains("group.id"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn builder_reports_a_bad_property_at_build() {
+        let result = ConsumerBuilder::new()
+            .bootstrap("h:1")
+            .group_id("g")
+            .set("fetch.min.bytes", "-1")
+            .config();
+        assert_eq!(setting_of(result), "fetch.min.bytes");
+    }
+}
