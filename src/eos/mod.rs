@@ -4,7 +4,9 @@
 //! without ever skipping a record (rule O2, seed 000: MirrorMaker 2's offset translation bug).
 
 mod copies;
+mod copy_loop;
 mod translate;
 
 pub use copies::{CommittedTransaction, ConsumedRange, PartitionOffset, RecordCopy};
+pub use copy_loop::CopyLoop;
 pub use translate::OffsetTranslator;
