@@ -191,6 +191,19 @@ where
         }
     }
 
+    /// Ends the open transaction now, without polling: commits it, or when that fails aborts
+    /// it and rewinds its input (as [`CopyLoop::step`] does). `Ok(None)` when none is open.
+    ///
+    /// # Errors
+    ///
+    /// As for [`CopyLoop::step`]: the error that ended the transaction, after the abort.
+    pub async fn commit(&mut self) -> Result<Option<CommittedTransaction>> {
+        if self.open.is_none() {
+            return Ok(None);
+        }
+        self.commit_or_abort(&[]).await.map(Some)
+    }
+
     /// Commits the open transaction (if any), then closes the consumer (leaving the group, so
     /// its partitions move at once) and the producer.
     ///
@@ -199,11 +212,7 @@ where
     /// The commit's error (after aborting, as in [`CopyLoop::step`]), or the consumer's or
     /// producer's close error.
     pub async fn close(mut self) -> Result<Option<CommittedTransaction>> {
-        let last = if self.open.is_some() {
-            self.commit_or_abort(&[]).await.map(Some)
-        } else {
-            Ok(None)
-        };
+        let last = self.commit().await;
         let consumer_closed = self.consumer.close().await;
         let producer_closed = self.producer.close().await;
         let last = last?;
