@@ -637,6 +637,7 @@ fn is_flexible(api_key: i16, version: i16) -> bool {
         28 => txn_offset_commit::TxnOffsetCommitRequest::is_flexible(version),
         1 => fetch::FetchRequest::is_flexible(version),
         2 => list_offsets::ListOffsetsRequest::is_flexible(version),
+        8 => offset_commit::OffsetCommitRequest::is_flexible(version),
         9 => offset_fetch::OffsetFetchRequest::is_flexible(version),
         11 => join_group::JoinGroupRequest::is_flexible(version),
         12 => heartbeat::HeartbeatRequest::is_flexible(version),
@@ -644,6 +645,7 @@ fn is_flexible(api_key: i16, version: i16) -> bool {
         14 => sync_group::SyncGroupRequest::is_flexible(version),
         17 => sasl_handshake::SaslHandshakeRequest::is_flexible(version),
         36 => sasl_authenticate::SaslAuthenticateRequest::is_flexible(version),
+        68 => consumer_group_heartbeat::ConsumerGroupHeartbeatRequest::is_flexible(version),
         _ => false,
     }
 }

@@ -15,7 +15,11 @@
 //! the coordinator holds when it commits. The price is Java's: call `poll` at least every
 //! heartbeat interval and within `max.poll.interval.ms`.
 
+pub(crate) mod assignor;
 pub mod config;
+mod driver;
+pub(crate) mod membership;
+pub(crate) mod records;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +32,8 @@ use crate::engine::TopicPartition;
 use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::error::{Error, Result};
 use crate::protocol::record_batch::Header;
+use driver::{Driver, MembershipOrRecords};
+use membership::MembershipEvent;
 
 /// What [`Consumer::poll`] hands over: records, or a change of the partitions this member owns.
 #[derive(Debug, Clone)]
@@ -78,21 +84,15 @@ impl ConsumerRecord {
 /// without [`Consumer::close`] stops heartbeating and fetching at once; the member then
 /// expires after the session timeout and its partitions move.
 pub struct Consumer {
-    config: ConsumerConfig,
-    subscription: Vec<String>,
+    driver: Driver,
 }
 
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Consumer")
-            .field("group_id", &self.config.group_id)
-            .field("subscription", &self.subscription)
-            .finish_non_exhaustive()
+            .field("driver", &self.driver)
+            .finish()
     }
-}
-
-fn not_yet() -> Error {
-    Error::InvalidState("the consumer is not implemented yet".into())
 }
 
 impl Consumer {
@@ -112,12 +112,17 @@ impl Consumer {
         Self::with_config(ConsumerConfig::from_properties(props)?).await
     }
 
-    /// A consumer with a validated configuration.
+    /// A consumer with a validated configuration: connects to the bootstrap servers and picks
+    /// the group protocol from the broker's API versions.
     pub(crate) async fn with_config(config: ConsumerConfig) -> Result<Consumer> {
         Ok(Consumer {
-            config,
-            subscription: Vec::new(),
+            driver: Driver::connect(config).await?,
         })
+    }
+
+    /// Whether the group uses the KIP-848 protocol (else the classic one).
+    pub fn uses_consumer_protocol(&self) -> bool {
+        self.driver.uses_kip848()
     }
 
     /// Subscribes to `topics` (replacing any earlier subscription); the group assigns their
@@ -127,50 +132,64 @@ impl Consumer {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.subscription = topics.into_iter().map(Into::into).collect();
-        Err(not_yet())
+        let topics: Vec<String> = topics.into_iter().map(Into::into).collect();
+        if topics.iter().any(|t| t.is_empty()) {
+            return Err(Error::InvalidTopic {
+                topic: String::new(),
+                reason: "empty topic name",
+            });
+        }
+        self.driver.subscribe(topics);
+        Ok(())
     }
 
     /// Waits for the next event: records, or a rebalance event. A Revoked event's partitions
     /// stay owned (offsets may still be committed for them) until the NEXT call to poll; only
     /// then does the consumer tell the coordinator it gave them up.
+    ///
+    /// Heartbeats are sent from inside `poll`: call it at least once per heartbeat interval
+    /// (the broker's `group.consumer.heartbeat.interval.ms` under KIP-848,
+    /// `heartbeat.interval.ms` under the classic protocol).
     pub async fn poll(&mut self) -> Result<ConsumerEvent> {
-        Err(not_yet())
+        loop {
+            if let Some(event) = self.driver.poll(None).await? {
+                return Ok(event.into());
+            }
+        }
     }
 
     /// Same as [`Consumer::poll`], returning `Ok(None)` when nothing arrived within `timeout`.
     pub async fn poll_timeout(&mut self, timeout: Duration) -> Result<Option<ConsumerEvent>> {
-        let _ = timeout;
-        Err(not_yet())
+        let deadline = std::time::Instant::now() + timeout;
+        Ok(self.driver.poll(Some(deadline)).await?.map(Into::into))
     }
 
     /// KIP-447 metadata for `Producer::send_offsets_to_transaction` (generation = member epoch
     /// under KIP-848, generation id under the classic protocol).
     pub fn group_metadata(&self) -> ConsumerGroupMetadata {
-        ConsumerGroupMetadata::group_only(self.config.group_id.clone())
+        self.driver.membership().group_metadata()
     }
 
-    /// The partitions this member owns.
+    /// The partitions this member owns (a revoked one until the next `poll`).
     pub fn assignment(&self) -> Vec<TopicPartition> {
-        Vec::new()
+        self.driver.membership().owned()
     }
 
-    /// The next offset `poll` will deliver for an owned partition.
+    /// The next offset `poll` will deliver for an owned partition (`None` while its starting
+    /// offset is still being looked up).
     pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
-        let _ = partition;
-        None
+        self.driver.position(partition)
     }
 
     /// Moves an owned partition's position: `poll` delivers from `offset` on.
     pub fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<()> {
-        let _ = (partition, offset);
-        Err(not_yet())
+        self.driver.seek(partition, offset)
     }
 
-    /// Commits offsets outside transactions (OffsetCommit; each offset is the next to consume).
+    /// Commits offsets outside transactions (OffsetCommit; each offset is the next to consume),
+    /// with this member's generation / member epoch so a stale member is refused.
     pub async fn commit(&mut self, offsets: &[OffsetToCommit]) -> Result<()> {
-        let _ = offsets;
-        Err(not_yet())
+        self.driver.commit(offsets).await
     }
 
     /// The committed offsets of `partitions` (OffsetFetch with require_stable: waits out
@@ -179,12 +198,26 @@ impl Consumer {
         &mut self,
         partitions: &[TopicPartition],
     ) -> Result<Vec<(TopicPartition, Option<i64>)>> {
-        let _ = partitions;
-        Err(not_yet())
+        self.driver.committed(partitions).await
     }
 
     /// Leaves the group (so partitions move at once) and closes the connections.
     pub async fn close(self) -> Result<()> {
-        Err(not_yet())
+        self.driver.close().await
+    }
+}
+
+impl From<MembershipOrRecords> for ConsumerEvent {
+    fn from(found: MembershipOrRecords) -> Self {
+        match found {
+            MembershipOrRecords::Records(records) => ConsumerEvent::Records(records),
+            MembershipOrRecords::Membership(MembershipEvent::Assigned(p)) => {
+                ConsumerEvent::Assigned(p)
+            }
+            MembershipOrRecords::Membership(MembershipEvent::Revoked(p)) => {
+                ConsumerEvent::Revoked(p)
+            }
+            MembershipOrRecords::Membership(MembershipEvent::Lost(p)) => ConsumerEvent::Lost(p),
+        }
     }
 }

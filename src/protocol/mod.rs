@@ -27,6 +27,7 @@ pub enum ApiKey {
     Fetch = 1,
     ListOffsets = 2,
     Metadata = 3,
+    OffsetCommit = 8,
     OffsetFetch = 9,
     FindCoordinator = 10,
     JoinGroup = 11,
@@ -41,6 +42,7 @@ pub enum ApiKey {
     EndTxn = 26,
     TxnOffsetCommit = 28,
     SaslAuthenticate = 36,
+    ConsumerGroupHeartbeat = 68,
 }
 
 /// One message body (request or response) of one API, in every version this crate implements.

@@ -4,6 +4,7 @@
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod api_versions;
+pub mod consumer_group_heartbeat;
 pub mod end_txn;
 pub mod fetch;
 mod fields;
@@ -14,6 +15,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
 pub mod offset_fetch;
 pub mod produce;
 pub mod sasl_authenticate;

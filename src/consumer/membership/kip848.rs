@@ -1,0 +1,575 @@
+//! The KIP-848 consumer group protocol, member side.
+//!
+//! The coordinator owns the assignment: every ConsumerGroupHeartbeat answer may carry the
+//! member's target assignment and bumps the member epoch when it changes. The member
+//! reconciles: it first gives up the partitions it owns that are not in the target (handing the
+//! user `Revoked`, and reporting the smaller owned set on the heartbeat after the user's next
+//! `poll`), then takes the new ones (`Assigned`) and reports them. The coordinator only
+//! assigns a partition once its previous owner reported it gone, so a partition is never owned
+//! by two members at once (KIP-848 "Reconciliation").
+//!
+//! Fencing: FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID mean the coordinator already gave this
+//! member's partitions away: they are `Lost` (no commit), and the member rejoins with epoch 0,
+//! keeping its member id (KIP-1082: the id is the client's for its whole life).
+//!
+//! Offsets and the member epoch (KIP-447 generation): a commit carries the member epoch. On
+//! Kafka 4.1 the new group coordinator (`ConsumerGroup.validateOffsetCommit`) accepts it only
+//! when it equals the member's current epoch on the broker, answering STALE_MEMBER_EPOCH to an
+//! OffsetCommit and ILLEGAL_GENERATION to a TxnOffsetCommit otherwise, and UNKNOWN_MEMBER_ID
+//! for a member it does not know; non-transactional commits of a KIP-848 member must use
+//! OffsetCommit v9+. The epoch only moves in a heartbeat answer, which this member applies
+//! inside `poll`, so between two polls [`ConsumerMember::group_metadata`] is exactly the
+//! broker's epoch. KIP-1251 (Kafka 4.3, KAFKA-20066) relaxes the rule to
+//! `assignment epoch <= client epoch <= broker epoch` per partition, which removes the
+//! false fencing when a heartbeat bumped the epoch after the client read it.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use super::{MembershipEvent, TopicView};
+use crate::engine::TopicPartition;
+use crate::engine::transaction::ConsumerGroupMetadata;
+use crate::error::Error;
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::messages::consumer_group_heartbeat::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, HeartbeatTopicPartitions,
+};
+
+/// A topic id (KIP-516).
+pub type TopicId = [u8; 16];
+
+/// The member epoch that leaves the group.
+const LEAVE_EPOCH: i32 = -1;
+/// The member epoch a static member leaves with, keeping its partitions until its session
+/// expires (KIP-848, as KIP-345 for the classic protocol).
+const STATIC_LEAVE_EPOCH: i32 = -2;
+/// The heartbeat interval until the coordinator tells its own.
+const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(3);
+
+/// One member of a KIP-848 consumer group.
+#[derive(Debug)]
+pub struct ConsumerMember {
+    group_id: String,
+    member_id: String,
+    instance_id: Option<String>,
+    rebalance_timeout_ms: i32,
+    server_assignor: Option<String>,
+    subscription: Vec<String>,
+    /// Whether the coordinator has the current subscription.
+    subscription_sent: bool,
+    /// 0: not in the group (the next heartbeat joins).
+    epoch: i32,
+    /// The partitions owned, with their topic ids.
+    owned: BTreeMap<TopicPartition, TopicId>,
+    /// The owned set the coordinator last acknowledged; `None`: it must get it in full.
+    owned_sent: Option<BTreeSet<(TopicId, i32)>>,
+    /// What the request in flight carries, applied when it succeeds.
+    in_flight: Option<(Option<BTreeSet<(TopicId, i32)>>, bool)>,
+    /// The coordinator's latest target assignment, not yet fully reconciled.
+    target: Option<BTreeSet<(TopicId, i32)>>,
+    /// Handed to the user as `Revoked`; owned until the next `on_poll`.
+    revoking: BTreeSet<TopicPartition>,
+    events: VecDeque<MembershipEvent>,
+    heartbeat_interval: Duration,
+    next_heartbeat: Option<Instant>,
+    leaving: bool,
+}
+
+impl ConsumerMember {
+    /// A member that has not joined yet. `member_id` is the client-generated id (KIP-1082).
+    pub fn new(
+        group_id: String,
+        member_id: String,
+        instance_id: Option<String>,
+        rebalance_timeout_ms: i32,
+        server_assignor: Option<String>,
+    ) -> Self {
+        Self {
+            group_id,
+            member_id,
+            instance_id,
+            rebalance_timeout_ms,
+            server_assignor,
+            subscription: Vec::new(),
+            subscription_sent: false,
+            epoch: 0,
+            owned: BTreeMap::new(),
+            owned_sent: None,
+            in_flight: None,
+            target: None,
+            revoking: BTreeSet::new(),
+            events: VecDeque::new(),
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            next_heartbeat: None,
+            leaving: false,
+        }
+    }
+
+    /// The member epoch (0 before joining).
+    #[cfg(test)]
+    pub fn epoch(&self) -> i32 {
+        self.epoch
+    }
+
+    /// Replaces the subscription.
+    pub fn subscribe(&mut self, mut topics: Vec<String>) {
+        topics.sort();
+        topics.dedup();
+        if topics != self.subscription {
+            self.subscription = topics;
+            self.subscription_sent = false;
+        }
+    }
+
+    /// The user called `poll`: the revoked partitions are given up now, and the next
+    /// heartbeat (sent at once) tells the coordinator.
+    pub fn on_poll(&mut self, _now: Instant) {
+        for partition in std::mem::take(&mut self.revoking) {
+            self.owned.remove(&partition);
+        }
+    }
+
+    fn owned_set(&self) -> BTreeSet<(TopicId, i32)> {
+        self.owned
+            .iter()
+            .map(|(tp, id)| (*id, tp.partition))
+            .collect()
+    }
+
+    /// The heartbeat to send now, if one is due.
+    pub fn poll_request(&mut self, now: Instant) -> Option<ConsumerGroupHeartbeatRequest> {
+        if self.in_flight.is_some() || self.leaving {
+            return None;
+        }
+        if self.subscription.is_empty() && self.epoch == 0 {
+            return None;
+        }
+        let owned = self.owned_set();
+        let owned_changed = self.owned_sent.as_ref() != Some(&owned);
+        let due = self.next_heartbeat.is_none_or(|at| at <= now)
+            || self.epoch == 0
+            || owned_changed
+            || !self.subscription_sent;
+        if !due {
+            return None;
+        }
+        let joining = self.epoch == 0;
+        let send_owned = (joining || owned_changed).then_some(owned);
+        let send_subscription = joining || !self.subscription_sent;
+        let request = ConsumerGroupHeartbeatRequest {
+            group_id: self.group_id.clone(),
+            member_id: self.member_id.clone(),
+            member_epoch: self.epoch,
+            instance_id: if joining {
+                self.instance_id.clone()
+            } else {
+                None
+            },
+            rack_id: None,
+            rebalance_timeout_ms: if joining {
+                self.rebalance_timeout_ms
+            } else {
+                -1
+            },
+            subscribed_topic_names: send_subscription.then(|| self.subscription.clone()),
+            subscribed_topic_regex: None,
+            server_assignor: if joining {
+                self.server_assignor.clone()
+            } else {
+                None
+            },
+            topic_partitions: send_owned.as_ref().map(|set| to_wire(set)),
+        };
+        self.in_flight = Some((send_owned, send_subscription));
+        Some(request)
+    }
+
+    /// The coordinator's answer. An `Err` is fatal.
+    pub fn on_response(
+        &mut self,
+        response: ConsumerGroupHeartbeatResponse,
+        now: Instant,
+        _view: &dyn TopicView,
+    ) -> Result<(), Error> {
+        let sent = self.in_flight.take();
+        if self.leaving {
+            return Ok(());
+        }
+        let code = ErrorCode(response.error_code);
+        match code {
+            ErrorCode::NONE => {
+                if let Some(id) = response.member_id.filter(|id| !id.is_empty()) {
+                    self.member_id = id;
+                }
+                self.epoch = response.member_epoch;
+                if let Ok(ms) = u64::try_from(response.heartbeat_interval_ms)
+                    && ms > 0
+                {
+                    self.heartbeat_interval = Duration::from_millis(ms);
+                }
+                self.next_heartbeat = Some(now + self.heartbeat_interval);
+                if let Some((owned, subscription)) = sent {
+                    if owned.is_some() {
+                        self.owned_sent = owned;
+                    }
+                    if subscription {
+                        self.subscription_sent = true;
+                    }
+                }
+                if let Some(assignment) = response.assignment {
+                    self.target = Some(
+                        assignment
+                            .into_iter()
+                            .flat_map(|t| t.partitions.into_iter().map(move |p| (t.topic_id, p)))
+                            .collect(),
+                    );
+                }
+                Ok(())
+            }
+            ErrorCode::FENCED_MEMBER_EPOCH | ErrorCode::UNKNOWN_MEMBER_ID => {
+                self.lose_everything();
+                Ok(())
+            }
+            ErrorCode::NOT_COORDINATOR
+            | ErrorCode::COORDINATOR_NOT_AVAILABLE
+            | ErrorCode::COORDINATOR_LOAD_IN_PROGRESS => {
+                self.next_heartbeat = Some(now + Duration::from_millis(100));
+                Ok(())
+            }
+            _ => Err(Error::Broker {
+                code,
+                message: response.error_message,
+            }),
+        }
+    }
+
+    /// Fenced or expired: every partition is lost, and the member rejoins with epoch 0.
+    fn lose_everything(&mut self) {
+        let lost: Vec<_> = self.owned.keys().cloned().collect();
+        self.owned.clear();
+        self.revoking.clear();
+        self.target = None;
+        self.epoch = 0;
+        self.owned_sent = None;
+        self.subscription_sent = false;
+        self.next_heartbeat = None;
+        // Events not yet handed over about partitions now lost are moot.
+        self.events.clear();
+        if !lost.is_empty() {
+            self.events.push_back(MembershipEvent::Lost(lost));
+        }
+    }
+
+    /// The request in flight got no answer.
+    pub fn on_request_failed(&mut self, now: Instant, backoff: Duration) {
+        self.in_flight = None;
+        self.next_heartbeat = Some(now + backoff);
+    }
+
+    /// The next event: a queued one, or the next step of reconciliation (revocations first).
+    pub fn next_event(&mut self, view: &dyn TopicView) -> Option<MembershipEvent> {
+        if let Some(event) = self.events.pop_front() {
+            return Some(event);
+        }
+        let target = self.target.as_ref()?;
+        if !self.revoking.is_empty() {
+            // Wait for the user's next poll to finish the revocation.
+            return None;
+        }
+        let revoke: Vec<TopicPartition> = self
+            .owned
+            .iter()
+            .filter(|(tp, id)| !target.contains(&(**id, tp.partition)))
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        if !revoke.is_empty() {
+            self.revoking = revoke.iter().cloned().collect();
+            return Some(MembershipEvent::Revoked(revoke));
+        }
+        let owned = self.owned_set();
+        let mut added = Vec::new();
+        for (id, partition) in target {
+            if owned.contains(&(*id, *partition)) {
+                continue;
+            }
+            // A topic id the metadata does not know yet is taken on a later call.
+            if let Some(name) = view.topic_name(id) {
+                let tp = TopicPartition::new(name, *partition);
+                self.owned.insert(tp.clone(), *id);
+                added.push(tp);
+            }
+        }
+        (!added.is_empty()).then_some(MembershipEvent::Assigned(added))
+    }
+
+    /// Topic ids of the target assignment the view cannot name (metadata to refresh).
+    pub fn unknown_topic_ids(&self, view: &dyn TopicView) -> bool {
+        self.target
+            .as_ref()
+            .is_some_and(|t| t.iter().any(|(id, _)| view.topic_name(id).is_none()))
+    }
+
+    /// The partitions owned (including those being revoked).
+    pub fn owned(&self) -> Vec<TopicPartition> {
+        self.owned.keys().cloned().collect()
+    }
+
+    /// The partitions owned and not being revoked.
+    pub fn fetchable(&self) -> Vec<TopicPartition> {
+        self.owned
+            .keys()
+            .filter(|tp| !self.revoking.contains(*tp))
+            .cloned()
+            .collect()
+    }
+
+    /// KIP-447 metadata: the generation is the member epoch.
+    pub fn group_metadata(&self) -> ConsumerGroupMetadata {
+        ConsumerGroupMetadata::new(
+            self.group_id.clone(),
+            self.epoch,
+            self.member_id.clone(),
+            self.instance_id.clone(),
+        )
+    }
+
+    /// When the next heartbeat is due.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        if self.in_flight.is_some() {
+            return None;
+        }
+        self.next_heartbeat
+    }
+
+    /// The heartbeat that leaves the group (epoch -1; -2 for a static member).
+    pub fn leave(&mut self) -> Option<ConsumerGroupHeartbeatRequest> {
+        if self.epoch <= 0 || self.leaving {
+            return None;
+        }
+        self.leaving = true;
+        Some(ConsumerGroupHeartbeatRequest {
+            group_id: self.group_id.clone(),
+            member_id: self.member_id.clone(),
+            member_epoch: if self.instance_id.is_some() {
+                STATIC_LEAVE_EPOCH
+            } else {
+                LEAVE_EPOCH
+            },
+            instance_id: self.instance_id.clone(),
+            ..ConsumerGroupHeartbeatRequest::default()
+        })
+    }
+}
+
+fn to_wire(set: &BTreeSet<(TopicId, i32)>) -> Vec<HeartbeatTopicPartitions> {
+    let mut out: Vec<HeartbeatTopicPartitions> = Vec::new();
+    for (id, partition) in set {
+        match out.last_mut() {
+            Some(last) if last.topic_id == *id => last.partitions.push(*partition),
+            _ => out.push(HeartbeatTopicPartitions {
+                topic_id: *id,
+                partitions: vec![*partition],
+            }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    struct View;
+    impl TopicView for View {
+        fn partition_count(&self, _topic: &str) -> Option<i32> {
+            Some(6)
+        }
+        fn topic_name(&self, topic_id: &[u8; 16]) -> Option<Arc<str>> {
+            (topic_id[0] == 1).then(|| Arc::from("t"))
+        }
+    }
+
+    const T: TopicId = [1; 16];
+
+    fn member() -> ConsumerMember {
+        let mut m = ConsumerMember::new("g".into(), "m-1".into(), None, 30_000, None);
+        m.subscribe(vec!["t".into()]);
+        m
+    }
+
+    fn answer(epoch: i32, assignment: Option<Vec<i32>>) -> ConsumerGroupHeartbeatResponse {
+        ConsumerGroupHeartbeatResponse {
+            member_id: Some("m-1".into()),
+            member_epoch: epoch,
+            heartbeat_interval_ms: 500,
+            assignment: assignment.map(|p| {
+                vec![HeartbeatTopicPartitions {
+                    topic_id: T,
+                    partitions: p,
+                }]
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition::new("t", p)
+    }
+
+    fn wire_owned(r: &ConsumerGroupHeartbeatRequest) -> Option<Vec<i32>> {
+        r.topic_partitions
+            .as_ref()
+            .map(|t| t.iter().flat_map(|e| e.partitions.clone()).collect())
+    }
+
+    #[test]
+    fn join_assign_and_acknowledge() {
+        let now = Instant::now();
+        let mut m = member();
+        let join = m.poll_request(now).unwrap();
+        assert_eq!(join.member_epoch, 0);
+        assert_eq!(join.subscribed_topic_names, Some(vec!["t".to_owned()]));
+        assert_eq!(join.rebalance_timeout_ms, 30_000);
+        assert_eq!(wire_owned(&join), Some(vec![]));
+        assert!(m.poll_request(now).is_none(), "one request in flight");
+        m.on_response(answer(1, Some(vec![0, 1])), now, &View)
+            .unwrap();
+        assert_eq!(m.epoch(), 1);
+        assert_eq!(
+            m.next_event(&View),
+            Some(MembershipEvent::Assigned(vec![tp(0), tp(1)]))
+        );
+        assert_eq!(m.next_event(&View), None);
+        assert_eq!(m.group_metadata().generation_id, 1);
+        // The new owned set is acknowledged at once, without the subscription.
+        let ack = m.poll_request(now).unwrap();
+        assert_eq!(ack.member_epoch, 1);
+        assert_eq!(wire_owned(&ack), Some(vec![0, 1]));
+        assert_eq!(ack.subscribed_topic_names, None);
+        m.on_response(answer(1, None), now, &View).unwrap();
+        // Nothing is due until the interval passes; then a heartbeat without changes.
+        assert!(m.poll_request(now).is_none());
+        let hb = m.poll_request(now + Duration::from_millis(500)).unwrap();
+        assert_eq!(wire_owned(&hb), None);
+        assert_eq!(hb.subscribed_topic_names, None);
+    }
+
+    #[test]
+    fn revocation_is_acknowledged_only_after_the_next_poll() {
+        let now = Instant::now();
+        let mut m = member();
+        m.poll_request(now).unwrap();
+        m.on_response(answer(1, Some(vec![0, 1, 2])), now, &View)
+            .unwrap();
+        m.next_event(&View).unwrap();
+        m.poll_request(now).unwrap();
+        m.on_response(answer(1, None), now, &View).unwrap();
+        // The coordinator takes partition 2 (and 1) away.
+        let later = now + Duration::from_millis(500);
+        m.poll_request(later).unwrap();
+        m.on_response(answer(2, Some(vec![0])), later, &View)
+            .unwrap();
+        assert_eq!(
+            m.next_event(&View),
+            Some(MembershipEvent::Revoked(vec![tp(1), tp(2)]))
+        );
+        // Still owned (offsets may be committed), no longer fetched, coordinator not told.
+        assert_eq!(m.owned(), vec![tp(0), tp(1), tp(2)]);
+        assert_eq!(m.fetchable(), vec![tp(0)]);
+        assert!(m.poll_request(later).is_none());
+        assert_eq!(m.next_event(&View), None);
+        // The next poll gives them up and the heartbeat reports it at once.
+        m.on_poll(later);
+        assert_eq!(m.owned(), vec![tp(0)]);
+        let ack = m.poll_request(later).unwrap();
+        assert_eq!(ack.member_epoch, 2);
+        assert_eq!(wire_owned(&ack), Some(vec![0]));
+    }
+
+    #[test]
+    fn fenced_member_loses_everything_and_rejoins_with_epoch_zero() {
+        let now = Instant::now();
+        let mut m = member();
+        m.poll_request(now).unwrap();
+        m.on_response(answer(4, Some(vec![3])), now, &View).unwrap();
+        m.next_event(&View).unwrap();
+        m.poll_request(now).unwrap();
+        m.on_response(
+            ConsumerGroupHeartbeatResponse {
+                error_code: ErrorCode::FENCED_MEMBER_EPOCH.0,
+                ..Default::default()
+            },
+            now,
+            &View,
+        )
+        .unwrap();
+        assert_eq!(
+            m.next_event(&View),
+            Some(MembershipEvent::Lost(vec![tp(3)]))
+        );
+        assert!(m.owned().is_empty());
+        let rejoin = m.poll_request(now).unwrap();
+        assert_eq!(rejoin.member_epoch, 0);
+        assert_eq!(
+            rejoin.member_id, "m-1",
+            "the member keeps its id (KIP-1082)"
+        );
+        assert!(rejoin.subscribed_topic_names.is_some());
+    }
+
+    #[test]
+    fn unknown_topic_ids_wait_for_metadata_and_fatal_errors_surface() {
+        let now = Instant::now();
+        let mut m = member();
+        m.poll_request(now).unwrap();
+        let mut r = answer(1, None);
+        r.assignment = Some(vec![HeartbeatTopicPartitions {
+            topic_id: [9; 16],
+            partitions: vec![0],
+        }]);
+        m.on_response(r, now, &View).unwrap();
+        assert!(m.unknown_topic_ids(&View));
+        assert_eq!(m.next_event(&View), None);
+
+        m.poll_request(now + Duration::from_secs(1)).unwrap();
+        let err = m
+            .on_response(
+                ConsumerGroupHeartbeatResponse {
+                    error_code: ErrorCode::GROUP_MAX_SIZE_REACHED.0,
+                    ..Default::default()
+                },
+                now,
+                &View,
+            )
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            Error::Broker {
+                code: ErrorCode::GROUP_MAX_SIZE_REACHED,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_failed_request_is_retried_with_the_same_changes() {
+        let now = Instant::now();
+        let mut m = member();
+        m.poll_request(now).unwrap();
+        m.on_request_failed(now, Duration::from_millis(100));
+        assert!(m.poll_request(now).is_some(), "a join is always due");
+        m.on_response(answer(1, Some(vec![0])), now, &View).unwrap();
+        m.next_event(&View).unwrap();
+        let ack = m.poll_request(now).unwrap();
+        assert_eq!(wire_owned(&ack), Some(vec![0]));
+        m.on_request_failed(now, Duration::from_millis(100));
+        let again = m.poll_request(now).unwrap();
+        assert_eq!(wire_owned(&again), Some(vec![0]), "the ack is sent again");
+        // Leaving: epoch -1.
+        m.on_response(answer(1, None), now, &View).unwrap();
+        assert_eq!(m.leave().unwrap().member_epoch, LEAVE_EPOCH);
+        assert!(m.leave().is_none());
+    }
+}

@@ -1,0 +1,189 @@
+//! Group membership, sans-I/O: state machines that take responses and time and give requests
+//! and rebalance events, so the simulation can drive them as the tokio side does.
+//!
+//! - [`kip848`]: the KIP-848 consumer protocol (ConsumerGroupHeartbeat; the coordinator
+//!   assigns, the member reconciles incrementally).
+//! - [`classic`]: the classic protocol (JoinGroup / SyncGroup / Heartbeat / LeaveGroup) with
+//!   the eager rebalance protocol and the client-side [`super::assignor`].
+//!
+//! Both keep the rule the copy loop relies on (DESIGN "Consuming for exactly-once
+//! pipelines"): a partition leaves this member only after the user was handed a
+//! [`MembershipEvent::Revoked`] for it *and* called `poll` again ([`Membership::on_poll`]);
+//! until then it stays owned, its offsets may be committed, and the coordinator is not told.
+
+pub mod classic;
+pub mod kip848;
+
+use std::time::{Duration, Instant};
+
+use crate::engine::TopicPartition;
+use crate::engine::transaction::ConsumerGroupMetadata;
+use crate::error::Error;
+use crate::protocol::messages::consumer_group_heartbeat::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+};
+use crate::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
+use crate::protocol::messages::join_group::{JoinGroupRequest, JoinGroupResponse};
+use crate::protocol::messages::leave_group::LeaveGroupRequest;
+use crate::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
+
+/// A request a membership wants sent to the group coordinator.
+#[derive(Debug, Clone)]
+pub enum MembershipRequest {
+    /// KIP-848.
+    ConsumerHeartbeat(ConsumerGroupHeartbeatRequest),
+    /// Classic.
+    Join(JoinGroupRequest),
+    /// Classic.
+    Sync(SyncGroupRequest),
+    /// Classic.
+    Heartbeat(HeartbeatRequest),
+    /// Classic.
+    Leave(LeaveGroupRequest),
+}
+
+/// The answer to a [`MembershipRequest`].
+#[derive(Debug, Clone)]
+pub enum MembershipResponse {
+    /// KIP-848.
+    ConsumerHeartbeat(ConsumerGroupHeartbeatResponse),
+    /// Classic.
+    Join(JoinGroupResponse),
+    /// Classic.
+    Sync(SyncGroupResponse),
+    /// Classic.
+    Heartbeat(HeartbeatResponse),
+}
+
+/// A change of the partitions this member owns, for the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MembershipEvent {
+    /// Newly owned partitions.
+    Assigned(Vec<TopicPartition>),
+    /// Partitions to give up: still owned until the next `on_poll`.
+    Revoked(Vec<TopicPartition>),
+    /// Partitions already gone (fenced, session expired).
+    Lost(Vec<TopicPartition>),
+}
+
+/// What the membership needs to know about topics: the partition count (classic leader's
+/// assignor) and the name of a topic id (KIP-848 assignments name topics by id).
+pub trait TopicView {
+    /// The number of partitions of `topic`, if known.
+    fn partition_count(&self, topic: &str) -> Option<i32>;
+    /// The name of the topic with id `topic_id`, if known.
+    fn topic_name(&self, topic_id: &[u8; 16]) -> Option<std::sync::Arc<str>>;
+}
+
+/// Either protocol's membership.
+#[derive(Debug)]
+pub enum Membership {
+    /// KIP-848.
+    Consumer(kip848::ConsumerMember),
+    /// Classic.
+    Classic(classic::ClassicMember),
+}
+
+impl Membership {
+    /// Replaces the subscription; takes effect with the next request.
+    pub fn subscribe(&mut self, topics: Vec<String>) {
+        match self {
+            Membership::Consumer(m) => m.subscribe(topics),
+            Membership::Classic(m) => m.subscribe(topics),
+        }
+    }
+
+    /// The user called `poll`: partitions revoked at the previous `poll` are now given up.
+    pub fn on_poll(&mut self, now: Instant) {
+        match self {
+            Membership::Consumer(m) => m.on_poll(now),
+            Membership::Classic(m) => m.on_poll(now),
+        }
+    }
+
+    /// The next request to send, if one is due and none is in flight.
+    pub fn poll_request(
+        &mut self,
+        now: Instant,
+        view: &dyn TopicView,
+    ) -> Option<MembershipRequest> {
+        match self {
+            Membership::Consumer(m) => m
+                .poll_request(now)
+                .map(MembershipRequest::ConsumerHeartbeat),
+            Membership::Classic(m) => m.poll_request(now, view),
+        }
+    }
+
+    /// The answer to the request in flight. An `Err` is fatal for the consumer.
+    pub fn on_response(
+        &mut self,
+        response: MembershipResponse,
+        now: Instant,
+        view: &dyn TopicView,
+    ) -> Result<(), Error> {
+        match (self, response) {
+            (Membership::Consumer(m), MembershipResponse::ConsumerHeartbeat(r)) => {
+                m.on_response(r, now, view)
+            }
+            (Membership::Classic(m), r) => m.on_response(r, now),
+            (Membership::Consumer(_), _) => Ok(()),
+        }
+    }
+
+    /// The request in flight failed without an answer (network, timeout, coordinator moved).
+    pub fn on_request_failed(&mut self, now: Instant, backoff: Duration) {
+        match self {
+            Membership::Consumer(m) => m.on_request_failed(now, backoff),
+            Membership::Classic(m) => m.on_request_failed(now, backoff),
+        }
+    }
+
+    /// The next rebalance event for the user, if any.
+    pub fn next_event(&mut self, view: &dyn TopicView) -> Option<MembershipEvent> {
+        match self {
+            Membership::Consumer(m) => m.next_event(view),
+            Membership::Classic(m) => m.next_event(),
+        }
+    }
+
+    /// The partitions owned now (revoked ones included until the next `on_poll`).
+    pub fn owned(&self) -> Vec<TopicPartition> {
+        match self {
+            Membership::Consumer(m) => m.owned(),
+            Membership::Classic(m) => m.owned(),
+        }
+    }
+
+    /// Partitions that may be fetched: owned and not being revoked.
+    pub fn fetchable(&self) -> Vec<TopicPartition> {
+        match self {
+            Membership::Consumer(m) => m.fetchable(),
+            Membership::Classic(m) => m.fetchable(),
+        }
+    }
+
+    /// The KIP-447 metadata of this member now.
+    pub fn group_metadata(&self) -> ConsumerGroupMetadata {
+        match self {
+            Membership::Consumer(m) => m.group_metadata(),
+            Membership::Classic(m) => m.group_metadata(),
+        }
+    }
+
+    /// When the membership next wants to send something (for the driver's timer).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match self {
+            Membership::Consumer(m) => m.next_deadline(),
+            Membership::Classic(m) => m.next_deadline(),
+        }
+    }
+
+    /// The request that leaves the group, if the member is in one.
+    pub fn leave(&mut self) -> Option<MembershipRequest> {
+        match self {
+            Membership::Consumer(m) => m.leave().map(MembershipRequest::ConsumerHeartbeat),
+            Membership::Classic(m) => m.leave().map(MembershipRequest::Leave),
+        }
+    }
+}
