@@ -152,7 +152,12 @@ where
                     left
                 }
             };
-            match self.consumer.poll_timeout(wait).await? {
+            let event = self.consumer.poll_timeout(wait).await?;
+            match &event {
+                Some(ConsumerEvent::Records(r)) => tracing::trace!(records = r.len(), "polled"),
+                other => tracing::debug!(event = ?other, "polled"),
+            }
+            match event {
                 Some(ConsumerEvent::Records(records)) => self.copy(records).await?,
                 Some(ConsumerEvent::Assigned(partitions)) => {
                     for p in &partitions {
@@ -305,8 +310,15 @@ where
         }
         .await;
         if let Err(e) = ended {
+            tracing::debug!(
+                group = %group.group_id,
+                generation = group.generation_id,
+                member = %group.member_id,
+                "the copy transaction did not commit"
+            );
             return Err(self.fail(open, e, leaving).await);
         }
+        tracing::debug!(records = open.copies.len(), offsets = ?offsets.iter().map(|o| (o.partition.partition, o.offset)).collect::<Vec<_>>(), "copy transaction committed");
         for o in &offsets {
             self.committed.insert(o.partition.clone(), o.offset);
         }
@@ -370,6 +382,7 @@ where
         let owned = self.consumer.assignment();
         for (partition, from) in open.from {
             if owned.contains(&partition) && !leaving.contains(&partition) {
+                tracing::debug!(%partition.topic, partition.partition, from, "rewinding after the abort");
                 self.consumer.seek(&partition, from)?;
             }
         }
