@@ -159,40 +159,44 @@ impl Copier {
             transactional_id.to_owned(),
         );
         let stopped = Arc::clone(&stop);
-        let task = tokio::spawn(async move {
-            let mut copier = copy_loop(&cluster, &group, &source, &destination, &id).await;
-            while !stopped.load(Ordering::Relaxed) {
-                match copier.step().await {
-                    Ok(Some(transaction)) => {
-                        let partitions: Vec<TopicPartition> = transaction
-                            .consumed
-                            .iter()
-                            .map(|c| c.partition.clone())
-                            .collect();
-                        let group_offsets = copier
-                            .consumer()
-                            .committed(&partitions)
-                            .await
-                            .expect("OffsetFetch after a commit");
-                        let _ = commits.send(Commit {
-                            transaction,
-                            group_offsets,
-                        });
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        assert!(!e.is_fatal(), "copier {id}: fatal error {e}");
-                        eprintln!("copier {id}: transaction aborted: {e}");
+        let span = tracing::info_span!("copier", id = transactional_id);
+        let task = tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                let mut copier = copy_loop(&cluster, &group, &source, &destination, &id).await;
+                while !stopped.load(Ordering::Relaxed) {
+                    match copier.step().await {
+                        Ok(Some(transaction)) => {
+                            let partitions: Vec<TopicPartition> = transaction
+                                .consumed
+                                .iter()
+                                .map(|c| c.partition.clone())
+                                .collect();
+                            let group_offsets = copier
+                                .consumer()
+                                .committed(&partitions)
+                                .await
+                                .expect("OffsetFetch after a commit");
+                            let _ = commits.send(Commit {
+                                transaction,
+                                group_offsets,
+                            });
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            assert!(!e.is_fatal(), "copier {id}: fatal error {e}");
+                            eprintln!("copier {id}: transaction aborted: {e}");
+                        }
                     }
                 }
-            }
-            if let Some(transaction) = copier.close().await.expect("close commits") {
-                let _ = commits.send(Commit {
-                    transaction,
-                    group_offsets: Vec::new(),
-                });
-            }
-        });
+                if let Some(transaction) = copier.close().await.expect("close commits") {
+                    let _ = commits.send(Commit {
+                        transaction,
+                        group_offsets: Vec::new(),
+                    });
+                }
+            },
+            span,
+        ));
         Self { task, stop }
     }
 
