@@ -707,3 +707,60 @@ async fn seed_000_translation_is_conservative() {
     }
     assert!(naive_wrong > 0, "the data did not exercise MM2's failure");
 }
+
+/// Aborted input is copied again, never skipped: every 700th transform call produces a record
+/// the producer refuses (an invalid topic name), so the loop aborts the transaction and seeks
+/// back to where it began; the destination still holds every record exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborted_input_is_copied_again() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let records = 20_000;
+    let source = support::unique_topic("eos-abort-in");
+    let destination = support::unique_topic("eos-abort-out");
+    let group = support::unique_topic("eos-abort-group");
+    cluster.create_topic(&source, PARTITIONS as u32, 1, &[]);
+    cluster.create_topic(&destination, PARTITIONS as u32, 1, &[]);
+    fill(&cluster, &source, records).await;
+
+    let consumer = consumer(&cluster, &group, &source).await;
+    let producer = transactional(&cluster, &support::unique_topic("eos-abort-copier"), &[]).await;
+    let to = destination.clone();
+    let mut calls = 0u64;
+    let mut copier = CopyLoop::new(consumer, producer, move |r: ConsumerRecord| {
+        calls += 1;
+        let topic = if calls % 700 == 0 {
+            "not a topic!"
+        } else {
+            to.as_str()
+        };
+        std::future::ready(vec![
+            Record::to(topic)
+                .partition(r.partition)
+                .value(copy_value("abort", &r)),
+        ])
+    })
+    .commit_every(500, Duration::from_millis(100));
+    let (mut copied, mut aborts) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while copied < records {
+        assert!(
+            Instant::now() < deadline,
+            "copied {copied} of {records} in 180 s ({aborts} aborts)"
+        );
+        match copier.step().await {
+            Ok(Some(txn)) => copied += txn.records_in(),
+            Ok(None) => {}
+            Err(e) => {
+                assert!(!e.is_fatal(), "{e}");
+                aborts += 1;
+            }
+        }
+    }
+    copier.close().await.expect("close");
+    assert!(aborts >= 20, "only {aborts} transactions aborted");
+    assert_eq!(copied, records);
+    assert_exactly_once(&cluster, &source, &destination);
+}
