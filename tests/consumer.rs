@@ -119,13 +119,26 @@ async fn consume_until(
     }
 }
 
+/// Commits the position of every owned partition; retried (bounded) while a fault test cuts
+/// the coordinator's traffic, so a delivered record is always covered by a commit.
 async fn commit_positions(c: &mut Consumer) {
     let offsets: Vec<OffsetToCommit> = c
         .assignment()
         .into_iter()
         .filter_map(|tp| c.position(&tp).map(|o| OffsetToCommit::new(tp, o)))
         .collect();
-    c.commit(&offsets).await.expect("commit");
+    let mut last = None;
+    for _ in 0..20 {
+        match c.commit(&offsets).await {
+            Ok(()) => return,
+            Err(e) if e.is_retriable() || matches!(e, exactly::Error::Timeout(_)) => {
+                last = Some(e);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("commit {offsets:?}: {e}"),
+        }
+    }
+    panic!("commit did not succeed: {last:?}");
 }
 
 fn values(prefix: &str, n: usize) -> Vec<String> {
@@ -133,14 +146,15 @@ fn values(prefix: &str, n: usize) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smoke_consume_from_earliest_kip848() {
+async fn consumes_compressed_batches_from_earliest_kip848() {
     let Some(cluster) = Cluster::single() else {
         return;
     };
     let _g = cluster.shared();
     let topic = support::unique_topic("consumer-smoke");
     cluster.create_topic(&topic, 2, 1, &[]);
-    let p = producer(&cluster, &[]).await;
+    // Compressed batches go through the crate's decoder (bounded decompression).
+    let p = producer(&cluster, &[("compression.type", "zstd")]).await;
     send(&p, &topic, 0, &values("a", 5)).await;
     send(&p, &topic, 1, &values("b", 3)).await;
     let mut c = consumer(
@@ -170,4 +184,890 @@ async fn smoke_consume_from_earliest_kip848() {
         BTreeSet::<i32>::new(),
         Isolation::ReadCommitted,
     );
+}
+
+/// Reads `topic` with our consumer (its own group, from the earliest offset) until `expected`
+/// records arrived and nothing more came for a second.
+async fn read_all(
+    cluster: &Cluster,
+    topic: &str,
+    isolation: IsolationLevel,
+    expected: usize,
+) -> Vec<(i32, i64, String)> {
+    let mut c = consumer(
+        cluster,
+        &unique_group("reader"),
+        GroupProtocol::Consumer,
+        OffsetReset::Earliest,
+        isolation,
+    )
+    .await;
+    c.subscribe([topic.to_owned()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= expected).await;
+    // Anything more would be a record that must not be delivered.
+    let quiet_until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < quiet_until {
+        if let Some(ConsumerEvent::Records(r)) =
+            c.poll_timeout(Duration::from_millis(200)).await.unwrap()
+        {
+            panic!("more records than kcat read: {r:?}");
+        }
+    }
+    c.close().await.unwrap();
+    let mut out = seen.records;
+    out.sort();
+    out
+}
+
+fn kcat_view(cluster: &Cluster, topic: &str, isolation: Isolation) -> Vec<(i32, i64, String)> {
+    let mut out: Vec<_> = cluster
+        .read_topic(topic, isolation)
+        .into_iter()
+        .map(|r| (r.partition, r.offset, r.value.unwrap_or_default()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_committed_hides_aborted_and_open() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-rc");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let txn_id = support::unique_topic("rc-txn");
+    let open_id = support::unique_topic("rc-open");
+    let committer = producer(&cluster, &[("transactional.id", txn_id.as_str())]).await;
+    committer.init_transactions().await.unwrap();
+    committer.begin_transaction().unwrap();
+    send(&committer, &topic, 0, &values("committed", 5)).await;
+    committer.commit_transaction().await.unwrap();
+    committer.begin_transaction().unwrap();
+    send(&committer, &topic, 0, &values("aborted", 4)).await;
+    committer.abort_transaction().await.unwrap();
+    committer.begin_transaction().unwrap();
+    send(&committer, &topic, 0, &values("second", 3)).await;
+    committer.commit_transaction().await.unwrap();
+    // A transaction left open, and plain records after it: both past the last stable offset.
+    let open = producer(&cluster, &[("transactional.id", open_id.as_str())]).await;
+    open.init_transactions().await.unwrap();
+    open.begin_transaction().unwrap();
+    send(&open, &topic, 0, &values("open", 2)).await;
+    let plain = producer(&cluster, &[]).await;
+    send(&plain, &topic, 0, &values("after-open", 2)).await;
+
+    let kcat_committed = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    let expected: Vec<String> = values("committed", 5)
+        .into_iter()
+        .chain(values("second", 3))
+        .collect();
+    assert_eq!(
+        kcat_committed
+            .iter()
+            .map(|r| r.2.clone())
+            .collect::<Vec<_>>(),
+        expected,
+        "kcat's read_committed view"
+    );
+    let ours = read_all(&cluster, &topic, IsolationLevel::ReadCommitted, 8).await;
+    assert_eq!(ours, kcat_committed, "read_committed: ours vs kcat");
+
+    let kcat_all = kcat_view(&cluster, &topic, Isolation::ReadUncommitted);
+    assert_eq!(kcat_all.len(), 5 + 4 + 3 + 2 + 2);
+    let ours_all = read_all(
+        &cluster,
+        &topic,
+        IsolationLevel::ReadUncommitted,
+        kcat_all.len(),
+    )
+    .await;
+    assert_eq!(ours_all, kcat_all, "read_uncommitted: ours vs kcat");
+
+    // Once the open transaction commits, read_committed gets it and what followed.
+    open.commit_transaction().await.unwrap();
+    let kcat_after = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(kcat_after.len(), 8 + 2 + 2);
+    let ours_after = read_all(&cluster, &topic, IsolationLevel::ReadCommitted, 12).await;
+    assert_eq!(ours_after, kcat_after);
+}
+
+/// Runs `$body(cluster, protocol)` once per cluster (TV2, TV1) and group protocol.
+macro_rules! on_both_protocols_and_versions {
+    ($name:ident) => {
+        mod $name {
+            use exactly::GroupProtocol;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn kip848_tv2() {
+                if let Some(cluster) = super::support::Cluster::single() {
+                    super::$name(cluster, GroupProtocol::Consumer).await;
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn classic_tv2() {
+                if let Some(cluster) = super::support::Cluster::single() {
+                    super::$name(cluster, GroupProtocol::Classic).await;
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn kip848_tv1() {
+                if let Some(cluster) = super::support::Cluster::tv1() {
+                    super::$name(cluster, GroupProtocol::Consumer).await;
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn classic_tv1() {
+                if let Some(cluster) = super::support::Cluster::tv1() {
+                    super::$name(cluster, GroupProtocol::Classic).await;
+                }
+            }
+        }
+    };
+}
+
+/// When each partition event happened, per member.
+#[derive(Debug, Default)]
+struct Timeline {
+    assigned: BTreeMap<(usize, TopicPartition), Instant>,
+    revoked: BTreeMap<(usize, TopicPartition), Instant>,
+}
+
+/// Polls every member in turn (heartbeats only go out from `poll`) until `done`.
+async fn drive(
+    members: &mut [Option<Consumer>],
+    seen: &mut [Seen],
+    timeline: &mut Timeline,
+    done: impl Fn(&[Seen], &[Option<Consumer>]) -> bool,
+) {
+    let end = Instant::now() + WAIT;
+    while !done(seen, members) {
+        assert!(
+            Instant::now() < end,
+            "not done within {WAIT:?}: {:?}",
+            seen.iter()
+                .map(|s| (s.records.len(), &s.events))
+                .collect::<Vec<_>>()
+        );
+        for (i, member) in members.iter_mut().enumerate() {
+            let Some(c) = member else { continue };
+            let Some(event) = c
+                .poll_timeout(Duration::from_millis(100))
+                .await
+                .expect("poll")
+            else {
+                continue;
+            };
+            let now = Instant::now();
+            match &event {
+                ConsumerEvent::Records(records) => {
+                    for r in records {
+                        let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default());
+                        seen[i]
+                            .records
+                            .push((r.partition, r.offset, value.into_owned()));
+                    }
+                    commit_positions(c).await;
+                }
+                ConsumerEvent::Revoked(tps) => {
+                    commit_positions(c).await;
+                    for tp in tps {
+                        timeline.revoked.insert((i, tp.clone()), now);
+                    }
+                }
+                ConsumerEvent::Assigned(tps) => {
+                    for tp in tps {
+                        timeline.assigned.insert((i, tp.clone()), now);
+                    }
+                }
+                ConsumerEvent::Lost(tps) => panic!("member {i} lost {tps:?}"),
+                _ => {}
+            }
+            seen[i].events.push(event);
+        }
+    }
+}
+
+fn all_records(seen: &[Seen]) -> Vec<(i32, i64, String)> {
+    let mut all: Vec<_> = seen.iter().flat_map(|s| s.records.clone()).collect();
+    all.sort();
+    all
+}
+
+/// How the first member of [`two_members`] goes away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Departure {
+    /// `close`: it leaves the group, its partitions move at once.
+    Close,
+    /// Dropped without `close` (a crash): its partitions move when its session expires.
+    Kill,
+}
+
+async fn group_splits_and_takes_over(cluster: Cluster, protocol: GroupProtocol) {
+    two_members(cluster, protocol, Departure::Close).await;
+}
+on_both_protocols_and_versions!(group_splits_and_takes_over);
+
+async fn group_member_killed(cluster: Cluster, protocol: GroupProtocol) {
+    two_members(cluster, protocol, Departure::Kill).await;
+}
+on_both_protocols_and_versions!(group_member_killed);
+
+/// Two members split 6 partitions; then the first goes away (`departure`) and the second
+/// takes every partition. Offsets are committed after every batch and at every Revoked, so
+/// no record may reach both members, and none may be missing.
+async fn two_members(cluster: Cluster, protocol: GroupProtocol, departure: Departure) {
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-group");
+    cluster.create_topic(&topic, 6, 1, &[]);
+    let group = unique_group("split");
+    let p = producer(&cluster, &[]).await;
+    for partition in 0..6 {
+        send(
+            &p,
+            &topic,
+            partition,
+            &values(&format!("one-{partition}"), 10),
+        )
+        .await;
+    }
+    let mut members = vec![None, None];
+    let mut seen = vec![Seen::default(), Seen::default()];
+    let mut timeline = Timeline::default();
+    let new_member = || async {
+        let mut c = consumer(
+            &cluster,
+            &group,
+            protocol,
+            OffsetReset::Earliest,
+            IsolationLevel::ReadCommitted,
+        )
+        .await;
+        assert_eq!(
+            c.uses_consumer_protocol(),
+            protocol == GroupProtocol::Consumer
+        );
+        c.subscribe([topic.clone()]).unwrap();
+        Some(c)
+    };
+    // Member 0 alone takes every partition and reads half of what is there.
+    members[0] = new_member().await;
+    drive(&mut members, &mut seen, &mut timeline, |s, m| {
+        all_records(s).len() >= 30 && m[0].as_ref().is_some_and(|c| c.assignment().len() == 6)
+    })
+    .await;
+    // Member 1 joins: member 0 must give up three partitions (KIP-848: exactly those three;
+    // classic, eager: all six, then gets three back), handing them over only after Revoked.
+    members[1] = new_member().await;
+    drive(&mut members, &mut seen, &mut timeline, |s, m| {
+        all_records(s).len() >= 60
+            && m.iter()
+                .all(|c| c.as_ref().is_some_and(|c| c.assignment().len() == 3))
+    })
+    .await;
+    assert!(
+        seen[0]
+            .events
+            .iter()
+            .any(|e| matches!(e, ConsumerEvent::Revoked(p) if p.len() >= 3)),
+        "member 0 was told before its partitions moved: {:?}",
+        seen[0].events
+    );
+    // Member 0 goes away: member 1 takes its partitions and reads what comes next.
+    let leaving = members[0].take().unwrap();
+    let departed_at = Instant::now();
+    match departure {
+        Departure::Close => leaving.close().await.expect("close"),
+        Departure::Kill => drop(leaving),
+    }
+    for partition in 0..6 {
+        send(
+            &p,
+            &topic,
+            partition,
+            &values(&format!("two-{partition}"), 10),
+        )
+        .await;
+    }
+    drive(&mut members, &mut seen, &mut timeline, |s, m| {
+        all_records(s).len() >= 120 && m[1].as_ref().is_some_and(|c| c.assignment().len() == 6)
+    })
+    .await;
+
+    // Exactly once: no record twice (offsets were committed at every Revoked), none missing.
+    let all = all_records(&seen);
+    let unique: BTreeSet<_> = all.iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(unique.len(), all.len(), "a record was delivered twice");
+    assert_eq!(all.len(), 120);
+    let expected = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(all, expected, "ours vs kcat");
+    // Per member and partition, offsets only go up.
+    for s in &seen {
+        let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+        for (partition, offset, _) in &s.records {
+            let prev = last.insert(*partition, *offset);
+            assert!(
+                prev.is_none_or(|p| p < *offset),
+                "offsets went back on {partition}"
+            );
+        }
+    }
+    // A partition that moved from member 0 to member 1 while member 0 lived was revoked (and
+    // its offsets committed) before member 1 got it. (After a close or a crash they move
+    // without one.)
+    for ((member, tp), assigned_at) in &timeline.assigned {
+        if *member != 1 || *assigned_at > departed_at {
+            continue;
+        }
+        let revoked_at = timeline.revoked.get(&(0, tp.clone()));
+        assert!(
+            revoked_at.is_some_and(|r| r < assigned_at),
+            "{tp:?} reached member 1 before member 0 was told it was revoked"
+        );
+    }
+    // Member 1 ended with every partition and a generation / epoch the coordinator gave it.
+    let last = members[1].take().unwrap();
+    let meta = last.group_metadata();
+    assert!(
+        meta.generation_id > 0 && !meta.member_id.is_empty(),
+        "{meta:?}"
+    );
+    last.close().await.unwrap();
+}
+
+async fn starts_from_committed_else_reset(cluster: Cluster, protocol: GroupProtocol) {
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-reset");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("before", 5)).await;
+    let tp = TopicPartition::new(topic.as_str(), 0);
+
+    // latest: starts at the end, sees only what is written after the assignment.
+    let group = unique_group("latest");
+    let mut c = consumer(
+        &cluster,
+        &group,
+        protocol,
+        OffsetReset::Latest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.clone()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |_, c| c.position(&tp) == Some(5)).await;
+    send(&p, &topic, 0, &values("after", 3)).await;
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 3).await;
+    assert_eq!(
+        seen.records.iter().map(|r| r.1).collect::<Vec<_>>(),
+        vec![5, 6, 7]
+    );
+    // Commit 6, close; the next member of the group starts there.
+    c.commit(&[OffsetToCommit::new(tp.clone(), 6)])
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    let mut c = consumer(
+        &cluster,
+        &group,
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.clone()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 2).await;
+    assert_eq!(
+        seen.records.iter().map(|r| r.1).collect::<Vec<_>>(),
+        vec![6, 7]
+    );
+    assert_eq!(
+        c.committed(std::slice::from_ref(&tp)).await.unwrap(),
+        vec![(tp.clone(), Some(8))]
+    );
+    // seek: back to 1.
+    c.seek(&tp, 1).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 7).await;
+    assert_eq!(seen.records.first().map(|r| r.1), Some(1));
+    c.close().await.unwrap();
+
+    // earliest, new group: everything.
+    let mut c = consumer(
+        &cluster,
+        &unique_group("earliest"),
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.clone()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 8).await;
+    assert_eq!(seen.records.len(), 8);
+    c.close().await.unwrap();
+}
+on_both_protocols_and_versions!(starts_from_committed_else_reset);
+
+/// Consumes `topic` (one member of a fresh group, from the earliest offset, committing after
+/// every batch) until `total` distinct records arrived; `fault` runs once `after` records
+/// were seen, while the member keeps polling. Returns what was delivered, in delivery order.
+async fn consume_through_fault(
+    cluster: &Cluster,
+    protocol: GroupProtocol,
+    topic: &str,
+    after: usize,
+    total: usize,
+    fault: impl std::future::Future<Output = ()>,
+) -> Vec<(i32, i64, String)> {
+    let mut c = consumer(
+        cluster,
+        &unique_group("fault"),
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.to_owned()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= after).await;
+    // The fault runs beside the polling member (heartbeats and fetches keep going out).
+    let mut fault = std::pin::pin!(fault);
+    let mut fault_done = false;
+    let end = Instant::now() + Duration::from_secs(120);
+    loop {
+        let distinct: BTreeSet<(i32, i64)> = seen.records.iter().map(|r| (r.0, r.1)).collect();
+        if fault_done && distinct.len() >= total {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "{} of {total} records after the fault; events {:?}",
+            distinct.len(),
+            seen.events
+        );
+        tokio::select! {
+            () = &mut fault, if !fault_done => fault_done = true,
+            () = consume_until(&mut c, &mut seen, WAIT, |_, _| false) => {}
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+    c.close().await.ok();
+    seen.records
+}
+
+fn assert_exactly_once(delivered: &[(i32, i64, String)], expected: &[(i32, i64, String)]) {
+    let mut sorted = delivered.to_vec();
+    sorted.sort();
+    let unique: BTreeSet<_> = sorted.iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(unique.len(), sorted.len(), "a record was delivered twice");
+    assert_eq!(sorted, expected, "delivered vs kcat: a record was skipped");
+}
+
+async fn proxy_cut_mid_consume(cluster: Cluster, protocol: GroupProtocol) {
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("consumer-cut");
+    cluster.create_topic(&topic, 3, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    for partition in 0..3 {
+        send(
+            &p,
+            &topic,
+            partition,
+            &values(&format!("before-{partition}"), 50),
+        )
+        .await;
+    }
+    let proxy = cluster.proxy(0);
+    let fault = async {
+        // Shorter than the session timeout: the member survives and must resume where it was.
+        proxy.set_enabled(false);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        proxy.set_enabled(true);
+        for partition in 0..3 {
+            send(
+                &p,
+                &topic,
+                partition,
+                &values(&format!("after-{partition}"), 50),
+            )
+            .await;
+        }
+    };
+    let delivered = consume_through_fault(&cluster, protocol, &topic, 40, 300, fault).await;
+    let expected = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(expected.len(), 300);
+    assert_exactly_once(&delivered, &expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_cut_mid_consume_kip848() {
+    if let Some(cluster) = Cluster::single() {
+        proxy_cut_mid_consume(cluster, GroupProtocol::Consumer).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_cut_mid_consume_classic() {
+    if let Some(cluster) = Cluster::single() {
+        proxy_cut_mid_consume(cluster, GroupProtocol::Classic).await;
+    }
+}
+
+async fn leader_killed_mid_consume(cluster: Cluster, protocol: GroupProtocol) {
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("consumer-failover");
+    cluster.create_topic(&topic, 3, 3, &[("min.insync.replicas", "2")]);
+    let leader = support::kcat_partition_leader(&cluster.bootstrap, &topic, 0);
+    let p = producer(&cluster, &[]).await;
+    for partition in 0..3 {
+        send(
+            &p,
+            &topic,
+            partition,
+            &values(&format!("before-{partition}"), 100),
+        )
+        .await;
+    }
+    // Node ids are 1-based; broker indexes 0-based.
+    let victim = (leader - 1) as usize;
+    let fault = async {
+        cluster.stop_broker(victim, true);
+        for partition in 0..3 {
+            send(
+                &p,
+                &topic,
+                partition,
+                &values(&format!("during-{partition}"), 100),
+            )
+            .await;
+        }
+    };
+    let delivered = consume_through_fault(&cluster, protocol, &topic, 100, 600, fault).await;
+    cluster.start_broker(victim);
+    let expected = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(expected.len(), 600);
+    assert_exactly_once(&delivered, &expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_mid_consume_kip848() {
+    if let Some(cluster) = Cluster::three() {
+        leader_killed_mid_consume(cluster, GroupProtocol::Consumer).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_mid_consume_classic() {
+    if let Some(cluster) = Cluster::three() {
+        leader_killed_mid_consume(cluster, GroupProtocol::Classic).await;
+    }
+}
+
+/// A member that stops polling for longer than its session is removed by the coordinator; at
+/// its next poll it learns its partitions are Lost (not Revoked: it must not commit them), then
+/// rejoins and gets them back, starting from the committed offsets.
+async fn session_expiry_is_lost(cluster: Cluster, protocol: GroupProtocol) {
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-lost");
+    cluster.create_topic(&topic, 2, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("x", 4)).await;
+    let mut c = consumer(
+        &cluster,
+        &unique_group("lost"),
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.clone()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 4).await;
+    let before = c.group_metadata();
+    // The test bed's sessions last 6 s (KIP-848: the broker's; classic: ours).
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let mut after = Seen::default();
+    consume_until(&mut c, &mut after, WAIT, |s, c| {
+        s.events.iter().any(|e| matches!(e, ConsumerEvent::Lost(_))) && c.assignment().len() == 2
+    })
+    .await;
+    let lost = after
+        .events
+        .iter()
+        .position(|e| matches!(e, ConsumerEvent::Lost(p) if p.len() == 2))
+        .expect("both partitions lost");
+    assert!(
+        after.events[..lost]
+            .iter()
+            .all(|e| !matches!(e, ConsumerEvent::Revoked(_))),
+        "lost partitions are not revoked: {:?}",
+        after.events
+    );
+    assert!(
+        after.records.is_empty(),
+        "committed records are not delivered again"
+    );
+    let rejoined = c.group_metadata();
+    assert_ne!(
+        (before.generation_id, &before.member_id),
+        (rejoined.generation_id, &rejoined.member_id)
+    );
+    c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_expiry_is_lost_kip848() {
+    if let Some(cluster) = Cluster::single() {
+        session_expiry_is_lost(cluster, GroupProtocol::Consumer).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_expiry_is_lost_classic() {
+    if let Some(cluster) = Cluster::single() {
+        session_expiry_is_lost(cluster, GroupProtocol::Classic).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_committed_offset_and_reset_none_is_an_error_until_seek() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-none");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("n", 3)).await;
+    let mut c = consumer(
+        &cluster,
+        &unique_group("none"),
+        GroupProtocol::Consumer,
+        OffsetReset::None,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.clone()]).unwrap();
+    let end = Instant::now() + WAIT;
+    let error = loop {
+        assert!(Instant::now() < end, "no error for the missing offset");
+        match c.poll_timeout(Duration::from_millis(300)).await {
+            Err(e) => break e,
+            Ok(Some(ConsumerEvent::Records(r))) => panic!("records without an offset: {r:?}"),
+            Ok(_) => {}
+        }
+    };
+    assert!(error.to_string().contains("auto.offset.reset"), "{error}");
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    c.seek(&tp, 1).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 2).await;
+    assert_eq!(
+        seen.records.iter().map(|r| r.1).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    c.close().await.unwrap();
+}
+
+/// The loop this consumer exists for, in its smallest form: records consumed, copied in a
+/// transaction whose offsets carry `group_metadata()` (KIP-447; the member epoch under
+/// KIP-848), committed; the group's committed offsets and the copy agree.
+async fn transactional_offsets_with_group_metadata(cluster: Cluster, protocol: GroupProtocol) {
+    let _g = cluster.shared();
+    let input = support::unique_topic("consumer-in");
+    let output = support::unique_topic("consumer-out");
+    cluster.create_topic(&input, 2, 1, &[]);
+    cluster.create_topic(&output, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &input, 0, &values("in0", 5)).await;
+    send(&p, &input, 1, &values("in1", 5)).await;
+    let txn_id = support::unique_topic("copy");
+    let copier = producer(&cluster, &[("transactional.id", txn_id.as_str())]).await;
+    copier.init_transactions().await.unwrap();
+    let group = unique_group("copy");
+    let mut c = consumer(
+        &cluster,
+        &group,
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([input.clone()]).unwrap();
+    let mut copied = 0;
+    let end = Instant::now() + WAIT;
+    while copied < 10 {
+        assert!(Instant::now() < end, "copied {copied} of 10");
+        let Some(ConsumerEvent::Records(records)) =
+            c.poll_timeout(Duration::from_millis(300)).await.unwrap()
+        else {
+            continue;
+        };
+        copier.begin_transaction().unwrap();
+        let mut next: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+        for r in &records {
+            // Its outcome is the commit's: committed means written.
+            let _ack = copier
+                .send(Record::to(output.as_str()).value(r.value.clone().unwrap_or_default()))
+                .await
+                .unwrap();
+            next.insert(r.topic_partition(), r.offset + 1);
+        }
+        let offsets: Vec<OffsetToCommit> = next
+            .into_iter()
+            .map(|(tp, o)| OffsetToCommit::new(tp, o))
+            .collect();
+        copier
+            .send_offsets_to_transaction(offsets, &c.group_metadata())
+            .await
+            .expect("offsets accepted with this member's generation / epoch");
+        copier.commit_transaction().await.expect("commit");
+        copied += records.len();
+    }
+    let tps = [
+        TopicPartition::new(input.as_str(), 0),
+        TopicPartition::new(input.as_str(), 1),
+    ];
+    let committed = c.committed(&tps).await.unwrap();
+    assert_eq!(
+        committed.iter().map(|(_, o)| *o).collect::<Vec<_>>(),
+        vec![Some(5), Some(5)]
+    );
+    c.close().await.unwrap();
+    copier.close().await.unwrap();
+    let out = kcat_view(&cluster, &output, Isolation::ReadCommitted);
+    assert_eq!(out.len(), 10);
+}
+on_both_protocols_and_versions!(transactional_offsets_with_group_metadata);
+
+/// The consumer over the test bed's SASL_SSL listener (SCRAM-SHA-512, the test CA), configured
+/// with Kafka's property names as a Java user writes them: the same `security.*` handling as
+/// the producer's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumes_over_sasl_ssl_from_properties() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    let (Some(sasl_ssl), Some(ca), Some(user), Some(password)) = (
+        env("KAFKA_SASL_SSL_BOOTSTRAP"),
+        env("KAFKA_TLS_CA"),
+        env("KAFKA_SASL_USERNAME"),
+        env("KAFKA_SASL_PASSWORD"),
+    ) else {
+        assert!(
+            !support::in_ci(),
+            "CI=true but the SASL_SSL listener's variables are unset"
+        );
+        eprintln!("SKIPPED: eval \"$(scripts/testbed env)\" for the SASL_SSL listener");
+        return;
+    };
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-sasl");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("s", 5)).await;
+    let group = unique_group("sasl");
+    let jaas = format!(
+        r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";"#
+    );
+    let mut c = Consumer::from_properties([
+        ("bootstrap.servers", sasl_ssl.as_str()),
+        ("group.id", group.as_str()),
+        ("auto.offset.reset", "earliest"),
+        ("security.protocol", "SASL_SSL"),
+        ("ssl.truststore.type", "PEM"),
+        ("ssl.truststore.location", ca.as_str()),
+        ("sasl.mechanism", "SCRAM-SHA-512"),
+        ("sasl.jaas.config", jaas.as_str()),
+        ("fetch.max.wait.ms", "200"),
+    ])
+    .await
+    .expect("consumer over SASL_SSL");
+    c.subscribe([topic.clone()]).unwrap();
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 5).await;
+    assert_eq!(
+        seen.records.iter().map(|r| r.2.clone()).collect::<Vec<_>>(),
+        values("s", 5)
+    );
+    c.close().await.unwrap();
+}
+
+/// A transaction that commits offsets for the group is still open when a member starts: the
+/// member's OffsetFetch (require_stable) is answered UNSTABLE_OFFSET_COMMIT and retried, so it
+/// starts at the offset the transaction commits, not from `auto.offset.reset` (KIP-447).
+async fn waits_out_a_pending_transactional_commit(cluster: Cluster, protocol: GroupProtocol) {
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-unstable");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("u", 6)).await;
+    let group = unique_group("unstable");
+    let txn_id = support::unique_topic("unstable-txn");
+    let committer = producer(&cluster, &[("transactional.id", txn_id.as_str())]).await;
+    committer.init_transactions().await.unwrap();
+    committer.begin_transaction().unwrap();
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    committer
+        .send_offsets_to_transaction(
+            vec![OffsetToCommit::new(tp.clone(), 4)],
+            &exactly::ConsumerGroupMetadata::group_only(group.as_str()),
+        )
+        .await
+        .unwrap();
+    let mut c = consumer(
+        &cluster,
+        &group,
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+    )
+    .await;
+    c.subscribe([topic.clone()]).unwrap();
+    // Assigned, but no position while the offset commit is pending.
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| {
+        s.events
+            .iter()
+            .any(|e| matches!(e, ConsumerEvent::Assigned(_)))
+    })
+    .await;
+    let end = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < end {
+        if let Some(ConsumerEvent::Records(r)) =
+            c.poll_timeout(Duration::from_millis(200)).await.unwrap()
+        {
+            panic!("records before the pending offset commit resolved: {r:?}");
+        }
+    }
+    assert_eq!(c.position(&tp), None);
+    committer.commit_transaction().await.unwrap();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 2).await;
+    assert_eq!(
+        seen.records.iter().map(|r| r.1).collect::<Vec<_>>(),
+        vec![4, 5]
+    );
+    c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_out_a_pending_transactional_commit_kip848() {
+    if let Some(cluster) = Cluster::single() {
+        waits_out_a_pending_transactional_commit(cluster, GroupProtocol::Consumer).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_out_a_pending_transactional_commit_classic() {
+    if let Some(cluster) = Cluster::single() {
+        waits_out_a_pending_transactional_commit(cluster, GroupProtocol::Classic).await;
+    }
 }

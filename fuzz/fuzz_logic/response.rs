@@ -8,13 +8,15 @@
 
 use exactly::protocol::messages::{
     add_offsets_to_txn::AddOffsetsToTxnResponse, add_partitions_to_txn::AddPartitionsToTxnResponse,
-    api_versions::ApiVersionsResponse, end_txn::EndTxnResponse, fetch::FetchResponse,
-    find_coordinator::FindCoordinatorResponse, heartbeat::HeartbeatResponse,
-    init_producer_id::InitProducerIdResponse, join_group::JoinGroupResponse,
-    leave_group::LeaveGroupResponse, list_offsets::ListOffsetsResponse, metadata::MetadataResponse,
-    offset_fetch::OffsetFetchResponse, produce::ProduceResponse,
-    sasl_authenticate::SaslAuthenticateResponse, sasl_handshake::SaslHandshakeResponse,
-    sync_group::SyncGroupResponse, txn_offset_commit::TxnOffsetCommitResponse,
+    api_versions::ApiVersionsResponse, consumer_group_heartbeat::ConsumerGroupHeartbeatResponse,
+    end_txn::EndTxnResponse, fetch::FetchResponse, find_coordinator::FindCoordinatorResponse,
+    heartbeat::HeartbeatResponse, init_producer_id::InitProducerIdResponse,
+    join_group::JoinGroupResponse, leave_group::LeaveGroupResponse,
+    list_offsets::ListOffsetsResponse, metadata::MetadataResponse,
+    offset_commit::OffsetCommitResponse, offset_fetch::OffsetFetchResponse,
+    produce::ProduceResponse, sasl_authenticate::SaslAuthenticateResponse,
+    sasl_handshake::SaslHandshakeResponse, sync_group::SyncGroupResponse,
+    txn_offset_commit::TxnOffsetCommitResponse,
 };
 use exactly::protocol::{Decoder, Message};
 
@@ -98,4 +100,6 @@ response_types!(
     LeaveGroupResponse,
     SaslHandshakeResponse,
     SaslAuthenticateResponse,
+    OffsetCommitResponse,
+    ConsumerGroupHeartbeatResponse,
 );

@@ -7,7 +7,7 @@
 //! answer that bumped the member epoch is never lost to a cancelled `poll`. Dropping the
 //! consumer drops the set, which aborts every request: that is "killed" (no LeaveGroup).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,102 +16,34 @@ use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use super::ConsumerRecord;
-use super::config::{ConsumerConfig, GroupProtocol, OffsetReset};
+use super::calls::{call, find_coordinator, membership_call, timed_out};
+use super::config::{ConsumerConfig, GroupProtocol};
+use super::fetcher::{Fetched, Fetcher, Followup};
 use super::membership::classic::ClassicMember;
 use super::membership::kip848::ConsumerMember;
-use super::membership::{
-    Membership, MembershipEvent, MembershipRequest, MembershipResponse, TopicView,
-};
-use super::records::partition_records;
+use super::membership::{Membership, MembershipEvent, MembershipResponse, TopicView};
+use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
 use crate::client::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use crate::client::metadata::{ClusterMetadata, TopicMetadata};
 use crate::engine::transaction::OffsetToCommit;
 use crate::engine::{BrokerId, TopicPartition};
 use crate::error::{Error, Result};
 use crate::protocol::ApiKey;
-use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
-use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
-use crate::protocol::messages::list_offsets::{
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic,
-};
+use crate::protocol::messages::fetch::FetchResponse;
+use crate::protocol::messages::list_offsets::ListOffsetsResponse;
 use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse,
 };
-use crate::protocol::messages::offset_commit::{
-    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
-use crate::protocol::messages::offset_fetch::{
-    OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchResponse,
-};
+use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
 
 /// Fetch v12 is the last version that names topics (v13+ use topic ids, KIP-516).
 const FETCH_VERSION_CAP: i16 = 12;
 /// OffsetFetch v10 names topics by id (Kafka 4.2).
 const OFFSET_FETCH_VERSION_CAP: i16 = 9;
-/// ListOffsets timestamps: the log start, and the end (the LSO under read_committed).
-const EARLIEST_TIMESTAMP: i64 = -2;
-const LATEST_TIMESTAMP: i64 = -1;
 /// How long `committed` waits out pending transactional commits (Java's
 /// `default.api.timeout.ms`).
 const COMMITTED_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Where a partition's next fetch starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Offset {
-    /// Look up the committed offset.
-    Committed,
-    /// No usable committed offset: apply `auto.offset.reset`.
-    Reset,
-    /// `auto.offset.reset=none` and nothing committed: wait for a `seek`.
-    Missing,
-    /// Fetch from here.
-    Ready(i64),
-}
-
-#[derive(Debug)]
-struct PartitionState {
-    offset: Offset,
-    /// Fetched, not yet delivered; the front is the position.
-    buffered: VecDeque<ConsumerRecord>,
-    /// Bumped whenever the offset is set from outside a fetch, so an older fetch's answer is
-    /// not applied.
-    token: u64,
-}
-
-impl PartitionState {
-    fn new() -> Self {
-        Self {
-            offset: Offset::Committed,
-            buffered: VecDeque::new(),
-            token: 0,
-        }
-    }
-
-    fn position(&self) -> Option<i64> {
-        match (self.buffered.front(), self.offset) {
-            (Some(r), _) => Some(r.offset),
-            (None, Offset::Ready(o)) => Some(o),
-            _ => None,
-        }
-    }
-
-    /// Drops what is buffered; the next fetch starts at the position again.
-    fn rewind(&mut self) {
-        if let Some(first) = self.buffered.front() {
-            self.offset = Offset::Ready(first.offset);
-        }
-        self.buffered.clear();
-        self.token += 1;
-    }
-
-    fn set(&mut self, offset: Offset) {
-        self.buffered.clear();
-        self.offset = offset;
-        self.token += 1;
-    }
-}
 
 /// A finished request.
 enum Completion {
@@ -120,7 +52,7 @@ enum Completion {
     Membership(Result<MembershipResponse>),
     Fetch {
         broker: BrokerId,
-        fetched: Vec<(TopicPartition, u64, i64)>,
+        fetched: Vec<Fetched>,
         result: Result<FetchResponse>,
     },
     Committed {
@@ -133,6 +65,14 @@ enum Completion {
     },
 }
 
+/// The back-off timers an answer can set.
+#[derive(Debug, Clone, Copy)]
+enum RetryTimer {
+    Fetch,
+    List,
+    Committed,
+}
+
 /// The metadata as the membership sees it.
 struct View<'a> {
     metadata: &'a ClusterMetadata,
@@ -143,7 +83,8 @@ impl TopicView for View<'_> {
     fn partition_count(&self, topic: &str) -> Option<i32> {
         match self.metadata.topics.get(topic)? {
             TopicMetadata::Known { leaders } => i32::try_from(leaders.len()).ok(),
-            TopicMetadata::Failed(_) => None,
+            // The broker said it does not exist (or is not ours to see): nothing to assign.
+            TopicMetadata::Failed(_) => Some(0),
         }
     }
 
@@ -171,7 +112,7 @@ pub(crate) struct Driver {
     membership: Membership,
     membership_in_flight: bool,
     subscription: Vec<String>,
-    partitions: BTreeMap<TopicPartition, PartitionState>,
+    fetcher: Fetcher,
     committed_in_flight: bool,
     committed_retry_at: Option<Instant>,
     listing: HashSet<TopicPartition>,
@@ -201,10 +142,6 @@ fn new_member_id() -> String {
     let a = state.hash_one(1u8);
     let b = state.hash_one(std::time::SystemTime::now());
     format!("{a:016x}{b:016x}")
-}
-
-fn timed_out(what: &str) -> Error {
-    Error::Timeout(format!("no answer to {what} within request.timeout.ms"))
 }
 
 impl Driver {
@@ -288,7 +225,7 @@ impl Driver {
             membership,
             membership_in_flight: false,
             subscription: Vec::new(),
-            partitions: BTreeMap::new(),
+            fetcher: Fetcher::new(&config),
             committed_in_flight: false,
             committed_retry_at: None,
             listing: HashSet::new(),
@@ -318,29 +255,18 @@ impl Driver {
     }
 
     pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
-        self.partitions.get(partition)?.position()
+        self.fetcher.position(partition)
     }
 
     pub fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<()> {
-        let state = self.partitions.get_mut(partition).ok_or_else(|| {
-            Error::InvalidState(format!(
-                "seek: {partition:?} is not assigned to this consumer"
-            ))
-        })?;
-        if offset < 0 {
-            return Err(Error::InvalidState(format!(
-                "seek: negative offset {offset}"
-            )));
-        }
-        state.set(Offset::Ready(offset));
-        Ok(())
+        self.fetcher.seek(partition, offset)
     }
 
     fn next_bootstrap(&mut self) -> BrokerLink {
         // Any known broker will do; start with the ones from the metadata.
         let known: Vec<BrokerId> = self.metadata.brokers.keys().copied().collect();
         self.next_bootstrap = self.next_bootstrap.wrapping_add(1);
-        if !known.is_empty() && self.next_bootstrap % 2 == 0 {
+        if !known.is_empty() && self.next_bootstrap.is_multiple_of(2) {
             let id = known[(self.next_bootstrap / 2) % known.len()];
             if let Some(link) = self.link_for(id) {
                 return link;
@@ -386,7 +312,7 @@ impl Driver {
         // that whole time to commit them).
         self.membership.on_poll(Instant::now());
         let owned: HashSet<TopicPartition> = self.membership.owned().into_iter().collect();
-        self.partitions.retain(|tp, _| owned.contains(tp));
+        self.fetcher.retain(&owned);
         // Bounded by the deadline; `poll()` without one waits as long as it takes.
         loop {
             if let Some(e) = self.pending_error.take() {
@@ -395,24 +321,37 @@ impl Driver {
             if let Some(e) = &self.fatal {
                 return Err(e.clone());
             }
-            let view = View {
-                metadata: &self.metadata,
-                ids: &self.topic_ids,
-            };
-            if let Some(event) = self.membership.next_event(&view) {
-                self.apply_event(&event);
-                return Ok(Some(MembershipOrRecords::Membership(event)));
-            }
-            if let Some(records) = self.take_records() {
-                return Ok(Some(MembershipOrRecords::Records(records)));
-            }
             let now = Instant::now();
-            if deadline.is_some_and(|d| d <= now) {
+            let expired = deadline.is_some_and(|d| d <= now);
+            // KIP-848: the coordinator bumps the member epoch when it processes a heartbeat,
+            // before its answer arrives. Handing the user something while a heartbeat is in
+            // flight would let them commit with an epoch the broker has already left
+            // (STALE_MEMBER_EPOCH, or ILLEGAL_GENERATION for TxnOffsetCommit: the race
+            // KIP-1251 addresses). So `poll` hands over events only once the heartbeat in
+            // flight is answered (unless the deadline passes first): between two polls the
+            // epoch `group_metadata` gives is the broker's.
+            let settled = !self.heartbeat_in_flight() || expired;
+            if settled {
+                let view = View {
+                    metadata: &self.metadata,
+                    ids: &self.topic_ids,
+                };
+                if let Some(event) = self.membership.next_event(&view) {
+                    self.apply_event(&event);
+                    return Ok(Some(MembershipOrRecords::Membership(event)));
+                }
+                if let Some(records) = self.take_records() {
+                    return Ok(Some(MembershipOrRecords::Records(records)));
+                }
+            }
+            if expired {
                 return Ok(None);
             }
             self.start_work(now);
+            // Wake for the next timer still ahead. One already past was acted on by
+            // `start_work` or waits for an answer in flight (which wakes us); counting it
+            // would spin.
             let wake = [
-                deadline,
                 self.membership.next_deadline(),
                 self.metadata_retry_at,
                 self.coordinator_retry_at,
@@ -422,6 +361,8 @@ impl Driver {
             ]
             .into_iter()
             .flatten()
+            .filter(|t| *t > now)
+            .chain(deadline)
             .min()
             .unwrap_or(now + Duration::from_secs(1))
             .max(now + Duration::from_millis(1));
@@ -429,7 +370,7 @@ impl Driver {
                 Some(done) = self.tasks.join_next(), if !self.tasks.is_empty() => {
                     match done {
                         Ok(completion) => self.complete(completion, Instant::now()),
-                        Err(e) => warn!("a consumer request task failed: {e}"),
+                        Err(e) => self.task_failed(&e),
                     }
                 }
                 _ = tokio::time::sleep_until(wake.into()) => {}
@@ -437,51 +378,56 @@ impl Driver {
         }
     }
 
+    /// A request task ended without its completion (it cannot panic on network data; this is
+    /// a bug): which request it carried is unknown, so the consumer stops rather than wait
+    /// for an answer that will never come (DESIGN P9).
+    fn task_failed(&mut self, e: &tokio::task::JoinError) {
+        warn!("a consumer request task failed: {e}");
+        self.fatal = Some(Error::InvalidState(format!(
+            "a consumer request task failed: {e}"
+        )));
+    }
+
+    /// Whether a KIP-848 heartbeat is in flight (the member epoch may be moving).
+    fn heartbeat_in_flight(&self) -> bool {
+        self.membership_in_flight && self.uses_kip848()
+    }
+
+    /// Waits (bounded by `deadline`) until no KIP-848 heartbeat is in flight, applying its
+    /// answer and whatever else completes meanwhile.
+    async fn settle_membership(&mut self, deadline: Instant) {
+        while self.heartbeat_in_flight() {
+            match tokio::time::timeout_at(deadline.into(), self.tasks.join_next()).await {
+                Ok(Some(Ok(done))) => self.complete(done, Instant::now()),
+                Ok(Some(Err(e))) => self.task_failed(&e),
+                // Nothing in flight after all, or the deadline passed.
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+
     fn apply_event(&mut self, event: &MembershipEvent) {
         match event {
             MembershipEvent::Assigned(tps) => {
-                for tp in tps {
-                    self.partitions
-                        .entry(tp.clone())
-                        .or_insert_with(PartitionState::new);
-                }
+                self.fetcher.assigned(tps);
                 self.metadata_stale = true;
             }
-            MembershipEvent::Revoked(tps) => {
-                // Still owned until the next poll, but nothing more is delivered: the
-                // position is what the user has seen.
-                for tp in tps {
-                    if let Some(state) = self.partitions.get_mut(tp) {
-                        state.rewind();
-                    }
-                }
-            }
+            MembershipEvent::Revoked(tps) => self.fetcher.revoked(tps),
             MembershipEvent::Lost(tps) => {
-                for tp in tps {
-                    self.partitions.remove(tp);
-                }
+                let lost: HashSet<&TopicPartition> = tps.iter().collect();
+                let kept: HashSet<TopicPartition> = self
+                    .fetcher
+                    .partitions()
+                    .filter(|tp| !lost.contains(tp))
+                    .cloned()
+                    .collect();
+                self.fetcher.retain(&kept);
             }
         }
     }
 
     fn take_records(&mut self) -> Option<Vec<ConsumerRecord>> {
-        let fetchable = self.membership.fetchable();
-        let mut out = Vec::new();
-        for tp in fetchable {
-            let Some(state) = self.partitions.get_mut(&tp) else {
-                continue;
-            };
-            while out.len() < self.config.max_poll_records {
-                match state.buffered.pop_front() {
-                    Some(r) => out.push(r),
-                    None => break,
-                }
-            }
-            if out.len() >= self.config.max_poll_records {
-                break;
-            }
-        }
-        (!out.is_empty()).then_some(out)
+        self.fetcher.take_records(&self.membership.fetchable())
     }
 
     fn due(at: Option<Instant>, now: Instant) -> bool {
@@ -509,7 +455,7 @@ impl Driver {
                 wanted.extend(extra);
             }
         }
-        for tp in self.partitions.keys() {
+        for tp in self.fetcher.partitions() {
             if self.leader_of(tp).is_none() {
                 self.metadata_stale = true;
             }
@@ -586,13 +532,9 @@ impl Driver {
         if self.committed_in_flight || !Self::due(self.committed_retry_at, now) {
             return;
         }
-        let fetchable: HashSet<TopicPartition> = self.membership.fetchable().into_iter().collect();
-        let partitions: Vec<TopicPartition> = self
-            .partitions
-            .iter()
-            .filter(|(tp, s)| s.offset == Offset::Committed && fetchable.contains(*tp))
-            .map(|(tp, _)| tp.clone())
-            .collect();
+        let partitions = self
+            .fetcher
+            .awaiting_committed(&self.membership.fetchable());
         if partitions.is_empty() {
             return;
         }
@@ -618,17 +560,11 @@ impl Driver {
         if !Self::due(self.list_retry_at, now) {
             return;
         }
-        let timestamp = match self.config.auto_offset_reset {
-            OffsetReset::Earliest => EARLIEST_TIMESTAMP,
-            _ => LATEST_TIMESTAMP,
-        };
         let mut by_leader: HashMap<BrokerId, Vec<TopicPartition>> = HashMap::new();
-        for (tp, state) in &self.partitions {
-            if state.offset != Offset::Reset || self.listing.contains(tp) {
-                continue;
-            }
-            if let Some(leader) = self.leader_of(tp) {
-                by_leader.entry(leader).or_default().push(tp.clone());
+        for tp in self.fetcher.awaiting_reset(&self.listing) {
+            match self.leader_of(&tp) {
+                Some(leader) => by_leader.entry(leader).or_default().push(tp),
+                None => self.metadata_stale = true,
             }
         }
         for (leader, partitions) in by_leader {
@@ -637,26 +573,7 @@ impl Driver {
                 continue;
             };
             self.listing.extend(partitions.iter().cloned());
-            let mut topics: BTreeMap<String, Vec<ListOffsetsPartition>> = BTreeMap::new();
-            for tp in &partitions {
-                topics
-                    .entry(tp.topic.to_string())
-                    .or_default()
-                    .push(ListOffsetsPartition {
-                        partition_index: tp.partition,
-                        timestamp,
-                        ..ListOffsetsPartition::default()
-                    });
-            }
-            let request = ListOffsetsRequest {
-                replica_id: -1,
-                isolation_level: self.config.isolation_level.wire(),
-                topics: topics
-                    .into_iter()
-                    .map(|(name, partitions)| ListOffsetsTopic { name, partitions })
-                    .collect(),
-                timeout_ms: i32::try_from(self.config.request_timeout_ms).unwrap_or(i32::MAX),
-            };
+            let request = self.fetcher.reset_request(&partitions);
             let timeout = self.config.request_timeout();
             let client_id = Arc::clone(&self.client_id);
             self.tasks.spawn(async move {
@@ -670,24 +587,11 @@ impl Driver {
         if !Self::due(self.fetch_retry_at, now) {
             return;
         }
-        let mut by_leader: HashMap<BrokerId, Vec<(TopicPartition, u64, i64)>> = HashMap::new();
-        for tp in self.membership.fetchable() {
-            let Some(state) = self.partitions.get(&tp) else {
-                continue;
-            };
-            let Offset::Ready(offset) = state.offset else {
-                continue;
-            };
-            // Bounded memory: a partition with undelivered records is not fetched again.
-            if !state.buffered.is_empty() {
-                continue;
-            }
-            match self.leader_of(&tp) {
+        let mut by_leader: HashMap<BrokerId, Vec<Fetched>> = HashMap::new();
+        for fetched in self.fetcher.to_fetch(&self.membership.fetchable()) {
+            match self.leader_of(&fetched.0) {
                 Some(leader) if !self.fetching.contains(&leader) => {
-                    by_leader
-                        .entry(leader)
-                        .or_default()
-                        .push((tp, state.token, offset));
+                    by_leader.entry(leader).or_default().push(fetched);
                 }
                 Some(_) => {}
                 None => self.metadata_stale = true,
@@ -699,39 +603,7 @@ impl Driver {
                 continue;
             };
             self.fetching.insert(leader);
-            let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
-            for (tp, _, offset) in &fetched {
-                topics
-                    .entry(tp.topic.to_string())
-                    .or_default()
-                    .push(FetchPartition {
-                        partition: tp.partition,
-                        current_leader_epoch: -1,
-                        fetch_offset: *offset,
-                        last_fetched_epoch: -1,
-                        log_start_offset: -1,
-                        partition_max_bytes: self.config.max_partition_fetch_bytes,
-                        ..FetchPartition::default()
-                    });
-            }
-            let request = FetchRequest {
-                max_wait_ms: i32::try_from(self.config.fetch_max_wait_ms).unwrap_or(i32::MAX),
-                min_bytes: self.config.fetch_min_bytes,
-                max_bytes: self.config.fetch_max_bytes,
-                isolation_level: self.config.isolation_level.wire(),
-                // No fetch session (KIP-227): every fetch is a full one.
-                session_id: 0,
-                session_epoch: -1,
-                topics: topics
-                    .into_iter()
-                    .map(|(topic, partitions)| FetchTopic {
-                        topic,
-                        topic_id: [0; 16],
-                        partitions,
-                    })
-                    .collect(),
-                ..FetchRequest::default()
-            };
+            let request = self.fetcher.fetch_request(&fetched);
             let timeout = self.config.request_timeout()
                 + Duration::from_millis(self.config.fetch_max_wait_ms);
             let client_id = Arc::clone(&self.client_id);
@@ -744,6 +616,22 @@ impl Driver {
                     result,
                 }
             });
+        }
+    }
+
+    /// Acts on what an answer asks for.
+    fn follow_up(&mut self, followup: Followup, retry_at: RetryTimer, now: Instant) {
+        self.metadata_stale |= followup.refresh_metadata;
+        if followup.retry {
+            let at = Some(now + self.backoff());
+            match retry_at {
+                RetryTimer::Fetch => self.fetch_retry_at = at,
+                RetryTimer::List => self.list_retry_at = at,
+                RetryTimer::Committed => self.committed_retry_at = at,
+            }
+        }
+        if let Some(e) = followup.error {
+            self.pending_error = Some(e);
         }
     }
 
@@ -822,7 +710,10 @@ impl Driver {
             } => {
                 self.fetching.remove(&broker);
                 match result {
-                    Ok(response) => self.apply_fetch(response, fetched, now),
+                    Ok(response) => {
+                        let followup = self.fetcher.apply_fetch(response, fetched);
+                        self.follow_up(followup, RetryTimer::Fetch, now);
+                    }
                     Err(e) => {
                         debug!("fetch from broker {broker} failed: {e}");
                         if e.is_fatal() {
@@ -844,27 +735,8 @@ impl Driver {
                 }
                 match result {
                     Ok(response) => {
-                        for topic in response.topics {
-                            for p in topic.partitions {
-                                let tp =
-                                    TopicPartition::new(topic.name.as_str(), p.partition_index);
-                                let Some(state) = self.partitions.get_mut(&tp) else {
-                                    continue;
-                                };
-                                if state.offset != Offset::Reset {
-                                    continue;
-                                }
-                                let code = ErrorCode(p.error_code);
-                                if code.is_ok() && p.offset >= 0 {
-                                    state.set(Offset::Ready(p.offset));
-                                } else {
-                                    if code.invalidates_metadata() {
-                                        self.metadata_stale = true;
-                                    }
-                                    self.list_retry_at = Some(now + self.backoff());
-                                }
-                            }
-                        }
+                        let followup = self.fetcher.apply_listed(response);
+                        self.follow_up(followup, RetryTimer::List, now);
                     }
                     Err(e) => {
                         debug!("ListOffsets failed: {e}");
@@ -906,103 +778,8 @@ impl Driver {
                 return;
             }
         };
-        for (tp, offset) in offsets {
-            let Some(state) = self.partitions.get_mut(&tp) else {
-                continue;
-            };
-            if state.offset != Offset::Committed {
-                continue;
-            }
-            match offset {
-                Some(o) => state.set(Offset::Ready(o)),
-                None if self.config.auto_offset_reset == OffsetReset::None => {
-                    state.set(Offset::Missing);
-                    self.pending_error = Some(Error::InvalidState(format!(
-                        "no committed offset for {tp:?} and auto.offset.reset=none: seek first"
-                    )));
-                }
-                None => state.set(Offset::Reset),
-            }
-        }
-    }
-
-    fn apply_fetch(
-        &mut self,
-        response: FetchResponse,
-        fetched: Vec<(TopicPartition, u64, i64)>,
-        now: Instant,
-    ) {
-        let top = ErrorCode(response.error_code);
-        if !top.is_ok() {
-            debug!("fetch answered {top}");
-            self.metadata_stale = true;
-            self.fetch_retry_at = Some(now + self.backoff());
-            return;
-        }
-        let asked: HashMap<TopicPartition, (u64, i64)> = fetched
-            .into_iter()
-            .map(|(tp, token, offset)| (tp, (token, offset)))
-            .collect();
-        for topic in response.responses {
-            let name: Arc<str> = Arc::from(topic.topic.as_str());
-            for p in topic.partitions {
-                let tp = TopicPartition::new(Arc::clone(&name), p.partition_index);
-                let Some(&(token, offset)) = asked.get(&tp) else {
-                    continue;
-                };
-                let Some(state) = self.partitions.get_mut(&tp) else {
-                    continue;
-                };
-                // A seek, a revocation or a reset since the request: its answer is stale.
-                if state.token != token || state.offset != Offset::Ready(offset) {
-                    continue;
-                }
-                let code = ErrorCode(p.error_code);
-                match code {
-                    ErrorCode::NONE => {}
-                    ErrorCode::OFFSET_OUT_OF_RANGE => {
-                        if self.config.auto_offset_reset == OffsetReset::None {
-                            state.set(Offset::Missing);
-                            self.pending_error = Some(Error::broker(code));
-                        } else {
-                            state.set(Offset::Reset);
-                        }
-                        continue;
-                    }
-                    code => {
-                        // NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
-                        // ...: find the new leader and fetch again from the same offset, so
-                        // nothing is skipped or repeated.
-                        debug!("fetch of {tp:?} answered {code}");
-                        self.metadata_stale = true;
-                        self.fetch_retry_at = Some(now + self.backoff());
-                        continue;
-                    }
-                }
-                let Some(bytes) = p.records.as_ref() else {
-                    continue;
-                };
-                match partition_records(
-                    &name,
-                    tp.partition,
-                    bytes,
-                    offset,
-                    self.config.isolation_level,
-                    p.last_stable_offset,
-                    p.aborted_transactions.as_deref(),
-                ) {
-                    Ok(records) => {
-                        state.buffered.extend(records.records);
-                        state.offset = Offset::Ready(records.next_offset);
-                    }
-                    Err(e) => {
-                        // A corrupt answer is not skipped over: report it and fetch again.
-                        self.pending_error = Some(Error::Decode(e));
-                        self.fetch_retry_at = Some(now + self.backoff());
-                    }
-                }
-            }
-        }
+        let followup = self.fetcher.apply_committed(offsets);
+        self.follow_up(followup, RetryTimer::Committed, now);
     }
 
     /// OffsetCommit of `offsets` with this member's identity.
@@ -1013,37 +790,17 @@ impl Driver {
         if offsets.is_empty() {
             return Ok(());
         }
-        let meta = self.membership.group_metadata();
-        let mut topics: BTreeMap<String, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
-        for o in offsets {
-            topics
-                .entry(o.partition.topic.to_string())
-                .or_default()
-                .push(OffsetCommitRequestPartition {
-                    partition_index: o.partition.partition,
-                    committed_offset: o.offset,
-                    committed_leader_epoch: -1,
-                    committed_metadata: o.metadata.clone(),
-                });
-        }
-        let request = OffsetCommitRequest {
-            group_id: meta.group_id.clone(),
-            generation_id_or_member_epoch: meta.generation_id,
-            member_id: meta.member_id.clone(),
-            group_instance_id: meta.group_instance_id.clone(),
-            retention_time_ms: -1,
-            topics: topics
-                .into_iter()
-                .map(|(name, partitions)| OffsetCommitRequestTopic { name, partitions })
-                .collect(),
-        };
         let deadline = Instant::now() + self.config.request_timeout();
+        self.settle_membership(deadline).await;
         let mut last = timed_out("OffsetCommit");
         // Bounded: a few coordinator moves within request.timeout.ms.
         for _ in 0..10 {
             if Instant::now() >= deadline {
                 break;
             }
+            // Read at each attempt: a retry after STALE_MEMBER_EPOCH takes the epoch the
+            // heartbeat answer brought.
+            let request = offset_commit_request(&self.membership.group_metadata(), offsets);
             let link = self.coordinator_link(deadline).await?;
             let left = deadline.saturating_duration_since(Instant::now());
             match call(
@@ -1070,7 +827,16 @@ impl Driver {
                                     | ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
                             ) {
                                 retry = true;
+                                self.coordinator = None;
                                 last = Error::broker(code);
+                            } else if code == ErrorCode::STALE_MEMBER_EPOCH
+                                && self.heartbeat_in_flight()
+                            {
+                                // The epoch moved under a heartbeat sent meanwhile: take its
+                                // answer and commit with the new epoch.
+                                retry = true;
+                                last = Error::broker(code);
+                                self.settle_membership(deadline).await;
                             } else {
                                 return Err(Error::broker(code));
                             }
@@ -1079,7 +845,6 @@ impl Driver {
                     if !retry {
                         return Ok(());
                     }
-                    self.coordinator = None;
                 }
                 Err(e) if e.is_fatal() => return Err(e),
                 Err(e) => {
@@ -1209,133 +974,4 @@ fn coordinator_moved(response: &MembershipResponse) -> bool {
         ErrorCode(code),
         ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE
     )
-}
-
-fn offset_fetch_request(group_id: &str, partitions: &[TopicPartition]) -> OffsetFetchRequest {
-    let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-    for tp in partitions {
-        topics
-            .entry(tp.topic.to_string())
-            .or_default()
-            .push(tp.partition);
-    }
-    let topics: Vec<OffsetFetchRequestTopic> = topics
-        .into_iter()
-        .map(|(name, partition_indexes)| OffsetFetchRequestTopic {
-            name,
-            topic_id: [0; 16],
-            partition_indexes,
-        })
-        .collect();
-    // Both shapes filled: v0–7 read `group_id`/`topics`, v8+ `groups`.
-    OffsetFetchRequest {
-        group_id: group_id.to_owned(),
-        topics: Some(topics.clone()),
-        groups: vec![OffsetFetchRequestGroup {
-            group_id: group_id.to_owned(),
-            topics: Some(topics),
-            ..OffsetFetchRequestGroup::default()
-        }],
-        require_stable: true,
-    }
-}
-
-/// The committed offset of each of `partitions` (`None`: nothing committed), or the first
-/// error the answer holds.
-fn committed_offsets(
-    response: &OffsetFetchResponse,
-    partitions: &[TopicPartition],
-) -> std::result::Result<Vec<(TopicPartition, Option<i64>)>, ErrorCode> {
-    let (group_error, topics) = match response.groups.first() {
-        Some(group) => (group.error_code, &group.topics),
-        None => (response.error_code, &response.topics),
-    };
-    if group_error != 0 {
-        return Err(ErrorCode(group_error));
-    }
-    let mut found: HashMap<TopicPartition, Option<i64>> = HashMap::new();
-    for topic in topics {
-        for p in &topic.partitions {
-            if p.error_code != 0 {
-                return Err(ErrorCode(p.error_code));
-            }
-            found.insert(
-                TopicPartition::new(topic.name.as_str(), p.partition_index),
-                (p.committed_offset >= 0).then_some(p.committed_offset),
-            );
-        }
-    }
-    Ok(partitions
-        .iter()
-        .map(|tp| (tp.clone(), found.get(tp).copied().flatten()))
-        .collect())
-}
-
-/// One request with a deadline.
-async fn call<R>(
-    link: &BrokerLink,
-    request: R,
-    cap: Option<i16>,
-    client_id: Arc<str>,
-    timeout: Duration,
-) -> Result<R::Response>
-where
-    R: Request + Send + 'static,
-    R::Response: Send + 'static,
-{
-    match tokio::time::timeout(timeout, link.call(request, cap, client_id)).await {
-        Ok(result) => result,
-        Err(_) => Err(timed_out("a consumer request")),
-    }
-}
-
-/// FindCoordinator for the group: the coordinator's address and node id.
-async fn find_coordinator(
-    link: &BrokerLink,
-    group: String,
-    client_id: Arc<str>,
-    timeout: Duration,
-) -> Result<(String, i32)> {
-    let request = FindCoordinatorRequest::single(FindCoordinatorRequest::KEY_TYPE_GROUP, group);
-    let response = call(link, request, None, client_id, timeout).await?;
-    let c = response
-        .coordinators
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::broker(ErrorCode::COORDINATOR_NOT_AVAILABLE))?;
-    if c.error_code != 0 {
-        return Err(Error::Broker {
-            code: ErrorCode(c.error_code),
-            message: c.error_message,
-        });
-    }
-    Ok((format!("{}:{}", c.host, c.port), c.node_id))
-}
-
-async fn membership_call(
-    link: &BrokerLink,
-    request: MembershipRequest,
-    client_id: Arc<str>,
-    timeout: Duration,
-    join_timeout: Duration,
-) -> Result<MembershipResponse> {
-    Ok(match request {
-        MembershipRequest::ConsumerHeartbeat(r) => {
-            MembershipResponse::ConsumerHeartbeat(call(link, r, None, client_id, timeout).await?)
-        }
-        MembershipRequest::Join(r) => {
-            MembershipResponse::Join(call(link, r, None, client_id, join_timeout).await?)
-        }
-        MembershipRequest::Sync(r) => {
-            MembershipResponse::Sync(call(link, r, None, client_id, join_timeout).await?)
-        }
-        MembershipRequest::Heartbeat(r) => {
-            MembershipResponse::Heartbeat(call(link, r, None, client_id, timeout).await?)
-        }
-        MembershipRequest::Leave(r) => {
-            call(link, r, None, client_id, timeout).await?;
-            // Nothing to hand the state machine: the member is gone.
-            MembershipResponse::Heartbeat(Default::default())
-        }
-    })
 }

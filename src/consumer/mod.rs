@@ -4,21 +4,30 @@
 //! - [`config`]: the settings, under Kafka's property names, and [`ConsumerBuilder`].
 //! - `membership`: the sans-I/O group membership state machines (KIP-848 and classic).
 //! - `assignor`: the classic protocol's client-side assignor and its wire format.
-//! - `fetcher`: positions, Fetch requests and their responses.
+//! - `fetcher`: positions, ListOffsets and Fetch requests and what their answers change
+//!   (sans-I/O).
 //! - `records`: turning fetched batches into records (the read_committed filter).
-//! - `cluster`: the tokio side: broker links, metadata, coordinator.
+//! - `offsets`: OffsetFetch / OffsetCommit requests and answers (sans-I/O).
+//! - `calls`: each request sent with a deadline.
+//! - `driver`: the tokio side: broker links, metadata, coordinator, the requests in flight.
 //!
 //! The consumer has no background task: everything happens inside [`Consumer::poll`] (and the
 //! other async calls), on the caller's task. This is deliberate: the member epoch (the
-//! generation a transactional offset commit is fenced with, KIP-447) can only change while
-//! `poll` runs, so the [`ConsumerGroupMetadata`] a copy loop takes between two polls is the one
-//! the coordinator holds when it commits. The price is Java's: call `poll` at least every
-//! heartbeat interval and within `max.poll.interval.ms`.
+//! generation a transactional offset commit is fenced with, KIP-447) only moves when the
+//! coordinator processes a heartbeat, heartbeats only go out from `poll`, and `poll` returns
+//! only once the heartbeat in flight is answered; so the [`ConsumerGroupMetadata`] a copy loop
+//! takes between two polls is the one the coordinator holds when it commits (the race of
+//! KAFKA-19779 / KIP-1251 cannot happen, unless a `poll_timeout` deadline cut that wait short).
+//! The price: call `poll` about every heartbeat interval; a member that does not poll for a
+//! whole session timeout is removed by the coordinator and learns it as `Lost`.
 
 pub(crate) mod assignor;
+mod calls;
 pub mod config;
 mod driver;
+pub(crate) mod fetcher;
 pub(crate) mod membership;
+pub(crate) mod offsets;
 pub(crate) mod records;
 
 use std::sync::Arc;
@@ -147,9 +156,11 @@ impl Consumer {
     /// stay owned (offsets may still be committed for them) until the NEXT call to poll; only
     /// then does the consumer tell the coordinator it gave them up.
     ///
-    /// Heartbeats are sent from inside `poll`: call it at least once per heartbeat interval
+    /// Heartbeats are sent from inside `poll`: call it about once per heartbeat interval
     /// (the broker's `group.consumer.heartbeat.interval.ms` under KIP-848,
-    /// `heartbeat.interval.ms` under the classic protocol).
+    /// `heartbeat.interval.ms` under the classic protocol). Under KIP-848 an event is handed
+    /// over only once the heartbeat in flight is answered, so [`Consumer::group_metadata`]
+    /// read before the next poll holds the member epoch the coordinator has.
     pub async fn poll(&mut self) -> Result<ConsumerEvent> {
         loop {
             if let Some(event) = self.driver.poll(None).await? {

@@ -1,5 +1,6 @@
-//! The consumer-, group- and SASL-side messages (ListOffsets, Fetch, OffsetFetch, JoinGroup,
-//! SyncGroup, Heartbeat, LeaveGroup, SaslHandshake, SaslAuthenticate) against `kafka-protocol`.
+//! The consumer-, group- and SASL-side messages (ListOffsets, Fetch, OffsetFetch, OffsetCommit,
+//! JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat, SaslHandshake,
+//! SaslAuthenticate) against `kafka-protocol`.
 //!
 //! For every version both implementations know, 100 seeded random values holding only the
 //! fields that version has: ours encoded must decode with theirs to the same value field by
@@ -12,6 +13,9 @@ use std::fmt::Debug;
 
 use bytes::Bytes;
 use exactly::protocol::Message;
+use exactly::protocol::messages::consumer_group_heartbeat::{
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, HeartbeatTopicPartitions,
+};
 use exactly::protocol::messages::fetch::{
     AbortedTransaction, EpochEndOffset, FetchPartition, FetchPartitionResponse, FetchRequest,
     FetchResponse, FetchTopic, FetchTopicResponse, ForgottenTopic, ReplicaState, SnapshotId,
@@ -28,6 +32,10 @@ use exactly::protocol::messages::list_offsets::{
     ListOffsetsTopic, ListOffsetsTopicResponse,
 };
 use exactly::protocol::messages::metadata::BrokerEndpoint;
+use exactly::protocol::messages::offset_commit::{
+    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    OffsetCommitResponse, PartitionError, TopicPartitionErrors,
+};
 use exactly::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchResponse,
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
@@ -1110,4 +1118,216 @@ fn sasl_matches_kafka_protocol() {
     check::<SaslHandshakeResponse, kp::SaslHandshakeResponse>();
     check::<SaslAuthenticateRequest, kp::SaslAuthenticateRequest>();
     check::<SaslAuthenticateResponse, kp::SaslAuthenticateResponse>();
+}
+
+// ---------------------------------------------------------------------------------------------
+// OffsetCommit.
+
+impl Random for OffsetCommitRequestPartition {
+    fn random(rng: &mut SmallRng, version: i16) -> Self {
+        let mut p = Self {
+            partition_index: r(rng),
+            committed_offset: r(rng),
+            committed_metadata: nullable_string(rng),
+            ..Self::default()
+        };
+        if version >= 6 {
+            p.committed_leader_epoch = r(rng);
+        }
+        p
+    }
+}
+
+theirs!(OffsetCommitRequestPartition => kp::offset_commit_request::OffsetCommitRequestPartition, |p| {
+    with_partition_index(p.partition_index),
+    with_committed_offset(p.committed_offset),
+    with_committed_leader_epoch(p.committed_leader_epoch),
+    with_committed_metadata(nullable_sb(&p.committed_metadata)),
+});
+
+impl Random for OffsetCommitRequestTopic {
+    fn random(rng: &mut SmallRng, version: i16) -> Self {
+        Self {
+            name: string(rng),
+            partitions: list_of(rng, version, 3),
+        }
+    }
+}
+
+theirs!(OffsetCommitRequestTopic => kp::offset_commit_request::OffsetCommitRequestTopic, |t| {
+    with_name(topic_name(&t.name)),
+    with_partitions(all(&t.partitions)),
+});
+
+impl Random for OffsetCommitRequest {
+    fn random(rng: &mut SmallRng, version: i16) -> Self {
+        let mut request = Self {
+            group_id: string(rng),
+            generation_id_or_member_epoch: r(rng),
+            member_id: string(rng),
+            topics: list_of(rng, version, 2),
+            ..Self::default()
+        };
+        if version >= 7 {
+            request.group_instance_id = nullable_string(rng);
+        }
+        if version <= 4 {
+            request.retention_time_ms = r(rng);
+        }
+        request
+    }
+}
+
+theirs!(OffsetCommitRequest => kp::OffsetCommitRequest, |v| {
+    with_group_id(group_id(&v.group_id)),
+    with_generation_id_or_member_epoch(v.generation_id_or_member_epoch),
+    with_member_id(sb(&v.member_id)),
+    with_group_instance_id(nullable_sb(&v.group_instance_id)),
+    with_retention_time_ms(v.retention_time_ms),
+    with_topics(all(&v.topics)),
+});
+
+impl Random for TopicPartitionErrors {
+    fn random(rng: &mut SmallRng, _version: i16) -> Self {
+        Self {
+            name: string(rng),
+            partitions: list(rng, 3, |rng| PartitionError {
+                partition_index: r(rng),
+                error_code: r(rng),
+            }),
+        }
+    }
+}
+
+theirs!(TopicPartitionErrors => kp::offset_commit_response::OffsetCommitResponseTopic, |t| {
+    with_name(topic_name(&t.name)),
+    with_partitions(
+        t.partitions
+            .iter()
+            .map(|p| {
+                kp::offset_commit_response::OffsetCommitResponsePartition::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(p.error_code)
+            })
+            .collect()
+    ),
+});
+
+impl Random for OffsetCommitResponse {
+    fn random(rng: &mut SmallRng, version: i16) -> Self {
+        let mut response = Self {
+            topics: list_of(rng, version, 2),
+            ..Self::default()
+        };
+        if version >= 3 {
+            response.throttle_time_ms = r(rng);
+        }
+        response
+    }
+}
+
+theirs!(OffsetCommitResponse => kp::OffsetCommitResponse, |v| {
+    with_throttle_time_ms(v.throttle_time_ms),
+    with_topics(all(&v.topics)),
+});
+
+#[test]
+fn offset_commit_matches_kafka_protocol() {
+    check::<OffsetCommitRequest, kp::OffsetCommitRequest>();
+    check::<OffsetCommitResponse, kp::OffsetCommitResponse>();
+}
+
+// ---------------------------------------------------------------------------------------------
+// ConsumerGroupHeartbeat.
+
+impl Random for HeartbeatTopicPartitions {
+    fn random(rng: &mut SmallRng, _version: i16) -> Self {
+        Self {
+            topic_id: r(rng),
+            partitions: list(rng, 3, r),
+        }
+    }
+}
+
+theirs!(HeartbeatTopicPartitions => kp::consumer_group_heartbeat_request::TopicPartitions, |t| {
+    with_topic_id(uuid(&t.topic_id)),
+    with_partitions(t.partitions.clone()),
+});
+
+theirs!(HeartbeatTopicPartitions => kp::consumer_group_heartbeat_response::TopicPartitions, |t| {
+    with_topic_id(uuid(&t.topic_id)),
+    with_partitions(t.partitions.clone()),
+});
+
+impl Random for ConsumerGroupHeartbeatRequest {
+    fn random(rng: &mut SmallRng, version: i16) -> Self {
+        let mut request = Self {
+            group_id: string(rng),
+            member_id: string(rng),
+            member_epoch: r(rng),
+            instance_id: nullable_string(rng),
+            rack_id: nullable_string(rng),
+            rebalance_timeout_ms: r(rng),
+            subscribed_topic_names: nullable_list(rng, 3, string),
+            server_assignor: nullable_string(rng),
+            topic_partitions: nullable_list(rng, 2, |rng| {
+                HeartbeatTopicPartitions::random(rng, version)
+            }),
+            ..Self::default()
+        };
+        if version >= 1 {
+            request.subscribed_topic_regex = nullable_string(rng);
+        }
+        request
+    }
+}
+
+theirs!(ConsumerGroupHeartbeatRequest => kp::ConsumerGroupHeartbeatRequest, |v| {
+    with_group_id(group_id(&v.group_id)),
+    with_member_id(sb(&v.member_id)),
+    with_member_epoch(v.member_epoch),
+    with_instance_id(nullable_sb(&v.instance_id)),
+    with_rack_id(nullable_sb(&v.rack_id)),
+    with_rebalance_timeout_ms(v.rebalance_timeout_ms),
+    with_subscribed_topic_names(
+        v.subscribed_topic_names
+            .as_ref()
+            .map(|names| names.iter().map(|n| topic_name(n)).collect())
+    ),
+    with_subscribed_topic_regex(nullable_sb(&v.subscribed_topic_regex)),
+    with_server_assignor(nullable_sb(&v.server_assignor)),
+    with_topic_partitions(v.topic_partitions.as_deref().map(all)),
+});
+
+impl Random for ConsumerGroupHeartbeatResponse {
+    fn random(rng: &mut SmallRng, version: i16) -> Self {
+        Self {
+            throttle_time_ms: r(rng),
+            error_code: r(rng),
+            error_message: nullable_string(rng),
+            member_id: nullable_string(rng),
+            member_epoch: r(rng),
+            heartbeat_interval_ms: r(rng),
+            assignment: nullable_list(rng, 2, |rng| HeartbeatTopicPartitions::random(rng, version)),
+        }
+    }
+}
+
+theirs!(ConsumerGroupHeartbeatResponse => kp::ConsumerGroupHeartbeatResponse, |v| {
+    with_throttle_time_ms(v.throttle_time_ms),
+    with_error_code(v.error_code),
+    with_error_message(nullable_sb(&v.error_message)),
+    with_member_id(nullable_sb(&v.member_id)),
+    with_member_epoch(v.member_epoch),
+    with_heartbeat_interval_ms(v.heartbeat_interval_ms),
+    with_assignment(v.assignment.as_deref().map(|topics| {
+        kp::consumer_group_heartbeat_response::Assignment::default()
+            .with_topic_partitions(all(topics))
+    })),
+});
+
+#[test]
+fn consumer_group_heartbeat_matches_kafka_protocol() {
+    check::<ConsumerGroupHeartbeatRequest, kp::ConsumerGroupHeartbeatRequest>();
+    check::<ConsumerGroupHeartbeatResponse, kp::ConsumerGroupHeartbeatResponse>();
 }

@@ -160,6 +160,17 @@ impl ClassicMember {
                 })
             }
             Phase::Syncing { leader_members } => {
+                // The leader assigns only once it knows every subscribed topic's partition
+                // count (the driver fetches the metadata of `wanted_topics`); a topic left out
+                // would stay unassigned until the next rebalance.
+                if let Some(members) = leader_members
+                    && members
+                        .values()
+                        .flatten()
+                        .any(|t| view.partition_count(t).is_none())
+                {
+                    return None;
+                }
                 let assignments = match leader_members {
                     Some(members) => assignor::assign_range(members, |t| view.partition_count(t))
                         .into_iter()
@@ -458,6 +469,35 @@ mod tests {
         assert!(matches!(
             m.poll_request(now + Duration::from_millis(500), &View),
             Some(MembershipRequest::Heartbeat(_))
+        ));
+    }
+
+    struct NoMetadata;
+    impl TopicView for NoMetadata {
+        fn partition_count(&self, _topic: &str) -> Option<i32> {
+            None
+        }
+        fn topic_name(&self, _topic_id: &[u8; 16]) -> Option<Arc<str>> {
+            None
+        }
+    }
+
+    #[test]
+    fn the_leader_waits_for_partition_counts_before_assigning() {
+        let now = Instant::now();
+        let mut m = ClassicMember::new("g".into(), None, 6000, 30_000, Duration::from_millis(500));
+        m.subscribe(vec!["t".into()]);
+        m.poll_request(now, &View).unwrap();
+        m.on_response(
+            MembershipResponse::Join(join_response("m1", "m1", &["m1"])),
+            now,
+        )
+        .unwrap();
+        assert_eq!(m.wanted_topics(), vec!["t".to_owned()]);
+        assert!(m.poll_request(now, &NoMetadata).is_none());
+        assert!(matches!(
+            m.poll_request(now, &View),
+            Some(MembershipRequest::Sync(_))
         ));
     }
 

@@ -17,11 +17,12 @@
 //! when it equals the member's current epoch on the broker, answering STALE_MEMBER_EPOCH to an
 //! OffsetCommit and ILLEGAL_GENERATION to a TxnOffsetCommit otherwise, and UNKNOWN_MEMBER_ID
 //! for a member it does not know; non-transactional commits of a KIP-848 member must use
-//! OffsetCommit v9+. The epoch only moves in a heartbeat answer, which this member applies
-//! inside `poll`, so between two polls [`ConsumerMember::group_metadata`] is exactly the
-//! broker's epoch. KIP-1251 (Kafka 4.3, KAFKA-20066) relaxes the rule to
-//! `assignment epoch <= client epoch <= broker epoch` per partition, which removes the
-//! false fencing when a heartbeat bumped the epoch after the client read it.
+//! OffsetCommit v9+. The broker moves the epoch when it processes a heartbeat, so a commit
+//! racing a heartbeat in flight is falsely fenced (KAFKA-19779). The driver therefore hands
+//! the user nothing while a heartbeat is in flight and sends heartbeats only inside `poll`:
+//! between two polls [`ConsumerMember::group_metadata`] is exactly the broker's epoch.
+//! KIP-1251 (Kafka 4.3, KAFKA-20066) relaxes the broker's rule to
+//! `assignment epoch <= client epoch <= broker epoch` per partition, which removes that race.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -37,6 +38,18 @@ use crate::protocol::messages::consumer_group_heartbeat::{
 
 /// A topic id (KIP-516).
 pub type TopicId = [u8; 16];
+
+/// A set of owned partitions, by topic id.
+type OwnedSet = BTreeSet<(TopicId, i32)>;
+
+/// What the heartbeat in flight carries, applied when it succeeds.
+#[derive(Debug)]
+struct InFlight {
+    /// The owned set it reports, if it reports one.
+    owned: Option<OwnedSet>,
+    /// Whether it carries the subscription.
+    subscription: bool,
+}
 
 /// The member epoch that leaves the group.
 const LEAVE_EPOCH: i32 = -1;
@@ -62,11 +75,11 @@ pub struct ConsumerMember {
     /// The partitions owned, with their topic ids.
     owned: BTreeMap<TopicPartition, TopicId>,
     /// The owned set the coordinator last acknowledged; `None`: it must get it in full.
-    owned_sent: Option<BTreeSet<(TopicId, i32)>>,
-    /// What the request in flight carries, applied when it succeeds.
-    in_flight: Option<(Option<BTreeSet<(TopicId, i32)>>, bool)>,
+    owned_sent: Option<OwnedSet>,
+    /// The heartbeat in flight.
+    in_flight: Option<InFlight>,
     /// The coordinator's latest target assignment, not yet fully reconciled.
-    target: Option<BTreeSet<(TopicId, i32)>>,
+    target: Option<OwnedSet>,
     /// Handed to the user as `Revoked`; owned until the next `on_poll`.
     revoking: BTreeSet<TopicPartition>,
     events: VecDeque<MembershipEvent>,
@@ -129,7 +142,7 @@ impl ConsumerMember {
         }
     }
 
-    fn owned_set(&self) -> BTreeSet<(TopicId, i32)> {
+    fn owned_set(&self) -> OwnedSet {
         self.owned
             .iter()
             .map(|(tp, id)| (*id, tp.partition))
@@ -178,9 +191,12 @@ impl ConsumerMember {
             } else {
                 None
             },
-            topic_partitions: send_owned.as_ref().map(|set| to_wire(set)),
+            topic_partitions: send_owned.as_ref().map(to_wire),
         };
-        self.in_flight = Some((send_owned, send_subscription));
+        self.in_flight = Some(InFlight {
+            owned: send_owned,
+            subscription: send_subscription,
+        });
         Some(request)
     }
 
@@ -208,11 +224,11 @@ impl ConsumerMember {
                     self.heartbeat_interval = Duration::from_millis(ms);
                 }
                 self.next_heartbeat = Some(now + self.heartbeat_interval);
-                if let Some((owned, subscription)) = sent {
-                    if owned.is_some() {
-                        self.owned_sent = owned;
+                if let Some(sent) = sent {
+                    if sent.owned.is_some() {
+                        self.owned_sent = sent.owned;
                     }
-                    if subscription {
+                    if sent.subscription {
                         self.subscription_sent = true;
                     }
                 }
@@ -361,7 +377,7 @@ impl ConsumerMember {
     }
 }
 
-fn to_wire(set: &BTreeSet<(TopicId, i32)>) -> Vec<HeartbeatTopicPartitions> {
+fn to_wire(set: &OwnedSet) -> Vec<HeartbeatTopicPartitions> {
     let mut out: Vec<HeartbeatTopicPartitions> = Vec::new();
     for (id, partition) in set {
         match out.last_mut() {

@@ -69,7 +69,8 @@ pub enum MembershipEvent {
 /// What the membership needs to know about topics: the partition count (classic leader's
 /// assignor) and the name of a topic id (KIP-848 assignments name topics by id).
 pub trait TopicView {
-    /// The number of partitions of `topic`, if known.
+    /// The number of partitions of `topic` (0 for a topic the broker says does not exist);
+    /// `None` while its metadata has not arrived.
     fn partition_count(&self, topic: &str) -> Option<i32>;
     /// The name of the topic with id `topic_id`, if known.
     fn topic_name(&self, topic_id: &[u8; 16]) -> Option<std::sync::Arc<str>>;

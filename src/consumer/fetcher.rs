@@ -1,0 +1,572 @@
+//! Positions and fetching, sans-I/O: where each owned partition's next fetch starts, the
+//! requests that find out (committed offset, `auto.offset.reset`) and that fetch, and what
+//! their answers change. The driver sends the requests and feeds the answers back.
+//!
+//! Rules: a record is delivered once per position (an answer to a request made before a seek,
+//! a revocation or a reset is dropped, by token); an error never moves a position (a new
+//! leader is asked from the same offset, so nothing is skipped or repeated); memory is bounded
+//! (a partition with undelivered records is not fetched again, and fetching pauses while
+//! `BUFFERED_POLLS` polls' worth of records wait).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use tracing::debug;
+
+use super::ConsumerRecord;
+use super::config::{ConsumerConfig, IsolationLevel, OffsetReset};
+use super::records::partition_records;
+use crate::engine::TopicPartition;
+use crate::error::Error;
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
+use crate::protocol::messages::list_offsets::{
+    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic,
+};
+
+/// ListOffsets timestamps: the log start, and the end (the LSO under read_committed).
+const EARLIEST_TIMESTAMP: i64 = -2;
+const LATEST_TIMESTAMP: i64 = -1;
+/// Fetching pauses while this many `max.poll.records` are decoded and not yet delivered.
+const BUFFERED_POLLS: usize = 4;
+
+/// Where a partition's next fetch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Offset {
+    /// Look up the committed offset.
+    Committed,
+    /// No usable committed offset: apply `auto.offset.reset`.
+    Reset,
+    /// `auto.offset.reset=none` and nothing committed: wait for a `seek`.
+    Missing,
+    /// Fetch from here.
+    Ready(i64),
+}
+
+#[derive(Debug)]
+struct PartitionState {
+    offset: Offset,
+    /// Fetched, not yet delivered; the front is the position.
+    buffered: VecDeque<ConsumerRecord>,
+    /// Bumped whenever the offset is set from outside a fetch answer, so an answer to an
+    /// older request is not applied.
+    token: u64,
+}
+
+impl PartitionState {
+    fn new() -> Self {
+        Self {
+            offset: Offset::Committed,
+            buffered: VecDeque::new(),
+            token: 0,
+        }
+    }
+
+    fn position(&self) -> Option<i64> {
+        match (self.buffered.front(), self.offset) {
+            (Some(r), _) => Some(r.offset),
+            (None, Offset::Ready(o)) => Some(o),
+            _ => None,
+        }
+    }
+
+    fn set(&mut self, offset: Offset) {
+        self.buffered.clear();
+        self.offset = offset;
+        self.token += 1;
+    }
+}
+
+/// A partition in a fetch request: which partition, the token it was asked under, the offset.
+pub type Fetched = (TopicPartition, u64, i64);
+
+/// What an answer asks of the driver.
+#[derive(Debug, Default)]
+pub struct Followup {
+    /// Refresh the metadata (a leader moved, a topic is unknown).
+    pub refresh_metadata: bool,
+    /// Back off before asking again.
+    pub retry: bool,
+    /// An error for the user's next `poll`.
+    pub error: Option<Error>,
+}
+
+/// The positions of the owned partitions.
+#[derive(Debug)]
+pub struct Fetcher {
+    isolation: IsolationLevel,
+    reset: OffsetReset,
+    max_poll_records: usize,
+    max_wait_ms: i32,
+    min_bytes: i32,
+    max_bytes: i32,
+    partition_max_bytes: i32,
+    list_timeout_ms: i32,
+    partitions: BTreeMap<TopicPartition, PartitionState>,
+}
+
+impl Fetcher {
+    /// No partitions yet.
+    pub fn new(config: &ConsumerConfig) -> Self {
+        Self {
+            isolation: config.isolation_level,
+            reset: config.auto_offset_reset,
+            max_poll_records: config.max_poll_records,
+            max_wait_ms: i32::try_from(config.fetch_max_wait_ms).unwrap_or(i32::MAX),
+            min_bytes: config.fetch_min_bytes,
+            max_bytes: config.fetch_max_bytes,
+            partition_max_bytes: config.max_partition_fetch_bytes,
+            list_timeout_ms: i32::try_from(config.request_timeout_ms).unwrap_or(i32::MAX),
+            partitions: BTreeMap::new(),
+        }
+    }
+
+    /// Newly owned partitions: their committed offsets are looked up first.
+    pub fn assigned(&mut self, partitions: &[TopicPartition]) {
+        for tp in partitions {
+            self.partitions
+                .entry(tp.clone())
+                .or_insert_with(PartitionState::new);
+        }
+    }
+
+    /// Revoked partitions stay owned until the next poll, but nothing more is delivered for
+    /// them: what is buffered is dropped and the position is the first record not delivered.
+    pub fn revoked(&mut self, partitions: &[TopicPartition]) {
+        for tp in partitions {
+            if let Some(state) = self.partitions.get_mut(tp)
+                && let Some(position) = state.position()
+            {
+                state.set(Offset::Ready(position));
+            }
+        }
+    }
+
+    /// Keeps only the partitions in `owned`.
+    pub fn retain(&mut self, owned: &HashSet<TopicPartition>) {
+        self.partitions.retain(|tp, _| owned.contains(tp));
+    }
+
+    /// The owned partitions.
+    pub fn partitions(&self) -> impl Iterator<Item = &TopicPartition> {
+        self.partitions.keys()
+    }
+
+    /// The next offset to deliver.
+    pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
+        self.partitions.get(partition)?.position()
+    }
+
+    /// Delivers from `offset` on.
+    pub fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<(), Error> {
+        let state = self.partitions.get_mut(partition).ok_or_else(|| {
+            Error::InvalidState(format!(
+                "seek: {partition:?} is not assigned to this consumer"
+            ))
+        })?;
+        if offset < 0 {
+            return Err(Error::InvalidState(format!(
+                "seek: negative offset {offset}"
+            )));
+        }
+        state.set(Offset::Ready(offset));
+        Ok(())
+    }
+
+    /// Up to `max.poll.records` buffered records of the `fetchable` partitions.
+    pub fn take_records(&mut self, fetchable: &[TopicPartition]) -> Option<Vec<ConsumerRecord>> {
+        let mut out = Vec::new();
+        for tp in fetchable {
+            let Some(state) = self.partitions.get_mut(tp) else {
+                continue;
+            };
+            while out.len() < self.max_poll_records {
+                match state.buffered.pop_front() {
+                    Some(r) => out.push(r),
+                    None => break,
+                }
+            }
+            if out.len() >= self.max_poll_records {
+                break;
+            }
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// The `fetchable` partitions whose committed offset is to be looked up.
+    pub fn awaiting_committed(&self, fetchable: &[TopicPartition]) -> Vec<TopicPartition> {
+        fetchable
+            .iter()
+            .filter(|tp| {
+                self.partitions
+                    .get(*tp)
+                    .is_some_and(|s| s.offset == Offset::Committed)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The committed offsets looked up (`None`: nothing committed).
+    pub fn apply_committed(&mut self, offsets: Vec<(TopicPartition, Option<i64>)>) -> Followup {
+        let mut followup = Followup::default();
+        for (tp, offset) in offsets {
+            let Some(state) = self.partitions.get_mut(&tp) else {
+                continue;
+            };
+            if state.offset != Offset::Committed {
+                continue;
+            }
+            match offset {
+                Some(o) => state.set(Offset::Ready(o)),
+                None if self.reset == OffsetReset::None => {
+                    state.set(Offset::Missing);
+                    followup.error = Some(Error::InvalidState(format!(
+                        "no committed offset for {tp:?} and auto.offset.reset=none: seek first"
+                    )));
+                }
+                None => state.set(Offset::Reset),
+            }
+        }
+        followup
+    }
+
+    /// The partitions to reset (`auto.offset.reset`), except those in `listing` (asked already).
+    pub fn awaiting_reset(&self, listing: &HashSet<TopicPartition>) -> Vec<TopicPartition> {
+        self.partitions
+            .iter()
+            .filter(|(tp, s)| s.offset == Offset::Reset && !listing.contains(*tp))
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    /// The ListOffsets request that resets `partitions` (all led by one broker).
+    pub fn reset_request(&self, partitions: &[TopicPartition]) -> ListOffsetsRequest {
+        let timestamp = match self.reset {
+            OffsetReset::Earliest => EARLIEST_TIMESTAMP,
+            _ => LATEST_TIMESTAMP,
+        };
+        let mut topics: BTreeMap<String, Vec<ListOffsetsPartition>> = BTreeMap::new();
+        for tp in partitions {
+            topics
+                .entry(tp.topic.to_string())
+                .or_default()
+                .push(ListOffsetsPartition {
+                    partition_index: tp.partition,
+                    timestamp,
+                    ..ListOffsetsPartition::default()
+                });
+        }
+        ListOffsetsRequest {
+            replica_id: -1,
+            // read_committed: "latest" is the last stable offset.
+            isolation_level: self.isolation.wire(),
+            topics: topics
+                .into_iter()
+                .map(|(name, partitions)| ListOffsetsTopic { name, partitions })
+                .collect(),
+            timeout_ms: self.list_timeout_ms,
+        }
+    }
+
+    /// The answer to a [`Fetcher::reset_request`].
+    pub fn apply_listed(&mut self, response: ListOffsetsResponse) -> Followup {
+        let mut followup = Followup::default();
+        for topic in response.topics {
+            for p in topic.partitions {
+                let tp = TopicPartition::new(topic.name.as_str(), p.partition_index);
+                let Some(state) = self.partitions.get_mut(&tp) else {
+                    continue;
+                };
+                if state.offset != Offset::Reset {
+                    continue;
+                }
+                let code = ErrorCode(p.error_code);
+                if code.is_ok() && p.offset >= 0 {
+                    state.set(Offset::Ready(p.offset));
+                } else {
+                    followup.refresh_metadata |= code.invalidates_metadata();
+                    followup.retry = true;
+                }
+            }
+        }
+        followup
+    }
+
+    /// The `fetchable` partitions to fetch now: positioned, nothing buffered. Empty while
+    /// too many records wait to be delivered.
+    pub fn to_fetch(&self, fetchable: &[TopicPartition]) -> Vec<Fetched> {
+        let buffered: usize = self.partitions.values().map(|s| s.buffered.len()).sum();
+        if buffered >= self.max_poll_records.saturating_mul(BUFFERED_POLLS) {
+            return Vec::new();
+        }
+        fetchable
+            .iter()
+            .filter_map(|tp| {
+                let state = self.partitions.get(tp)?;
+                match state.offset {
+                    Offset::Ready(offset) if state.buffered.is_empty() => {
+                        Some((tp.clone(), state.token, offset))
+                    }
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// The Fetch request for `fetched` (all led by one broker).
+    pub fn fetch_request(&self, fetched: &[Fetched]) -> FetchRequest {
+        let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+        for (tp, _, offset) in fetched {
+            topics
+                .entry(tp.topic.to_string())
+                .or_default()
+                .push(FetchPartition {
+                    partition: tp.partition,
+                    // -1: no leader epoch check; a stale leader answers NOT_LEADER_OR_FOLLOWER.
+                    current_leader_epoch: -1,
+                    fetch_offset: *offset,
+                    last_fetched_epoch: -1,
+                    log_start_offset: -1,
+                    partition_max_bytes: self.partition_max_bytes,
+                    ..FetchPartition::default()
+                });
+        }
+        FetchRequest {
+            max_wait_ms: self.max_wait_ms,
+            min_bytes: self.min_bytes,
+            max_bytes: self.max_bytes,
+            isolation_level: self.isolation.wire(),
+            // No fetch session (KIP-227): every fetch is a full one.
+            session_id: 0,
+            session_epoch: -1,
+            topics: topics
+                .into_iter()
+                .map(|(topic, partitions)| FetchTopic {
+                    topic,
+                    topic_id: [0; 16],
+                    partitions,
+                })
+                .collect(),
+            ..FetchRequest::default()
+        }
+    }
+
+    /// The answer to a [`Fetcher::fetch_request`] for `fetched`.
+    pub fn apply_fetch(&mut self, response: FetchResponse, fetched: Vec<Fetched>) -> Followup {
+        let mut followup = Followup::default();
+        let top = ErrorCode(response.error_code);
+        if !top.is_ok() {
+            debug!("fetch answered {top}");
+            followup.refresh_metadata = true;
+            followup.retry = true;
+            return followup;
+        }
+        let asked: HashMap<TopicPartition, (u64, i64)> = fetched
+            .into_iter()
+            .map(|(tp, token, offset)| (tp, (token, offset)))
+            .collect();
+        for topic in response.responses {
+            let name: Arc<str> = Arc::from(topic.topic.as_str());
+            for p in topic.partitions {
+                let tp = TopicPartition::new(Arc::clone(&name), p.partition_index);
+                let Some(&(token, offset)) = asked.get(&tp) else {
+                    continue;
+                };
+                let Some(state) = self.partitions.get_mut(&tp) else {
+                    continue;
+                };
+                // A seek, a revocation or a reset since the request: its answer is stale.
+                if state.token != token || state.offset != Offset::Ready(offset) {
+                    continue;
+                }
+                match ErrorCode(p.error_code) {
+                    ErrorCode::NONE => {}
+                    ErrorCode::OFFSET_OUT_OF_RANGE if self.reset == OffsetReset::None => {
+                        state.set(Offset::Missing);
+                        followup.error = Some(Error::broker(ErrorCode::OFFSET_OUT_OF_RANGE));
+                        continue;
+                    }
+                    ErrorCode::OFFSET_OUT_OF_RANGE => {
+                        state.set(Offset::Reset);
+                        continue;
+                    }
+                    code => {
+                        // NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
+                        // ...: find the new leader and fetch again from the same offset, so
+                        // nothing is skipped or repeated.
+                        debug!("fetch of {tp:?} answered {code}");
+                        followup.refresh_metadata = true;
+                        followup.retry = true;
+                        continue;
+                    }
+                }
+                let Some(bytes) = p.records.as_ref() else {
+                    continue;
+                };
+                match partition_records(
+                    &name,
+                    tp.partition,
+                    bytes,
+                    offset,
+                    self.isolation,
+                    p.last_stable_offset,
+                    p.aborted_transactions.as_deref(),
+                ) {
+                    Ok(records) => {
+                        state.buffered.extend(records.records);
+                        state.offset = Offset::Ready(records.next_offset);
+                    }
+                    Err(e) => {
+                        // A corrupt answer is not skipped over: report it and fetch again.
+                        followup.error = Some(Error::Decode(e));
+                        followup.retry = true;
+                    }
+                }
+            }
+        }
+        followup
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::{Bytes, BytesMut};
+
+    use super::*;
+    use crate::protocol::messages::fetch::{FetchPartitionResponse, FetchTopicResponse};
+    use crate::protocol::record_batch::BatchBuilder;
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition::new("t", p)
+    }
+
+    fn fetcher(reset: OffsetReset) -> Fetcher {
+        let config = ConsumerConfig {
+            auto_offset_reset: reset,
+            max_poll_records: 2,
+            ..ConsumerConfig::default()
+        };
+        Fetcher::new(&config)
+    }
+
+    fn batch(base: i64, n: usize) -> Bytes {
+        let mut b = BatchBuilder::new(0, 64);
+        for _ in 0..n {
+            b.append(0, None, Some(b"v"), &[]);
+        }
+        let mut bytes = BytesMut::from(&b.seal(false).to_bytes()[..]);
+        bytes[..8].copy_from_slice(&base.to_be_bytes());
+        bytes.freeze()
+    }
+
+    fn answer(partition: i32, code: ErrorCode, records: Option<Bytes>) -> FetchResponse {
+        FetchResponse {
+            responses: vec![FetchTopicResponse {
+                topic: "t".into(),
+                partitions: vec![FetchPartitionResponse {
+                    partition_index: partition,
+                    error_code: code.0,
+                    last_stable_offset: 100,
+                    records,
+                    ..FetchPartitionResponse::default()
+                }],
+                ..FetchTopicResponse::default()
+            }],
+            ..FetchResponse::default()
+        }
+    }
+
+    #[test]
+    fn committed_then_fetch_then_deliver_in_polls() {
+        let mut f = fetcher(OffsetReset::Earliest);
+        f.assigned(&[tp(0), tp(1)]);
+        let all = [tp(0), tp(1)];
+        assert_eq!(f.awaiting_committed(&all), all.to_vec());
+        assert!(f.to_fetch(&all).is_empty(), "no position yet");
+        f.apply_committed(vec![(tp(0), Some(10)), (tp(1), None)]);
+        assert_eq!(f.position(&tp(0)), Some(10));
+        assert_eq!(f.awaiting_reset(&HashSet::new()), vec![tp(1)]);
+        assert_eq!(
+            f.reset_request(&[tp(1)]).topics[0].partitions[0].timestamp,
+            -2
+        );
+        let fetched = f.to_fetch(&all);
+        assert_eq!(fetched.len(), 1);
+        let request = f.fetch_request(&fetched);
+        assert_eq!(request.topics[0].partitions[0].fetch_offset, 10);
+        assert_eq!(request.isolation_level, 1, "read_committed by default");
+        let followup = f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(10, 3))), fetched);
+        assert!(!followup.retry && !followup.refresh_metadata && followup.error.is_none());
+        // max.poll.records = 2: the position moves as records are handed over.
+        assert_eq!(f.take_records(&all).unwrap().len(), 2);
+        assert_eq!(f.position(&tp(0)), Some(12));
+        assert!(
+            f.to_fetch(&all).is_empty(),
+            "not fetched again while records wait"
+        );
+        assert_eq!(f.take_records(&all).unwrap().len(), 1);
+        assert_eq!(f.position(&tp(0)), Some(13));
+    }
+
+    #[test]
+    fn stale_answers_and_errors_never_move_the_position() {
+        let mut f = fetcher(OffsetReset::Latest);
+        f.assigned(&[tp(0)]);
+        f.apply_committed(vec![(tp(0), Some(5))]);
+        let all = [tp(0)];
+        let fetched = f.to_fetch(&all);
+        // A seek while the fetch is in flight: its answer is dropped.
+        f.seek(&tp(0), 2).unwrap();
+        f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(5, 2))), fetched);
+        assert_eq!(f.position(&tp(0)), Some(2));
+        assert!(f.take_records(&all).is_none());
+        // A leader change: refresh metadata, same offset again.
+        let fetched = f.to_fetch(&all);
+        let followup = f.apply_fetch(
+            answer(0, ErrorCode::NOT_LEADER_OR_FOLLOWER, None),
+            fetched.clone(),
+        );
+        assert!(followup.refresh_metadata && followup.retry);
+        assert_eq!(f.to_fetch(&all), fetched);
+        // Out of range: reset per auto.offset.reset.
+        f.apply_fetch(answer(0, ErrorCode::OFFSET_OUT_OF_RANGE, None), fetched);
+        assert_eq!(f.position(&tp(0)), None);
+        assert_eq!(f.awaiting_reset(&HashSet::new()), vec![tp(0)]);
+        assert_eq!(
+            f.reset_request(&[tp(0)]).topics[0].partitions[0].timestamp,
+            -1
+        );
+    }
+
+    #[test]
+    fn revocation_rewinds_to_the_first_undelivered_record() {
+        let mut f = fetcher(OffsetReset::Earliest);
+        f.assigned(&[tp(0)]);
+        f.apply_committed(vec![(tp(0), Some(0))]);
+        let all = [tp(0)];
+        let fetched = f.to_fetch(&all);
+        f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(0, 5))), fetched);
+        assert_eq!(f.take_records(&all).unwrap().len(), 2);
+        f.revoked(&all);
+        assert_eq!(
+            f.position(&tp(0)),
+            Some(2),
+            "commit this: 2 was never delivered"
+        );
+        assert!(f.take_records(&all).is_none());
+        f.retain(&HashSet::new());
+        assert_eq!(f.position(&tp(0)), None);
+        assert!(f.seek(&tp(0), 1).is_err(), "not owned any more");
+    }
+
+    #[test]
+    fn reset_none_is_an_error_for_the_user() {
+        let mut f = fetcher(OffsetReset::None);
+        f.assigned(&[tp(0)]);
+        let followup = f.apply_committed(vec![(tp(0), None)]);
+        assert!(matches!(followup.error, Some(Error::InvalidState(_))));
+        assert!(f.awaiting_reset(&HashSet::new()).is_empty());
+        f.seek(&tp(0), 3).unwrap();
+        assert_eq!(f.to_fetch(&[tp(0)]).len(), 1);
+    }
+}

@@ -1,0 +1,185 @@
+//! Committed offsets, sans-I/O: the OffsetFetch and OffsetCommit requests of a member and
+//! the reading of OffsetFetch answers (both the v0–7 and the v8+ group shapes).
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::engine::TopicPartition;
+use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::messages::offset_commit::{
+    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use crate::protocol::messages::offset_fetch::{
+    OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchResponse,
+};
+
+/// OffsetCommit of `offsets` by the member `meta` (its generation, or member epoch under
+/// KIP-848, fences a member that no longer owns the partitions).
+pub fn offset_commit_request(
+    meta: &ConsumerGroupMetadata,
+    offsets: &[OffsetToCommit],
+) -> OffsetCommitRequest {
+    let mut topics: BTreeMap<String, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+    for o in offsets {
+        topics
+            .entry(o.partition.topic.to_string())
+            .or_default()
+            .push(OffsetCommitRequestPartition {
+                partition_index: o.partition.partition,
+                committed_offset: o.offset,
+                committed_leader_epoch: -1,
+                committed_metadata: o.metadata.clone(),
+            });
+    }
+    OffsetCommitRequest {
+        group_id: meta.group_id.clone(),
+        generation_id_or_member_epoch: meta.generation_id,
+        member_id: meta.member_id.clone(),
+        group_instance_id: meta.group_instance_id.clone(),
+        retention_time_ms: -1,
+        topics: topics
+            .into_iter()
+            .map(|(name, partitions)| OffsetCommitRequestTopic { name, partitions })
+            .collect(),
+    }
+}
+
+/// OffsetFetch of `partitions` with require_stable (KIP-447).
+pub fn offset_fetch_request(group_id: &str, partitions: &[TopicPartition]) -> OffsetFetchRequest {
+    let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for tp in partitions {
+        topics
+            .entry(tp.topic.to_string())
+            .or_default()
+            .push(tp.partition);
+    }
+    let topics: Vec<OffsetFetchRequestTopic> = topics
+        .into_iter()
+        .map(|(name, partition_indexes)| OffsetFetchRequestTopic {
+            name,
+            topic_id: [0; 16],
+            partition_indexes,
+        })
+        .collect();
+    // Both shapes filled: v0–7 read `group_id`/`topics`, v8+ `groups`.
+    OffsetFetchRequest {
+        group_id: group_id.to_owned(),
+        topics: Some(topics.clone()),
+        groups: vec![OffsetFetchRequestGroup {
+            group_id: group_id.to_owned(),
+            topics: Some(topics),
+            ..OffsetFetchRequestGroup::default()
+        }],
+        require_stable: true,
+    }
+}
+
+/// The committed offset of each of `partitions` (`None`: nothing committed), or the first
+/// error the answer holds.
+pub fn committed_offsets(
+    response: &OffsetFetchResponse,
+    partitions: &[TopicPartition],
+) -> std::result::Result<Vec<(TopicPartition, Option<i64>)>, ErrorCode> {
+    let (group_error, topics) = match response.groups.first() {
+        Some(group) => (group.error_code, &group.topics),
+        None => (response.error_code, &response.topics),
+    };
+    if group_error != 0 {
+        return Err(ErrorCode(group_error));
+    }
+    let mut found: HashMap<TopicPartition, Option<i64>> = HashMap::new();
+    for topic in topics {
+        for p in &topic.partitions {
+            if p.error_code != 0 {
+                return Err(ErrorCode(p.error_code));
+            }
+            found.insert(
+                TopicPartition::new(topic.name.as_str(), p.partition_index),
+                (p.committed_offset >= 0).then_some(p.committed_offset),
+            );
+        }
+    }
+    Ok(partitions
+        .iter()
+        .map(|tp| (tp.clone(), found.get(tp).copied().flatten()))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::messages::offset_fetch::{
+        OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+    };
+
+    fn tp(p: i32) -> TopicPartition {
+        TopicPartition::new("t", p)
+    }
+
+    #[test]
+    fn requests_carry_the_member_and_group_partitions_by_topic() {
+        let meta = ConsumerGroupMetadata::new("g", 7, "m", None);
+        let r = offset_commit_request(
+            &meta,
+            &[OffsetToCommit::new(tp(1), 5), OffsetToCommit::new(tp(0), 3)],
+        );
+        assert_eq!(
+            (r.generation_id_or_member_epoch, r.member_id.as_str()),
+            (7, "m")
+        );
+        assert_eq!(r.topics.len(), 1);
+        assert_eq!(r.topics[0].partitions.len(), 2);
+        let f = offset_fetch_request("g", &[tp(0), tp(1)]);
+        assert!(f.require_stable);
+        assert_eq!(
+            f.groups[0].topics.as_ref().unwrap()[0].partition_indexes,
+            vec![0, 1]
+        );
+        assert_eq!(f.topics.as_ref().unwrap()[0].partition_indexes, vec![0, 1]);
+    }
+
+    #[test]
+    fn answers_of_both_shapes_and_their_errors() {
+        let partition = |index, offset, error| OffsetFetchResponsePartition {
+            partition_index: index,
+            committed_offset: offset,
+            error_code: error,
+            ..OffsetFetchResponsePartition::default()
+        };
+        let topics = vec![OffsetFetchResponseTopic {
+            name: "t".into(),
+            partitions: vec![partition(0, 4, 0), partition(1, -1, 0)],
+            ..OffsetFetchResponseTopic::default()
+        }];
+        let v7 = OffsetFetchResponse {
+            topics: topics.clone(),
+            ..OffsetFetchResponse::default()
+        };
+        let expected = vec![(tp(0), Some(4)), (tp(1), None), (tp(2), None)];
+        assert_eq!(
+            committed_offsets(&v7, &[tp(0), tp(1), tp(2)]),
+            Ok(expected.clone())
+        );
+        let v8 = OffsetFetchResponse {
+            groups: vec![OffsetFetchResponseGroup {
+                group_id: "g".into(),
+                topics,
+                error_code: 0,
+            }],
+            ..OffsetFetchResponse::default()
+        };
+        assert_eq!(committed_offsets(&v8, &[tp(0), tp(1), tp(2)]), Ok(expected));
+        let unstable = OffsetFetchResponse {
+            topics: vec![OffsetFetchResponseTopic {
+                name: "t".into(),
+                partitions: vec![partition(0, -1, ErrorCode::UNSTABLE_OFFSET_COMMIT.0)],
+                ..OffsetFetchResponseTopic::default()
+            }],
+            ..OffsetFetchResponse::default()
+        };
+        assert_eq!(
+            committed_offsets(&unstable, &[tp(0)]),
+            Err(ErrorCode::UNSTABLE_OFFSET_COMMIT)
+        );
+    }
+}
