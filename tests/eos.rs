@@ -769,7 +769,7 @@ async fn aborted_input_is_copied_again() {
     let mut calls = 0u64;
     let mut copier = CopyLoop::new(consumer, producer, move |r: ConsumerRecord| {
         calls += 1;
-        let topic = if calls % 700 == 0 {
+        let topic = if calls.is_multiple_of(700) {
             "not a topic!"
         } else {
             to.as_str()
