@@ -298,7 +298,10 @@ where
         };
         let offsets = open.pending.take();
         // Taken between two polls: the generation (member epoch) the coordinator holds now
-        // (KIP-447), so a member that lost its partitions is fenced, not obeyed.
+        // (KIP-447), so a member that lost its partitions is fenced, not obeyed. Kafka 4.1 wants
+        // TxnOffsetCommit's epoch equal to the broker's (ILLEGAL_GENERATION otherwise); the
+        // consumer's poll returns only once its heartbeat in flight is answered, so no epoch
+        // bump is pending here.
         let group = self.consumer.group_metadata();
         let ended = async {
             if !offsets.is_empty() {
