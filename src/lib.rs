@@ -37,6 +37,11 @@
 //! [`ConsumerGroupMetadata`] that [`Producer::send_offsets_to_transaction`] needs (KIP-447)
 //! to close an exactly-once copy loop.
 //!
+//! [`eos`] closes the loop: [`eos::CopyLoop`] consumes, transforms, produces and commits the
+//! consumed offsets in one transaction, reporting exact source → destination offsets, and
+//! [`eos::OffsetTranslator`] turns a group's source offsets into destination offsets that never
+//! skip a record (the MirrorMaker 2 offset translation bug, KAFKA-12468).
+//!
 //! The modules `client`, `engine` and `protocol` are the crate's layers (the tokio driver,
 //! the sans-I/O producer core and the wire codec). They are public for the crate's own
 //! tests, fuzz targets and benchmarks and hidden from this documentation: they are not a
@@ -49,6 +54,7 @@ pub mod client;
 mod consumer;
 #[doc(hidden)]
 pub mod engine;
+pub mod eos;
 pub mod error;
 mod producer;
 #[doc(hidden)]

@@ -1,0 +1,410 @@
+//! The transactional copy loop: consume → transform → produce → commit the consumed offsets
+//! in the same transaction (KIP-98, KIP-447).
+//!
+//! Ordering around rebalances. The consumer does everything inside `poll` on the caller's
+//! task (no background heartbeat), and a `Revoked` event's partitions stay owned until the
+//! next `poll`. So the loop can end the open transaction while it still owns the partitions:
+//! on `Revoked` it commits (offsets of the revoked partitions included, under the member's
+//! current generation) before it polls again, and only then are the partitions given up.
+//! franz-go's `GroupTransactSession` cannot block the rebalance from its callbacks without
+//! risking the rebalance timeout, so it aborts whatever a revoke interrupts (its `End`);
+//! committing is possible here because the revocation waits for us, and it keeps the work.
+//! `Lost` partitions already belong to someone else: the transaction, which holds output made
+//! from them, is aborted, and their offsets are dropped (seed 001: librdkafka committed offsets
+//! stored under an old assignment after a rebalance and rewound the group).
+//!
+//! After an abort the consumer's positions are past input whose output was just thrown away.
+//! Like franz-go's `End`, which resets the client to the committed offsets after an abort, the
+//! loop seeks every partition it still owns back to where the aborted transaction began
+//! reading it, so the aborted input is processed again, never skipped.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use super::copies::{CommittedTransaction, ConsumedRange, PartitionOffset, RecordCopy};
+use crate::{
+    Consumer, ConsumerEvent, ConsumerRecord, DeliveryFuture, Error, PendingOffsets, Producer,
+    Record, Result, TopicPartition,
+};
+
+/// How often a commit or abort that timed out is called again before the loop gives up
+/// (DESIGN rule T4: after a timeout only the same call is valid, and it returns the outcome).
+const END_ATTEMPTS: u32 = 5;
+
+/// An exactly-once copier: reads records with a [`Consumer`] (read_committed), turns each into
+/// zero or more [`Record`]s with an async transform, writes them with a transactional
+/// [`Producer`] and commits the consumed offsets in the same transaction, every
+/// `records` records or `interval` (see [`CopyLoop::commit_every`]).
+///
+/// Drive it with [`CopyLoop::step`], which returns what each committed transaction did
+/// (exact source → destination offsets, DESIGN rule O1), ready for an
+/// [`OffsetTranslator`](super::OffsetTranslator).
+///
+/// The consumer must be subscribed and the producer's transactions initialised
+/// ([`Producer::init_transactions`]) before the first step. Call `step` often: the consumer
+/// heartbeats only inside it (within `max.poll.interval.ms` and the session timeout).
+pub struct CopyLoop<F> {
+    consumer: Consumer,
+    producer: Producer,
+    transform: F,
+    commit_records: usize,
+    commit_interval: Duration,
+    open: Option<OpenTransaction>,
+    /// Per partition owned without interruption, the offset this loop last committed for it
+    /// (the next to consume): where the next transaction begins reading it.
+    committed: BTreeMap<TopicPartition, i64>,
+}
+
+impl<F> std::fmt::Debug for CopyLoop<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CopyLoop")
+            .field("consumer", &self.consumer)
+            .field("producer", &self.producer)
+            .field("commit_records", &self.commit_records)
+            .field("commit_interval", &self.commit_interval)
+            .field("open", &self.open.as_ref().map(|o| o.copies.len()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The transaction being filled.
+struct OpenTransaction {
+    began: Instant,
+    pending: PendingOffsets,
+    /// Per partition read in it, where it began reading (a seek there re-reads its input).
+    from: BTreeMap<TopicPartition, i64>,
+    copies: Vec<(PartitionOffset, Vec<DeliveryFuture>)>,
+}
+
+impl<F, Fut> CopyLoop<F>
+where
+    F: FnMut(ConsumerRecord) -> Fut,
+    Fut: Future<Output = Vec<Record>>,
+{
+    /// A loop copying what `consumer` reads through `transform` with `producer`, committing
+    /// every 1,000 records or 100 ms, whichever comes first.
+    pub fn new(consumer: Consumer, producer: Producer, transform: F) -> Self {
+        Self {
+            consumer,
+            producer,
+            transform,
+            commit_records: 1_000,
+            commit_interval: Duration::from_millis(100),
+            open: None,
+            committed: BTreeMap::new(),
+        }
+    }
+
+    /// Commits once a transaction has consumed `records` records (at least 1), or when
+    /// `interval` has passed since it began, whichever comes first.
+    pub fn commit_every(mut self, records: usize, interval: Duration) -> Self {
+        self.commit_records = records.max(1);
+        self.commit_interval = interval;
+        self
+    }
+
+    /// The consumer (for its assignment, positions or committed offsets).
+    pub fn consumer(&mut self) -> &mut Consumer {
+        &mut self.consumer
+    }
+
+    /// The producer (for its metrics or transaction state).
+    pub fn producer(&self) -> &Producer {
+        &self.producer
+    }
+
+    /// Copies until the next commit and returns what the committed transaction did; or
+    /// returns `Ok(None)` when no record arrived within the commit interval.
+    ///
+    /// A `Revoked` event commits the open transaction before the next poll gives the
+    /// partitions up; a `Lost` event aborts it (its output came partly from partitions now
+    /// owned by another member) and re-reads the rest.
+    ///
+    /// # Errors
+    ///
+    /// An error from the consumer leaves the open transaction as it is (call `step` again). A
+    /// failed transaction (an error from the producer, or the group coordinator fencing this
+    /// member's offsets, KIP-447) is aborted and the partitions still owned are rewound to
+    /// where it began, so its input is copied again by the next steps; the error is
+    /// returned. After a fatal error ([`Error::is_fatal`], e.g. a newer producer with the same
+    /// transactional id) the loop cannot go on.
+    ///
+    /// Cancel safety: dropping the future while it waits for records loses nothing; dropping
+    /// it during a send or a commit leaves the transaction's outcome to the producer (see
+    /// [`Producer::commit_transaction`]).
+    pub async fn step(&mut self) -> Result<Option<CommittedTransaction>> {
+        let idle_until = Instant::now() + self.commit_interval;
+        loop {
+            let wait = match &self.open {
+                Some(open) => {
+                    let age = open.began.elapsed();
+                    if open.copies.len() >= self.commit_records || age >= self.commit_interval {
+                        return self.commit_or_abort(&[]).await.map(Some);
+                    }
+                    self.commit_interval - age
+                }
+                None => {
+                    let left = idle_until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    left
+                }
+            };
+            let event = self.consumer.poll_timeout(wait).await?;
+            match &event {
+                Some(ConsumerEvent::Records(r)) => tracing::trace!(records = r.len(), "polled"),
+                other => tracing::debug!(event = ?other, "polled"),
+            }
+            match event {
+                Some(ConsumerEvent::Records(records)) => self.copy(records).await?,
+                Some(ConsumerEvent::Assigned(partitions)) => {
+                    for p in &partitions {
+                        self.committed.remove(p);
+                    }
+                }
+                Some(ConsumerEvent::Revoked(partitions)) => {
+                    let outcome = if self.open.is_some() {
+                        self.commit_or_abort(&partitions).await.map(Some)
+                    } else {
+                        Ok(None)
+                    };
+                    for p in &partitions {
+                        self.committed.remove(p);
+                    }
+                    if outcome.as_ref().map_or(true, Option::is_some) {
+                        return outcome;
+                    }
+                }
+                Some(ConsumerEvent::Lost(partitions)) => {
+                    for p in &partitions {
+                        self.committed.remove(p);
+                    }
+                    if let Some(mut open) = self.open.take() {
+                        open.pending.revoke(&partitions);
+                        tracing::warn!(
+                            lost = ?partitions,
+                            records = open.copies.len(),
+                            "partitions lost: aborting the open copy transaction"
+                        );
+                        self.abort_and_rewind(open, &partitions).await?;
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Ends the open transaction now, without polling: commits it, or when that fails aborts
+    /// it and rewinds its input (as [`CopyLoop::step`] does). `Ok(None)` when none is open.
+    ///
+    /// # Errors
+    ///
+    /// As for [`CopyLoop::step`]: the error that ended the transaction, after the abort.
+    pub async fn commit(&mut self) -> Result<Option<CommittedTransaction>> {
+        if self.open.is_none() {
+            return Ok(None);
+        }
+        self.commit_or_abort(&[]).await.map(Some)
+    }
+
+    /// Commits the open transaction (if any), then closes the consumer (leaving the group, so
+    /// its partitions move at once) and the producer.
+    ///
+    /// # Errors
+    ///
+    /// The commit's error (after aborting, as in [`CopyLoop::step`]), or the consumer's or
+    /// producer's close error.
+    pub async fn close(mut self) -> Result<Option<CommittedTransaction>> {
+        let last = self.commit().await;
+        let consumer_closed = self.consumer.close().await;
+        let producer_closed = self.producer.close().await;
+        let last = last?;
+        consumer_closed?;
+        producer_closed?;
+        Ok(last)
+    }
+
+    /// Sends one poll's records through the transform into the open transaction.
+    async fn copy(&mut self, records: Vec<ConsumerRecord>) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        if self.open.is_none() {
+            self.producer.begin_transaction()?;
+            self.open = Some(OpenTransaction {
+                began: Instant::now(),
+                pending: PendingOffsets::new(),
+                from: BTreeMap::new(),
+                copies: Vec::new(),
+            });
+        }
+        let Some(open) = self.open.as_mut() else {
+            return Ok(());
+        };
+        // Where the transaction begins reading each partition, noted before any record is
+        // processed, so a failure half-way through the poll rewinds all of it. A partition
+        // this loop committed before begins at that commit (markers in between have no
+        // records); a fresh one at its first record.
+        for record in &records {
+            let partition = record.topic_partition();
+            let start = self
+                .committed
+                .get(&partition)
+                .copied()
+                .unwrap_or(record.offset);
+            open.from.entry(partition).or_insert(start);
+        }
+        for record in records {
+            let partition = record.topic_partition();
+            let offset = record.offset;
+            if self.committed.get(&partition).is_some_and(|&c| offset < c) {
+                // Already copied and committed by this loop: the consumer re-delivered it.
+                tracing::warn!(%partition.topic, partition.partition, offset, "skipping a record this loop already committed");
+                continue;
+            }
+            let outputs = (self.transform)(record).await;
+            let mut acks = Vec::with_capacity(outputs.len());
+            for output in outputs {
+                match self.producer.send(output).await {
+                    Ok(ack) => acks.push(ack),
+                    Err(e) => {
+                        let Some(open) = self.open.take() else {
+                            return Err(e);
+                        };
+                        return Err(self.fail(open, e, &[]).await);
+                    }
+                }
+            }
+            let Some(open) = self.open.as_mut() else {
+                return Ok(());
+            };
+            open.pending.processed(partition.clone(), offset);
+            open.copies
+                .push((PartitionOffset::new(partition, offset), acks));
+        }
+        Ok(())
+    }
+
+    /// Commits the open transaction; on failure aborts it and rewinds the partitions still
+    /// owned (all but `leaving`).
+    async fn commit_or_abort(
+        &mut self,
+        leaving: &[TopicPartition],
+    ) -> Result<CommittedTransaction> {
+        let Some(mut open) = self.open.take() else {
+            return Ok(CommittedTransaction::default());
+        };
+        let offsets = open.pending.take();
+        // Taken between two polls: the generation (member epoch) the coordinator holds now
+        // (KIP-447), so a member that lost its partitions is fenced, not obeyed.
+        let group = self.consumer.group_metadata();
+        let ended = async {
+            if !offsets.is_empty() {
+                self.producer
+                    .send_offsets_to_transaction(offsets.clone(), &group)
+                    .await?;
+            }
+            end_with_retries(|| self.producer.commit_transaction()).await
+        }
+        .await;
+        if let Err(e) = ended {
+            tracing::debug!(
+                group = %group.group_id,
+                generation = group.generation_id,
+                member = %group.member_id,
+                "the copy transaction did not commit"
+            );
+            return Err(self.fail(open, e, leaving).await);
+        }
+        tracing::debug!(records = open.copies.len(), offsets = ?offsets.iter().map(|o| (o.partition.partition, o.offset)).collect::<Vec<_>>(), "copy transaction committed");
+        for o in &offsets {
+            self.committed.insert(o.partition.clone(), o.offset);
+        }
+        // The delivery futures resolve once the transaction is committed (the commit flushed
+        // every record): their offsets are exact (DESIGN rule O1).
+        let mut copies = Vec::with_capacity(open.copies.len());
+        for (source, acks) in open.copies {
+            let mut destinations = Vec::with_capacity(acks.len());
+            for ack in acks {
+                let meta = ack.await?;
+                destinations.push(PartitionOffset::new(
+                    TopicPartition::new(meta.topic, meta.partition),
+                    meta.offset,
+                ));
+            }
+            copies.push(RecordCopy {
+                source,
+                destinations,
+            });
+        }
+        let consumed = offsets
+            .into_iter()
+            .map(|o| ConsumedRange {
+                from: open.from.get(&o.partition).copied().unwrap_or(o.offset),
+                partition: o.partition,
+                next: o.offset,
+            })
+            .collect();
+        Ok(CommittedTransaction { copies, consumed })
+    }
+
+    /// The loop's answer to a failed transaction: abort it unless the producer is dead, rewind,
+    /// and hand back the error that ended it.
+    async fn fail(
+        &mut self,
+        open: OpenTransaction,
+        error: Error,
+        leaving: &[TopicPartition],
+    ) -> Error {
+        if error.is_fatal() {
+            return error;
+        }
+        tracing::warn!(%error, records = open.copies.len(), "aborting the copy transaction");
+        match self.abort_and_rewind(open, leaving).await {
+            Ok(()) => error,
+            Err(abort_error) => {
+                tracing::warn!(%abort_error, "the abort failed too");
+                abort_error
+            }
+        }
+    }
+
+    /// Aborts `open` and seeks every partition it read that is still owned (all but
+    /// `leaving`) back to where it began reading, so its input is copied again.
+    async fn abort_and_rewind(
+        &mut self,
+        open: OpenTransaction,
+        leaving: &[TopicPartition],
+    ) -> Result<()> {
+        end_with_retries(|| self.producer.abort_transaction()).await?;
+        let owned = self.consumer.assignment();
+        for (partition, from) in open.from {
+            if owned.contains(&partition) && !leaving.contains(&partition) {
+                tracing::debug!(%partition.topic, partition.partition, from, "rewinding after the abort");
+                self.consumer.seek(&partition, from)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Calls `end` (a commit or an abort) again while it times out: after a timeout only the same
+/// call is valid, and calling it again returns the real outcome (DESIGN rules T1, T4).
+async fn end_with_retries<E, EFut>(mut end: E) -> Result<()>
+where
+    E: FnMut() -> EFut,
+    EFut: Future<Output = Result<()>>,
+{
+    let mut attempt = 1;
+    loop {
+        match end().await {
+            Err(Error::Timeout(what)) if attempt < END_ATTEMPTS => {
+                tracing::warn!(%what, attempt, "ending the transaction timed out; calling again");
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}

@@ -1,0 +1,804 @@
+//! The exactly-once copy loop (`exactly::eos`) against a real broker. Every output is read back
+//! with kcat in read_committed: each destination record's value names the source partition and
+//! offset it was made from, so "every input exactly once, in per-partition order" is checked
+//! record by record.
+//!
+//! `EXACTLY_EOS_RECORDS` makes the big copies smaller locally; under `CI=true` they copy
+//! 200,000 records.
+// The cluster guards are std locks held for a whole test, by design (see tests/support).
+#![allow(clippy::await_holding_lock)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use exactly::eos::{CommittedTransaction, CopyLoop, OffsetTranslator};
+use exactly::{Consumer, ConsumerRecord, OffsetReset, Producer, Record, TopicPartition};
+use support::{Cluster, Isolation};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+const PARTITIONS: i32 = 4;
+
+fn big_copy_records() -> usize {
+    if support::in_ci() {
+        return 200_000;
+    }
+    std::env::var("EXACTLY_EOS_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000)
+}
+
+/// Fills `topic` with `n` records spread round-robin over its partitions (idempotent producer).
+async fn fill(cluster: &Cluster, topic: &str, n: usize) {
+    let producer = support::producer_with(cluster, &[("linger.ms", "5")], &[]).await;
+    let mut acks = Vec::with_capacity(n);
+    for i in 0..n {
+        let record = Record::to(topic)
+            .partition(i as i32 % PARTITIONS)
+            .value(format!("v{i}"));
+        acks.push(producer.send(record).await.expect("send"));
+    }
+    for ack in acks {
+        ack.await.expect("source record written");
+    }
+    producer.close().await.expect("close");
+}
+
+/// The value a copier writes for a source record: who copied it, and from where.
+fn copy_value(tag: &str, r: &ConsumerRecord) -> String {
+    format!("{tag}|{}:{}", r.partition, r.offset)
+}
+
+/// Parses `copy_value` back: (tag, source partition, source offset).
+fn parse_copy(value: &str) -> (String, i32, i64) {
+    let (tag, at) = value.split_once('|').expect("tag|partition:offset");
+    let (p, o) = at.split_once(':').expect("partition:offset");
+    let o = o.split('#').next().unwrap_or(o);
+    (
+        tag.to_owned(),
+        p.parse().expect("partition"),
+        o.parse().expect("offset"),
+    )
+}
+
+async fn consumer(cluster: &Cluster, group: &str, topic: &str) -> Consumer {
+    let mut consumer = Consumer::builder()
+        .bootstrap(&cluster.bootstrap)
+        .group_id(group)
+        .auto_offset_reset(OffsetReset::Earliest)
+        // A dead member is noticed in seconds (the test bed's KIP-848 groups take 6 s from
+        // the broker; classic groups from here).
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500")
+        .set("fetch.max.wait.ms", "200")
+        .build()
+        .await
+        .expect("consumer builds");
+    consumer.subscribe([topic]).expect("subscribe");
+    consumer
+}
+
+async fn transactional(cluster: &Cluster, id: &str, extra: &[(&str, &str)]) -> Producer {
+    let defaults = [
+        ("transactional.id", id),
+        ("linger.ms", "5"),
+        ("request.timeout.ms", "5000"),
+        ("delivery.timeout.ms", "60000"),
+    ];
+    let producer = support::producer_with(cluster, &defaults, extra).await;
+    producer
+        .init_transactions()
+        .await
+        .expect("init_transactions");
+    producer
+}
+
+/// A copier that writes each record to the same partition of `destination`, tagged `tag`.
+type Transform = Box<dyn FnMut(ConsumerRecord) -> std::future::Ready<Vec<Record>> + Send>;
+
+fn mirror(destination: &str, tag: &str) -> Transform {
+    let destination = destination.to_owned();
+    let tag = tag.to_owned();
+    Box::new(move |r: ConsumerRecord| {
+        std::future::ready(vec![
+            Record::to(&destination)
+                .partition(r.partition)
+                .value(copy_value(&tag, &r)),
+        ])
+    })
+}
+
+async fn copy_loop(
+    cluster: &Cluster,
+    group: &str,
+    source: &str,
+    destination: &str,
+    transactional_id: &str,
+) -> CopyLoop<Transform> {
+    let consumer = consumer(cluster, group, source).await;
+    let producer = transactional(cluster, transactional_id, &[]).await;
+    CopyLoop::new(consumer, producer, mirror(destination, transactional_id))
+        .commit_every(500, Duration::from_millis(100))
+}
+
+/// What a running copier reports after each commit.
+struct Commit {
+    transaction: CommittedTransaction,
+    /// The group's committed offsets of the transaction's partitions, read right after it.
+    group_offsets: Vec<(TopicPartition, Option<i64>)>,
+}
+
+/// A copier running on its own task until `stop` (then it closes: commits and leaves the
+/// group), or until its task is aborted (killed: no close, mid-transaction).
+struct Copier {
+    task: JoinHandle<()>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Copier {
+    fn spawn(
+        cluster: &Cluster,
+        group: &str,
+        source: &str,
+        destination: &str,
+        transactional_id: &str,
+        commits: mpsc::UnboundedSender<Commit>,
+    ) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (cluster, group, source, destination, id) = (
+            cluster.clone(),
+            group.to_owned(),
+            source.to_owned(),
+            destination.to_owned(),
+            transactional_id.to_owned(),
+        );
+        let stopped = Arc::clone(&stop);
+        let span = tracing::info_span!("copier", id = transactional_id);
+        let task = tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                let mut copier = copy_loop(&cluster, &group, &source, &destination, &id).await;
+                while !stopped.load(Ordering::Relaxed) {
+                    match copier.step().await {
+                        Ok(Some(transaction)) => {
+                            let partitions: Vec<TopicPartition> = transaction
+                                .consumed
+                                .iter()
+                                .map(|c| c.partition.clone())
+                                .collect();
+                            let group_offsets = copier
+                                .consumer()
+                                .committed(&partitions)
+                                .await
+                                .expect("OffsetFetch after a commit");
+                            let _ = commits.send(Commit {
+                                transaction,
+                                group_offsets,
+                            });
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            assert!(!e.is_fatal(), "copier {id}: fatal error {e}");
+                            eprintln!("copier {id}: transaction aborted: {e}");
+                        }
+                    }
+                }
+                if let Some(transaction) = copier.close().await.expect("close commits") {
+                    let _ = commits.send(Commit {
+                        transaction,
+                        group_offsets: Vec::new(),
+                    });
+                }
+            },
+            span,
+        ));
+        Self { task, stop }
+    }
+
+    /// Graceful: commits the open transaction, leaves the group, closes.
+    async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        tokio::time::timeout(Duration::from_secs(60), self.task)
+            .await
+            .expect("copier stops within 60 s")
+            .expect("copier task ends cleanly");
+    }
+
+    /// Killed: the task is dropped where it is, without close.
+    async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+/// Collects commits until `total` source records were reported committed, checking that the
+/// group's committed offsets never go backwards (seed 001) and that a commit's own offsets are
+/// never above what the group holds right after it.
+struct Progress {
+    commits: mpsc::UnboundedReceiver<Commit>,
+    copied: usize,
+    transactions: Vec<CommittedTransaction>,
+    highest: BTreeMap<TopicPartition, i64>,
+}
+
+impl Progress {
+    fn new(commits: mpsc::UnboundedReceiver<Commit>) -> Self {
+        Self {
+            commits,
+            copied: 0,
+            transactions: Vec::new(),
+            highest: BTreeMap::new(),
+        }
+    }
+
+    fn take(&mut self, commit: Commit) {
+        for range in &commit.transaction.consumed {
+            let highest = self.highest.entry(range.partition.clone()).or_insert(-1);
+            assert!(
+                range.next >= *highest,
+                "seed 001: {}-{} committed {} after {} had been committed",
+                range.partition.topic,
+                range.partition.partition,
+                range.next,
+                highest
+            );
+            *highest = range.next;
+        }
+        for (partition, offset) in &commit.group_offsets {
+            let mine = commit
+                .transaction
+                .consumed
+                .iter()
+                .find(|c| &c.partition == partition)
+                .map(|c| c.next);
+            assert!(
+                offset.is_some() && *offset >= mine,
+                "seed 001: the group holds {offset:?} for {partition:?} right after we committed {mine:?}"
+            );
+        }
+        self.copied += commit.transaction.records_in();
+        self.transactions.push(commit.transaction);
+    }
+
+    /// Waits until at least `records` were copied (bounded).
+    async fn until(&mut self, records: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.copied < records {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.commits.recv()).await {
+                Ok(Some(commit)) => self.take(commit),
+                Ok(None) => panic!(
+                    "every copier ended with {} of {records} copied",
+                    self.copied
+                ),
+                Err(_) => panic!("only {} of {records} copied within {within:?}", self.copied),
+            }
+        }
+    }
+
+    /// Takes what is left in the channel (after every copier stopped).
+    fn drain(&mut self) {
+        while let Ok(commit) = self.commits.try_recv() {
+            self.take(commit);
+        }
+    }
+}
+
+/// Source offsets per partition as a read_committed reader sees them.
+fn source_offsets(cluster: &Cluster, topic: &str) -> BTreeMap<i32, Vec<i64>> {
+    let mut out: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for r in cluster.read_topic(topic, Isolation::ReadCommitted) {
+        out.entry(r.partition).or_default().push(r.offset);
+    }
+    out
+}
+
+/// Waits until the group's committed offsets reach the end of every source partition. A
+/// killed copier may have committed a transaction it never reported, so completion is read
+/// from the group, not counted from the reports.
+async fn wait_until_committed(cluster: &Cluster, group: &str, source: &str, within: Duration) {
+    let ends: BTreeMap<i32, i64> = source_offsets(cluster, source)
+        .into_iter()
+        .map(|(p, offsets)| (p, offsets.last().map_or(0, |o| o + 1)))
+        .collect();
+    let partitions: Vec<TopicPartition> = ends
+        .keys()
+        .map(|p| TopicPartition::new(source, *p))
+        .collect();
+    let mut reader = Consumer::builder()
+        .bootstrap(&cluster.bootstrap)
+        .group_id(group)
+        .build()
+        .await
+        .expect("reader builds");
+    let deadline = Instant::now() + within;
+    loop {
+        let committed = reader.committed(&partitions).await.expect("OffsetFetch");
+        let behind: Vec<_> = committed
+            .iter()
+            .filter(|(p, o)| o.unwrap_or(-1) < ends[&p.partition])
+            .collect();
+        if behind.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not everything committed within {within:?}: {behind:?} (ends {ends:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Every committed source record is in the destination exactly once, in its source
+/// partition's order, in the same partition (read_committed, kcat).
+fn assert_exactly_once(cluster: &Cluster, source: &str, destination: &str) {
+    let expected = source_offsets(cluster, source);
+    let mut copied: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for r in cluster.read_topic(destination, Isolation::ReadCommitted) {
+        let (_, p, o) = parse_copy(r.value.as_deref().expect("a value"));
+        assert_eq!(p, r.partition, "copied into the wrong partition");
+        copied.entry(p).or_default().push(o);
+    }
+    for (p, offsets) in &expected {
+        let got = copied.remove(p).unwrap_or_default();
+        if &got != offsets {
+            let mut seen = std::collections::BTreeSet::new();
+            let duplicates: Vec<_> = got.iter().filter(|o| !seen.insert(**o)).take(5).collect();
+            let missing: Vec<_> = offsets
+                .iter()
+                .filter(|o| !seen.contains(o))
+                .take(5)
+                .collect();
+            panic!(
+                "partition {p}: {} copies of {} records; duplicates {duplicates:?}, missing {missing:?}, in order: {}",
+                got.len(),
+                offsets.len(),
+                got.windows(2).all(|w| w[0] < w[1])
+            );
+        }
+    }
+    assert!(
+        copied.is_empty(),
+        "copies of records that are not in the source: {copied:?}"
+    );
+}
+
+async fn copy_with_kill(cluster: Cluster) {
+    let _shared = cluster.shared();
+    let records = big_copy_records();
+    let source = support::unique_topic("eos-in");
+    let destination = support::unique_topic("eos-out");
+    let group = support::unique_topic("eos-group");
+    cluster.create_topic(&source, PARTITIONS as u32, 1, &[]);
+    cluster.create_topic(&destination, PARTITIONS as u32, 1, &[]);
+    fill(&cluster, &source, records).await;
+
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut progress = Progress::new(rx);
+    let a = Copier::spawn(&cluster, &group, &source, &destination, "eos-a", tx.clone());
+    let b = Copier::spawn(&cluster, &group, &source, &destination, "eos-b", tx.clone());
+    progress.until(records / 3, Duration::from_secs(300)).await;
+    // Killed mid-transaction: no commit, no close; the member expires, its transaction stays
+    // open until the restarted copier's init_transactions aborts it.
+    a.kill().await;
+    let a = Copier::spawn(&cluster, &group, &source, &destination, "eos-a", tx.clone());
+    drop(tx);
+    wait_until_committed(&cluster, &group, &source, Duration::from_secs(600)).await;
+    a.stop().await;
+    b.stop().await;
+    progress.drain();
+    // The killed copier may have committed a transaction it did not live to report.
+    assert!(
+        progress.copied <= records,
+        "{} records reported copied",
+        progress.copied
+    );
+    assert_exactly_once(&cluster, &source, &destination);
+}
+
+/// Two copiers in one group copy `EXACTLY_EOS_RECORDS` (200,000 in CI); one is killed
+/// mid-transaction and restarted. The destination holds every record exactly once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_exactly_once_with_kill() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    copy_with_kill(cluster).await;
+}
+
+/// The same on a cluster with transactions v1 (AddPartitionsToTxn, AddOffsetsToTxn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_exactly_once_with_kill_tv1() {
+    let Some(cluster) = Cluster::tv1() else {
+        return;
+    };
+    copy_with_kill(cluster).await;
+}
+
+/// Seed 001 (librdkafka rewound committed offsets during rolling deploys): three copiers are
+/// restarted one after another while copying. The group's committed offsets, read after every
+/// commit, never move backwards; nothing is lost or duplicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_001_rolling_restart_never_rewinds() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let records = big_copy_records() / 2;
+    let source = support::unique_topic("eos-roll-in");
+    let destination = support::unique_topic("eos-roll-out");
+    let group = support::unique_topic("eos-roll-group");
+    cluster.create_topic(&source, PARTITIONS as u32, 1, &[]);
+    cluster.create_topic(&destination, PARTITIONS as u32, 1, &[]);
+    fill(&cluster, &source, records).await;
+
+    // An observer outside the group reads its committed offsets all along.
+    let observer_stop = Arc::new(AtomicBool::new(false));
+    let observer = {
+        let stop = Arc::clone(&observer_stop);
+        let mut reader = Consumer::builder()
+            .bootstrap(&cluster.bootstrap)
+            .group_id(&group)
+            .build()
+            .await
+            .expect("observer builds");
+        let partitions: Vec<TopicPartition> = (0..PARTITIONS)
+            .map(|p| TopicPartition::new(source.as_str(), p))
+            .collect();
+        tokio::spawn(async move {
+            let mut last: BTreeMap<TopicPartition, i64> = BTreeMap::new();
+            let mut reads = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                for (p, offset) in reader.committed(&partitions).await.expect("OffsetFetch") {
+                    let offset = offset.unwrap_or(-1);
+                    let before = last.insert(p.clone(), offset).unwrap_or(-1);
+                    assert!(
+                        offset >= before,
+                        "seed 001: {p:?} went from {before} back to {offset}"
+                    );
+                }
+                reads += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            reads
+        })
+    };
+
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut progress = Progress::new(rx);
+    let ids = ["eos-roll-0", "eos-roll-1", "eos-roll-2"];
+    let mut copiers: Vec<Option<Copier>> = ids
+        .iter()
+        .map(|id| {
+            Some(Copier::spawn(
+                &cluster,
+                &group,
+                &source,
+                &destination,
+                id,
+                tx.clone(),
+            ))
+        })
+        .collect();
+    for (i, id) in ids.iter().enumerate() {
+        progress
+            .until(records * (i + 1) / 5, Duration::from_secs(300))
+            .await;
+        if let Some(copier) = copiers[i].take() {
+            copier.stop().await;
+        }
+        copiers[i] = Some(Copier::spawn(
+            &cluster,
+            &group,
+            &source,
+            &destination,
+            id,
+            tx.clone(),
+        ));
+    }
+    drop(tx);
+    wait_until_committed(&cluster, &group, &source, Duration::from_secs(600)).await;
+    for copier in copiers.into_iter().flatten() {
+        copier.stop().await;
+    }
+    progress.drain();
+    observer_stop.store(true, Ordering::Relaxed);
+    let reads = observer.await.expect("the observer saw no rewind");
+    assert!(
+        reads > 10,
+        "the observer read the group's offsets only {reads} times"
+    );
+    assert_eq!(progress.copied, records);
+    assert_exactly_once(&cluster, &source, &destination);
+}
+
+/// A copier whose partitions were reassigned while it was paused past the session timeout
+/// cannot commit its offsets or its records afterwards: its commit fails with a fencing error
+/// and nothing of its transaction is visible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_copier_is_fenced() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let records = 2_000;
+    let source = support::unique_topic("eos-zombie-in");
+    let destination = support::unique_topic("eos-zombie-out");
+    let group = support::unique_topic("eos-zombie-group");
+    cluster.create_topic(&source, PARTITIONS as u32, 1, &[]);
+    cluster.create_topic(&destination, PARTITIONS as u32, 1, &[]);
+    fill(&cluster, &source, records).await;
+
+    // The zombie reads and produces, but is never let to commit on its own.
+    let consumer = consumer(&cluster, &group, &source).await;
+    let producer = transactional(
+        &cluster,
+        "eos-zombie",
+        &[("transaction.timeout.ms", "300000")],
+    )
+    .await;
+    let mut zombie = CopyLoop::new(consumer, producer, mirror(&destination, "zombie"))
+        .commit_every(usize::MAX, Duration::from_secs(3600));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while zombie.consumer().assignment().is_empty()
+        || zombie.producer().transaction_state() != Some(exactly::TxnState::InTransaction)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the zombie got no partitions or records in 60 s"
+        );
+        // Dropping a step that waits for records loses nothing (cancel safety).
+        let _ = tokio::time::timeout(Duration::from_millis(500), zombie.step()).await;
+    }
+
+    // Paused past the session timeout: the group gives its partitions to the next member.
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut progress = Progress::new(rx);
+    let heir = Copier::spawn(&cluster, &group, &source, &destination, "eos-heir", tx);
+    progress.until(records, Duration::from_secs(180)).await;
+
+    let err = zombie
+        .commit()
+        .await
+        .expect_err("the zombie's offsets are fenced");
+    eprintln!("zombie commit: {err}");
+    // ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (classic); FENCED_MEMBER_EPOCH,
+    // STALE_MEMBER_EPOCH (KIP-848).
+    const FENCING: [i16; 5] = [22, 25, 82, 110, 113];
+    assert!(
+        err.code().is_some_and(|c| FENCING.contains(&c.0)),
+        "a fencing error, not: {err}"
+    );
+    heir.stop().await;
+    progress.drain();
+    drop(zombie);
+    let visible = cluster.read_topic(&destination, Isolation::ReadCommitted);
+    assert!(
+        visible
+            .iter()
+            .all(|r| !r.value.as_deref().unwrap_or("").starts_with("zombie|")),
+        "a record of the zombie's transaction is visible"
+    );
+    assert_exactly_once(&cluster, &source, &destination);
+    let mut reader = Consumer::builder()
+        .bootstrap(&cluster.bootstrap)
+        .group_id(&group)
+        .build()
+        .await
+        .expect("reader builds");
+    let partitions: Vec<TopicPartition> = (0..PARTITIONS)
+        .map(|p| TopicPartition::new(source.as_str(), p))
+        .collect();
+    let expected = source_offsets(&cluster, &source);
+    for (p, offset) in reader.committed(&partitions).await.expect("OffsetFetch") {
+        let end = expected
+            .get(&p.partition)
+            .and_then(|o| o.last())
+            .map(|o| o + 1);
+        assert_eq!(offset, end, "{p:?}: the heir's offsets stand");
+    }
+}
+
+/// The end offset of `topic`-`partition` (kcat's ListOffsets).
+fn end_offset(cluster: &Cluster, topic: &str, partition: i32) -> i64 {
+    let out = support::run_ok(Command::new("kcat").args([
+        "-Q",
+        "-b",
+        &cluster.bootstrap,
+        "-t",
+        &format!("{topic}:{partition}:-1"),
+    ]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .last()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("kcat -Q printed {text:?}"))
+}
+
+/// Seed 000 (MirrorMaker 2's offset translation): the source has committed and aborted
+/// transactions (markers and aborted records take offsets) and the transform drops some records
+/// and doubles others. For every source offset, the translated destination offset is at most
+/// the destination offset of the first copy of a record at or after it, and the lag computed
+/// from it is never negative. MM2's extrapolation is shown to fail on the same data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_000_translation_is_conservative() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let source = support::unique_topic("eos-tr-in");
+    let destination = support::unique_topic("eos-tr-out");
+    let group = support::unique_topic("eos-tr-group");
+    cluster.create_topic(&source, 2, 1, &[]);
+    cluster.create_topic(&destination, 2, 1, &[]);
+
+    // Source: 60 transactions of 1..=7 records; every third aborted.
+    let writer = transactional(&cluster, &support::unique_topic("eos-tr-writer"), &[]).await;
+    for t in 0..60u32 {
+        writer.begin_transaction().expect("begin");
+        for r in 0..(t % 7 + 1) {
+            let ack = writer
+                .send(
+                    Record::to(&source)
+                        .partition((t % 2) as i32)
+                        .value(format!("t{t}r{r}")),
+                )
+                .await
+                .expect("send");
+            // The commit or abort below settles it.
+            drop(ack);
+        }
+        if t % 3 == 2 {
+            writer.abort_transaction().await.expect("abort");
+        } else {
+            writer.commit_transaction().await.expect("commit");
+        }
+    }
+    writer.close().await.expect("close");
+
+    // Drops records whose offset ends in 3, copies those ending in 7 twice.
+    let consumer = consumer(&cluster, &group, &source).await;
+    let producer = transactional(&cluster, &support::unique_topic("eos-tr-copier"), &[]).await;
+    let to = destination.clone();
+    let mut copier = CopyLoop::new(consumer, producer, move |r: ConsumerRecord| {
+        let copies = match r.offset % 10 {
+            3 => 0,
+            7 => 2,
+            _ => 1,
+        };
+        let out: Vec<Record> = (0..copies)
+            .map(|i| {
+                Record::to(&to)
+                    .partition(r.partition)
+                    .value(format!("{}#{i}", copy_value("tr", &r)))
+            })
+            .collect();
+        std::future::ready(out)
+    })
+    .commit_every(5, Duration::from_millis(50));
+    let expected = source_offsets(&cluster, &source);
+    let total: usize = expected.values().map(Vec::len).sum();
+    let mut translator = OffsetTranslator::new();
+    let mut copied = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while copied < total {
+        assert!(
+            Instant::now() < deadline,
+            "copied {copied} of {total} in 120 s"
+        );
+        if let Some(txn) = copier.step().await.expect("step") {
+            copied += txn.records_in();
+            translator.record(&txn);
+        }
+    }
+    copier.close().await.expect("close");
+
+    let copies = cluster.read_topic(&destination, Isolation::ReadCommitted);
+    let mut naive_wrong = 0;
+    for p in 0..2 {
+        let source_partition = TopicPartition::new(source.as_str(), p);
+        let destination_partition = TopicPartition::new(destination.as_str(), p);
+        let source_end = end_offset(&cluster, &source, p);
+        let destination_end = end_offset(&cluster, &destination, p);
+        // (source offset, destination offset) of every visible copy, in destination order.
+        let pairs: Vec<(i64, i64)> = copies
+            .iter()
+            .filter(|r| r.partition == p)
+            .map(|r| (parse_copy(r.value.as_deref().expect("value")).2, r.offset))
+            .collect();
+        assert!(!pairs.is_empty());
+        for upstream in 0..=source_end {
+            let first_copy = pairs
+                .iter()
+                .filter(|(s, _)| *s >= upstream)
+                .map(|(_, d)| *d)
+                .min()
+                .unwrap_or(destination_end);
+            let translated =
+                translator.translate(&source_partition, upstream, &destination_partition);
+            if let Some(t) = translated {
+                assert!(
+                    t <= first_copy,
+                    "partition {p}: upstream {upstream} → {t} skips the copy at {first_copy}"
+                );
+                assert!(
+                    destination_end - t >= 0,
+                    "negative lag at upstream {upstream}"
+                );
+            } else {
+                assert!(
+                    pairs.iter().all(|(s, _)| *s >= upstream),
+                    "partition {p}: no translation for {upstream} although copies precede it"
+                );
+            }
+            // MM2 before KAFKA-12468: the first pair's distance extrapolated.
+            let (s0, d0) = pairs[0];
+            if upstream >= s0 && d0 + (upstream - s0) > first_copy {
+                naive_wrong += 1;
+            }
+        }
+    }
+    assert!(naive_wrong > 0, "the data did not exercise MM2's failure");
+}
+
+/// Aborted input is copied again, never skipped: every 700th transform call produces a record
+/// the producer refuses (an invalid topic name), so the loop aborts the transaction and seeks
+/// back to where it began; the destination still holds every record exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborted_input_is_copied_again() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let records = 20_000;
+    let source = support::unique_topic("eos-abort-in");
+    let destination = support::unique_topic("eos-abort-out");
+    let group = support::unique_topic("eos-abort-group");
+    cluster.create_topic(&source, PARTITIONS as u32, 1, &[]);
+    cluster.create_topic(&destination, PARTITIONS as u32, 1, &[]);
+    fill(&cluster, &source, records).await;
+
+    let consumer = consumer(&cluster, &group, &source).await;
+    let producer = transactional(&cluster, &support::unique_topic("eos-abort-copier"), &[]).await;
+    let to = destination.clone();
+    let mut calls = 0u64;
+    let mut copier = CopyLoop::new(consumer, producer, move |r: ConsumerRecord| {
+        calls += 1;
+        let topic = if calls.is_multiple_of(700) {
+            "not a topic!"
+        } else {
+            to.as_str()
+        };
+        std::future::ready(vec![
+            Record::to(topic)
+                .partition(r.partition)
+                .value(copy_value("abort", &r)),
+        ])
+    })
+    .commit_every(500, Duration::from_millis(100));
+    let (mut copied, mut aborts) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while copied < records {
+        assert!(
+            Instant::now() < deadline,
+            "copied {copied} of {records} in 180 s ({aborts} aborts)"
+        );
+        match copier.step().await {
+            Ok(Some(txn)) => copied += txn.records_in(),
+            Ok(None) => {}
+            Err(e) => {
+                assert!(!e.is_fatal(), "{e}");
+                aborts += 1;
+            }
+        }
+    }
+    copier.close().await.expect("close");
+    assert!(aborts >= 20, "only {aborts} transactions aborted");
+    assert_eq!(copied, records);
+    assert_exactly_once(&cluster, &source, &destination);
+}
