@@ -23,21 +23,24 @@ $15 != "ok" { bad[$1 " " $3 " " $4] = bad[$1 " " $3 " " $4] " " $15 }
 $15 == "ok" && $6 > 0 { k = $1 " " $3 " " $4; n = ($11 == "-" ? $5 : $11)
   rps[k] += n / $6; runs[k]++; recs[k] += n; cpu[k] += $7 + $8; if ($9 > rss[k]) rss[k] = $9
   if ($13 != "-") { join[k] += $13; joins[k]++ }
+  if ($13 != "-" && $14 != "-" && $14 > $13) { stream[k] += n / ($14 - $13); streams[k]++ }
   if ($1 == "copy" && $14 > 0) { own[k] = n / $14 }
   checked[k] = ($11 != "-"); each[k] = each[k] (each[k] == "" ? "" : " / ") commas(n / $6) }
 END {
-  print "| client | record | records/s | MiB/s | client CPU s / M records | peak RSS MiB | first record after s | checked |"
-  print "|---|---|---|---|---|---|---|---|"
+  print "| client | record | records/s | MiB/s | client CPU s / M records | peak RSS MiB | first record after s | records/s after the first | checked |"
+  print "|---|---|---|---|---|---|---|---|---|"
   for (j = 1; j <= ns; j++) for (i = 1; i <= nc; i++) { c = cl[i]; k = "consume " c " " sz[j]
-    if (!runs[k]) { printf "| %s | %s B | failed:%s | | | | | |\n", label[c], sz[j], bad[k]; continue }
-    printf "| %s | %s B | %s | %.1f | %.2f | %.0f | %s | %s |\n", label[c], sz[j], commas(rate(k)),
+    if (!runs[k]) { printf "| %s | %s B | failed:%s | | | | | | |\n", label[c], sz[j], bad[k]; continue }
+    printf "| %s | %s B | %s | %.1f | %.2f | %.0f | %s | %s | %s |\n", label[c], sz[j], commas(rate(k)),
       rate(k) * sz[j] / 1048576, cpu_per_m(k), rss[k] / 1024, joins[k] ? sprintf("%.2f", join[k] / joins[k]) : "-",
+      streams[k] ? commas(stream[k] / streams[k]) : "-",
       checked[k] ? "distinct = committed, 0 aborted" : "count only" }
   print ""
   print "records/s: committed records delivered per wall second of the client process (start-up and group join included), mean of two rounds"
   print "(given order, then reversed); checked: the program counted the distinct committed records it got and the records it should not"
   print "have got (aborted ones); Java's ConsumerPerformance only counts records. first record after: from the program's start (Java: its"
-  print "rebalance.time.ms)."
+  print "rebalance.time.ms, from the consumer's creation, so without the JVM's start-up); records/s after the first: committed records"
+  print "over the time from the first record to the last (Java: fetch.time.ms), the fetch rate without start-up and group join."
   print ""
   for (j = 1; j <= ns; j++) { k = "copy exactly " sz[j]
     if (runs[k]) printf "Copier, %s B: examples/copy (read_committed consumer + transactional producer, exactly once, transactions of %s) copied %s records at %s records/s up to its last commit (%s records/s of process wall time with start-up and 3 s idle wait), client CPU %.2f s / M records, peak RSS %.0f MiB; read back read_committed: every record once. No peer copier is measured.\n",

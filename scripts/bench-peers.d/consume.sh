@@ -68,6 +68,7 @@ consume_run() {
     # rebalance.time.ms, fetch.time.ms, ...
     received="$(awk -F', *' 'NF >= 8 && $5 ~ /^[0-9]+$/ { n = $5 } END { print n + 0 }' "$runs/$name.out")"
     first="$(awk -F', *' 'NF >= 8 && $7 ~ /^[0-9]+$/ { printf "%.3f", $7 / 1000 }' "$runs/$name.out")"
+    last="$(awk -F', *' 'NF >= 8 && $8 ~ /^[0-9]+$/ { printf "%.3f", ($7 + $8) / 1000 }' "$runs/$name.out")"
     [ "$received" -ge "$count" ] || [ "$status" != ok ] || status="received-$received-of-$count"
   else
     summary="$(grep '^consumed ' "$runs/$name.out" | tail -1)" || true
@@ -168,6 +169,8 @@ consume_main() {
     echo "One input topic of $partitions partitions per size, written once by examples/consume_perf fill: the committed records"
     echo "in $consume_transactions transactions and $consume_aborted aborted transactions of the same size between them, round-robin"
     echo "over the partitions. Each client reads it from the beginning, read_committed, in a fresh group, until it has the committed count."
+    echo "Fetch settings at each client's defaults; group protocol at each client's default: exactly KIP-848 (the broker has it),"
+    echo "librdkafka, franz-go and Java classic (eager/cooperative join with the broker's group.initial.rebalance.delay.ms=0)."
     echo
     echo "Input:"
     echo
