@@ -23,7 +23,8 @@ $15 != "ok" { bad[$1 " " $3 " " $4] = bad[$1 " " $3 " " $4] " " $15 }
 $15 == "ok" && $6 > 0 { k = $1 " " $3 " " $4; n = ($11 == "-" ? $5 : $11)
   rps[k] += n / $6; runs[k]++; recs[k] += n; cpu[k] += $7 + $8; if ($9 > rss[k]) rss[k] = $9
   if ($13 != "-") { join[k] += $13; joins[k]++ }
-  if ($13 != "-" && $14 != "-" && $14 > $13) { stream[k] += n / ($14 - $13); streams[k]++ }
+  # Only over 50 ms or more: the programs print milliseconds.
+  if ($13 != "-" && $14 != "-" && $14 - $13 >= 0.05) { stream[k] += n / ($14 - $13); streams[k]++ }
   if ($1 == "copy" && $14 > 0) { own[k] = n / $14 }
   checked[k] = ($11 != "-"); each[k] = each[k] (each[k] == "" ? "" : " / ") commas(n / $6) }
 END {
