@@ -1,5 +1,6 @@
 // Command franz-perf drives franz-go's producer the way examples/perf.rs drives ours, so that
-// scripts/bench-peers compares the clients and not the benchmark programs.
+// scripts/bench-peers compares the clients and not the benchmark programs (and, as
+// `franz-perf consume`, its consumer: see consume.go).
 //
 //	franz-perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
 //	    [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]
@@ -237,6 +238,10 @@ func withSequence(template []byte, i int) []byte {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "consume" {
+		consumeMain(os.Args[2:])
+		return
+	}
 	a := parseArgs()
 	opts, err := producerOptions(a.props)
 	if err != nil {

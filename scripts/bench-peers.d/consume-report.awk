@@ -1,0 +1,75 @@
+# The report of scripts/bench-peers --consume, from its consume-runs-*.tsv (one row per run; the
+# columns of consume_row in consume.sh). Variables: clients, sizes (space-separated), versions,
+# copy_txn (examples/copy's transaction bounds, in words).
+#
+# records/s = committed records delivered / the client process's wall time (start-up and group
+# join included: that is what a job reading a topic pays), mean of the two rounds.
+function commas(x,   s, out, n) { s = sprintf("%.0f", x); out = ""; n = length(s)
+  while (n > 3) { out = "," substr(s, n - 2, 3) out; n -= 3 } return substr(s, 1, n) out }
+function rate(k) { return runs[k] ? rps[k] / runs[k] : 0 }
+function cpu_per_m(k) { return recs[k] ? cpu[k] / recs[k] * 1e6 : 0 }
+function verdict(ok) { return ok ? "**met**" : "**missed**" }
+BEGIN {
+  FS = "\t"
+  nc = split(clients, cl, " "); ns = split(sizes, sz, " ")
+  label["exactly"] = "exactly (`consume_perf consume`)"
+  label["rust-rdkafka"] = "rust-rdkafka BaseConsumer (bundled librdkafka)"
+  label["franz"] = "franz-go (`franz-perf consume`)"
+  label["java"] = "Java consumer (`ConsumerPerformance`)"
+}
+# Columns: 1 phase 2 round 3 client 4 size 5 count 6 wall 7 user 8 sys 9 rss 10 received
+# 11 distinct 12 foreign 13 first_s 14 last_s 15 status
+$15 != "ok" { bad[$1 " " $3 " " $4] = bad[$1 " " $3 " " $4] " " $15 }
+$15 == "ok" && $6 > 0 { k = $1 " " $3 " " $4; n = ($11 == "-" ? $5 : $11)
+  rps[k] += n / $6; runs[k]++; recs[k] += n; cpu[k] += $7 + $8; if ($9 > rss[k]) rss[k] = $9
+  if ($13 != "-") { join[k] += $13; joins[k]++ }
+  # Only over 50 ms or more: the programs print milliseconds.
+  if ($13 != "-" && $14 != "-" && $14 - $13 >= 0.05) { stream[k] += n / ($14 - $13); streams[k]++ }
+  if ($1 == "copy" && $14 > 0) { own[k] = n / $14 }
+  checked[k] = ($11 != "-"); each[k] = each[k] (each[k] == "" ? "" : " / ") commas(n / $6) }
+END {
+  print "| client | record | records/s | MiB/s | client CPU s / M records | peak RSS MiB | first record after s | records/s after the first | checked |"
+  print "|---|---|---|---|---|---|---|---|---|"
+  for (j = 1; j <= ns; j++) for (i = 1; i <= nc; i++) { c = cl[i]; k = "consume " c " " sz[j]
+    if (!runs[k]) { printf "| %s | %s B | failed:%s | | | | | | |\n", label[c], sz[j], bad[k]; continue }
+    printf "| %s | %s B | %s | %.1f | %.2f | %.0f | %s | %s | %s |\n", label[c], sz[j], commas(rate(k)),
+      rate(k) * sz[j] / 1048576, cpu_per_m(k), rss[k] / 1024, joins[k] ? sprintf("%.2f", join[k] / joins[k]) : "-",
+      streams[k] ? commas(stream[k] / streams[k]) : "-",
+      checked[k] ? "distinct = committed, 0 aborted" : "count only" }
+  print ""
+  print "records/s: committed records delivered per wall second of the client process (start-up and group join included), mean of two rounds"
+  print "(given order, then reversed); checked: the program counted the distinct committed records it got and the records it should not"
+  print "have got (aborted ones); Java's ConsumerPerformance only counts records. first record after: from the program's start (Java: its"
+  print "rebalance.time.ms, from the consumer's creation, so without the JVM's start-up); records/s after the first: committed records"
+  print "over the time from the first record to the last (Java: fetch.time.ms), the fetch rate without start-up and group join."
+  print ""
+  for (j = 1; j <= ns; j++) { k = "copy exactly " sz[j]
+    if (runs[k]) printf "Copier, %s B: examples/copy (read_committed consumer + transactional producer, exactly once, transactions of %s) copied %s records at %s records/s up to its last commit (%s records/s of process wall time with start-up and 3 s idle wait), client CPU %.2f s / M records, peak RSS %.0f MiB; read back read_committed: every record once. No peer copier is measured.\n",
+      sz[j], copy_txn, commas(recs[k]), commas(own[k]), commas(rate(k)), cpu_per_m(k), rss[k] / 1024
+    else if (bad[k] != "") printf "Copier, %s B: failed:%s\n", sz[j], bad[k] }
+  print ""
+  print "Ratios of exactly to each peer:"
+  print ""
+  for (j = 1; j <= ns; j++) { s = sz[j]; o = "consume exactly " s; if (!runs[o]) continue
+    for (i = 1; i <= nc; i++) { c = cl[i]; if (c == "exactly") continue; k = "consume " c " " s; if (!runs[k]) continue
+      printf "- %s B, exactly vs %s: %.2fx the records/s, %.2fx the client CPU per record, %.2fx the peak RSS\n", s, c,
+        rate(o) / rate(k), cpu_per_m(o) / cpu_per_m(k), rss[o] / rss[k] } }
+  print ""
+  print "Issue-15 target:"
+  print ""
+  for (j = 1; j <= ns; j++) { s = sz[j]; o = "consume exactly " s
+    if (!runs[o]) { printf "- %s B: no complete exactly run, no target\n", s; continue }
+    best = 0; bestc = ""
+    for (i = 1; i <= nc; i++) { c = cl[i]; k = "consume " c " " s; if (c == "exactly" || !runs[k]) continue
+      if (rate(k) > best) { best = rate(k); bestc = c } }
+    if (bestc != "")
+      printf "- %s B read_committed consume records/s >= 1.0x the best peer: %s — %s vs %s %s (%.3fx)\n", s,
+        verdict(rate(o) >= best), commas(rate(o)), bestc, commas(best), rate(o) / best }
+  print ""
+  print "Each round, records/s:"
+  print ""
+  for (j = 1; j <= ns; j++) for (i = 1; i <= nc; i++) { k = "consume " cl[i] " " sz[j]
+    if (runs[k]) printf "- %s %s B: %s\n", cl[i], sz[j], each[k] }
+  print ""
+  print versions
+}
