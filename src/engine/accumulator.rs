@@ -347,31 +347,39 @@ impl Accumulator {
         self.append_to(partition, timestamp, key, value, headers, now, true)
     }
 
-    /// The slot of `partition`, made on its first record.
-    fn slot(&self, partition: &TopicPartition) -> Arc<PartitionSlot> {
-        if let Some(slot) = self
-            .partitions
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .by_partition
-            .get(partition)
+    /// Runs `f` on the slot of `partition` (made on its first record) under the table's read
+    /// lock: the per-record path borrows the slot instead of cloning its `Arc` (two atomic
+    /// operations per record fewer; the table lookup was 4% of issue 13's profile).
+    fn with_slot<R>(
+        &self,
+        partition: &TopicPartition,
+        f: impl FnOnce(&Arc<PartitionSlot>) -> R,
+    ) -> R {
         {
-            return Arc::clone(slot);
+            let table = self.partitions.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(slot) = table.by_partition.get(partition) {
+                return f(slot);
+            }
         }
-        let mut table = self.partitions.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(slot) = table.by_partition.get(partition) {
-            return Arc::clone(slot);
-        }
-        let slot = Arc::new(PartitionSlot {
-            partition: partition.clone(),
-            queue: Mutex::new(PartitionQueue::default()),
-        });
-        table
-            .by_partition
-            .insert(partition.clone(), Arc::clone(&slot));
-        let at = table.ordered.partition_point(|s| s.partition < *partition);
-        table.ordered.insert(at, Arc::clone(&slot));
-        slot
+        let slot = {
+            let mut table = self.partitions.write().unwrap_or_else(|e| e.into_inner());
+            match table.by_partition.get(partition) {
+                Some(slot) => Arc::clone(slot),
+                None => {
+                    let slot = Arc::new(PartitionSlot {
+                        partition: partition.clone(),
+                        queue: Mutex::new(PartitionQueue::default()),
+                    });
+                    table
+                        .by_partition
+                        .insert(partition.clone(), Arc::clone(&slot));
+                    let at = table.ordered.partition_point(|s| s.partition < *partition);
+                    table.ordered.insert(at, Arc::clone(&slot));
+                    slot
+                }
+            }
+        };
+        f(&slot)
     }
 
     /// Every partition's slot, in partition order.
@@ -419,7 +427,24 @@ impl Accumulator {
                 setting: "buffer.memory",
             });
         }
-        let slot = self.slot(partition);
+        self.with_slot(partition, |slot| {
+            self.append_to_slot(slot, timestamp, key, value, headers, now, defer_seal, alone)
+        })
+    }
+
+    /// The part of an append done under the partition's lock.
+    #[allow(clippy::too_many_arguments)] // the record's parts, as `append` takes them
+    fn append_to_slot(
+        &self,
+        slot: &Arc<PartitionSlot>,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+        now: impl FnOnce() -> Millis,
+        defer_seal: bool,
+        alone: usize,
+    ) -> Result<Appended, AppendError> {
         let mut queue = slot.lock();
         // Checked under the partition lock: see `SendGate`.
         self.gate.check().map_err(AppendError::Refused)?;
@@ -439,7 +464,7 @@ impl Accumulator {
             return Err(AppendError::BufferFull);
         }
         if let Some((false, _)) = fits_open {
-            to_seal.extend(self.close(&slot, &mut queue, defer_seal));
+            to_seal.extend(self.close(slot, &mut queue, defer_seal));
             wake_engine = true;
         }
         let open = match &mut queue.open {
@@ -448,16 +473,16 @@ impl Accumulator {
                 wake_engine = true;
                 empty.insert(OpenBatch {
                     builder: BatchBuilder::new(timestamp, self.config.batch_size.min(64 * 1024)),
-                    completion: BatchCompletion::new(partition.clone()),
+                    completion: BatchCompletion::new(slot.partition.clone()),
                     created_ms: now(),
-                    size_factor: self.size_factor(&partition.topic),
+                    size_factor: self.size_factor(&slot.partition.topic),
                 })
             }
         };
         let index = open.builder.append(timestamp, key, value, headers);
         let completion = Arc::clone(&open.completion);
         if open.expected_size(0) >= self.config.batch_size {
-            to_seal.extend(self.close(&slot, &mut queue, defer_seal));
+            to_seal.extend(self.close(slot, &mut queue, defer_seal));
             wake_engine = true;
         }
         Ok(Appended {
