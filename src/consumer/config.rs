@@ -602,4 +602,35 @@ mod tests {
             .config();
         assert_eq!(setting_of(result), "fetch.min.bytes");
     }
+
+    #[test]
+    fn assignment_strategy_defaults_to_cooperative_sticky() {
+        let mut config = ConsumerConfig::default();
+        assert_eq!(
+            config.partition_assignment_strategy,
+            AssignmentStrategy::CooperativeSticky
+        );
+        config
+            .set(
+                PARTITION_ASSIGNMENT_STRATEGY,
+                "org.apache.kafka.clients.consumer.RangeAssignor",
+            )
+            .unwrap();
+        assert_eq!(
+            config.partition_assignment_strategy,
+            AssignmentStrategy::Range
+        );
+        config
+            .set(PARTITION_ASSIGNMENT_STRATEGY, "cooperative-sticky")
+            .unwrap();
+        assert_eq!(
+            config.partition_assignment_strategy,
+            AssignmentStrategy::CooperativeSticky
+        );
+        assert!(
+            config
+                .set(PARTITION_ASSIGNMENT_STRATEGY, "roundrobin")
+                .is_err()
+        );
+    }
 }
