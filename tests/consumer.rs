@@ -32,7 +32,19 @@ async fn consumer(
     reset: OffsetReset,
     isolation: IsolationLevel,
 ) -> Consumer {
-    Consumer::builder()
+    consumer_with(cluster, group, protocol, reset, isolation, &[]).await
+}
+
+/// [`consumer`] with `extra` properties set last.
+async fn consumer_with(
+    cluster: &Cluster,
+    group: &str,
+    protocol: GroupProtocol,
+    reset: OffsetReset,
+    isolation: IsolationLevel,
+    extra: &[(&str, &str)],
+) -> Consumer {
+    let mut builder = Consumer::builder()
         .bootstrap(cluster.bootstrap.as_str())
         .group_id(group)
         .group_protocol(protocol)
@@ -42,10 +54,11 @@ async fn consumer(
         .set("heartbeat.interval.ms", "500")
         .set("max.poll.interval.ms", "20000")
         .set("fetch.max.wait.ms", "200")
-        .set("request.timeout.ms", "5000")
-        .build()
-        .await
-        .expect("consumer builds")
+        .set("request.timeout.ms", "5000");
+    for (key, value) in extra {
+        builder = builder.set(*key, *value);
+    }
+    builder.build().await.expect("consumer builds")
 }
 
 async fn producer(cluster: &Cluster, extra: &[(&str, &str)]) -> Producer {
@@ -546,9 +559,26 @@ async fn two_members(cluster: Cluster, protocol: GroupProtocol, departure: Depar
 /// reaches both members.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn classic_cooperative_sticky_moves_only_what_balance_needs() {
-    let Some(cluster) = Cluster::single() else {
-        return;
-    };
+    if let Some(cluster) = Cluster::single() {
+        second_classic_member_joins(cluster, None).await;
+    }
+}
+
+/// `partition.assignment.strategy=range` keeps the eager protocol: the first member revokes
+/// all six, then gets three back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classic_range_is_eager() {
+    if let Some(cluster) = Cluster::single() {
+        second_classic_member_joins(cluster, Some("range")).await;
+    }
+}
+
+/// Two classic members; `strategy` None is the default (cooperative-sticky).
+async fn second_classic_member_joins(cluster: Cluster, strategy: Option<&str>) {
+    let extra: Vec<(&str, &str)> = strategy
+        .map(|s| ("partition.assignment.strategy", s))
+        .into_iter()
+        .collect();
     let _g = cluster.shared();
     let topic = support::unique_topic("consumer-coop");
     cluster.create_topic(&topic, 6, 1, &[]);
@@ -575,12 +605,13 @@ async fn classic_cooperative_sticky_moves_only_what_balance_needs() {
             })
             .await;
         }
-        let mut c = consumer(
+        let mut c = consumer_with(
             &cluster,
             &group,
             GroupProtocol::Classic,
             OffsetReset::Earliest,
             IsolationLevel::ReadCommitted,
+            &extra,
         )
         .await;
         assert!(!c.uses_consumer_protocol());
@@ -634,6 +665,31 @@ async fn classic_cooperative_sticky_moves_only_what_balance_needs() {
         .collect();
     assert_eq!(kept.len(), 3);
     assert!(kept.is_disjoint(&moved));
+    if strategy == Some("range") {
+        // Eager: everything revoked, then three given back; member 1 gets its three only
+        // after member 0 was told.
+        assert_eq!(
+            partitions(&seen[0].events, true)[0],
+            all_six,
+            "{:?}",
+            seen[0].events
+        );
+        assert_eq!(
+            partitions(&seen[0].events, false),
+            vec![all_six.clone(), kept.iter().cloned().collect::<Vec<_>>()]
+        );
+        for tp in &moved {
+            assert!(timeline.revoked[&(0, tp.clone())] < timeline.assigned[&(1, tp.clone())]);
+        }
+        let all = all_records(&seen);
+        let unique: BTreeSet<_> = all.iter().map(|r| (r.0, r.1)).collect();
+        assert_eq!(unique.len(), all.len(), "a record was delivered twice");
+        assert_eq!(all, kcat_view(&cluster, &topic, Isolation::ReadCommitted));
+        for c in members.into_iter().flatten() {
+            c.close().await.unwrap();
+        }
+        return;
+    }
     // Member 0: one Assigned (all six), one Revoked (exactly the three that moved).
     assert_eq!(
         partitions(&seen[0].events, false),
