@@ -73,8 +73,8 @@ pub use client::security::{
     Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, TlsConfig,
 };
 pub use consumer::{
-    Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord, GroupProtocol,
-    IsolationLevel, OffsetReset,
+    AssignmentStrategy, Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord,
+    GroupProtocol, IsolationLevel, OffsetReset,
 };
 pub use engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, PendingOffsets, TxnState};
 pub use engine::{Counters, TopicPartition};

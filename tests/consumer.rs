@@ -32,7 +32,19 @@ async fn consumer(
     reset: OffsetReset,
     isolation: IsolationLevel,
 ) -> Consumer {
-    Consumer::builder()
+    consumer_with(cluster, group, protocol, reset, isolation, &[]).await
+}
+
+/// [`consumer`] with `extra` properties set last.
+async fn consumer_with(
+    cluster: &Cluster,
+    group: &str,
+    protocol: GroupProtocol,
+    reset: OffsetReset,
+    isolation: IsolationLevel,
+    extra: &[(&str, &str)],
+) -> Consumer {
+    let mut builder = Consumer::builder()
         .bootstrap(cluster.bootstrap.as_str())
         .group_id(group)
         .group_protocol(protocol)
@@ -42,10 +54,11 @@ async fn consumer(
         .set("heartbeat.interval.ms", "500")
         .set("max.poll.interval.ms", "20000")
         .set("fetch.max.wait.ms", "200")
-        .set("request.timeout.ms", "5000")
-        .build()
-        .await
-        .expect("consumer builds")
+        .set("request.timeout.ms", "5000");
+    for (key, value) in extra {
+        builder = builder.set(*key, *value);
+    }
+    builder.build().await.expect("consumer builds")
 }
 
 async fn producer(cluster: &Cluster, extra: &[(&str, &str)]) -> Producer {
@@ -461,8 +474,8 @@ async fn two_members(cluster: Cluster, protocol: GroupProtocol, departure: Depar
         all_records(s).len() >= 30 && m[0].as_ref().is_some_and(|c| c.assignment().len() == 6)
     })
     .await;
-    // Member 1 joins: member 0 must give up three partitions (KIP-848: exactly those three;
-    // classic, eager: all six, then gets three back), handing them over only after Revoked.
+    // Member 1 joins: member 0 must give up three partitions (KIP-848 and classic
+    // cooperative-sticky: exactly those three), handing them over only after Revoked.
     members[1] = new_member().await;
     drive(&mut members, &mut seen, &mut timeline, |s, m| {
         all_records(s).len() >= 60
@@ -538,6 +551,187 @@ async fn two_members(cluster: Cluster, protocol: GroupProtocol, departure: Depar
         "{meta:?}"
     );
     last.close().await.unwrap();
+}
+
+/// Classic, cooperative-sticky (KIP-429, the classic default): when a second member joins,
+/// the first is told Revoked only for the three partitions that move, keeps reading the other
+/// three without a Revoked or a new Assigned, and with offsets committed at Revoked no record
+/// reaches both members.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classic_cooperative_sticky_moves_only_what_balance_needs() {
+    if let Some(cluster) = Cluster::single() {
+        second_classic_member_joins(cluster, None).await;
+    }
+}
+
+/// `partition.assignment.strategy=range` keeps the eager protocol: the first member revokes
+/// all six, then gets three back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classic_range_is_eager() {
+    if let Some(cluster) = Cluster::single() {
+        second_classic_member_joins(cluster, Some("range")).await;
+    }
+}
+
+/// Two classic members; `strategy` None is the default (cooperative-sticky).
+async fn second_classic_member_joins(cluster: Cluster, strategy: Option<&str>) {
+    let extra: Vec<(&str, &str)> = strategy
+        .map(|s| ("partition.assignment.strategy", s))
+        .into_iter()
+        .collect();
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-coop");
+    cluster.create_topic(&topic, 6, 1, &[]);
+    let group = unique_group("coop");
+    let p = producer(&cluster, &[]).await;
+    for partition in 0..6 {
+        send(
+            &p,
+            &topic,
+            partition,
+            &values(&format!("one-{partition}"), 10),
+        )
+        .await;
+    }
+    let mut members = vec![None, None];
+    let mut seen = vec![Seen::default(), Seen::default()];
+    let mut timeline = Timeline::default();
+    for i in 0..2 {
+        if i == 1 {
+            // Member 0 alone owns all six and has read half of what is there.
+            drive(&mut members, &mut seen, &mut timeline, |s, m| {
+                all_records(s).len() >= 30
+                    && m[0].as_ref().is_some_and(|c| c.assignment().len() == 6)
+            })
+            .await;
+        }
+        let mut c = consumer_with(
+            &cluster,
+            &group,
+            GroupProtocol::Classic,
+            OffsetReset::Earliest,
+            IsolationLevel::ReadCommitted,
+            &extra,
+        )
+        .await;
+        assert!(!c.uses_consumer_protocol());
+        c.subscribe([topic.clone()]).unwrap();
+        members[i] = Some(c);
+    }
+    drive(&mut members, &mut seen, &mut timeline, |s, m| {
+        all_records(s).len() >= 60
+            && m.iter()
+                .all(|c| c.as_ref().is_some_and(|c| c.assignment().len() == 3))
+    })
+    .await;
+    for partition in 0..6 {
+        send(
+            &p,
+            &topic,
+            partition,
+            &values(&format!("two-{partition}"), 10),
+        )
+        .await;
+    }
+    drive(&mut members, &mut seen, &mut timeline, |s, _| {
+        all_records(s).len() >= 120
+    })
+    .await;
+
+    let partitions = |events: &[ConsumerEvent], revoked: bool| -> Vec<Vec<TopicPartition>> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ConsumerEvent::Revoked(tps) if revoked => Some(tps.clone()),
+                ConsumerEvent::Assigned(tps) if !revoked => Some(tps.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let all_six: Vec<TopicPartition> = (0..6)
+        .map(|i| TopicPartition::new(topic.as_str(), i))
+        .collect();
+    let kept: BTreeSet<TopicPartition> = members[0]
+        .as_ref()
+        .unwrap()
+        .assignment()
+        .into_iter()
+        .collect();
+    let moved: BTreeSet<TopicPartition> = members[1]
+        .as_ref()
+        .unwrap()
+        .assignment()
+        .into_iter()
+        .collect();
+    assert_eq!(kept.len(), 3);
+    assert!(kept.is_disjoint(&moved));
+    if strategy == Some("range") {
+        // Eager: everything revoked, then three given back; member 1 gets its three only
+        // after member 0 was told.
+        assert_eq!(
+            partitions(&seen[0].events, true)[0],
+            all_six,
+            "{:?}",
+            seen[0].events
+        );
+        assert_eq!(
+            partitions(&seen[0].events, false),
+            vec![all_six.clone(), kept.iter().cloned().collect::<Vec<_>>()]
+        );
+        for tp in &moved {
+            assert!(timeline.revoked[&(0, tp.clone())] < timeline.assigned[&(1, tp.clone())]);
+        }
+        let all = all_records(&seen);
+        let unique: BTreeSet<_> = all.iter().map(|r| (r.0, r.1)).collect();
+        assert_eq!(unique.len(), all.len(), "a record was delivered twice");
+        assert_eq!(all, kcat_view(&cluster, &topic, Isolation::ReadCommitted));
+        for c in members.into_iter().flatten() {
+            c.close().await.unwrap();
+        }
+        return;
+    }
+    // Member 0: one Assigned (all six), one Revoked (exactly the three that moved).
+    assert_eq!(
+        partitions(&seen[0].events, false),
+        vec![all_six],
+        "{:?}",
+        seen[0].events
+    );
+    assert_eq!(
+        partitions(&seen[0].events, true),
+        vec![moved.iter().cloned().collect::<Vec<_>>()],
+        "member 0 revoked more than what moved: {:?}",
+        seen[0].events
+    );
+    // Member 1: the three, once, only after member 0 was told (the two-phase hand-over).
+    assert_eq!(
+        partitions(&seen[1].events, false),
+        vec![moved.iter().cloned().collect::<Vec<_>>()]
+    );
+    assert!(partitions(&seen[1].events, true).is_empty());
+    for tp in &moved {
+        let revoked_at = timeline.revoked[&(0, tp.clone())];
+        assert!(revoked_at < timeline.assigned[&(1, tp.clone())]);
+    }
+    // The kept partitions were read by member 0 alone, every offset once, in order.
+    for tp in &kept {
+        let offsets: Vec<i64> = seen[0]
+            .records
+            .iter()
+            .filter(|r| r.0 == tp.partition)
+            .map(|r| r.1)
+            .collect();
+        assert_eq!(offsets, (0..20).collect::<Vec<_>>(), "{tp:?}");
+        assert!(seen[1].records.iter().all(|r| r.0 != tp.partition));
+    }
+    // Exactly once across the hand-over, and what we read is what kcat reads.
+    let all = all_records(&seen);
+    let unique: BTreeSet<_> = all.iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(unique.len(), all.len(), "a record was delivered twice");
+    assert_eq!(all, kcat_view(&cluster, &topic, Isolation::ReadCommitted));
+    for c in members.into_iter().flatten() {
+        c.close().await.unwrap();
+    }
 }
 
 async fn starts_from_committed_else_reset(cluster: Cluster, protocol: GroupProtocol) {

@@ -31,10 +31,11 @@ const RECONNECT_BACKOFF_MS: &str = "reconnect.backoff.ms";
 const RECONNECT_BACKOFF_MAX_MS: &str = "reconnect.backoff.max.ms";
 const ENABLE_AUTO_COMMIT: &str = "enable.auto.commit";
 const GROUP_REMOTE_ASSIGNOR: &str = "group.remote.assignor";
+const PARTITION_ASSIGNMENT_STRATEGY: &str = "partition.assignment.strategy";
 
 /// Every property name [`ConsumerConfig::set`] accepts (besides the `security.*`, `ssl.*` and
 /// `sasl.*` ones the producer takes too).
-pub const CONSUMER_PROPERTY_NAMES: [&str; 21] = [
+pub const CONSUMER_PROPERTY_NAMES: [&str; 22] = [
     BOOTSTRAP_SERVERS,
     GROUP_ID,
     CLIENT_ID,
@@ -56,6 +57,7 @@ pub const CONSUMER_PROPERTY_NAMES: [&str; 21] = [
     RECONNECT_BACKOFF_MAX_MS,
     ENABLE_AUTO_COMMIT,
     GROUP_REMOTE_ASSIGNOR,
+    PARTITION_ASSIGNMENT_STRATEGY,
 ];
 
 /// `isolation.level`: which records of transactional producers a consumer sees.
@@ -106,6 +108,21 @@ pub enum GroupProtocol {
     Consumer,
     /// `classic`: JoinGroup / SyncGroup / Heartbeat with a client-side assignor.
     Classic,
+}
+
+/// `partition.assignment.strategy`: the client-side assignor (and rebalance protocol) of the
+/// classic group protocol; KIP-848 groups assign on the broker (`group.remote.assignor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AssignmentStrategy {
+    /// `cooperative-sticky` (KIP-429): members keep the partitions that do not move across a
+    /// rebalance and give up only those that do, in two rebalances. The default: the Java
+    /// 4.x consumer's default list (`range, cooperative-sticky`) upgrades to it once every
+    /// member supports it, and keeping partitions means no fetch gap for them.
+    #[default]
+    CooperativeSticky,
+    /// `range` with the eager protocol: every rebalance revokes everything first.
+    Range,
 }
 
 /// Everything the consumer is configured with. Defaults are the Kafka 4.x Java consumer's,
@@ -159,6 +176,9 @@ pub struct ConsumerConfig {
     /// `group.remote.assignor`: the server-side assignor a KIP-848 member asks for (`None`:
     /// the broker's default, `uniform`).
     pub group_remote_assignor: Option<String>,
+    /// `partition.assignment.strategy` (classic protocol only): one of `cooperative-sticky`
+    /// (default) or `range`, or the Java class names of those assignors.
+    pub partition_assignment_strategy: AssignmentStrategy,
     /// `security.protocol` and the `ssl.*` / `sasl.*` settings.
     pub security: SecurityConfig,
 }
@@ -186,6 +206,7 @@ impl Default for ConsumerConfig {
             reconnect_backoff_ms: 50,
             reconnect_backoff_max_ms: 1_000,
             group_remote_assignor: None,
+            partition_assignment_strategy: AssignmentStrategy::CooperativeSticky,
             security: SecurityConfig::default(),
         }
     }
@@ -281,6 +302,23 @@ impl ConsumerConfig {
                         "only false is supported: commit with Consumer::commit or in a transaction",
                     ));
                 }
+            }
+            PARTITION_ASSIGNMENT_STRATEGY => {
+                // One strategy: a list would need protocol negotiation between them, which
+                // the group does with Java consumers only for its upgrade path.
+                let name = value.trim().rsplit('.').next().unwrap_or_default();
+                self.partition_assignment_strategy = match name.to_ascii_lowercase().as_str() {
+                    "cooperative-sticky" | "cooperativestickyassignor" => {
+                        AssignmentStrategy::CooperativeSticky
+                    }
+                    "range" | "rangeassignor" => AssignmentStrategy::Range,
+                    _ => {
+                        return Err(config_error(
+                            key,
+                            format!("expected cooperative-sticky or range, got {value:?}"),
+                        ));
+                    }
+                };
             }
             GROUP_REMOTE_ASSIGNOR => {
                 self.group_remote_assignor = (!value.is_empty()).then(|| value.to_owned());
@@ -563,5 +601,36 @@ mod tests {
             .set("fetch.min.bytes", "-1")
             .config();
         assert_eq!(setting_of(result), "fetch.min.bytes");
+    }
+
+    #[test]
+    fn assignment_strategy_defaults_to_cooperative_sticky() {
+        let mut config = ConsumerConfig::default();
+        assert_eq!(
+            config.partition_assignment_strategy,
+            AssignmentStrategy::CooperativeSticky
+        );
+        config
+            .set(
+                PARTITION_ASSIGNMENT_STRATEGY,
+                "org.apache.kafka.clients.consumer.RangeAssignor",
+            )
+            .unwrap();
+        assert_eq!(
+            config.partition_assignment_strategy,
+            AssignmentStrategy::Range
+        );
+        config
+            .set(PARTITION_ASSIGNMENT_STRATEGY, "cooperative-sticky")
+            .unwrap();
+        assert_eq!(
+            config.partition_assignment_strategy,
+            AssignmentStrategy::CooperativeSticky
+        );
+        assert!(
+            config
+                .set(PARTITION_ASSIGNMENT_STRATEGY, "roundrobin")
+                .is_err()
+        );
     }
 }

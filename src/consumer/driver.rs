@@ -206,6 +206,7 @@ impl Driver {
                 i32::try_from(config.session_timeout_ms).unwrap_or(i32::MAX),
                 rebalance_timeout_ms,
                 Duration::from_millis(config.heartbeat_interval_ms),
+                config.partition_assignment_strategy,
             ))
         };
         Ok(Self {
@@ -330,7 +331,10 @@ impl Driver {
             // KIP-1251 addresses). So `poll` hands over events only once the heartbeat in
             // flight is answered (unless the deadline passes first): between two polls the
             // epoch `group_metadata` gives is the broker's.
-            let settled = !self.heartbeat_in_flight() || expired;
+            // Classic: likewise nothing between JoinGroup and the SyncGroup answer, when the
+            // coordinator refuses commits of the generation being left (a cooperative member
+            // keeps fetching then, KIP-429, so only the hand-over waits).
+            let settled = !(self.heartbeat_in_flight() || self.membership.joining()) || expired;
             if settled {
                 let view = View {
                     metadata: &self.metadata,

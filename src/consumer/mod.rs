@@ -29,13 +29,16 @@ pub(crate) mod fetcher;
 pub(crate) mod membership;
 pub(crate) mod offsets;
 pub(crate) mod records;
+pub(crate) mod sticky_assignor;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use config::{ConsumerBuilder, ConsumerConfig, GroupProtocol, IsolationLevel, OffsetReset};
+pub use config::{
+    AssignmentStrategy, ConsumerBuilder, ConsumerConfig, GroupProtocol, IsolationLevel, OffsetReset,
+};
 
 use crate::engine::TopicPartition;
 use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};

@@ -1,19 +1,30 @@
-//! The classic group protocol, member side, with the eager rebalance protocol: JoinGroup, the
-//! leader assigns with [`crate::consumer::assignor`] (`range`), SyncGroup hands each member its
-//! partitions, Heartbeat keeps the member alive and learns of the next rebalance
-//! (REBALANCE_IN_PROGRESS), LeaveGroup leaves.
+//! The classic group protocol, member side: JoinGroup, the leader assigns, SyncGroup hands
+//! each member its partitions, Heartbeat keeps the member alive and learns of the next
+//! rebalance (REBALANCE_IN_PROGRESS), LeaveGroup leaves. Two rebalance protocols, chosen by
+//! `partition.assignment.strategy`:
 //!
-//! Eager: when a rebalance starts the member revokes everything it owns. The user gets
-//! `Revoked` first; the member rejoins (which is what lets the coordinator move the
-//! partitions) only at the user's next `poll`. Cooperative-sticky (KIP-429) would keep the
-//! partitions that do not move; it is not implemented.
+//! - `cooperative-sticky` (KIP-429, the default): the member rejoins keeping (and fetching)
+//!   what it owns and tells the leader so in its subscription; the leader
+//!   ([`crate::consumer::sticky_assignor`]) keeps partitions where they are and withholds the
+//!   ones that move. After SyncGroup, assigned − owned is `Assigned`, owned − assigned is
+//!   `Revoked`, and when something was revoked the member rejoins (after the user's next
+//!   `poll`) so the next rebalance hands those partitions to their new owner. This follows
+//!   Java's `ConsumerCoordinator.onJoinComplete`.
+//! - `range` (eager): when a rebalance starts the member revokes everything it owns.
+//!
+//! Both keep the rule of [`super`]: revoked partitions stay owned until the next `poll`, and
+//! the member rejoins (which is what lets the coordinator move them) only then.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{MembershipEvent, MembershipRequest, MembershipResponse, TopicView};
-use crate::consumer::assignor::{self, CONSUMER_PROTOCOL_TYPE, RANGE};
+use crate::consumer::AssignmentStrategy;
+use crate::consumer::assignor::{
+    self, CONSUMER_PROTOCOL_TYPE, COOPERATIVE_STICKY, RANGE, Subscription,
+};
+use crate::consumer::sticky_assignor;
 use crate::engine::TopicPartition;
 use crate::engine::transaction::ConsumerGroupMetadata;
 use crate::error::Error;
@@ -31,14 +42,12 @@ enum Phase {
     Joining,
     /// Joined; SyncGroup to send. The leader carries the members' subscriptions.
     Syncing {
-        leader_members: Option<BTreeMap<String, Vec<String>>>,
+        leader_members: Option<BTreeMap<String, Subscription>>,
     },
     /// SyncGroup in flight.
     SyncSent,
     /// Owns its assignment; heartbeats.
     Stable,
-    /// A rebalance began: `Revoked` was handed over; rejoin at the next `on_poll`.
-    Revoking,
 }
 
 /// One member of a classic consumer group.
@@ -53,7 +62,11 @@ pub struct ClassicMember {
     subscription: Vec<String>,
     generation: i32,
     phase: Phase,
+    strategy: AssignmentStrategy,
     owned: BTreeSet<TopicPartition>,
+    /// Owned partitions handed over in a `Revoked` event: not fetched, given up (and the
+    /// member rejoins) at the first `on_poll` after the event was taken.
+    revoking: BTreeSet<TopicPartition>,
     events: VecDeque<MembershipEvent>,
     in_flight: bool,
     next_at: Option<Instant>,
@@ -68,6 +81,7 @@ impl ClassicMember {
         session_timeout_ms: i32,
         rebalance_timeout_ms: i32,
         heartbeat_interval: Duration,
+        strategy: AssignmentStrategy,
     ) -> Self {
         Self {
             group_id,
@@ -79,7 +93,9 @@ impl ClassicMember {
             subscription: Vec::new(),
             generation: -1,
             phase: Phase::Unjoined,
+            strategy,
             owned: BTreeSet::new(),
+            revoking: BTreeSet::new(),
             events: VecDeque::new(),
             in_flight: false,
             next_at: None,
@@ -96,27 +112,91 @@ impl ClassicMember {
         }
         self.subscription = topics;
         if self.phase == Phase::Stable {
-            self.start_revoking();
+            self.rebalance_started();
         }
     }
 
-    fn start_revoking(&mut self) {
-        if self.owned.is_empty() {
-            self.phase = Phase::Unjoined;
-        } else {
-            self.events.push_back(MembershipEvent::Revoked(
-                self.owned.iter().cloned().collect(),
-            ));
-            self.phase = Phase::Revoking;
+    fn cooperative(&self) -> bool {
+        self.strategy == AssignmentStrategy::CooperativeSticky
+    }
+
+    /// Rejoin: eager gives up everything first; cooperative keeps what it owns except the
+    /// topics it no longer subscribes to (Java's `onJoinPrepare` does the same).
+    fn rebalance_started(&mut self) {
+        let revoke: Vec<TopicPartition> = self
+            .owned
+            .iter()
+            .filter(|tp| !self.cooperative() || !self.subscription.iter().any(|t| **t == *tp.topic))
+            .cloned()
+            .collect();
+        self.revoke(revoke);
+        self.phase = Phase::Unjoined;
+    }
+
+    /// Hands `partitions` to the user as `Revoked`; they are given up at the next `on_poll`.
+    fn revoke(&mut self, partitions: Vec<TopicPartition>) {
+        let partitions: Vec<TopicPartition> = partitions
+            .into_iter()
+            .filter(|tp| !self.revoking.contains(tp))
+            .collect();
+        if !partitions.is_empty() {
+            self.revoking.extend(partitions.iter().cloned());
+            self.events.push_back(MembershipEvent::Revoked(partitions));
         }
     }
 
-    /// The user called `poll`: a pending revocation is complete; rejoin.
+    /// The user called `poll`: once the `Revoked` event was taken, its partitions are given
+    /// up and the member rejoins.
     pub fn on_poll(&mut self, _now: Instant) {
-        if self.phase == Phase::Revoking && self.events.is_empty() {
-            self.owned.clear();
-            self.phase = Phase::Unjoined;
-            self.next_at = None;
+        let handed_over = !self
+            .events
+            .iter()
+            .any(|e| matches!(e, MembershipEvent::Revoked(_)));
+        if !self.revoking.is_empty() && handed_over {
+            for tp in std::mem::take(&mut self.revoking) {
+                self.owned.remove(&tp);
+            }
+            if matches!(self.phase, Phase::Stable | Phase::Unjoined) {
+                self.phase = Phase::Unjoined;
+                self.next_at = None;
+            }
+        }
+    }
+
+    fn protocol_name(&self) -> &'static str {
+        match self.strategy {
+            AssignmentStrategy::Range => RANGE,
+            _ => COOPERATIVE_STICKY,
+        }
+    }
+
+    fn metadata(&self) -> bytes::Bytes {
+        if !self.cooperative() {
+            return assignor::encode_subscription(&self.subscription);
+        }
+        let mut owned: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        for tp in &self.owned {
+            owned
+                .entry(tp.topic.to_string())
+                .or_default()
+                .push(tp.partition);
+        }
+        assignor::encode_cooperative_subscription(&self.subscription, &owned, self.generation)
+    }
+
+    fn assign(
+        &self,
+        members: &BTreeMap<String, Subscription>,
+        view: &dyn TopicView,
+    ) -> BTreeMap<String, BTreeMap<String, Vec<i32>>> {
+        if self.cooperative() {
+            sticky_assignor::assign_cooperative_sticky(members, |t| view.partition_count(t))
+        } else {
+            let topics = members
+                .iter()
+                .map(|(m, s)| (m.clone(), s.topics.clone()))
+                .collect();
+            assignor::assign_range(&topics, |t| view.partition_count(t))
         }
     }
 
@@ -126,7 +206,7 @@ impl ClassicMember {
             Phase::Syncing {
                 leader_members: Some(members),
             } => {
-                let set: BTreeSet<&String> = members.values().flatten().collect();
+                let set: BTreeSet<&String> = members.values().flat_map(|s| &s.topics).collect();
                 set.into_iter().cloned().collect()
             }
             _ => Vec::new(),
@@ -143,7 +223,8 @@ impl ClassicMember {
             return None;
         }
         let request = match &self.phase {
-            Phase::Unjoined if !self.subscription.is_empty() => {
+            // Not before the revoked partitions are given up: the join must not claim them.
+            Phase::Unjoined if !self.subscription.is_empty() && self.revoking.is_empty() => {
                 self.phase = Phase::Joining;
                 MembershipRequest::Join(JoinGroupRequest {
                     group_id: self.group_id.clone(),
@@ -153,8 +234,8 @@ impl ClassicMember {
                     group_instance_id: self.instance_id.clone(),
                     protocol_type: CONSUMER_PROTOCOL_TYPE.to_owned(),
                     protocols: vec![JoinGroupProtocol {
-                        name: RANGE.to_owned(),
-                        metadata: assignor::encode_subscription(&self.subscription),
+                        name: self.protocol_name().to_owned(),
+                        metadata: self.metadata(),
                     }],
                     reason: None,
                 })
@@ -166,13 +247,14 @@ impl ClassicMember {
                 if let Some(members) = leader_members
                     && members
                         .values()
-                        .flatten()
+                        .flat_map(|s| &s.topics)
                         .any(|t| view.partition_count(t).is_none())
                 {
                     return None;
                 }
                 let assignments = match leader_members {
-                    Some(members) => assignor::assign_range(members, |t| view.partition_count(t))
+                    Some(members) => self
+                        .assign(members, view)
                         .into_iter()
                         .map(|(member_id, parts)| SyncGroupAssignment {
                             member_id,
@@ -188,7 +270,7 @@ impl ClassicMember {
                     member_id: self.member_id.clone(),
                     group_instance_id: self.instance_id.clone(),
                     protocol_type: Some(CONSUMER_PROTOCOL_TYPE.to_owned()),
-                    protocol_name: Some(RANGE.to_owned()),
+                    protocol_name: Some(self.protocol_name().to_owned()),
                     assignments,
                 })
             }
@@ -218,6 +300,7 @@ impl ClassicMember {
         }
         self.generation = -1;
         self.events.clear();
+        self.revoking.clear();
         if !self.owned.is_empty() {
             let lost = std::mem::take(&mut self.owned).into_iter().collect();
             self.events.push_back(MembershipEvent::Lost(lost));
@@ -243,9 +326,9 @@ impl ClassicMember {
                             .iter()
                             .map(|m| {
                                 // A subscription that does not decode subscribes to nothing.
-                                let topics =
+                                let subscription =
                                     assignor::decode_subscription(&m.metadata).unwrap_or_default();
-                                (m.member_id.clone(), topics)
+                                (m.member_id.clone(), subscription)
                             })
                             .collect()
                     });
@@ -262,17 +345,24 @@ impl ClassicMember {
             },
             MembershipResponse::Sync(r) => match ErrorCode(r.error_code) {
                 ErrorCode::NONE => {
-                    let assigned = assignor::decode_assignment(&r.assignment)?;
-                    let mut added = Vec::new();
-                    for (topic, partitions) in assigned {
+                    let mut assigned = BTreeSet::new();
+                    for (topic, partitions) in assignor::decode_assignment(&r.assignment)? {
                         let topic: Arc<str> = Arc::from(topic);
                         for p in partitions {
-                            let tp = TopicPartition::new(Arc::clone(&topic), p);
-                            if self.owned.insert(tp.clone()) {
-                                added.push(tp);
-                            }
+                            assigned.insert(TopicPartition::new(Arc::clone(&topic), p));
                         }
                     }
+                    // KIP-429 (Java's onJoinComplete): owned − assigned is revoked first (the
+                    // user commits them), assigned − owned is added; a revocation means the
+                    // leader withheld those partitions from their new owner, so rejoin (at
+                    // the next poll, in `on_poll`) for the rebalance that hands them over.
+                    // Eager members own nothing here: everything is "added".
+                    let revoked: Vec<TopicPartition> =
+                        self.owned.difference(&assigned).cloned().collect();
+                    let added: Vec<TopicPartition> =
+                        assigned.difference(&self.owned).cloned().collect();
+                    self.revoke(revoked);
+                    self.owned.extend(added.iter().cloned());
                     if !added.is_empty() {
                         self.events.push_back(MembershipEvent::Assigned(added));
                     }
@@ -286,7 +376,7 @@ impl ClassicMember {
             },
             MembershipResponse::Heartbeat(r) => match ErrorCode(r.error_code) {
                 ErrorCode::NONE => self.next_at = Some(now + self.heartbeat_interval),
-                ErrorCode::REBALANCE_IN_PROGRESS => self.start_revoking(),
+                ErrorCode::REBALANCE_IN_PROGRESS => self.rebalance_started(),
                 ErrorCode::UNKNOWN_MEMBER_ID => self.lose_everything(true),
                 ErrorCode::ILLEGAL_GENERATION => self.lose_everything(false),
                 code if retriable_in_rebalance(code) => self.retry(now, Phase::Stable),
@@ -307,6 +397,17 @@ impl ClassicMember {
         }
     }
 
+    /// Between JoinGroup and the SyncGroup answer. The generation changes then, and the
+    /// coordinator refuses commits (REBALANCE_IN_PROGRESS, then ILLEGAL_GENERATION for the old
+    /// generation), so the driver hands nothing to the user meanwhile: a commit made after a
+    /// `poll` uses a generation the coordinator still accepts.
+    pub fn joining(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Joining | Phase::Syncing { .. } | Phase::SyncSent
+        )
+    }
+
     /// The next event for the user.
     pub fn next_event(&mut self) -> Option<MembershipEvent> {
         self.events.pop_front()
@@ -317,13 +418,10 @@ impl ClassicMember {
         self.owned.iter().cloned().collect()
     }
 
-    /// The partitions to fetch: none while revoking.
+    /// The partitions to fetch: the owned ones not being revoked. A cooperative member
+    /// keeps fetching them through a rebalance (KIP-429); an eager one owns nothing then.
     pub fn fetchable(&self) -> Vec<TopicPartition> {
-        if self.phase == Phase::Stable {
-            self.owned()
-        } else {
-            Vec::new()
-        }
+        self.owned.difference(&self.revoking).cloned().collect()
     }
 
     /// KIP-447 metadata: the generation id.
@@ -413,7 +511,14 @@ mod tests {
     #[test]
     fn leader_joins_assigns_and_heartbeats() {
         let now = Instant::now();
-        let mut m = ClassicMember::new("g".into(), None, 6000, 30_000, Duration::from_millis(500));
+        let mut m = ClassicMember::new(
+            "g".into(),
+            None,
+            6000,
+            30_000,
+            Duration::from_millis(500),
+            AssignmentStrategy::Range,
+        );
         m.subscribe(vec!["t".into()]);
         let Some(MembershipRequest::Join(join)) = m.poll_request(now, &View) else {
             panic!("a join first");
@@ -485,7 +590,14 @@ mod tests {
     #[test]
     fn the_leader_waits_for_partition_counts_before_assigning() {
         let now = Instant::now();
-        let mut m = ClassicMember::new("g".into(), None, 6000, 30_000, Duration::from_millis(500));
+        let mut m = ClassicMember::new(
+            "g".into(),
+            None,
+            6000,
+            30_000,
+            Duration::from_millis(500),
+            AssignmentStrategy::Range,
+        );
         m.subscribe(vec!["t".into()]);
         m.poll_request(now, &View).unwrap();
         m.on_response(
@@ -504,7 +616,14 @@ mod tests {
     #[test]
     fn rebalance_revokes_everything_and_rejoins_after_the_next_poll() {
         let now = Instant::now();
-        let mut m = ClassicMember::new("g".into(), None, 6000, 30_000, Duration::from_millis(500));
+        let mut m = ClassicMember::new(
+            "g".into(),
+            None,
+            6000,
+            30_000,
+            Duration::from_millis(500),
+            AssignmentStrategy::Range,
+        );
         m.subscribe(vec!["t".into()]);
         m.poll_request(now, &View).unwrap();
         m.on_response(
@@ -564,7 +683,14 @@ mod tests {
     #[test]
     fn fenced_member_loses_its_partitions() {
         let now = Instant::now();
-        let mut m = ClassicMember::new("g".into(), None, 6000, 30_000, Duration::from_millis(500));
+        let mut m = ClassicMember::new(
+            "g".into(),
+            None,
+            6000,
+            30_000,
+            Duration::from_millis(500),
+            AssignmentStrategy::Range,
+        );
         m.subscribe(vec!["t".into()]);
         m.poll_request(now, &View).unwrap();
         m.on_response(
@@ -600,5 +726,136 @@ mod tests {
         };
         assert_eq!(join.member_id, "", "an unknown member joins afresh");
         assert_eq!(m.group_metadata().generation_id, -1);
+    }
+
+    fn sync_with(parts: &[i32]) -> MembershipResponse {
+        let assignment: BTreeMap<String, Vec<i32>> = [("t".to_owned(), parts.to_vec())].into();
+        MembershipResponse::Sync(SyncGroupResponse {
+            assignment: assignor::encode_assignment(&assignment),
+            ..Default::default()
+        })
+    }
+
+    /// A cooperative follower that owns `parts` at generation 7.
+    fn cooperative_member_owning(parts: &[i32], now: Instant) -> ClassicMember {
+        let mut m = ClassicMember::new(
+            "g".into(),
+            None,
+            6000,
+            30_000,
+            Duration::from_millis(500),
+            AssignmentStrategy::CooperativeSticky,
+        );
+        m.subscribe(vec!["t".into()]);
+        let Some(MembershipRequest::Join(join)) = m.poll_request(now, &View) else {
+            panic!("a join first");
+        };
+        assert_eq!(join.protocols[0].name, COOPERATIVE_STICKY);
+        m.on_response(
+            MembershipResponse::Join(join_response("m2", "m1", &[])),
+            now,
+        )
+        .unwrap();
+        m.poll_request(now, &View).unwrap();
+        m.on_response(sync_with(parts), now).unwrap();
+        assert_eq!(
+            m.next_event(),
+            Some(MembershipEvent::Assigned(
+                parts.iter().map(|p| tp(*p)).collect()
+            ))
+        );
+        m
+    }
+
+    #[test]
+    fn cooperative_rebalance_keeps_partitions_and_revokes_only_the_moved_ones() {
+        let now = Instant::now();
+        let mut m = cooperative_member_owning(&[0, 1, 2, 3], now);
+        let later = now + Duration::from_secs(1);
+        m.poll_request(later, &View).unwrap();
+        m.on_response(
+            MembershipResponse::Heartbeat(HeartbeatResponse {
+                error_code: ErrorCode::REBALANCE_IN_PROGRESS.0,
+                ..Default::default()
+            }),
+            later,
+        )
+        .unwrap();
+        // No revocation before the join, and fetching goes on (KIP-429).
+        assert_eq!(m.next_event(), None);
+        assert_eq!(m.fetchable().len(), 4);
+        let Some(MembershipRequest::Join(join)) = m.poll_request(later, &View) else {
+            panic!("rejoin at once");
+        };
+        let subscription = assignor::decode_subscription(&join.protocols[0].metadata).unwrap();
+        assert_eq!(subscription.owned["t"], vec![0, 1, 2, 3]);
+        assert_eq!(subscription.generation, 7);
+        assert!(m.joining());
+        m.on_response(
+            MembershipResponse::Join(join_response("m2", "m1", &[])),
+            later,
+        )
+        .unwrap();
+        m.poll_request(later, &View).unwrap();
+        // The leader moved 2 and 3 away: only they are revoked; no Assigned for 0 and 1.
+        m.on_response(sync_with(&[0, 1]), later).unwrap();
+        assert!(!m.joining());
+        assert_eq!(
+            m.next_event(),
+            Some(MembershipEvent::Revoked(vec![tp(2), tp(3)]))
+        );
+        assert_eq!(m.next_event(), None);
+        assert_eq!(m.owned().len(), 4, "still owned until the next poll");
+        assert_eq!(m.fetchable(), vec![tp(0), tp(1)]);
+        assert!(
+            !matches!(
+                m.poll_request(later + Duration::from_secs(1), &View),
+                Some(MembershipRequest::Join(_))
+            ),
+            "no rejoin before the next poll"
+        );
+        m.in_flight = false;
+        m.on_poll(later);
+        assert_eq!(m.owned(), vec![tp(0), tp(1)]);
+        let Some(MembershipRequest::Join(join)) = m.poll_request(later, &View) else {
+            panic!("rejoin so that the next rebalance hands 2 and 3 over");
+        };
+        let subscription = assignor::decode_subscription(&join.protocols[0].metadata).unwrap();
+        assert_eq!(subscription.owned["t"], vec![0, 1]);
+        m.on_response(
+            MembershipResponse::Join(join_response("m2", "m1", &[])),
+            later,
+        )
+        .unwrap();
+        m.poll_request(later, &View).unwrap();
+        m.on_response(sync_with(&[0, 1]), later).unwrap();
+        assert_eq!(m.next_event(), None, "nothing changed for this member");
+    }
+
+    #[test]
+    fn cooperative_sync_adds_only_the_new_partitions() {
+        let now = Instant::now();
+        let mut m = cooperative_member_owning(&[0], now);
+        let later = now + Duration::from_secs(1);
+        m.poll_request(later, &View).unwrap();
+        m.on_response(
+            MembershipResponse::Heartbeat(HeartbeatResponse {
+                error_code: ErrorCode::REBALANCE_IN_PROGRESS.0,
+                ..Default::default()
+            }),
+            later,
+        )
+        .unwrap();
+        m.poll_request(later, &View).unwrap();
+        m.on_response(
+            MembershipResponse::Join(join_response("m2", "m1", &[])),
+            later,
+        )
+        .unwrap();
+        m.poll_request(later, &View).unwrap();
+        m.on_response(sync_with(&[0, 2]), later).unwrap();
+        assert_eq!(m.next_event(), Some(MembershipEvent::Assigned(vec![tp(2)])));
+        assert_eq!(m.next_event(), None);
+        assert_eq!(m.fetchable(), vec![tp(0), tp(2)]);
     }
 }

@@ -4,7 +4,8 @@
 //! - [`kip848`]: the KIP-848 consumer protocol (ConsumerGroupHeartbeat; the coordinator
 //!   assigns, the member reconciles incrementally).
 //! - [`classic`]: the classic protocol (JoinGroup / SyncGroup / Heartbeat / LeaveGroup) with
-//!   the eager rebalance protocol and the client-side [`super::assignor`].
+//!   the cooperative (KIP-429, [`super::sticky_assignor`]) or eager ([`super::assignor`],
+//!   `range`) rebalance protocol.
 //!
 //! Both keep the rule the copy loop relies on (DESIGN "Consuming for exactly-once
 //! pipelines"): a partition leaves this member only after the user was handed a
@@ -161,6 +162,14 @@ impl Membership {
         match self {
             Membership::Consumer(m) => m.fetchable(),
             Membership::Classic(m) => m.fetchable(),
+        }
+    }
+
+    /// Classic: a JoinGroup / SyncGroup round is under way (see `ClassicMember::joining`).
+    pub fn joining(&self) -> bool {
+        match self {
+            Membership::Consumer(_) => false,
+            Membership::Classic(m) => m.joining(),
         }
     }
 
