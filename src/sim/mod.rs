@@ -25,8 +25,10 @@
 
 pub mod cluster;
 pub mod coordinator;
+pub mod copy_loop;
 pub mod entropy;
 pub mod faults;
+pub mod group;
 pub mod invariants;
 mod runner;
 pub mod workload;
