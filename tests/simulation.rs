@@ -90,7 +90,7 @@ fn seed_sweep() {
 /// The copy loop alone over `EXACTLY_SIM_SEEDS` seeds (the sweep runs it for a quarter).
 #[test]
 fn copy_loop_sweep() {
-    let seeds = env_u64("EXACTLY_SIM_SEEDS").unwrap_or(200);
+    let seeds = env_u64("EXACTLY_SIM_SEEDS").unwrap_or(50);
     let first = env_u64("EXACTLY_SIM_FIRST_SEED").unwrap_or(0);
     let mut total = copy_loop::CopyLoopReport::default();
     let mut failed = Vec::new();
