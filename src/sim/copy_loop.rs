@@ -75,6 +75,8 @@ pub struct CopyLoopConfig {
     pub starts: Vec<Millis>,
     /// Records per transaction.
     pub commit_every: usize,
+    /// Records a copier copies per poll at most.
+    pub records_per_poll: usize,
     /// Transactions v2 (else v1).
     pub transactions_v2: bool,
     /// The group's session timeout.
@@ -111,6 +113,7 @@ impl CopyLoopConfig {
             gaps: 100,
             starts: (0..copiers).map(|i| 200 * i as Millis).collect(),
             commit_every: 7,
+            records_per_poll: 3,
             transactions_v2: true,
             session_timeout_ms: 1_000,
             heartbeat_interval_ms: 100,
@@ -138,6 +141,8 @@ impl CopyLoopConfig {
         config.starts = (0..copiers).map(|_| entropy.range(0, 1_500)).collect();
         config.gaps = u32::try_from(entropy.range(0, 300)).unwrap_or(0);
         config.commit_every = usize::try_from(entropy.range(1, 20)).unwrap_or(1);
+        config.records_per_poll =
+            usize::try_from(entropy.range(1, config.commit_every as u64)).unwrap_or(1);
         config.transactions_v2 = entropy.chance(500);
         config.session_timeout_ms = entropy.range(400, 3_000);
         config.heartbeat_interval_ms =
@@ -1127,6 +1132,7 @@ impl World {
                 acc,
                 member,
                 self.config.commit_every,
+                self.config.records_per_poll,
                 SOURCE,
                 DESTINATION,
             ));

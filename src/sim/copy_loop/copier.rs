@@ -63,6 +63,9 @@ pub(super) struct Copier {
     in_txn: bool,
     txn_records: usize,
     commit_every: usize,
+    /// Records copied per poll at most: a transaction stays open across polls, so events
+    /// (revocations, losses) come while it is open, as in a real copy loop.
+    per_poll: usize,
     /// Revoked partitions to give up at the next poll.
     revoked: Vec<i32>,
     /// The copier is ending its transaction because of a revocation or loss.
@@ -80,6 +83,7 @@ impl Copier {
         acc: Accumulator,
         member: ConsumerMember,
         commit_every: usize,
+        per_poll: usize,
         source_topic: &str,
         destination_topic: &str,
     ) -> Self {
@@ -94,6 +98,7 @@ impl Copier {
             in_txn: false,
             txn_records: 0,
             commit_every: commit_every.max(1),
+            per_poll: per_poll.max(1),
             revoked: Vec::new(),
             ending_for_event: false,
             source_topic: source_topic.to_string(),
@@ -208,6 +213,7 @@ impl Copier {
             .map(|tp| tp.partition)
             .collect();
         let mut more = false;
+        let mut this_poll = 0;
         for p in fetchable {
             let Some(position) = self.positions.get(&p).copied() else {
                 continue;
@@ -228,7 +234,7 @@ impl Copier {
             let destination = TopicPartition::new(self.destination_topic.as_str(), p);
             let mut next = position;
             for &offset in offsets.iter().skip(start) {
-                if self.txn_records >= self.commit_every {
+                if self.txn_records >= self.commit_every || this_poll >= self.per_poll {
                     more = true;
                     break;
                 }
@@ -259,6 +265,7 @@ impl Copier {
                 }
                 wants.acted = true;
                 self.txn_records += 1;
+                this_poll += 1;
                 next = offset + 1;
             }
             self.positions.insert(p, Some(next));
