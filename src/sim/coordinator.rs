@@ -105,6 +105,23 @@ impl Coordinator {
         self.entry.as_ref().map(|e| e.identity)
     }
 
+    /// Partitions with offsets in the open transaction, not yet committed: a consumer asking
+    /// for stable offsets (KIP-447 `require_stable`) of these gets UNSTABLE_OFFSET_COMMIT.
+    pub fn pending_offsets(&self) -> Vec<TopicPartition> {
+        self.entry
+            .as_ref()
+            .filter(|e| e.phase == Phase::Ongoing)
+            .map(|e| e.offsets.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The group coordinator of a multi-member group (the copy loop's) validated the member
+    /// of a TxnOffsetCommit: this coordinator's own one-member check then lets it through.
+    pub fn admit_member(&mut self, generation_id: i32, member_id: &str) {
+        self.config.generation_id = generation_id;
+        self.config.member_id = member_id.to_string();
+    }
+
     fn phase(&self, now: Millis) -> Option<Phase> {
         self.entry.as_ref().map(|e| match e.phase {
             Phase::Ending { commit, until } if now >= until => Phase::Complete { commit },

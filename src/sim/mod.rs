@@ -19,14 +19,23 @@
 //! partially visible, offsets only of committed transactions; every call resolves in time
 //! (T1–T5, P9).
 //!
+//! The copy loop of exactly-once pipelines ([`copy_loop`], issue 15) runs apart from the
+//! producer runs, for a quarter of the sweep's seeds: 2–3 copiers, each the real KIP-848
+//! member state machine against a model group coordinator ([`group`]: member epochs,
+//! revocation before reassignment, session expiry, TxnOffsetCommit fencing) and its own
+//! transactional engine, copy a source topic; read_committed, the destination must hold
+//! every source record exactly once, in order.
+//!
 //! Everything a run does is drawn from one [`Entropy`]: [`run_seed`] replays a seed exactly
 //! (no HashMap iteration order, no wall clock, no global RNG), [`run_fuzz`] takes its choices
 //! from fuzzer bytes, and [`run`] takes a hand-written [`SimConfig`] for named scenarios.
 
 pub mod cluster;
 pub mod coordinator;
+pub mod copy_loop;
 pub mod entropy;
 pub mod faults;
+pub mod group;
 pub mod invariants;
 mod runner;
 pub mod workload;
