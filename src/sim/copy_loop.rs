@@ -153,11 +153,7 @@ impl CopyLoopConfig {
         config.delay = u32::try_from(entropy.range(0, 100)).unwrap_or(0);
         config.max_delay_ms = entropy.range(1, config.session_timeout_ms);
         config.heartbeat_max_delay_ms = config.max_delay_ms;
-        if !GENERATE_LOST_HEARTBEAT_ANSWERS {
-            config.heartbeat_max_delay_ms = config.max_delay_ms.min(HEARTBEAT_TIMEOUT_MS / 3);
-        } else {
-            config.heartbeat_answer_loss = answer_loss;
-        }
+        config.heartbeat_answer_loss = answer_loss;
         for _ in 0..entropy.range(0, 3) {
             config.crashes.push(Crash {
                 at: entropy.range(0, 4_000),
@@ -168,18 +164,6 @@ impl CopyLoopConfig {
         config
     }
 }
-
-/// Whether generated runs lose heartbeat answers (or delay them past the member's timeout).
-///
-/// Off until the member side is fixed: after a heartbeat whose answer never came
-/// (`ConsumerMember::on_request_failed`), the next heartbeat does not carry the owned
-/// partitions; the coordinator (as Kafka's `consumerGroupHeartbeat`) sends the assignment only
-/// on a join, when the owned partitions are sent, or when the heartbeat changed it, so an
-/// assignment or revocation that was in the lost answer is never told again and its
-/// partitions stay unowned for good (copy-loop seed 48 of `copy_loop_sweep`; the test
-/// `copy_loop_lost_heartbeat_answer`). The Java consumer sends a full heartbeat after a
-/// failed one. With `owned_sent = None` in `on_request_failed` 2,000 seeds pass with this on.
-pub const GENERATE_LOST_HEARTBEAT_ANSWERS: bool = false;
 
 /// How long a copier waits for a heartbeat answer before giving up on it.
 pub const HEARTBEAT_TIMEOUT_MS: Millis = 500;
@@ -609,7 +593,7 @@ impl World {
             pending,
         };
         let wants = copier.step(now, at, &View, &source);
-        let actions = copier.engine.poll(now, &mut copier.acc);
+        let actions = copier.engine.poll(now, &copier.acc);
         let mut acted = wants.acted || !actions.is_empty();
         for line in wants.notes {
             self.note(format!("copier {i}.{incarnation}: {line}"));
@@ -960,7 +944,7 @@ impl World {
                         result: Ok(response),
                     },
                 };
-                c.engine.handle(event, now, &mut c.acc);
+                c.engine.handle(event, now, &c.acc);
             }
             Pending::Failed {
                 copier,
@@ -982,7 +966,7 @@ impl World {
                             error,
                         },
                         now,
-                        &mut c.acc,
+                        &c.acc,
                     );
                 }
             }
@@ -997,7 +981,7 @@ impl World {
                     .map(|(tp, b)| (tp, Some(b)))
                     .collect();
                 if let Some(c) = self.copier_mut(copier, incarnation) {
-                    c.engine.handle(Event::Leaders(leaders), now, &mut c.acc);
+                    c.engine.handle(Event::Leaders(leaders), now, &c.acc);
                 }
             }
             Pending::HeartbeatArrive {

@@ -279,6 +279,12 @@ impl ConsumerMember {
     /// The request in flight got no answer.
     pub fn on_request_failed(&mut self, now: Instant, backoff: Duration) {
         self.in_flight = None;
+        // The lost answer may have carried an assignment the coordinator will not repeat
+        // unless this member lists what it owns again: the next heartbeat is a full one
+        // (the Java consumer resets its sent-fields state after a failed heartbeat the same
+        // way). Found by the simulation's copy loop: a lost answer granting a partition at an
+        // unchanged epoch left the partition unowned for good (seed 48).
+        self.owned_sent = None;
         self.next_heartbeat = Some(now + backoff);
     }
 
