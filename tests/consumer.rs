@@ -52,6 +52,24 @@ async fn consumer(
     c
 }
 
+/// A [`consumer`] from the earliest offset, read_committed: what most tests here read with.
+async fn member_from_earliest(
+    cluster: &Cluster,
+    group: &str,
+    protocol: GroupProtocol,
+    topic: &str,
+) -> Consumer {
+    consumer(
+        cluster,
+        group,
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+        topic,
+    )
+    .await
+}
+
 async fn producer(cluster: &Cluster, extra: &[(&str, &str)]) -> Producer {
     let defaults = [
         ("linger.ms", "1"),
@@ -199,12 +217,10 @@ async fn consumes_compressed_batches_from_earliest_kip848() {
     let p = producer(&cluster, &[("compression.type", "zstd")]).await;
     send(&p, &topic, 0, &values("a", 5)).await;
     send(&p, &topic, 1, &values("b", 3)).await;
-    let mut c = consumer(
+    let mut c = member_from_earliest(
         &cluster,
         &unique_group("g"),
         GroupProtocol::Consumer,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
         &topic,
     )
     .await;
@@ -465,15 +481,7 @@ async fn two_members(cluster: Cluster, protocol: GroupProtocol, departure: Depar
     let mut seen = vec![Seen::default(), Seen::default()];
     let mut timeline = Timeline::default();
     let new_member = || async {
-        let c = consumer(
-            &cluster,
-            &group,
-            protocol,
-            OffsetReset::Earliest,
-            IsolationLevel::ReadCommitted,
-            &topic,
-        )
-        .await;
+        let c = member_from_earliest(&cluster, &group, protocol, &topic).await;
         assert_eq!(
             c.uses_consumer_protocol(),
             protocol == GroupProtocol::Consumer
@@ -584,15 +592,7 @@ async fn starts_from_committed_else_reset(cluster: Cluster, protocol: GroupProto
         .await
         .unwrap();
     c.close().await.unwrap();
-    let mut c = consumer(
-        &cluster,
-        &group,
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-        &topic,
-    )
-    .await;
+    let mut c = member_from_earliest(&cluster, &group, protocol, &topic).await;
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 2).await;
     assert_eq!(seen.offsets(), vec![6, 7]);
@@ -608,15 +608,7 @@ async fn starts_from_committed_else_reset(cluster: Cluster, protocol: GroupProto
     c.close().await.unwrap();
 
     // earliest, new group: everything.
-    let mut c = consumer(
-        &cluster,
-        &unique_group("earliest"),
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-        &topic,
-    )
-    .await;
+    let mut c = member_from_earliest(&cluster, &unique_group("earliest"), protocol, &topic).await;
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 8).await;
     assert_eq!(seen.records.len(), 8);
@@ -635,15 +627,7 @@ async fn consume_through_fault(
     total: usize,
     fault: impl std::future::Future<Output = ()>,
 ) -> Vec<(i32, i64, String)> {
-    let mut c = consumer(
-        cluster,
-        &unique_group("fault"),
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-        topic,
-    )
-    .await;
+    let mut c = member_from_earliest(cluster, &unique_group("fault"), protocol, topic).await;
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= after).await;
     // The fault runs beside the polling member (heartbeats and fetches keep going out).
@@ -730,15 +714,7 @@ async fn session_expiry_is_lost(cluster: Cluster, protocol: GroupProtocol) {
     cluster.create_topic(&topic, 2, 1, &[]);
     let p = producer(&cluster, &[]).await;
     send(&p, &topic, 0, &values("x", 4)).await;
-    let mut c = consumer(
-        &cluster,
-        &unique_group("lost"),
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-        &topic,
-    )
-    .await;
+    let mut c = member_from_earliest(&cluster, &unique_group("lost"), protocol, &topic).await;
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 4).await;
     let before = c.group_metadata();
@@ -827,15 +803,7 @@ async fn transactional_offsets_with_group_metadata(cluster: Cluster, protocol: G
     let copier = producer(&cluster, &[("transactional.id", txn_id.as_str())]).await;
     copier.init_transactions().await.unwrap();
     let group = unique_group("copy");
-    let mut c = consumer(
-        &cluster,
-        &group,
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-        &input,
-    )
-    .await;
+    let mut c = member_from_earliest(&cluster, &group, protocol, &input).await;
     let mut copied = 0;
     let end = Instant::now() + WAIT;
     while copied < 10 {
@@ -958,15 +926,7 @@ async fn waits_out_a_pending_transactional_commit(cluster: Cluster, protocol: Gr
         )
         .await
         .unwrap();
-    let mut c = consumer(
-        &cluster,
-        &group,
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-        &topic,
-    )
-    .await;
+    let mut c = member_from_earliest(&cluster, &group, protocol, &topic).await;
     // Assigned, but no position while the offset commit is pending.
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| {
