@@ -25,14 +25,16 @@ fn unique_group(prefix: &str) -> String {
     support::unique_topic(prefix)
 }
 
+/// A member of `group` with the test bed's short timeouts, subscribed to `topic`.
 async fn consumer(
     cluster: &Cluster,
     group: &str,
     protocol: GroupProtocol,
     reset: OffsetReset,
     isolation: IsolationLevel,
+    topic: &str,
 ) -> Consumer {
-    consumer_with(cluster, group, protocol, reset, isolation, &[]).await
+    consumer_with(cluster, group, protocol, reset, isolation, topic, &[]).await
 }
 
 /// [`consumer`] with `extra` properties set last.
@@ -42,6 +44,7 @@ async fn consumer_with(
     protocol: GroupProtocol,
     reset: OffsetReset,
     isolation: IsolationLevel,
+    topic: &str,
     extra: &[(&str, &str)],
 ) -> Consumer {
     let mut builder = Consumer::builder()
@@ -58,7 +61,27 @@ async fn consumer_with(
     for (key, value) in extra {
         builder = builder.set(*key, *value);
     }
-    builder.build().await.expect("consumer builds")
+    let mut c = builder.build().await.expect("consumer builds");
+    c.subscribe([topic.to_owned()]).unwrap();
+    c
+}
+
+/// A [`consumer`] from the earliest offset, read_committed: what most tests here read with.
+async fn member_from_earliest(
+    cluster: &Cluster,
+    group: &str,
+    protocol: GroupProtocol,
+    topic: &str,
+) -> Consumer {
+    consumer(
+        cluster,
+        group,
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+        topic,
+    )
+    .await
 }
 
 async fn producer(cluster: &Cluster, extra: &[(&str, &str)]) -> Producer {
@@ -86,11 +109,37 @@ async fn send(producer: &Producer, topic: &str, partition: i32, values: &[String
     }
 }
 
+/// Sends `count` values labelled `{label}-{partition}` to each of `partitions` partitions.
+async fn send_to_each_partition(
+    producer: &Producer,
+    topic: &str,
+    partitions: i32,
+    label: &str,
+    count: usize,
+) {
+    for partition in 0..partitions {
+        send(
+            producer,
+            topic,
+            partition,
+            &values(&format!("{label}-{partition}"), count),
+        )
+        .await;
+    }
+}
+
 /// What one member saw.
 #[derive(Debug, Default)]
 struct Seen {
     records: Vec<(i32, i64, String)>,
     events: Vec<ConsumerEvent>,
+}
+
+impl Seen {
+    /// The offsets of the records seen, in delivery order.
+    fn offsets(&self) -> Vec<i64> {
+        self.records.iter().map(|r| r.1).collect()
+    }
 }
 
 /// Polls until `done(seen)` or the deadline, committing the position of every owned
@@ -132,6 +181,18 @@ async fn consume_until(
     }
 }
 
+/// Polls for `period`, failing with `why` if any record arrives.
+async fn assert_no_records_for(c: &mut Consumer, period: Duration, why: &str) {
+    let end = Instant::now() + period;
+    while Instant::now() < end {
+        if let Some(ConsumerEvent::Records(r)) =
+            c.poll_timeout(Duration::from_millis(200)).await.unwrap()
+        {
+            panic!("{why}: {r:?}");
+        }
+    }
+}
+
 /// Commits the position of every owned partition; retried (bounded) while a fault test cuts
 /// the coordinator's traffic, so a delivered record is always covered by a commit.
 async fn commit_positions(c: &mut Consumer) {
@@ -170,16 +231,14 @@ async fn consumes_compressed_batches_from_earliest_kip848() {
     let p = producer(&cluster, &[("compression.type", "zstd")]).await;
     send(&p, &topic, 0, &values("a", 5)).await;
     send(&p, &topic, 1, &values("b", 3)).await;
-    let mut c = consumer(
+    let mut c = member_from_earliest(
         &cluster,
         &unique_group("g"),
         GroupProtocol::Consumer,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
+        &topic,
     )
     .await;
     assert!(c.uses_consumer_protocol());
-    c.subscribe([topic.clone()]).unwrap();
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 8).await;
     assert_eq!(seen.records.len(), 8);
@@ -192,11 +251,6 @@ async fn consumes_compressed_batches_from_earliest_kip848() {
         .unwrap();
     assert_eq!(committed[0].1, Some(5));
     c.close().await.unwrap();
-    let _ = (
-        BTreeMap::<i32, i32>::new(),
-        BTreeSet::<i32>::new(),
-        Isolation::ReadCommitted,
-    );
 }
 
 /// Reads `topic` with our consumer (its own group, from the earliest offset) until `expected`
@@ -213,20 +267,18 @@ async fn read_all(
         GroupProtocol::Consumer,
         OffsetReset::Earliest,
         isolation,
+        topic,
     )
     .await;
-    c.subscribe([topic.to_owned()]).unwrap();
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= expected).await;
     // Anything more would be a record that must not be delivered.
-    let quiet_until = Instant::now() + Duration::from_secs(1);
-    while Instant::now() < quiet_until {
-        if let Some(ConsumerEvent::Records(r)) =
-            c.poll_timeout(Duration::from_millis(200)).await.unwrap()
-        {
-            panic!("more records than kcat read: {r:?}");
-        }
-    }
+    assert_no_records_for(
+        &mut c,
+        Duration::from_secs(1),
+        "more records than kcat read",
+    )
+    .await;
     c.close().await.unwrap();
     let mut out = seen.records;
     out.sort();
@@ -307,39 +359,37 @@ async fn read_committed_hides_aborted_and_open() {
     assert_eq!(ours_after, kcat_after);
 }
 
+/// One test: `$body(cluster, protocol)` on the test bed's `$cluster` cluster (skipped when it
+/// is not up).
+macro_rules! group_protocol_test {
+    ($test:ident, $body:ident, $cluster:ident, $protocol:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            if let Some(cluster) = super::support::Cluster::$cluster() {
+                super::$body(cluster, exactly::GroupProtocol::$protocol).await;
+            }
+        }
+    };
+}
+
+/// Runs `$body(cluster, protocol)` on the `$cluster` cluster once per group protocol.
+macro_rules! on_both_protocols {
+    ($body:ident, $cluster:ident) => {
+        mod $body {
+            group_protocol_test!(kip848, $body, $cluster, Consumer);
+            group_protocol_test!(classic, $body, $cluster, Classic);
+        }
+    };
+}
+
 /// Runs `$body(cluster, protocol)` once per cluster (TV2, TV1) and group protocol.
 macro_rules! on_both_protocols_and_versions {
-    ($name:ident) => {
-        mod $name {
-            use exactly::GroupProtocol;
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn kip848_tv2() {
-                if let Some(cluster) = super::support::Cluster::single() {
-                    super::$name(cluster, GroupProtocol::Consumer).await;
-                }
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn classic_tv2() {
-                if let Some(cluster) = super::support::Cluster::single() {
-                    super::$name(cluster, GroupProtocol::Classic).await;
-                }
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn kip848_tv1() {
-                if let Some(cluster) = super::support::Cluster::tv1() {
-                    super::$name(cluster, GroupProtocol::Consumer).await;
-                }
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn classic_tv1() {
-                if let Some(cluster) = super::support::Cluster::tv1() {
-                    super::$name(cluster, GroupProtocol::Classic).await;
-                }
-            }
+    ($body:ident) => {
+        mod $body {
+            group_protocol_test!(kip848_tv2, $body, single, Consumer);
+            group_protocol_test!(classic_tv2, $body, single, Classic);
+            group_protocol_test!(kip848_tv1, $body, tv1, Consumer);
+            group_protocol_test!(classic_tv1, $body, tv1, Classic);
         }
     };
 }
@@ -440,32 +490,16 @@ async fn two_members(cluster: Cluster, protocol: GroupProtocol, departure: Depar
     cluster.create_topic(&topic, 6, 1, &[]);
     let group = unique_group("split");
     let p = producer(&cluster, &[]).await;
-    for partition in 0..6 {
-        send(
-            &p,
-            &topic,
-            partition,
-            &values(&format!("one-{partition}"), 10),
-        )
-        .await;
-    }
+    send_to_each_partition(&p, &topic, 6, "one", 10).await;
     let mut members = vec![None, None];
     let mut seen = vec![Seen::default(), Seen::default()];
     let mut timeline = Timeline::default();
     let new_member = || async {
-        let mut c = consumer(
-            &cluster,
-            &group,
-            protocol,
-            OffsetReset::Earliest,
-            IsolationLevel::ReadCommitted,
-        )
-        .await;
+        let c = member_from_earliest(&cluster, &group, protocol, &topic).await;
         assert_eq!(
             c.uses_consumer_protocol(),
             protocol == GroupProtocol::Consumer
         );
-        c.subscribe([topic.clone()]).unwrap();
         Some(c)
     };
     // Member 0 alone takes every partition and reads half of what is there.
@@ -498,15 +532,7 @@ async fn two_members(cluster: Cluster, protocol: GroupProtocol, departure: Depar
         Departure::Close => leaving.close().await.expect("close"),
         Departure::Kill => drop(leaving),
     }
-    for partition in 0..6 {
-        send(
-            &p,
-            &topic,
-            partition,
-            &values(&format!("two-{partition}"), 10),
-        )
-        .await;
-    }
+    send_to_each_partition(&p, &topic, 6, "two", 10).await;
     drive(&mut members, &mut seen, &mut timeline, |s, m| {
         all_records(s).len() >= 120 && m[1].as_ref().is_some_and(|c| c.assignment().len() == 6)
     })
@@ -514,11 +540,9 @@ async fn two_members(cluster: Cluster, protocol: GroupProtocol, departure: Depar
 
     // Exactly once: no record twice (offsets were committed at every Revoked), none missing.
     let all = all_records(&seen);
-    let unique: BTreeSet<_> = all.iter().map(|r| (r.0, r.1)).collect();
-    assert_eq!(unique.len(), all.len(), "a record was delivered twice");
-    assert_eq!(all.len(), 120);
     let expected = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
-    assert_eq!(all, expected, "ours vs kcat");
+    assert_eq!(expected.len(), 120);
+    assert_exactly_once(&all, &expected);
     // Per member and partition, offsets only go up.
     for s in &seen {
         let mut last: BTreeMap<i32, i64> = BTreeMap::new();
@@ -605,17 +629,17 @@ async fn second_classic_member_joins(cluster: Cluster, strategy: Option<&str>) {
             })
             .await;
         }
-        let mut c = consumer_with(
+        let c = consumer_with(
             &cluster,
             &group,
             GroupProtocol::Classic,
             OffsetReset::Earliest,
             IsolationLevel::ReadCommitted,
+            &topic,
             &extra,
         )
         .await;
         assert!(!c.uses_consumer_protocol());
-        c.subscribe([topic.clone()]).unwrap();
         members[i] = Some(c);
     }
     drive(&mut members, &mut seen, &mut timeline, |s, m| {
@@ -750,37 +774,23 @@ async fn starts_from_committed_else_reset(cluster: Cluster, protocol: GroupProto
         protocol,
         OffsetReset::Latest,
         IsolationLevel::ReadCommitted,
+        &topic,
     )
     .await;
-    c.subscribe([topic.clone()]).unwrap();
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |_, c| c.position(&tp) == Some(5)).await;
     send(&p, &topic, 0, &values("after", 3)).await;
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 3).await;
-    assert_eq!(
-        seen.records.iter().map(|r| r.1).collect::<Vec<_>>(),
-        vec![5, 6, 7]
-    );
+    assert_eq!(seen.offsets(), vec![5, 6, 7]);
     // Commit 6, close; the next member of the group starts there.
     c.commit(&[OffsetToCommit::new(tp.clone(), 6)])
         .await
         .unwrap();
     c.close().await.unwrap();
-    let mut c = consumer(
-        &cluster,
-        &group,
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-    )
-    .await;
-    c.subscribe([topic.clone()]).unwrap();
+    let mut c = member_from_earliest(&cluster, &group, protocol, &topic).await;
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 2).await;
-    assert_eq!(
-        seen.records.iter().map(|r| r.1).collect::<Vec<_>>(),
-        vec![6, 7]
-    );
+    assert_eq!(seen.offsets(), vec![6, 7]);
     assert_eq!(
         c.committed(std::slice::from_ref(&tp)).await.unwrap(),
         vec![(tp.clone(), Some(8))]
@@ -793,15 +803,7 @@ async fn starts_from_committed_else_reset(cluster: Cluster, protocol: GroupProto
     c.close().await.unwrap();
 
     // earliest, new group: everything.
-    let mut c = consumer(
-        &cluster,
-        &unique_group("earliest"),
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-    )
-    .await;
-    c.subscribe([topic.clone()]).unwrap();
+    let mut c = member_from_earliest(&cluster, &unique_group("earliest"), protocol, &topic).await;
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 8).await;
     assert_eq!(seen.records.len(), 8);
@@ -820,15 +822,7 @@ async fn consume_through_fault(
     total: usize,
     fault: impl std::future::Future<Output = ()>,
 ) -> Vec<(i32, i64, String)> {
-    let mut c = consumer(
-        cluster,
-        &unique_group("fault"),
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-    )
-    .await;
-    c.subscribe([topic.to_owned()]).unwrap();
+    let mut c = member_from_earliest(cluster, &unique_group("fault"), protocol, topic).await;
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= after).await;
     // The fault runs beside the polling member (heartbeats and fetches keep going out).
@@ -869,50 +863,21 @@ async fn proxy_cut_mid_consume(cluster: Cluster, protocol: GroupProtocol) {
     let topic = support::unique_topic("consumer-cut");
     cluster.create_topic(&topic, 3, 1, &[]);
     let p = producer(&cluster, &[]).await;
-    for partition in 0..3 {
-        send(
-            &p,
-            &topic,
-            partition,
-            &values(&format!("before-{partition}"), 50),
-        )
-        .await;
-    }
+    send_to_each_partition(&p, &topic, 3, "before", 50).await;
     let proxy = cluster.proxy(0);
     let fault = async {
         // Shorter than the session timeout: the member survives and must resume where it was.
         proxy.set_enabled(false);
         tokio::time::sleep(Duration::from_secs(3)).await;
         proxy.set_enabled(true);
-        for partition in 0..3 {
-            send(
-                &p,
-                &topic,
-                partition,
-                &values(&format!("after-{partition}"), 50),
-            )
-            .await;
-        }
+        send_to_each_partition(&p, &topic, 3, "after", 50).await;
     };
     let delivered = consume_through_fault(&cluster, protocol, &topic, 40, 300, fault).await;
     let expected = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
     assert_eq!(expected.len(), 300);
     assert_exactly_once(&delivered, &expected);
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn proxy_cut_mid_consume_kip848() {
-    if let Some(cluster) = Cluster::single() {
-        proxy_cut_mid_consume(cluster, GroupProtocol::Consumer).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn proxy_cut_mid_consume_classic() {
-    if let Some(cluster) = Cluster::single() {
-        proxy_cut_mid_consume(cluster, GroupProtocol::Classic).await;
-    }
-}
+on_both_protocols!(proxy_cut_mid_consume, single);
 
 async fn leader_killed_mid_consume(cluster: Cluster, protocol: GroupProtocol) {
     let _exclusive = cluster.exclusive();
@@ -920,28 +885,12 @@ async fn leader_killed_mid_consume(cluster: Cluster, protocol: GroupProtocol) {
     cluster.create_topic(&topic, 3, 3, &[("min.insync.replicas", "2")]);
     let leader = support::kcat_partition_leader(&cluster.bootstrap, &topic, 0);
     let p = producer(&cluster, &[]).await;
-    for partition in 0..3 {
-        send(
-            &p,
-            &topic,
-            partition,
-            &values(&format!("before-{partition}"), 100),
-        )
-        .await;
-    }
+    send_to_each_partition(&p, &topic, 3, "before", 100).await;
     // Node ids are 1-based; broker indexes 0-based.
     let victim = (leader - 1) as usize;
     let fault = async {
         cluster.stop_broker(victim, true);
-        for partition in 0..3 {
-            send(
-                &p,
-                &topic,
-                partition,
-                &values(&format!("during-{partition}"), 100),
-            )
-            .await;
-        }
+        send_to_each_partition(&p, &topic, 3, "during", 100).await;
     };
     let delivered = consume_through_fault(&cluster, protocol, &topic, 100, 600, fault).await;
     cluster.start_broker(victim);
@@ -949,20 +898,7 @@ async fn leader_killed_mid_consume(cluster: Cluster, protocol: GroupProtocol) {
     assert_eq!(expected.len(), 600);
     assert_exactly_once(&delivered, &expected);
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leader_killed_mid_consume_kip848() {
-    if let Some(cluster) = Cluster::three() {
-        leader_killed_mid_consume(cluster, GroupProtocol::Consumer).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leader_killed_mid_consume_classic() {
-    if let Some(cluster) = Cluster::three() {
-        leader_killed_mid_consume(cluster, GroupProtocol::Classic).await;
-    }
-}
+on_both_protocols!(leader_killed_mid_consume, three);
 
 /// A member that stops polling for longer than its session is removed by the coordinator; at
 /// its next poll it learns its partitions are Lost (not Revoked: it must not commit them), then
@@ -973,15 +909,7 @@ async fn session_expiry_is_lost(cluster: Cluster, protocol: GroupProtocol) {
     cluster.create_topic(&topic, 2, 1, &[]);
     let p = producer(&cluster, &[]).await;
     send(&p, &topic, 0, &values("x", 4)).await;
-    let mut c = consumer(
-        &cluster,
-        &unique_group("lost"),
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-    )
-    .await;
-    c.subscribe([topic.clone()]).unwrap();
+    let mut c = member_from_earliest(&cluster, &unique_group("lost"), protocol, &topic).await;
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 4).await;
     let before = c.group_metadata();
@@ -1015,20 +943,7 @@ async fn session_expiry_is_lost(cluster: Cluster, protocol: GroupProtocol) {
     );
     c.close().await.unwrap();
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn session_expiry_is_lost_kip848() {
-    if let Some(cluster) = Cluster::single() {
-        session_expiry_is_lost(cluster, GroupProtocol::Consumer).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn session_expiry_is_lost_classic() {
-    if let Some(cluster) = Cluster::single() {
-        session_expiry_is_lost(cluster, GroupProtocol::Classic).await;
-    }
-}
+on_both_protocols!(session_expiry_is_lost, single);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_committed_offset_and_reset_none_is_an_error_until_seek() {
@@ -1046,9 +961,9 @@ async fn no_committed_offset_and_reset_none_is_an_error_until_seek() {
         GroupProtocol::Consumer,
         OffsetReset::None,
         IsolationLevel::ReadCommitted,
+        &topic,
     )
     .await;
-    c.subscribe([topic.clone()]).unwrap();
     let end = Instant::now() + WAIT;
     let error = loop {
         assert!(Instant::now() < end, "no error for the missing offset");
@@ -1063,10 +978,7 @@ async fn no_committed_offset_and_reset_none_is_an_error_until_seek() {
     c.seek(&tp, 1).unwrap();
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 2).await;
-    assert_eq!(
-        seen.records.iter().map(|r| r.1).collect::<Vec<_>>(),
-        vec![1, 2]
-    );
+    assert_eq!(seen.offsets(), vec![1, 2]);
     c.close().await.unwrap();
 }
 
@@ -1086,15 +998,7 @@ async fn transactional_offsets_with_group_metadata(cluster: Cluster, protocol: G
     let copier = producer(&cluster, &[("transactional.id", txn_id.as_str())]).await;
     copier.init_transactions().await.unwrap();
     let group = unique_group("copy");
-    let mut c = consumer(
-        &cluster,
-        &group,
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-    )
-    .await;
-    c.subscribe([input.clone()]).unwrap();
+    let mut c = member_from_earliest(&cluster, &group, protocol, &input).await;
     let mut copied = 0;
     let end = Instant::now() + WAIT;
     while copied < 10 {
@@ -1217,15 +1121,7 @@ async fn waits_out_a_pending_transactional_commit(cluster: Cluster, protocol: Gr
         )
         .await
         .unwrap();
-    let mut c = consumer(
-        &cluster,
-        &group,
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-    )
-    .await;
-    c.subscribe([topic.clone()]).unwrap();
+    let mut c = member_from_earliest(&cluster, &group, protocol, &topic).await;
     // Assigned, but no position while the offset commit is pending.
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| {
@@ -1234,34 +1130,16 @@ async fn waits_out_a_pending_transactional_commit(cluster: Cluster, protocol: Gr
             .any(|e| matches!(e, ConsumerEvent::Assigned(_)))
     })
     .await;
-    let end = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < end {
-        if let Some(ConsumerEvent::Records(r)) =
-            c.poll_timeout(Duration::from_millis(200)).await.unwrap()
-        {
-            panic!("records before the pending offset commit resolved: {r:?}");
-        }
-    }
+    assert_no_records_for(
+        &mut c,
+        Duration::from_secs(2),
+        "records before the pending offset commit resolved",
+    )
+    .await;
     assert_eq!(c.position(&tp), None);
     committer.commit_transaction().await.unwrap();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 2).await;
-    assert_eq!(
-        seen.records.iter().map(|r| r.1).collect::<Vec<_>>(),
-        vec![4, 5]
-    );
+    assert_eq!(seen.offsets(), vec![4, 5]);
     c.close().await.unwrap();
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waits_out_a_pending_transactional_commit_kip848() {
-    if let Some(cluster) = Cluster::single() {
-        waits_out_a_pending_transactional_commit(cluster, GroupProtocol::Consumer).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waits_out_a_pending_transactional_commit_classic() {
-    if let Some(cluster) = Cluster::single() {
-        waits_out_a_pending_transactional_commit(cluster, GroupProtocol::Classic).await;
-    }
-}
+on_both_protocols!(waits_out_a_pending_transactional_commit, single);

@@ -34,6 +34,17 @@ fn big_copy_records() -> usize {
         .unwrap_or(200_000)
 }
 
+/// Fresh `{prefix}-in` and `{prefix}-out` topics of `partitions` partitions each, and a fresh
+/// `{prefix}-group` name: (source, destination, group).
+fn copy_topics(cluster: &Cluster, prefix: &str, partitions: i32) -> (String, String, String) {
+    let source = support::unique_topic(&format!("{prefix}-in"));
+    let destination = support::unique_topic(&format!("{prefix}-out"));
+    let group = support::unique_topic(&format!("{prefix}-group"));
+    cluster.create_topic(&source, partitions as u32, 1, &[]);
+    cluster.create_topic(&destination, partitions as u32, 1, &[]);
+    (source, destination, group)
+}
+
 /// Fills `topic` with `n` records spread round-robin over its partitions (idempotent producer).
 async fn fill(cluster: &Cluster, topic: &str, n: usize) {
     let producer = support::producer_with(cluster, &[("linger.ms", "5")], &[]).await;
@@ -91,12 +102,7 @@ async fn transactional(cluster: &Cluster, id: &str, extra: &[(&str, &str)]) -> P
         ("request.timeout.ms", "5000"),
         ("delivery.timeout.ms", "60000"),
     ];
-    let producer = support::producer_with(cluster, &defaults, extra).await;
-    producer
-        .init_transactions()
-        .await
-        .expect("init_transactions");
-    producer
+    support::transactional_producer_with(cluster, &defaults, extra).await
 }
 
 /// A copier that writes each record to the same partition of `destination`, tagged `tag`.
@@ -371,11 +377,7 @@ fn assert_exactly_once(cluster: &Cluster, source: &str, destination: &str) {
 async fn copy_with_kill(cluster: Cluster) {
     let _shared = cluster.shared();
     let records = big_copy_records();
-    let source = support::unique_topic("eos-in");
-    let destination = support::unique_topic("eos-out");
-    let group = support::unique_topic("eos-group");
-    cluster.create_topic(&source, PARTITIONS as u32, 1, &[]);
-    cluster.create_topic(&destination, PARTITIONS as u32, 1, &[]);
+    let (source, destination, group) = copy_topics(&cluster, "eos", PARTITIONS);
     fill(&cluster, &source, records).await;
 
     let (tx, rx) = mpsc::unbounded_channel();
@@ -430,11 +432,7 @@ async fn seed_001_rolling_restart_never_rewinds() {
     };
     let _shared = cluster.shared();
     let records = big_copy_records() / 2;
-    let source = support::unique_topic("eos-roll-in");
-    let destination = support::unique_topic("eos-roll-out");
-    let group = support::unique_topic("eos-roll-group");
-    cluster.create_topic(&source, PARTITIONS as u32, 1, &[]);
-    cluster.create_topic(&destination, PARTITIONS as u32, 1, &[]);
+    let (source, destination, group) = copy_topics(&cluster, "eos-roll", PARTITIONS);
     fill(&cluster, &source, records).await;
 
     // An observer outside the group reads its committed offsets all along.
@@ -527,11 +525,7 @@ async fn zombie_copier_is_fenced() {
     };
     let _shared = cluster.shared();
     let records = 2_000;
-    let source = support::unique_topic("eos-zombie-in");
-    let destination = support::unique_topic("eos-zombie-out");
-    let group = support::unique_topic("eos-zombie-group");
-    cluster.create_topic(&source, PARTITIONS as u32, 1, &[]);
-    cluster.create_topic(&destination, PARTITIONS as u32, 1, &[]);
+    let (source, destination, group) = copy_topics(&cluster, "eos-zombie", PARTITIONS);
     fill(&cluster, &source, records).await;
 
     // The zombie reads and produces, but is never let to commit on its own.
@@ -631,11 +625,7 @@ async fn seed_000_translation_is_conservative() {
         return;
     };
     let _shared = cluster.shared();
-    let source = support::unique_topic("eos-tr-in");
-    let destination = support::unique_topic("eos-tr-out");
-    let group = support::unique_topic("eos-tr-group");
-    cluster.create_topic(&source, 2, 1, &[]);
-    cluster.create_topic(&destination, 2, 1, &[]);
+    let (source, destination, group) = copy_topics(&cluster, "eos-tr", 2);
 
     // Source: 60 transactions of 1..=7 records; every third aborted.
     let writer = transactional(&cluster, &support::unique_topic("eos-tr-writer"), &[]).await;
@@ -756,11 +746,7 @@ async fn aborted_input_is_copied_again() {
     };
     let _shared = cluster.shared();
     let records = 20_000;
-    let source = support::unique_topic("eos-abort-in");
-    let destination = support::unique_topic("eos-abort-out");
-    let group = support::unique_topic("eos-abort-group");
-    cluster.create_topic(&source, PARTITIONS as u32, 1, &[]);
-    cluster.create_topic(&destination, PARTITIONS as u32, 1, &[]);
+    let (source, destination, group) = copy_topics(&cluster, "eos-abort", PARTITIONS);
     fill(&cluster, &source, records).await;
 
     let consumer = consumer(&cluster, &group, &source).await;

@@ -46,12 +46,7 @@ async fn transactional(cluster: &Cluster, id: &str, extra: &[(&str, &str)]) -> P
         ("delivery.timeout.ms", "30000"),
         ("max.block.ms", "60000"),
     ];
-    let producer = support::producer_with(cluster, &defaults, extra).await;
-    producer
-        .init_transactions()
-        .await
-        .expect("init_transactions");
-    producer
+    support::transactional_producer_with(cluster, &defaults, extra).await
 }
 
 async fn send_all(

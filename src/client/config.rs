@@ -16,11 +16,15 @@
 //! configuration. Every problem is an [`Error::Config`] naming the Kafka property.
 
 mod compression;
+pub(crate) mod properties;
 
 use std::str::FromStr;
 use std::time::Duration;
 
 pub use compression::CompressionConfig;
+use properties::{
+    check_bootstrap_servers, config_error, list_entries, parse_bool, parse_number, unknown_property,
+};
 
 use tracing::debug;
 
@@ -244,12 +248,7 @@ impl ProducerConfig {
         K: AsRef<str>,
         V: AsRef<str>,
     {
-        let mut config = ProducerConfig::default();
-        for (key, value) in props {
-            config.set(key.as_ref(), value.as_ref())?;
-        }
-        config.validate()?;
-        Ok(config)
+        properties::from_properties(props, Self::set, Self::validate)
     }
 
     /// Sets one property by its Kafka name. The value is trimmed and parsed as Java's
@@ -259,10 +258,7 @@ impl ProducerConfig {
         let value = value.trim();
         match key {
             BOOTSTRAP_SERVERS => {
-                self.bootstrap_servers = value
-                    .split(',')
-                    .map(|entry| entry.trim().to_owned())
-                    .collect();
+                self.bootstrap_servers = list_entries(value).collect();
             }
             CLIENT_ID => self.client_id = value.to_owned(),
             ENABLE_IDEMPOTENCE => self.enable_idempotence = parse_bool(key, value)?,
@@ -297,7 +293,10 @@ impl ProducerConfig {
                     );
                     return Ok(());
                 }
-                return Err(unknown_property(key));
+                return Err(unknown_property(
+                    key,
+                    PROPERTY_NAMES.iter().chain(&SECURITY_PROPERTY_NAMES),
+                ));
             }
         }
         Ok(())
@@ -306,7 +305,7 @@ impl ProducerConfig {
     /// Checks every setting and every rule between settings; the first problem found is
     /// returned, naming the property to change.
     pub fn validate(&self) -> Result<(), Error> {
-        self.validate_bootstrap_servers()?;
+        check_bootstrap_servers(BOOTSTRAP_SERVERS, &self.bootstrap_servers)?;
         self.security.validate()?;
         check_wire_string(CLIENT_ID, &self.client_id)?;
         self.compression.validate()?;
@@ -373,26 +372,6 @@ impl ProducerConfig {
                     self.delivery_timeout_ms, linger_and_request
                 ),
             ));
-        }
-        Ok(())
-    }
-
-    /// `bootstrap.servers`: at least one entry, each `host:port` (Java:
-    /// `ClientUtils.parseAndValidateAddresses`).
-    fn validate_bootstrap_servers(&self) -> Result<(), Error> {
-        if self.bootstrap_servers.is_empty() {
-            return Err(config_error(
-                BOOTSTRAP_SERVERS,
-                "is required: at least one host:port",
-            ));
-        }
-        for address in &self.bootstrap_servers {
-            check_address(address).map_err(|reason| {
-                config_error(
-                    BOOTSTRAP_SERVERS,
-                    format!("invalid address {address:?}: {reason}"),
-                )
-            })?;
         }
         Ok(())
     }
@@ -657,71 +636,6 @@ impl ProducerBuilder {
     }
 }
 
-/// A configuration error about `setting`.
-pub(crate) fn config_error(setting: &str, reason: impl Into<String>) -> Error {
-    Error::Config {
-        setting: setting.to_owned(),
-        reason: reason.into(),
-    }
-}
-
-/// The error for a property we do not know, suggesting the known name closest to it when it
-/// is at most two edits away (a typo rather than another client's setting).
-fn unknown_property(key: &str) -> Error {
-    let closest = PROPERTY_NAMES
-        .iter()
-        .chain(&SECURITY_PROPERTY_NAMES)
-        .map(|name| (edit_distance(key, name), *name))
-        .filter(|(distance, _)| *distance <= 2)
-        .min_by_key(|(distance, _)| *distance);
-    let reason = match closest {
-        Some((_, name)) => format!("unknown property; did you mean {name:?}?"),
-        None => "unknown property".to_owned(),
-    };
-    config_error(key, reason)
-}
-
-/// Levenshtein distance between two strings, by characters.
-pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    // `row[j]`: distance between the prefix of `a` read so far and `b[..j]`.
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, a_char) in a.chars().enumerate() {
-        let mut diagonal = i;
-        row[0] = i + 1;
-        for (j, b_char) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(a_char != *b_char);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
-}
-
-/// A Java `BOOLEAN`: `true` or `false`, any case.
-pub(crate) fn parse_bool(setting: &str, value: &str) -> Result<bool, Error> {
-    if value.eq_ignore_ascii_case("true") {
-        Ok(true)
-    } else if value.eq_ignore_ascii_case("false") {
-        Ok(false)
-    } else {
-        Err(config_error(
-            setting,
-            format!("expected true or false, got {value:?}"),
-        ))
-    }
-}
-
-/// A non-negative decimal integer (every numeric producer setting has `atLeast(0)` in Java).
-pub(crate) fn parse_number<T: FromStr>(setting: &str, value: &str) -> Result<T, Error> {
-    value.parse().map_err(|_| {
-        config_error(
-            setting,
-            format!("expected a non-negative integer, got {value:?}"),
-        )
-    })
-}
-
 /// Whether a string fits a wire `string` (int16 length).
 fn check_wire_string(setting: &str, value: &str) -> Result<(), Error> {
     if value.len() > STRING_MAX_BYTES {
@@ -732,32 +646,6 @@ fn check_wire_string(setting: &str, value: &str) -> Result<(), Error> {
                 value.len()
             ),
         ));
-    }
-    Ok(())
-}
-
-/// Checks one `host:port`. The host takes the characters Java's `Utils.getHost` pattern
-/// accepts (`[0-9a-zA-Z\-%._:]`); an IPv6 address must be in brackets (`[::1]:9092`), since
-/// without them its last group could not be told from the port. The port is 1 to 65535.
-pub(crate) fn check_address(address: &str) -> Result<(), &'static str> {
-    let (host, port) = address
-        .rsplit_once(':')
-        .ok_or("expected host:port (an IPv6 address as [address]:port)")?;
-    let host_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '%' | '.' | '_');
-    let host_ok = match host.strip_prefix('[') {
-        Some(bracketed) => bracketed
-            .strip_suffix(']')
-            .is_some_and(|ip| !ip.is_empty() && ip.chars().all(|c| host_char(c) || c == ':')),
-        None => !host.is_empty() && host.chars().all(host_char),
-    };
-    if !host_ok {
-        return Err("invalid host (an IPv6 address must be written as [address]:port)");
-    }
-    let port_ok = !port.is_empty()
-        && port.bytes().all(|b| b.is_ascii_digit())
-        && port.parse::<u16>().is_ok_and(|port| port != 0);
-    if !port_ok {
-        return Err("the port must be a number from 1 to 65535");
     }
     Ok(())
 }
@@ -989,16 +877,6 @@ mod tests {
         );
         assert_eq!(config.security.tls.ca, None);
         assert!(!format!("{config:?}").contains("alice-secret"));
-    }
-
-    #[test]
-    fn edit_distance_counts_insertions_deletions_substitutions() {
-        assert_eq!(edit_distance("acks", "acks"), 0);
-        assert_eq!(edit_distance("ack", "acks"), 1);
-        assert_eq!(edit_distance("acks", "ack"), 1);
-        assert_eq!(edit_distance("acks", "axks"), 1);
-        assert_eq!(edit_distance("", "acks"), 4);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use super::config::properties::config_error;
 use super::jaas;
 use super::secret::Secret;
 use crate::error::Error;
@@ -408,13 +409,6 @@ pub(crate) fn is_ignored_property(key: &str) -> bool {
     ];
     const IGNORED_PREFIXES: [&str; 3] = ["schema.registry.", "basic.auth.", "bearer.auth."];
     IGNORED.contains(&key) || IGNORED_PREFIXES.iter().any(|p| key.starts_with(p))
-}
-
-fn config_error(setting: &str, reason: impl Into<String>) -> Error {
-    Error::Config {
-        setting: setting.to_owned(),
-        reason: reason.into(),
-    }
 }
 
 #[cfg(test)]

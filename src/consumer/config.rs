@@ -6,7 +6,10 @@
 
 use std::time::Duration;
 
-use crate::client::config::{check_address, config_error, edit_distance, parse_number};
+use crate::client::config::properties::{
+    self, check_bootstrap_servers, config_error, list_entries, parse_choice, parse_number,
+    unknown_property,
+};
 use crate::client::security::{SECURITY_PROPERTY_NAMES, SecurityConfig};
 use crate::error::Error;
 
@@ -74,6 +77,12 @@ pub enum IsolationLevel {
 }
 
 impl IsolationLevel {
+    /// Its values under `isolation.level`.
+    const NAMES: [(&'static str, IsolationLevel); 2] = [
+        ("read_committed", IsolationLevel::ReadCommitted),
+        ("read_uncommitted", IsolationLevel::ReadUncommitted),
+    ];
+
     /// The wire value of Fetch and ListOffsets (0 uncommitted, 1 committed).
     pub(crate) fn wire(self) -> i8 {
         match self {
@@ -95,6 +104,15 @@ pub enum OffsetReset {
     Latest,
     /// `none`: a partition without a committed offset is an error.
     None,
+}
+
+impl OffsetReset {
+    /// Its values under `auto.offset.reset`.
+    const NAMES: [(&'static str, OffsetReset); 3] = [
+        ("earliest", OffsetReset::Earliest),
+        ("latest", OffsetReset::Latest),
+        ("none", OffsetReset::None),
+    ];
 }
 
 /// `group.protocol`: how the consumer takes part in its group.
@@ -123,6 +141,27 @@ pub enum AssignmentStrategy {
     CooperativeSticky,
     /// `range` with the eager protocol: every rebalance revokes everything first.
     Range,
+}
+
+impl AssignmentStrategy {
+    /// Its values under `partition.assignment.strategy` (names, and Java's class names).
+    const NAMES: [(&'static str, AssignmentStrategy); 4] = [
+        ("cooperative-sticky", AssignmentStrategy::CooperativeSticky),
+        (
+            "cooperativestickyassignor",
+            AssignmentStrategy::CooperativeSticky,
+        ),
+        ("range", AssignmentStrategy::Range),
+        ("rangeassignor", AssignmentStrategy::Range),
+    ];
+}
+
+impl GroupProtocol {
+    /// Its values under `group.protocol`.
+    const NAMES: [(&'static str, GroupProtocol); 2] = [
+        ("consumer", GroupProtocol::Consumer),
+        ("classic", GroupProtocol::Classic),
+    ];
 }
 
 /// Everything the consumer is configured with. Defaults are the Kafka 4.x Java consumer's,
@@ -220,12 +259,7 @@ impl ConsumerConfig {
         K: AsRef<str>,
         V: AsRef<str>,
     {
-        let mut config = ConsumerConfig::default();
-        for (key, value) in props {
-            config.set(key.as_ref(), value.as_ref())?;
-        }
-        config.validate()?;
-        Ok(config)
+        properties::from_properties(props, Self::set, Self::validate)
     }
 
     /// Sets one property by its Kafka name (value trimmed, parsed as Java's `ConfigDef` does).
@@ -233,50 +267,20 @@ impl ConsumerConfig {
         let value = value.trim();
         match key {
             BOOTSTRAP_SERVERS => {
-                self.bootstrap_servers = value
-                    .split(',')
-                    .map(|entry| entry.trim().to_owned())
+                self.bootstrap_servers = list_entries(value)
                     .filter(|entry| !entry.is_empty())
                     .collect();
             }
             GROUP_ID => self.group_id = value.to_owned(),
             CLIENT_ID => self.client_id = value.to_owned(),
             ISOLATION_LEVEL => {
-                self.isolation_level = match value.to_ascii_lowercase().as_str() {
-                    "read_committed" => IsolationLevel::ReadCommitted,
-                    "read_uncommitted" => IsolationLevel::ReadUncommitted,
-                    _ => {
-                        return Err(config_error(
-                            key,
-                            format!("expected read_committed or read_uncommitted, got {value:?}"),
-                        ));
-                    }
-                }
+                self.isolation_level = parse_choice(key, value, &IsolationLevel::NAMES)?
             }
             AUTO_OFFSET_RESET => {
-                self.auto_offset_reset = match value.to_ascii_lowercase().as_str() {
-                    "earliest" => OffsetReset::Earliest,
-                    "latest" => OffsetReset::Latest,
-                    "none" => OffsetReset::None,
-                    _ => {
-                        return Err(config_error(
-                            key,
-                            format!("expected earliest, latest or none, got {value:?}"),
-                        ));
-                    }
-                }
+                self.auto_offset_reset = parse_choice(key, value, &OffsetReset::NAMES)?
             }
             GROUP_PROTOCOL => {
-                self.group_protocol = match value.to_ascii_lowercase().as_str() {
-                    "consumer" => GroupProtocol::Consumer,
-                    "classic" => GroupProtocol::Classic,
-                    _ => {
-                        return Err(config_error(
-                            key,
-                            format!("expected consumer or classic, got {value:?}"),
-                        ));
-                    }
-                }
+                self.group_protocol = parse_choice(key, value, &GroupProtocol::NAMES)?
             }
             GROUP_INSTANCE_ID => {
                 self.group_instance_id = (!value.is_empty()).then(|| value.to_owned());
@@ -306,19 +310,10 @@ impl ConsumerConfig {
             PARTITION_ASSIGNMENT_STRATEGY => {
                 // One strategy: a list would need protocol negotiation between them, which
                 // the group does with Java consumers only for its upgrade path.
+                // Java's class names (org.apache...CooperativeStickyAssignor) work too.
                 let name = value.trim().rsplit('.').next().unwrap_or_default();
-                self.partition_assignment_strategy = match name.to_ascii_lowercase().as_str() {
-                    "cooperative-sticky" | "cooperativestickyassignor" => {
-                        AssignmentStrategy::CooperativeSticky
-                    }
-                    "range" | "rangeassignor" => AssignmentStrategy::Range,
-                    _ => {
-                        return Err(config_error(
-                            key,
-                            format!("expected cooperative-sticky or range, got {value:?}"),
-                        ));
-                    }
-                };
+                self.partition_assignment_strategy =
+                    parse_choice(key, name, &AssignmentStrategy::NAMES)?;
             }
             GROUP_REMOTE_ASSIGNOR => {
                 self.group_remote_assignor = (!value.is_empty()).then(|| value.to_owned());
@@ -327,7 +322,12 @@ impl ConsumerConfig {
                 if let Some(result) = self.security.set(key, value) {
                     return result;
                 }
-                return Err(unknown_property(key));
+                return Err(unknown_property(
+                    key,
+                    CONSUMER_PROPERTY_NAMES
+                        .iter()
+                        .chain(&SECURITY_PROPERTY_NAMES),
+                ));
             }
         }
         Ok(())
@@ -335,20 +335,7 @@ impl ConsumerConfig {
 
     /// Checks every setting; the first problem found names the property to change.
     pub fn validate(&self) -> Result<(), Error> {
-        if self.bootstrap_servers.is_empty() {
-            return Err(config_error(
-                BOOTSTRAP_SERVERS,
-                "is required: at least one host:port",
-            ));
-        }
-        for address in &self.bootstrap_servers {
-            check_address(address).map_err(|reason| {
-                config_error(
-                    BOOTSTRAP_SERVERS,
-                    format!("invalid address {address:?}: {reason}"),
-                )
-            })?;
-        }
+        check_bootstrap_servers(BOOTSTRAP_SERVERS, &self.bootstrap_servers)?;
         if self.group_id.is_empty() {
             return Err(config_error(GROUP_ID, "is required"));
         }
@@ -397,21 +384,6 @@ impl ConsumerConfig {
     pub(crate) fn retry_backoff(&self) -> Duration {
         Duration::from_millis(self.retry_backoff_ms.max(1))
     }
-}
-
-/// An unknown property, with the closest known name when it is a likely typo.
-fn unknown_property(key: &str) -> Error {
-    let closest = CONSUMER_PROPERTY_NAMES
-        .iter()
-        .chain(&SECURITY_PROPERTY_NAMES)
-        .map(|name| (edit_distance(key, name), *name))
-        .filter(|(distance, _)| *distance <= 2)
-        .min_by_key(|(distance, _)| *distance);
-    let reason = match closest {
-        Some((_, name)) => format!("unknown property; did you mean {name:?}?"),
-        None => "unknown property".to_owned(),
-    };
-    config_error(key, reason)
 }
 
 /// Builds a [`crate::Consumer`]: `Consumer::builder().bootstrap(..).group_id(..).build()`.

@@ -167,6 +167,21 @@ mod tests {
         out.freeze()
     }
 
+    /// Every record of partition 0 of `t` in `bytes` from `fetch_offset`, read_uncommitted.
+    fn read_uncommitted(bytes: &Bytes, fetch_offset: i64) -> PartitionRecords {
+        let topic: Arc<str> = Arc::from("t");
+        partition_records(
+            &topic,
+            0,
+            bytes,
+            fetch_offset,
+            IsolationLevel::ReadUncommitted,
+            -1,
+            None,
+        )
+        .unwrap()
+    }
+
     fn values(r: &PartitionRecords) -> Vec<(i64, String)> {
         r.records
             .iter()
@@ -210,28 +225,10 @@ mod tests {
             vec![(0, "a".into()), (1, "b".into()), (6, "c".into())]
         );
         assert_eq!(committed.next_offset, 7);
-        let all = partition_records(
-            &topic,
-            0,
-            &bytes,
-            0,
-            IsolationLevel::ReadUncommitted,
-            -1,
-            None,
-        )
-        .unwrap();
+        let all = read_uncommitted(&bytes, 0);
         assert_eq!(all.records.len(), 5, "markers are never records");
         // From the middle: records before the fetch offset are dropped.
-        let from = partition_records(
-            &topic,
-            0,
-            &bytes,
-            4,
-            IsolationLevel::ReadUncommitted,
-            -1,
-            None,
-        )
-        .unwrap();
+        let from = read_uncommitted(&bytes, 4);
         assert_eq!(values(&from), vec![(4, "y".into()), (6, "c".into())]);
     }
 
@@ -256,16 +253,7 @@ mod tests {
         );
         // A cut-off tail is not an error.
         let cut = bytes.slice(..bytes.len() - 3);
-        let r = partition_records(
-            &topic,
-            0,
-            &cut,
-            0,
-            IsolationLevel::ReadUncommitted,
-            -1,
-            None,
-        )
-        .unwrap();
+        let r = read_uncommitted(&cut, 0);
         assert_eq!(r.next_offset, 1);
     }
 }

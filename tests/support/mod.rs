@@ -274,6 +274,21 @@ pub async fn producer_with(
         .expect("producer builds")
 }
 
+/// A transactional producer on `cluster` (properties as [`producer_with`]; `defaults` names
+/// the `transactional.id`), its transactions initialised.
+pub async fn transactional_producer_with(
+    cluster: &Cluster,
+    defaults: &[(&str, &str)],
+    extra: &[(&str, &str)],
+) -> exactly::Producer {
+    let producer = producer_with(cluster, defaults, extra).await;
+    producer
+        .init_transactions()
+        .await
+        .expect("init_transactions");
+    producer
+}
+
 /// A topic name unique to this test run, so reruns against the same cluster never collide.
 pub fn unique_topic(prefix: &str) -> String {
     let _g: MutexGuard<'_, ()> = GLOBAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -470,7 +470,6 @@ fn retriable_in_rebalance(code: ErrorCode) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
 
     use super::*;
     use crate::protocol::messages::heartbeat::HeartbeatResponse;
@@ -508,9 +507,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn leader_joins_assigns_and_heartbeats() {
-        let now = Instant::now();
+    /// An eager `range` member of group `g` subscribed to `t` (session 6 s, rebalance 30 s,
+    /// backoff 500 ms).
+    fn subscribed_member() -> ClassicMember {
         let mut m = ClassicMember::new(
             "g".into(),
             None,
@@ -520,6 +519,51 @@ mod tests {
             AssignmentStrategy::Range,
         );
         m.subscribe(vec!["t".into()]);
+        m
+    }
+
+    /// A follower (`m2`, led by `m1`) that joined at `now` and was given `partitions` of `t`,
+    /// its Assigned event taken.
+    fn assigned_follower(now: Instant, partitions: &[i32]) -> ClassicMember {
+        let mut m = subscribed_member();
+        m.poll_request(now, &View).unwrap();
+        m.on_response(
+            MembershipResponse::Join(join_response("m2", "m1", &[])),
+            now,
+        )
+        .unwrap();
+        m.poll_request(now, &View).unwrap();
+        let mut parts = BTreeMap::new();
+        parts.insert("t".to_owned(), partitions.to_vec());
+        m.on_response(
+            MembershipResponse::Sync(SyncGroupResponse {
+                assignment: assignor::encode_assignment(&parts),
+                ..Default::default()
+            }),
+            now,
+        )
+        .unwrap();
+        m.next_event().unwrap();
+        m
+    }
+
+    /// Sends the heartbeat due at `at` and answers it with `error`.
+    fn heartbeat_answered(m: &mut ClassicMember, at: Instant, error: ErrorCode) {
+        m.poll_request(at, &View).unwrap();
+        m.on_response(
+            MembershipResponse::Heartbeat(HeartbeatResponse {
+                error_code: error.0,
+                ..Default::default()
+            }),
+            at,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn leader_joins_assigns_and_heartbeats() {
+        let now = Instant::now();
+        let mut m = subscribed_member();
         let Some(MembershipRequest::Join(join)) = m.poll_request(now, &View) else {
             panic!("a join first");
         };
@@ -590,15 +634,7 @@ mod tests {
     #[test]
     fn the_leader_waits_for_partition_counts_before_assigning() {
         let now = Instant::now();
-        let mut m = ClassicMember::new(
-            "g".into(),
-            None,
-            6000,
-            30_000,
-            Duration::from_millis(500),
-            AssignmentStrategy::Range,
-        );
-        m.subscribe(vec!["t".into()]);
+        let mut m = subscribed_member();
         m.poll_request(now, &View).unwrap();
         m.on_response(
             MembershipResponse::Join(join_response("m1", "m1", &["m1"])),
@@ -616,43 +652,9 @@ mod tests {
     #[test]
     fn rebalance_revokes_everything_and_rejoins_after_the_next_poll() {
         let now = Instant::now();
-        let mut m = ClassicMember::new(
-            "g".into(),
-            None,
-            6000,
-            30_000,
-            Duration::from_millis(500),
-            AssignmentStrategy::Range,
-        );
-        m.subscribe(vec!["t".into()]);
-        m.poll_request(now, &View).unwrap();
-        m.on_response(
-            MembershipResponse::Join(join_response("m2", "m1", &[])),
-            now,
-        )
-        .unwrap();
-        m.poll_request(now, &View).unwrap();
-        let mut parts = BTreeMap::new();
-        parts.insert("t".to_owned(), vec![2, 3]);
-        m.on_response(
-            MembershipResponse::Sync(SyncGroupResponse {
-                assignment: assignor::encode_assignment(&parts),
-                ..Default::default()
-            }),
-            now,
-        )
-        .unwrap();
-        m.next_event().unwrap();
+        let mut m = assigned_follower(now, &[2, 3]);
         let later = now + Duration::from_secs(1);
-        m.poll_request(later, &View).unwrap();
-        m.on_response(
-            MembershipResponse::Heartbeat(HeartbeatResponse {
-                error_code: ErrorCode::REBALANCE_IN_PROGRESS.0,
-                ..Default::default()
-            }),
-            later,
-        )
-        .unwrap();
+        heartbeat_answered(&mut m, later, ErrorCode::REBALANCE_IN_PROGRESS);
         assert!(
             m.fetchable().is_empty(),
             "nothing is fetched while revoking"
@@ -683,43 +685,9 @@ mod tests {
     #[test]
     fn fenced_member_loses_its_partitions() {
         let now = Instant::now();
-        let mut m = ClassicMember::new(
-            "g".into(),
-            None,
-            6000,
-            30_000,
-            Duration::from_millis(500),
-            AssignmentStrategy::Range,
-        );
-        m.subscribe(vec!["t".into()]);
-        m.poll_request(now, &View).unwrap();
-        m.on_response(
-            MembershipResponse::Join(join_response("m2", "m1", &[])),
-            now,
-        )
-        .unwrap();
-        m.poll_request(now, &View).unwrap();
-        let mut parts = BTreeMap::new();
-        parts.insert("t".to_owned(), vec![1]);
-        m.on_response(
-            MembershipResponse::Sync(SyncGroupResponse {
-                assignment: Bytes::from(assignor::encode_assignment(&parts).to_vec()),
-                ..Default::default()
-            }),
-            now,
-        )
-        .unwrap();
-        m.next_event().unwrap();
+        let mut m = assigned_follower(now, &[1]);
         let later = now + Duration::from_secs(1);
-        m.poll_request(later, &View).unwrap();
-        m.on_response(
-            MembershipResponse::Heartbeat(HeartbeatResponse {
-                error_code: ErrorCode::UNKNOWN_MEMBER_ID.0,
-                ..Default::default()
-            }),
-            later,
-        )
-        .unwrap();
+        heartbeat_answered(&mut m, later, ErrorCode::UNKNOWN_MEMBER_ID);
         assert_eq!(m.next_event(), Some(MembershipEvent::Lost(vec![tp(1)])));
         let Some(MembershipRequest::Join(join)) = m.poll_request(later, &View) else {
             panic!("rejoin");
