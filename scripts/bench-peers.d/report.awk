@@ -51,7 +51,7 @@ END {
       bcpu[k] / recs[k] * 1e6, (k in lruns) ? sprintf("%.0f", p50[k]) : "-", (k in lruns) ? sprintf("%.0f", p99[k]) : "-", d, o }
   print ""
   for (j = 1; j <= ns; j++)
-    if (sz[j] in load) printf "p50/p99: send-to-ack latency at a fixed offered load of %s records/s of %s B (half the slowest client's full-speed rate), mean of 2 runs; the loop rows keep their futures to the end of the run (no per-record latency), so only the channel mode measures ours.\n", commas(load[sz[j]]), sz[j]
+    if (sz[j] in load) printf "p50/p99: send-to-ack latency at a fixed offered load of %s records/s of %s B (half the slowest client's full-speed rate), mean of 2 runs; the loop rows are not run at the fixed load, so only the channel mode measures ours.\n", commas(load[sz[j]]), sz[j]
   print "records/s: distinct records read back from the topic (kcat) per wall second, mean of the two full-speed rounds; duplicates and reordered (a record behind an earlier-sent one of its partition) summed over the full-speed and latency runs read back."
   print ""
   print "Ratios of exactly (loop mode) to each peer:"
