@@ -735,20 +735,20 @@ mod tests {
         m
     }
 
+    /// A follower's JoinGroup answered (led by `m1`), then its SyncGroup with `partitions`.
+    fn join_and_sync(m: &mut ClassicMember, at: Instant, partitions: &[i32]) {
+        m.on_response(MembershipResponse::Join(join_response("m2", "m1", &[])), at)
+            .unwrap();
+        m.poll_request(at, &View).unwrap();
+        m.on_response(sync_with(partitions), at).unwrap();
+    }
+
     #[test]
     fn cooperative_rebalance_keeps_partitions_and_revokes_only_the_moved_ones() {
         let now = Instant::now();
         let mut m = cooperative_member_owning(&[0, 1, 2, 3], now);
         let later = now + Duration::from_secs(1);
-        m.poll_request(later, &View).unwrap();
-        m.on_response(
-            MembershipResponse::Heartbeat(HeartbeatResponse {
-                error_code: ErrorCode::REBALANCE_IN_PROGRESS.0,
-                ..Default::default()
-            }),
-            later,
-        )
-        .unwrap();
+        heartbeat_answered(&mut m, later, ErrorCode::REBALANCE_IN_PROGRESS);
         // No revocation before the join, and fetching goes on (KIP-429).
         assert_eq!(m.next_event(), None);
         assert_eq!(m.fetchable().len(), 4);
@@ -790,13 +790,7 @@ mod tests {
         };
         let subscription = assignor::decode_subscription(&join.protocols[0].metadata).unwrap();
         assert_eq!(subscription.owned["t"], vec![0, 1]);
-        m.on_response(
-            MembershipResponse::Join(join_response("m2", "m1", &[])),
-            later,
-        )
-        .unwrap();
-        m.poll_request(later, &View).unwrap();
-        m.on_response(sync_with(&[0, 1]), later).unwrap();
+        join_and_sync(&mut m, later, &[0, 1]);
         assert_eq!(m.next_event(), None, "nothing changed for this member");
     }
 
@@ -805,23 +799,9 @@ mod tests {
         let now = Instant::now();
         let mut m = cooperative_member_owning(&[0], now);
         let later = now + Duration::from_secs(1);
+        heartbeat_answered(&mut m, later, ErrorCode::REBALANCE_IN_PROGRESS);
         m.poll_request(later, &View).unwrap();
-        m.on_response(
-            MembershipResponse::Heartbeat(HeartbeatResponse {
-                error_code: ErrorCode::REBALANCE_IN_PROGRESS.0,
-                ..Default::default()
-            }),
-            later,
-        )
-        .unwrap();
-        m.poll_request(later, &View).unwrap();
-        m.on_response(
-            MembershipResponse::Join(join_response("m2", "m1", &[])),
-            later,
-        )
-        .unwrap();
-        m.poll_request(later, &View).unwrap();
-        m.on_response(sync_with(&[0, 2]), later).unwrap();
+        join_and_sync(&mut m, later, &[0, 2]);
         assert_eq!(m.next_event(), Some(MembershipEvent::Assigned(vec![tp(2)])));
         assert_eq!(m.next_event(), None);
         assert_eq!(m.fetchable(), vec![tp(0), tp(2)]);
