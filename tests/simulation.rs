@@ -2,9 +2,11 @@
 //! configurations and fault schedules, a replay of one seed, and named regression scenarios
 //! for the retry-path bugs other producers shipped and for those the simulation found here.
 //!
-//! `EXACTLY_SIM_SEEDS=N` sets how many seeds the sweep runs (`EXACTLY_SIM_FIRST_SEED` where it
-//! starts); `EXACTLY_SIM_SEED=S` makes `replay_one_seed` run seed `S` and print its trace
-//! (`EXACTLY_SIM_TRACE` lines of it) if it fails.
+//! `EXACTLY_SIM_SEEDS=N` sets how many seeds each sweep runs, `seed_sweep` and
+//! `copy_loop_sweep` alike (`EXACTLY_SIM_FIRST_SEED` where they start); `EXACTLY_SIM_SEED=S`
+//! makes `replay_one_seed` (or `replay_one_copy_loop_seed`) run seed `S` and print its trace
+//! (`EXACTLY_SIM_TRACE` lines of it) if it fails. `scripts/test` runs this binary a second
+//! time in release with `EXACTLY_SIM_SEEDS=10000`.
 #![cfg(feature = "sim")]
 
 use std::ops::Range;
@@ -87,7 +89,8 @@ fn seed_sweep() {
     );
 }
 
-/// The copy loop alone over `EXACTLY_SIM_SEEDS` seeds (the sweep runs it for a quarter).
+/// The copy loop alone over `EXACTLY_SIM_SEEDS` seeds (50 by default; `seed_sweep` runs the
+/// copy loop of every fourth of its seeds as well).
 #[test]
 fn copy_loop_sweep() {
     let seeds = env_u64("EXACTLY_SIM_SEEDS").unwrap_or(50);
