@@ -82,7 +82,7 @@ pub use error::{Error, Result};
 pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
 pub use protocol::error_code::ErrorCode;
 pub use protocol::record_batch::Header;
-pub use protocol::record_batch::{Codec, Compression};
+pub use protocol::record_batch::{Codec, Compression, TimestampType};
 
 /// The README's examples, compiled as doctests so they cannot drift from the API.
 #[cfg(doctest)]

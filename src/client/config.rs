@@ -33,7 +33,6 @@ use super::secret::Secret;
 use super::security::OAuthBearerTokenProvider;
 use super::security::{
     Pem, SECURITY_PROPERTY_NAMES, SaslMechanism, SecurityConfig, SecurityProtocol,
-    is_ignored_property,
 };
 use crate::error::Error;
 use crate::protocol::record_batch::Compression;
@@ -286,7 +285,7 @@ impl ProducerConfig {
                 if let Some(result) = self.security.set(key, value) {
                     return result;
                 }
-                if is_ignored_property(key) {
+                if properties::is_ignored_property(key) {
                     debug!(
                         property = key,
                         "ignoring a setting that does not apply to this producer"

@@ -392,25 +392,6 @@ impl SecurityConfig {
     }
 }
 
-/// Properties a shared `client.properties` carries for the JVM, for other clients (consumer,
-/// Schema Registry) or for Java-only mechanics, which cannot change what this producer writes
-/// or how it authenticates: accepted and ignored (with a debug event), so a file copied from
-/// Confluent Cloud or MSK works as it is. The rule: a setting that would change delivery or
-/// security is either implemented or an error; only these are let through.
-pub(crate) fn is_ignored_property(key: &str) -> bool {
-    const IGNORED: [&str; 5] = [
-        // Every address a name resolves to is tried, which is `use_all_dns_ips`.
-        "client.dns.lookup",
-        // Consumer group settings, present in shared client.properties files.
-        "session.timeout.ms",
-        "heartbeat.interval.ms",
-        "group.id",
-        "auto.offset.reset",
-    ];
-    const IGNORED_PREFIXES: [&str; 3] = ["schema.registry.", "basic.auth.", "bearer.auth."];
-    IGNORED.contains(&key) || IGNORED_PREFIXES.iter().any(|p| key.starts_with(p))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,9 +6,11 @@
 
 use std::time::Duration;
 
+use tracing::debug;
+
 use crate::client::config::properties::{
-    self, check_bootstrap_servers, config_error, list_entries, parse_choice, parse_number,
-    unknown_property,
+    self, check_bootstrap_servers, config_error, list_entries, parse_bool, parse_choice,
+    parse_number, unknown_property,
 };
 use crate::client::security::{SECURITY_PROPERTY_NAMES, SecurityConfig};
 use crate::error::Error;
@@ -33,12 +35,14 @@ const RETRY_BACKOFF_MS: &str = "retry.backoff.ms";
 const RECONNECT_BACKOFF_MS: &str = "reconnect.backoff.ms";
 const RECONNECT_BACKOFF_MAX_MS: &str = "reconnect.backoff.max.ms";
 const ENABLE_AUTO_COMMIT: &str = "enable.auto.commit";
+const AUTO_COMMIT_INTERVAL_MS: &str = "auto.commit.interval.ms";
+const METADATA_MAX_AGE_MS: &str = "metadata.max.age.ms";
 const GROUP_REMOTE_ASSIGNOR: &str = "group.remote.assignor";
 const PARTITION_ASSIGNMENT_STRATEGY: &str = "partition.assignment.strategy";
 
 /// Every property name [`ConsumerConfig::set`] accepts (besides the `security.*`, `ssl.*` and
 /// `sasl.*` ones the producer takes too).
-pub const CONSUMER_PROPERTY_NAMES: [&str; 22] = [
+pub const CONSUMER_PROPERTY_NAMES: [&str; 24] = [
     BOOTSTRAP_SERVERS,
     GROUP_ID,
     CLIENT_ID,
@@ -59,6 +63,8 @@ pub const CONSUMER_PROPERTY_NAMES: [&str; 22] = [
     RECONNECT_BACKOFF_MS,
     RECONNECT_BACKOFF_MAX_MS,
     ENABLE_AUTO_COMMIT,
+    AUTO_COMMIT_INTERVAL_MS,
+    METADATA_MAX_AGE_MS,
     GROUP_REMOTE_ASSIGNOR,
     PARTITION_ASSIGNMENT_STRATEGY,
 ];
@@ -172,7 +178,8 @@ impl GroupProtocol {
 pub struct ConsumerConfig {
     /// `bootstrap.servers`. Required.
     pub bootstrap_servers: Vec<String>,
-    /// `group.id`. Required (this consumer always belongs to a group).
+    /// `group.id`: required to subscribe, to commit and for auto-commit; a consumer with
+    /// manual assignment ([`crate::Consumer::assign`]) may go without (empty: none).
     pub group_id: String,
     /// `client.id`.
     pub client_id: String,
@@ -212,6 +219,16 @@ pub struct ConsumerConfig {
     pub reconnect_backoff_ms: u64,
     /// `reconnect.backoff.max.ms`.
     pub reconnect_backoff_max_ms: u64,
+    /// `enable.auto.commit` (default false: exactly-once pipelines commit in transactions):
+    /// the positions of the records handed out by earlier polls are committed every
+    /// `auto.commit.interval.ms`, before revoked partitions are given up, and at `close`
+    /// (at-least-once: a crash re-reads at most one interval). Needs a `group.id`.
+    pub enable_auto_commit: bool,
+    /// `auto.commit.interval.ms` (default 5000).
+    pub auto_commit_interval_ms: u64,
+    /// `metadata.max.age.ms` (default 300000): how often a pattern subscription under the
+    /// classic protocol looks for new topics that match.
+    pub metadata_max_age_ms: u64,
     /// `group.remote.assignor`: the server-side assignor a KIP-848 member asks for (`None`:
     /// the broker's default, `uniform`).
     pub group_remote_assignor: Option<String>,
@@ -244,6 +261,9 @@ impl Default for ConsumerConfig {
             retry_backoff_ms: 100,
             reconnect_backoff_ms: 50,
             reconnect_backoff_max_ms: 1_000,
+            enable_auto_commit: false,
+            auto_commit_interval_ms: 5_000,
+            metadata_max_age_ms: 300_000,
             group_remote_assignor: None,
             partition_assignment_strategy: AssignmentStrategy::CooperativeSticky,
             security: SecurityConfig::default(),
@@ -297,16 +317,9 @@ impl ConsumerConfig {
             RETRY_BACKOFF_MS => self.retry_backoff_ms = parse_number(key, value)?,
             RECONNECT_BACKOFF_MS => self.reconnect_backoff_ms = parse_number(key, value)?,
             RECONNECT_BACKOFF_MAX_MS => self.reconnect_backoff_max_ms = parse_number(key, value)?,
-            ENABLE_AUTO_COMMIT => {
-                // Offsets are committed by the application (or by its transactions): an
-                // automatic commit would commit records the pipeline has not processed.
-                if !value.eq_ignore_ascii_case("false") {
-                    return Err(config_error(
-                        key,
-                        "only false is supported: commit with Consumer::commit or in a transaction",
-                    ));
-                }
-            }
+            ENABLE_AUTO_COMMIT => self.enable_auto_commit = parse_bool(key, value)?,
+            AUTO_COMMIT_INTERVAL_MS => self.auto_commit_interval_ms = parse_number(key, value)?,
+            METADATA_MAX_AGE_MS => self.metadata_max_age_ms = parse_number(key, value)?,
             PARTITION_ASSIGNMENT_STRATEGY => {
                 // One strategy: a list would need protocol negotiation between them, which
                 // the group does with Java consumers only for its upgrade path.
@@ -322,6 +335,13 @@ impl ConsumerConfig {
                 if let Some(result) = self.security.set(key, value) {
                     return result;
                 }
+                if properties::is_ignored_property(key) {
+                    debug!(
+                        property = key,
+                        "ignoring a setting that does not apply to this consumer"
+                    );
+                    return Ok(());
+                }
                 return Err(unknown_property(
                     key,
                     CONSUMER_PROPERTY_NAMES
@@ -336,8 +356,14 @@ impl ConsumerConfig {
     /// Checks every setting; the first problem found names the property to change.
     pub fn validate(&self) -> Result<(), Error> {
         check_bootstrap_servers(BOOTSTRAP_SERVERS, &self.bootstrap_servers)?;
-        if self.group_id.is_empty() {
-            return Err(config_error(GROUP_ID, "is required"));
+        if self.enable_auto_commit && self.group_id.is_empty() {
+            return Err(config_error(
+                ENABLE_AUTO_COMMIT,
+                "true needs a group.id to commit to (Java: InvalidConfigurationException)",
+            ));
+        }
+        if self.enable_auto_commit && self.auto_commit_interval_ms == 0 {
+            return Err(config_error(AUTO_COMMIT_INTERVAL_MS, "must be positive"));
         }
         if self.heartbeat_interval_ms == 0 || self.heartbeat_interval_ms >= self.session_timeout_ms
         {
@@ -383,6 +409,20 @@ impl ConsumerConfig {
 
     pub(crate) fn retry_backoff(&self) -> Duration {
         Duration::from_millis(self.retry_backoff_ms.max(1))
+    }
+
+    pub(crate) fn auto_commit_interval(&self) -> Duration {
+        Duration::from_millis(self.auto_commit_interval_ms.max(1))
+    }
+
+    /// Whether the consumer has a group (to subscribe, look up committed offsets, commit).
+    pub(crate) fn has_group(&self) -> bool {
+        !self.group_id.is_empty()
+    }
+
+    /// The error of a call that needs a `group.id` the configuration does not have.
+    pub(crate) fn group_required(what: &str) -> Error {
+        config_error(GROUP_ID, format!("is required to {what}"))
     }
 }
 
@@ -525,10 +565,15 @@ mod tests {
             ("retry.backoff.ms", "10"),
             ("reconnect.backoff.ms", "10"),
             ("reconnect.backoff.max.ms", "100"),
-            ("enable.auto.commit", "false"),
+            ("enable.auto.commit", "TRUE"),
+            ("auto.commit.interval.ms", "1000"),
+            ("metadata.max.age.ms", "2000"),
             ("group.remote.assignor", "range"),
         ])
         .unwrap();
+        assert!(config.enable_auto_commit);
+        assert_eq!(config.auto_commit_interval_ms, 1000);
+        assert_eq!(config.metadata_max_age_ms, 2000);
         assert_eq!(config.isolation_level, IsolationLevel::ReadUncommitted);
         assert_eq!(config.auto_offset_reset, OffsetReset::Earliest);
         assert_eq!(config.group_protocol, GroupProtocol::Classic);
@@ -541,16 +586,22 @@ mod tests {
     #[test]
     fn errors_name_the_property() {
         assert_eq!(setting_of(with(&[("group.id", "g")])), "bootstrap.servers");
+        // Manual assignment needs no group; auto-commit does.
+        assert!(with(&[("bootstrap.servers", "h:1")]).is_ok());
         assert_eq!(
-            setting_of(with(&[("bootstrap.servers", "h:1")])),
-            "group.id"
+            setting_of(with(&[
+                ("bootstrap.servers", "h:1"),
+                ("enable.auto.commit", "true")
+            ])),
+            "enable.auto.commit"
         );
         let base = [("bootstrap.servers", "h:1"), ("group.id", "g")];
         for (key, value) in [
             ("isolation.level", "serializable"),
             ("auto.offset.reset", "smallest"),
             ("group.protocol", "eager"),
-            ("enable.auto.commit", "true"),
+            ("enable.auto.commit", "yes"),
+            ("auto.commit.interval.ms", "-1"),
             ("fetch.max.bytes", "0"),
             ("heartbeat.interval.ms", "50000"),
             ("max.poll.records", "x"),
@@ -563,6 +614,38 @@ mod tests {
             Err(Error::Config { reason, .. }) => assert!(reason.contains("group.id"), "{reason}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// One Confluent Cloud shaped `client.properties` (its Java template, with the
+    /// Schema Registry lines) configures both clients: each ignores the other's settings and
+    /// the JVM's, and still refuses a typo.
+    #[test]
+    fn a_shared_client_properties_configures_producer_and_consumer() {
+        let shared = [
+            ("bootstrap.servers", "127.0.0.1:9092"),
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "PLAIN"),
+            (
+                "sasl.jaas.config",
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="k" password="s";"#,
+            ),
+            ("client.dns.lookup", "use_all_dns_ips"),
+            ("session.timeout.ms", "45000"),
+            ("acks", "all"),
+            ("group.id", "g"),
+            ("schema.registry.url", "https://sr.example"),
+            ("basic.auth.credentials.source", "USER_INFO"),
+            ("basic.auth.user.info", "key:secret"),
+        ];
+        let consumer = with(&shared).unwrap();
+        assert_eq!(consumer.session_timeout_ms, 45_000);
+        assert_eq!(consumer.group_id, "g");
+        let producer = crate::ProducerConfig::from_properties(shared).unwrap();
+        assert_eq!(producer.acks, crate::Acks::All);
+        assert_eq!(consumer.security, producer.security);
+        let mut typo = shared.to_vec();
+        typo.push(("sasl.mechanisim", "PLAIN"));
+        assert_eq!(setting_of(with(&typo)), "sasl.mechanisim");
     }
 
     #[test]

@@ -28,27 +28,35 @@
 //! wins over a slow commit. The metadata the hold gives is then the coordinator's. Dropping the
 //! consumer aborts the task and every request: that is "killed" (no LeaveGroup).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use tokio::sync::Notify;
 use tokio::task::{JoinHandle, JoinSet};
+use tracing::warn;
 
 use super::calls::{call, find_coordinator, membership_call, timed_out};
 use super::config::ConsumerConfig;
 use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
-use super::state::{Completion, ConsumerState, MembershipOrRecords, OFFSET_FETCH_VERSION_CAP};
+use super::state::{
+    Completion, ConsumerState, MembershipOrRecords, OFFSET_FETCH_VERSION_CAP, TopicPattern,
+};
 use crate::client::connection::BrokerLink;
 use crate::engine::TopicPartition;
 use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
+use crate::protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic};
 
 /// How long `committed` waits out pending transactional commits (Java's
 /// `default.api.timeout.ms`).
 const COMMITTED_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Attempts of one `commit` (coordinator moves, a stale epoch) within `request.timeout.ms`.
 const COMMIT_ATTEMPTS: usize = 10;
+/// Rounds of one `offsets_for_times` (metadata look-ups, moved leaders) within
+/// `request.timeout.ms`.
+const LOOKUP_ATTEMPTS: usize = 20;
 
 /// What the application's calls and the background task share.
 struct Shared {
@@ -68,10 +76,27 @@ impl Shared {
 }
 
 /// The handle the [`super::Consumer`] owns; the background task runs until it is dropped.
+/// Its calls are [`Handle`]'s (through `Deref`).
 pub(crate) struct Driver {
-    shared: Arc<Shared>,
+    handle: Handle,
     background: JoinHandle<()>,
     uses_kip848: bool,
+}
+
+/// The application's side of the shared state: every call of the consumer. Cloned into the
+/// futures of the consumer's streams (which must own what they use); the background task
+/// lives as long as the [`Driver`].
+#[derive(Clone)]
+pub(crate) struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl std::ops::Deref for Driver {
+    type Target = Handle;
+
+    fn deref(&self) -> &Handle {
+        &self.handle
+    }
 }
 
 impl std::fmt::Debug for Driver {
@@ -99,7 +124,7 @@ impl Driver {
         });
         let background = tokio::spawn(run(Arc::clone(&shared)));
         Ok(Self {
-            shared,
+            handle: Handle { shared },
             background,
             uses_kip848,
         })
@@ -110,13 +135,75 @@ impl Driver {
         self.uses_kip848
     }
 
+    /// A handle for a future that must own what it uses (a stream's).
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// Leaves the group, bounded by `request.timeout.ms`, in whatever state the membership is.
+    pub async fn close(self) -> Result<()> {
+        self.auto_commit_now(true).await;
+        let (timeout, client_id) = {
+            let state = self.shared.lock();
+            (state.config().request_timeout(), state.client_id())
+        };
+        let deadline = Instant::now() + timeout;
+        // A KIP-848 heartbeat in flight may be the one that joins: its answer says whether
+        // (and with which epoch) there is a membership to leave. A classic JoinGroup is not
+        // waited for (the coordinator may hold it for a whole rebalance): the member leaves
+        // with the member id it has.
+        if self.uses_kip848 {
+            self.wait_for(deadline, |s| !s.membership_in_flight()).await;
+        }
+        self.background.abort();
+        let Some((request, link)) = self.shared.lock().leave_for_close() else {
+            return Ok(());
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        membership_call(&link, request, client_id, left, left)
+            .await
+            .map(|_| ())
+    }
+}
+
+impl Handle {
     fn changed_here(&self) {
         self.shared.wake.notify_one();
     }
 
-    pub fn subscribe(&self, topics: Vec<String>) {
-        self.shared.lock().subscribe(topics);
+    /// Applies a synchronous change and tells the background task.
+    fn change<T>(&self, apply: impl FnOnce(&mut ConsumerState) -> T) -> T {
+        let result = apply(&mut self.shared.lock());
         self.changed_here();
+        result
+    }
+
+    pub fn subscribe(&self, topics: Vec<String>) -> Result<()> {
+        self.change(|s| s.subscribe(topics))
+    }
+
+    pub fn subscribe_pattern(&self, pattern: TopicPattern) -> Result<()> {
+        self.change(|s| s.subscribe_pattern(pattern))
+    }
+
+    pub fn assign(&self, partitions: &[TopicPartition]) -> Result<()> {
+        self.change(|s| s.assign(partitions))
+    }
+
+    pub fn unassign(&self) -> Result<()> {
+        self.change(ConsumerState::unassign)
+    }
+
+    pub fn set_paused(&self, partitions: &[TopicPartition], paused: bool) -> Result<()> {
+        self.change(|s| s.set_paused(partitions, paused))
+    }
+
+    pub fn paused(&self) -> Vec<TopicPartition> {
+        self.shared.lock().paused()
+    }
+
+    pub fn seek_to(&self, partitions: &[TopicPartition], timestamp: i64) -> Result<()> {
+        self.change(|s| s.seek_to(partitions, timestamp))
     }
 
     pub fn group_metadata(&self) -> ConsumerGroupMetadata {
@@ -132,9 +219,7 @@ impl Driver {
     }
 
     pub fn seek(&self, partition: &TopicPartition, offset: i64) -> Result<()> {
-        let result = self.shared.lock().seek(partition, offset);
-        self.changed_here();
-        result
+        self.change(|s| s.seek(partition, offset))
     }
 
     /// Waits until `done` holds for the state or `deadline` passes; whether it holds.
@@ -150,21 +235,27 @@ impl Driver {
         }
     }
 
-    /// Waits for the next event until `deadline`; `Ok(None)` when it passed.
-    pub async fn poll(&self, deadline: Option<Instant>) -> Result<Option<MembershipOrRecords>> {
+    /// Waits for the next event (at most `limit` records) until `deadline`; `Ok(None)` when
+    /// it passed. With auto-commit, a poll that gives revoked partitions up commits first.
+    pub async fn poll(
+        &self,
+        deadline: Option<Instant>,
+        limit: usize,
+    ) -> Result<Option<MembershipOrRecords>> {
+        self.auto_commit_now(false).await;
         self.shared.lock().begin_poll(Instant::now())?;
         let _polling = PollInProgress(&self.shared);
         // The poll may have given revoked partitions up: the coordinator hears of it now.
         self.changed_here();
         loop {
-            if let Some(found) = self.shared.lock().next_for_user()? {
+            if let Some(found) = self.shared.lock().next_for_user(limit)? {
                 return Ok(Some(found));
             }
             match deadline {
                 Some(deadline) => tokio::select! {
                     () = self.shared.changed.notified() => {}
                     () = tokio::time::sleep_until(deadline.into()) => {
-                        return self.shared.lock().next_for_user();
+                        return self.shared.lock().next_for_user(limit);
                     }
                 },
                 None => self.shared.changed.notified().await,
@@ -191,9 +282,40 @@ impl Driver {
         }
     }
 
-    /// OffsetCommit of `offsets` with this member's identity, under a generation hold.
+    /// Auto-commit before revoked partitions are given up (or, `closing`, at `close`):
+    /// the current positions, after an auto-commit in flight, bounded by
+    /// `request.timeout.ms`. A failure is logged: the partitions move on regardless (the
+    /// next owner re-reads from the last commit: at-least-once).
+    async fn auto_commit_now(&self, closing: bool) {
+        if self.shared.lock().auto_commit_now(closing).is_none() {
+            return;
+        }
+        let timeout = self.shared.lock().config().request_timeout();
+        self.wait_for(Instant::now() + timeout, |s| !s.auto_commit_in_flight())
+            .await;
+        let Some(offsets) = self.shared.lock().auto_commit_now(closing) else {
+            return;
+        };
+        match self.commit(&offsets).await {
+            Ok(()) => self.shared.lock().auto_committed(&offsets),
+            Err(e) => warn!("auto-commit of {} partitions failed: {e}", offsets.len()),
+        }
+    }
+
+    /// The error of an offsets call without a `group.id`.
+    fn group_required(&self, what: &str) -> Result<()> {
+        if self.shared.lock().config().has_group() {
+            Ok(())
+        } else {
+            Err(ConsumerConfig::group_required(what))
+        }
+    }
+
+    /// OffsetCommit of `offsets` with this member's identity, under a generation hold
+    /// (generation -1 and no member id for a manual assignment).
     pub async fn commit(&self, offsets: &[OffsetToCommit]) -> Result<()> {
         self.fatal()?;
+        self.group_required("commit offsets")?;
         if offsets.is_empty() {
             return Ok(());
         }
@@ -261,6 +383,7 @@ impl Driver {
         &self,
         partitions: &[TopicPartition],
     ) -> Result<Vec<(TopicPartition, Option<i64>)>> {
+        self.group_required("look up committed offsets")?;
         let (request, timeout, backoff, client_id) = {
             let state = self.shared.lock();
             (
@@ -311,6 +434,119 @@ impl Driver {
         Err(last)
     }
 
+    /// For each `(partition, timestamp)`, the first offset whose timestamp is at or after it
+    /// and that timestamp (`None`: no such record), from each partition's leader (ListOffsets
+    /// v1+, KIP-79), bounded by `request.timeout.ms`. Partitions whose leader is unknown get
+    /// their metadata looked up first; a leader that moved is looked up again.
+    pub async fn offsets_for_times(
+        &self,
+        queries: &[(TopicPartition, i64)],
+    ) -> Result<Vec<(TopicPartition, Option<(i64, i64)>)>> {
+        let (timeout, backoff, client_id) = {
+            let state = self.shared.lock();
+            (
+                state.config().request_timeout(),
+                state.config().retry_backoff(),
+                state.client_id(),
+            )
+        };
+        let deadline = Instant::now() + timeout;
+        let mut found: HashMap<TopicPartition, Option<(i64, i64)>> = HashMap::new();
+        let mut last = timed_out("ListOffsets");
+        let mut refresh = false;
+        for _ in 0..LOOKUP_ATTEMPTS {
+            let pending: Vec<(TopicPartition, i64)> = queries
+                .iter()
+                .filter(|(tp, _)| !found.contains_key(tp))
+                .cloned()
+                .collect();
+            if pending.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(last);
+            }
+            let (requests, mut unknown) = self.shared.lock().timestamp_requests(&pending);
+            if refresh {
+                unknown.extend(pending.iter().map(|(tp, _)| tp.topic.to_string()));
+                unknown.sort();
+                unknown.dedup();
+                refresh = false;
+            }
+            if !unknown.is_empty() {
+                let link = self.shared.lock().any_broker();
+                let request = MetadataRequest {
+                    topics: Some(
+                        unknown
+                            .into_iter()
+                            .map(|name| MetadataRequestTopic {
+                                topic_id: [0; 16],
+                                name: Some(name),
+                            })
+                            .collect(),
+                    ),
+                    allow_auto_topic_creation: false,
+                    ..MetadataRequest::default()
+                };
+                let left = deadline.saturating_duration_since(Instant::now());
+                match call(&link, request, None, Arc::clone(&client_id), left).await {
+                    Ok(response) => {
+                        let missing = response
+                            .topics
+                            .iter()
+                            .map(|t| ErrorCode(t.error_code))
+                            .find(|code| !code.is_ok() && !code.is_retriable());
+                        if let Some(code) = missing {
+                            return Err(Error::broker(code));
+                        }
+                        self.shared.lock().apply_metadata(&response);
+                    }
+                    Err(e) if e.is_fatal() => return Err(e),
+                    Err(e) => last = e,
+                }
+                continue;
+            }
+            for (link, request) in requests {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match call(&link, request, None, Arc::clone(&client_id), left).await {
+                    Ok(response) => {
+                        for topic in response.topics {
+                            for p in topic.partitions {
+                                let tp =
+                                    TopicPartition::new(topic.name.as_str(), p.partition_index);
+                                let code = ErrorCode(p.error_code);
+                                if code.is_ok() {
+                                    let hit = (p.offset >= 0).then_some((p.offset, p.timestamp));
+                                    found.insert(tp, hit);
+                                } else if code.is_retriable() || code.invalidates_metadata() {
+                                    refresh |= code.invalidates_metadata();
+                                    last = Error::broker(code);
+                                } else {
+                                    return Err(Error::broker(code));
+                                }
+                            }
+                        }
+                    }
+                    Err(e) if e.is_fatal() => return Err(e),
+                    Err(e) => {
+                        refresh = true;
+                        last = e;
+                    }
+                }
+            }
+            if queries.iter().any(|(tp, _)| !found.contains_key(tp)) {
+                tokio::time::sleep(backoff).await;
+            }
+        }
+        queries
+            .iter()
+            .map(|(tp, _)| match found.get(tp) {
+                Some(hit) => Ok((tp.clone(), *hit)),
+                None => Err(last.clone()),
+            })
+            .collect()
+    }
+
     /// The coordinator's link, looked up inline if unknown.
     async fn coordinator_link(&self, deadline: Instant) -> Result<BrokerLink> {
         let mut last = timed_out("FindCoordinator");
@@ -339,30 +575,6 @@ impl Driver {
             }
         }
         Err(last)
-    }
-
-    /// Leaves the group, bounded by `request.timeout.ms`, in whatever state the membership is.
-    pub async fn close(self) -> Result<()> {
-        let (timeout, client_id) = {
-            let state = self.shared.lock();
-            (state.config().request_timeout(), state.client_id())
-        };
-        let deadline = Instant::now() + timeout;
-        // A KIP-848 heartbeat in flight may be the one that joins: its answer says whether
-        // (and with which epoch) there is a membership to leave. A classic JoinGroup is not
-        // waited for (the coordinator may hold it for a whole rebalance): the member leaves
-        // with the member id it has.
-        if self.uses_kip848 {
-            self.wait_for(deadline, |s| !s.membership_in_flight()).await;
-        }
-        self.background.abort();
-        let Some((request, link)) = self.shared.lock().leave_for_close() else {
-            return Ok(());
-        };
-        let left = deadline.saturating_duration_since(Instant::now());
-        membership_call(&link, request, client_id, left, left)
-            .await
-            .map(|_| ())
     }
 }
 

@@ -26,16 +26,17 @@ use crate::protocol::messages::list_offsets::{
 };
 
 /// ListOffsets timestamps: the log start, and the end (the LSO under read_committed).
-const EARLIEST_TIMESTAMP: i64 = -2;
-const LATEST_TIMESTAMP: i64 = -1;
+pub(crate) const EARLIEST_TIMESTAMP: i64 = -2;
+pub(crate) const LATEST_TIMESTAMP: i64 = -1;
 
 /// Where a partition's next fetch starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Offset {
     /// Look up the committed offset.
     Committed,
-    /// No usable committed offset: apply `auto.offset.reset`.
-    Reset,
+    /// Ask the leader (ListOffsets) for the offset of this timestamp: [`EARLIEST_TIMESTAMP`]
+    /// or [`LATEST_TIMESTAMP`] (`auto.offset.reset`, `seek_to_beginning`, `seek_to_end`).
+    List(i64),
     /// `auto.offset.reset=none` and nothing committed: wait for a `seek`.
     Missing,
     /// Fetch from here.
@@ -52,15 +53,18 @@ struct PartitionState {
     /// Bumped whenever the offset is set from outside a fetch answer, so an answer to an
     /// older request is not applied.
     token: u64,
+    /// Paused by the application: neither fetched nor delivered (what is buffered is kept).
+    paused: bool,
 }
 
 impl PartitionState {
-    fn new() -> Self {
+    fn new(offset: Offset) -> Self {
         Self {
-            offset: Offset::Committed,
+            offset,
             buffered: VecDeque::new(),
             reader: None,
             token: 0,
+            paused: false,
         }
     }
 
@@ -154,13 +158,90 @@ impl Fetcher {
         }
     }
 
-    /// Newly owned partitions: their committed offsets are looked up first.
-    pub fn assigned(&mut self, partitions: &[TopicPartition]) {
+    /// Newly owned partitions: with a group, their committed offsets are looked up first;
+    /// without one (manual assignment, no `group.id`), `auto.offset.reset` applies at once
+    /// (`none`: an error until the application seeks).
+    pub fn assigned(&mut self, partitions: &[TopicPartition], has_group: bool) -> Followup {
+        let mut followup = Followup::default();
         for tp in partitions {
+            if self.partitions.contains_key(tp) {
+                continue;
+            }
+            let start = if has_group {
+                Offset::Committed
+            } else {
+                let reset = self.reset_offset();
+                if reset == Offset::Missing {
+                    followup.error = Some(no_offset_error(tp, "no group.id"));
+                }
+                reset
+            };
             self.partitions
-                .entry(tp.clone())
-                .or_insert_with(PartitionState::new);
+                .insert(tp.clone(), PartitionState::new(start));
         }
+        followup
+    }
+
+    /// Where `auto.offset.reset` starts a partition without a usable offset.
+    fn reset_offset(&self) -> Offset {
+        match self.reset {
+            OffsetReset::Earliest => Offset::List(EARLIEST_TIMESTAMP),
+            OffsetReset::Latest => Offset::List(LATEST_TIMESTAMP),
+            OffsetReset::None => Offset::Missing,
+        }
+    }
+
+    /// Pauses (`true`) or resumes `partitions`: a paused partition is neither fetched nor
+    /// delivered, and its position does not move; what it has buffered is delivered after it
+    /// resumes. The pause lasts as long as the partition is owned. Every partition must be
+    /// owned (else nothing changes).
+    pub fn set_paused(&mut self, partitions: &[TopicPartition], paused: bool) -> Result<(), Error> {
+        if let Some(tp) = partitions
+            .iter()
+            .find(|tp| !self.partitions.contains_key(*tp))
+        {
+            return Err(not_assigned(if paused { "pause" } else { "resume" }, tp));
+        }
+        for tp in partitions {
+            if let Some(state) = self.partitions.get_mut(tp) {
+                state.paused = paused;
+            }
+        }
+        Ok(())
+    }
+
+    /// The paused partitions.
+    pub fn paused(&self) -> Vec<TopicPartition> {
+        self.partitions
+            .iter()
+            .filter(|(_, s)| s.paused)
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    /// Moves `partitions` to the log start ([`EARLIEST_TIMESTAMP`]) or end
+    /// ([`LATEST_TIMESTAMP`], the last stable offset under read_committed), looked up at the
+    /// next turn of the background task. Every partition must be owned (else nothing moves).
+    pub fn seek_to(&mut self, partitions: &[TopicPartition], timestamp: i64) -> Result<(), Error> {
+        if let Some(tp) = partitions
+            .iter()
+            .find(|tp| !self.partitions.contains_key(*tp))
+        {
+            return Err(not_assigned("seek", tp));
+        }
+        for tp in partitions {
+            if let Some(state) = self.partitions.get_mut(tp) {
+                state.set(Offset::List(timestamp));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every owned partition's position, where known.
+    pub fn positions(&self) -> impl Iterator<Item = (&TopicPartition, i64)> {
+        self.partitions
+            .iter()
+            .filter_map(|(tp, s)| Some((tp, s.position()?)))
     }
 
     /// Revoked partitions stay owned until the next poll, but nothing more is delivered for
@@ -192,11 +273,10 @@ impl Fetcher {
 
     /// Delivers from `offset` on.
     pub fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<(), Error> {
-        let state = self.partitions.get_mut(partition).ok_or_else(|| {
-            Error::InvalidState(format!(
-                "seek: {partition:?} is not assigned to this consumer"
-            ))
-        })?;
+        let state = self
+            .partitions
+            .get_mut(partition)
+            .ok_or_else(|| not_assigned("seek", partition))?;
         if offset < 0 {
             return Err(Error::InvalidState(format!(
                 "seek: negative offset {offset}"
@@ -206,15 +286,20 @@ impl Fetcher {
         Ok(())
     }
 
-    /// Up to `max.poll.records` buffered records of the `fetchable` partitions, decoding
-    /// further batches of their answers as it goes.
-    pub fn take_records(&mut self, fetchable: &[TopicPartition]) -> Option<Vec<ConsumerRecord>> {
+    /// Up to `limit` (at most `max.poll.records`) buffered records of the `fetchable`
+    /// partitions that are not paused, decoding further batches of their answers as it goes.
+    pub fn take_records(
+        &mut self,
+        fetchable: &[TopicPartition],
+        limit: usize,
+    ) -> Option<Vec<ConsumerRecord>> {
+        let limit = limit.min(self.max_poll_records);
         let mut out = Vec::new();
         for tp in fetchable {
-            let Some(state) = self.partitions.get_mut(tp) else {
+            let Some(state) = self.partitions.get_mut(tp).filter(|s| !s.paused) else {
                 continue;
             };
-            while out.len() < self.max_poll_records {
+            while out.len() < limit {
                 if state.buffered.is_empty()
                     && let Err(e) = state.refill()
                 {
@@ -231,7 +316,7 @@ impl Fetcher {
             {
                 self.decode_error = Some(e);
             }
-            if out.len() >= self.max_poll_records {
+            if out.len() >= limit {
                 break;
             }
         }
@@ -260,6 +345,7 @@ impl Fetcher {
     /// The committed offsets looked up (`None`: nothing committed).
     pub fn apply_committed(&mut self, offsets: Vec<(TopicPartition, Option<i64>)>) -> Followup {
         let mut followup = Followup::default();
+        let reset = self.reset_offset();
         for (tp, offset) in offsets {
             let Some(state) = self.partitions.get_mut(&tp) else {
                 continue;
@@ -269,47 +355,58 @@ impl Fetcher {
             }
             match offset {
                 Some(o) => state.set(Offset::Ready(o)),
-                None if self.reset == OffsetReset::None => {
-                    state.set(Offset::Missing);
-                    followup.error = Some(Error::InvalidState(format!(
-                        "no committed offset for {tp:?} and auto.offset.reset=none: seek first"
-                    )));
+                None => {
+                    if reset == Offset::Missing {
+                        followup.error = Some(no_offset_error(&tp, "no committed offset"));
+                    }
+                    state.set(reset);
                 }
-                None => state.set(Offset::Reset),
             }
         }
         followup
     }
 
-    /// The partitions to reset (`auto.offset.reset`), except those in `listing` (asked already).
+    /// The partitions to reset (`auto.offset.reset`, `seek_to_beginning` / `_end`), except
+    /// those in `listing` (asked already).
     pub fn awaiting_reset(&self, listing: &HashSet<TopicPartition>) -> Vec<TopicPartition> {
         self.partitions
             .iter()
-            .filter(|(tp, s)| s.offset == Offset::Reset && !listing.contains(*tp))
+            .filter(|(tp, s)| matches!(s.offset, Offset::List(_)) && !listing.contains(*tp))
             .map(|(tp, _)| tp.clone())
             .collect()
     }
 
     /// The ListOffsets request that resets `partitions` (all led by one broker).
     pub fn reset_request(&self, partitions: &[TopicPartition]) -> ListOffsetsRequest {
-        let timestamp = match self.reset {
-            OffsetReset::Earliest => EARLIEST_TIMESTAMP,
-            _ => LATEST_TIMESTAMP,
-        };
+        self.list_request(partitions.iter().filter_map(
+            |tp| match self.partitions.get(tp)?.offset {
+                Offset::List(timestamp) => Some((tp, timestamp)),
+                _ => None,
+            },
+        ))
+    }
+
+    /// The ListOffsets request for `(partition, timestamp)` pairs (all led by one broker):
+    /// a timestamp in milliseconds asks for the first offset at or after it (KIP-79), the
+    /// sentinels for the log start and end (the last stable offset under read_committed).
+    pub fn list_request<'a>(
+        &self,
+        queries: impl IntoIterator<Item = (&'a TopicPartition, i64)>,
+    ) -> ListOffsetsRequest {
         let mut topics: BTreeMap<String, Vec<ListOffsetsPartition>> = BTreeMap::new();
-        for tp in partitions {
+        for (tp, timestamp) in queries {
             topics
                 .entry(tp.topic.to_string())
                 .or_default()
                 .push(ListOffsetsPartition {
                     partition_index: tp.partition,
+                    current_leader_epoch: -1,
                     timestamp,
                     ..ListOffsetsPartition::default()
                 });
         }
         ListOffsetsRequest {
             replica_id: -1,
-            // read_committed: "latest" is the last stable offset.
             isolation_level: self.isolation.wire(),
             topics: topics
                 .into_iter()
@@ -328,7 +425,7 @@ impl Fetcher {
                 let Some(state) = self.partitions.get_mut(&tp) else {
                     continue;
                 };
-                if state.offset != Offset::Reset {
+                if !matches!(state.offset, Offset::List(_)) {
                     continue;
                 }
                 let code = ErrorCode(p.error_code);
@@ -352,7 +449,7 @@ impl Fetcher {
                 let state = self.partitions.get(tp)?;
                 match state.offset {
                     Offset::Ready(offset)
-                        if state.buffered.is_empty() && state.reader.is_none() =>
+                        if !state.paused && state.buffered.is_empty() && state.reader.is_none() =>
                     {
                         Some((tp.clone(), state.token, offset))
                     }
@@ -410,6 +507,7 @@ impl Fetcher {
             followup.retry = true;
             return followup;
         }
+        let reset = self.reset_offset();
         let asked: HashMap<TopicPartition, (u64, i64)> = fetched
             .into_iter()
             .map(|(tp, token, offset)| (tp, (token, offset)))
@@ -436,7 +534,7 @@ impl Fetcher {
                         continue;
                     }
                     ErrorCode::OFFSET_OUT_OF_RANGE => {
-                        state.set(Offset::Reset);
+                        state.set(reset);
                         continue;
                     }
                     code => {
@@ -471,6 +569,20 @@ impl Fetcher {
         }
         followup
     }
+}
+
+/// The error of an operation on a partition this consumer does not own.
+fn not_assigned(what: &str, partition: &TopicPartition) -> Error {
+    Error::InvalidState(format!(
+        "{what}: {partition:?} is not assigned to this consumer"
+    ))
+}
+
+/// The error of `auto.offset.reset=none` for a partition without an offset.
+fn no_offset_error(partition: &TopicPartition, why: &str) -> Error {
+    Error::InvalidState(format!(
+        "{why} for {partition:?} and auto.offset.reset=none: seek first"
+    ))
 }
 
 #[cfg(test)]
@@ -524,7 +636,7 @@ mod tests {
     #[test]
     fn committed_then_fetch_then_deliver_in_polls() {
         let mut f = fetcher(OffsetReset::Earliest);
-        f.assigned(&[tp(0), tp(1)]);
+        f.assigned(&[tp(0), tp(1)], true);
         let all = [tp(0), tp(1)];
         assert_eq!(f.awaiting_committed(&all), all.to_vec());
         assert!(f.to_fetch(&all).is_empty(), "no position yet");
@@ -543,20 +655,20 @@ mod tests {
         let followup = f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(10, 3))), fetched);
         assert!(!followup.retry && !followup.refresh_metadata && followup.error.is_none());
         // max.poll.records = 2: the position moves as records are handed over.
-        assert_eq!(f.take_records(&all).unwrap().len(), 2);
+        assert_eq!(f.take_records(&all, usize::MAX).unwrap().len(), 2);
         assert_eq!(f.position(&tp(0)), Some(12));
         assert!(
             f.to_fetch(&all).is_empty(),
             "not fetched again while records wait"
         );
-        assert_eq!(f.take_records(&all).unwrap().len(), 1);
+        assert_eq!(f.take_records(&all, usize::MAX).unwrap().len(), 1);
         assert_eq!(f.position(&tp(0)), Some(13));
     }
 
     #[test]
     fn stale_answers_and_errors_never_move_the_position() {
         let mut f = fetcher(OffsetReset::Latest);
-        f.assigned(&[tp(0)]);
+        f.assigned(&[tp(0)], true);
         f.apply_committed(vec![(tp(0), Some(5))]);
         let all = [tp(0)];
         let fetched = f.to_fetch(&all);
@@ -564,7 +676,7 @@ mod tests {
         f.seek(&tp(0), 2).unwrap();
         f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(5, 2))), fetched);
         assert_eq!(f.position(&tp(0)), Some(2));
-        assert!(f.take_records(&all).is_none());
+        assert!(f.take_records(&all, usize::MAX).is_none());
         // A leader change: refresh metadata, same offset again.
         let fetched = f.to_fetch(&all);
         let followup = f.apply_fetch(
@@ -586,19 +698,19 @@ mod tests {
     #[test]
     fn revocation_rewinds_to_the_first_undelivered_record() {
         let mut f = fetcher(OffsetReset::Earliest);
-        f.assigned(&[tp(0)]);
+        f.assigned(&[tp(0)], true);
         f.apply_committed(vec![(tp(0), Some(0))]);
         let all = [tp(0)];
         let fetched = f.to_fetch(&all);
         f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(0, 5))), fetched);
-        assert_eq!(f.take_records(&all).unwrap().len(), 2);
+        assert_eq!(f.take_records(&all, usize::MAX).unwrap().len(), 2);
         f.revoked(&all);
         assert_eq!(
             f.position(&tp(0)),
             Some(2),
             "commit this: 2 was never delivered"
         );
-        assert!(f.take_records(&all).is_none());
+        assert!(f.take_records(&all, usize::MAX).is_none());
         f.retain(&HashSet::new());
         assert_eq!(f.position(&tp(0)), None);
         assert!(f.seek(&tp(0), 1).is_err(), "not owned any more");
@@ -607,7 +719,7 @@ mod tests {
     #[test]
     fn an_answer_is_decoded_a_batch_at_a_time_and_a_revocation_drops_the_rest() {
         let mut f = fetcher(OffsetReset::Earliest);
-        f.assigned(&[tp(0)]);
+        f.assigned(&[tp(0)], true);
         f.apply_committed(vec![(tp(0), Some(0))]);
         let all = [tp(0)];
         let fetched = f.to_fetch(&all);
@@ -618,35 +730,120 @@ mod tests {
         );
         let state = &f.partitions[&tp(0)];
         assert_eq!(state.buffered.len(), 3, "only the first batch is decoded");
-        assert!(f.to_fetch(&all).is_empty(), "not fetched while the answer lasts");
+        assert!(
+            f.to_fetch(&all).is_empty(),
+            "not fetched while the answer lasts"
+        );
         let taken: Vec<i64> = f
-            .take_records(&all)
+            .take_records(&all, usize::MAX)
             .unwrap()
             .iter()
             .map(|r| r.offset)
             .collect();
         assert_eq!(taken, vec![0, 1]);
         let next: Vec<i64> = f
-            .take_records(&all)
+            .take_records(&all, usize::MAX)
             .unwrap()
             .iter()
             .map(|r| r.offset)
             .collect();
         assert_eq!(next, vec![2, 3], "across the batch boundary");
-        assert_eq!(f.partitions[&tp(0)].buffered.len(), 2, "the second batch's rest");
+        assert_eq!(
+            f.partitions[&tp(0)].buffered.len(),
+            2,
+            "the second batch's rest"
+        );
         f.revoked(&all);
         assert_eq!(f.position(&tp(0)), Some(4), "the undecoded rest is dropped");
-        assert!(f.take_records(&all).is_none());
+        assert!(f.take_records(&all, usize::MAX).is_none());
     }
 
     #[test]
     fn reset_none_is_an_error_for_the_user() {
         let mut f = fetcher(OffsetReset::None);
-        f.assigned(&[tp(0)]);
+        f.assigned(&[tp(0)], true);
         let followup = f.apply_committed(vec![(tp(0), None)]);
         assert!(matches!(followup.error, Some(Error::InvalidState(_))));
         assert!(f.awaiting_reset(&HashSet::new()).is_empty());
         f.seek(&tp(0), 3).unwrap();
         assert_eq!(f.to_fetch(&[tp(0)]).len(), 1);
+    }
+
+    #[test]
+    fn a_paused_partition_is_neither_fetched_nor_delivered_and_keeps_its_buffer() {
+        let mut f = fetcher(OffsetReset::Earliest);
+        f.assigned(&[tp(0), tp(1)], true);
+        f.apply_committed(vec![(tp(0), Some(0)), (tp(1), Some(0))]);
+        let all = [tp(0), tp(1)];
+        let fetched: Vec<Fetched> = f
+            .to_fetch(&all)
+            .into_iter()
+            .filter(|x| x.0 == tp(0))
+            .collect();
+        f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(0, 3))), fetched);
+        assert!(
+            f.set_paused(&[tp(0), tp(5)], true).is_err(),
+            "tp 5 is not owned"
+        );
+        assert!(f.paused().is_empty(), "a refused pause changes nothing");
+        f.set_paused(&[tp(0), tp(1)], true).unwrap();
+        assert_eq!(f.paused(), vec![tp(0), tp(1)]);
+        assert!(f.to_fetch(&all).is_empty(), "paused: not fetched");
+        assert!(
+            f.take_records(&all, usize::MAX).is_none(),
+            "paused: nothing delivered"
+        );
+        assert_eq!(f.position(&tp(0)), Some(0), "the position does not move");
+        f.set_paused(&[tp(0)], false).unwrap();
+        assert_eq!(f.paused(), vec![tp(1)]);
+        let taken = f.take_records(&all, 1).unwrap();
+        assert_eq!(taken.len(), 1, "the limit is kept");
+        assert_eq!(
+            (taken[0].partition, taken[0].offset),
+            (0, 0),
+            "the buffer was kept"
+        );
+        // Losing the partition ends its pause: owned again, it is not paused.
+        f.retain(&HashSet::from([tp(0)]));
+        f.assigned(&[tp(1)], true);
+        assert!(f.paused().is_empty());
+    }
+
+    #[test]
+    fn seek_to_beginning_and_end_list_the_log_edges() {
+        let mut f = fetcher(OffsetReset::Latest);
+        f.assigned(&[tp(0), tp(1)], true);
+        f.apply_committed(vec![(tp(0), Some(7)), (tp(1), Some(7))]);
+        let fetched = f.to_fetch(&[tp(0)]);
+        assert!(f.seek_to(&[tp(9)], EARLIEST_TIMESTAMP).is_err());
+        f.seek_to(&[tp(0)], EARLIEST_TIMESTAMP).unwrap();
+        f.seek_to(&[tp(1)], LATEST_TIMESTAMP).unwrap();
+        assert_eq!(f.position(&tp(0)), None, "looked up first");
+        // The answer to a fetch from before the seek is dropped.
+        f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(7, 2))), fetched);
+        assert!(f.take_records(&[tp(0)], usize::MAX).is_none());
+        let listing = f.awaiting_reset(&HashSet::new());
+        assert_eq!(listing, vec![tp(0), tp(1)]);
+        let request = f.reset_request(&listing);
+        let timestamps: Vec<i64> = request.topics[0]
+            .partitions
+            .iter()
+            .map(|p| p.timestamp)
+            .collect();
+        assert_eq!(timestamps, vec![EARLIEST_TIMESTAMP, LATEST_TIMESTAMP]);
+    }
+
+    #[test]
+    fn without_a_group_partitions_start_from_auto_offset_reset() {
+        let mut f = fetcher(OffsetReset::Earliest);
+        assert!(f.assigned(&[tp(0)], false).error.is_none());
+        assert!(
+            f.awaiting_committed(&[tp(0)]).is_empty(),
+            "no group: nothing to look up"
+        );
+        assert_eq!(f.awaiting_reset(&HashSet::new()), vec![tp(0)]);
+        let mut none = fetcher(OffsetReset::None);
+        assert!(none.assigned(&[tp(0)], false).error.is_some());
+        assert!(none.awaiting_reset(&HashSet::new()).is_empty());
     }
 }

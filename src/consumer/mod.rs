@@ -9,6 +9,7 @@
 //! - `records`: turning fetched batches into records (the read_committed filter).
 //! - `offsets`: OffsetFetch / OffsetCommit requests and answers (sans-I/O).
 //! - `calls`: each request sent with a deadline.
+//! - `stream`: the consumer as a `Stream` of records or of events.
 //! - `state`: what the consumer knows and decides (links, metadata, membership, positions),
 //!   synchronous, under one lock.
 //! - `driver`: the tokio side: the background task that sends the requests and applies their
@@ -32,11 +33,13 @@ pub(crate) mod offsets;
 pub(crate) mod records;
 mod state;
 pub(crate) mod sticky_assignor;
+mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_core::Stream;
 
 pub use config::{
     AssignmentStrategy, ConsumerBuilder, ConsumerConfig, GroupProtocol, IsolationLevel, OffsetReset,
@@ -45,14 +48,16 @@ pub use config::{
 use crate::engine::TopicPartition;
 use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::error::{Error, Result};
-use crate::protocol::record_batch::Header;
+use crate::protocol::record_batch::{Header, TimestampType};
 use driver::Driver;
 pub use driver::GenerationHold;
+use fetcher::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use membership::MembershipEvent;
 use state::MembershipOrRecords;
+use stream::PollStream;
 
 /// What [`Consumer::poll`] hands over: records, or a change of the partitions this member owns.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConsumerEvent {
     /// Records, in offset order per partition.
@@ -68,7 +73,7 @@ pub enum ConsumerEvent {
 }
 
 /// One consumed record.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConsumerRecord {
     /// The topic.
@@ -77,8 +82,11 @@ pub struct ConsumerRecord {
     pub partition: i32,
     /// The record's offset.
     pub offset: i64,
-    /// The record's timestamp (create time, or log append time if the topic uses it).
+    /// The record's timestamp, in milliseconds since the epoch: see `timestamp_type`.
     pub timestamp: i64,
+    /// What the timestamp is: the producer's create time, or the broker's log append time
+    /// (topics with `message.timestamp.type=LogAppendTime`; the batch attributes' bit 3).
+    pub timestamp_type: TimestampType,
     /// The key.
     pub key: Option<Bytes>,
     /// The value (`None`: a tombstone).
@@ -94,12 +102,15 @@ impl ConsumerRecord {
     }
 }
 
-/// A Kafka consumer in a consumer group, reading committed records by default.
+/// A Kafka consumer, reading committed records by default: a member of a consumer group
+/// ([`Consumer::subscribe`], [`Consumer::subscribe_pattern`]) or of none, with partitions
+/// assigned by hand ([`Consumer::assign`]).
 ///
-/// Not `Clone`: one task owns it and takes its records with [`Consumer::poll`]. A background
-/// task (spawned on the runtime that built it) heartbeats and fetches meanwhile. Dropping the
-/// consumer without [`Consumer::close`] stops both at once; the member then expires after the
-/// session timeout and its partitions move.
+/// Not `Clone`: one task owns it and takes its records with [`Consumer::poll`] (or as a
+/// `Stream`: [`Consumer::records`], [`Consumer::events`]). A background task (spawned on the
+/// runtime that built it) heartbeats and fetches meanwhile. Dropping the consumer without
+/// [`Consumer::close`] stops both at once; the member then expires after the session timeout
+/// and its partitions move.
 pub struct Consumer {
     driver: Driver,
     request_timeout: Duration,
@@ -120,7 +131,11 @@ impl Consumer {
     }
 
     /// A consumer from `(property, value)` pairs under Kafka's names (`bootstrap.servers`,
-    /// `group.id`, `isolation.level`, ...).
+    /// `group.id`, `isolation.level`, ...). A shared `client.properties` the producer reads
+    /// works as it is: what only the producer, the JVM or Schema Registry use (`acks`,
+    /// `client.dns.lookup`, `schema.registry.*`, `basic.auth.*`, ...) is ignored.
+    ///
+    /// Cancel safety: dropping the future drops the connections made so far.
     pub async fn from_properties<I, K, V>(props: I) -> Result<Consumer>
     where
         I: IntoIterator<Item = (K, V)>,
@@ -146,7 +161,8 @@ impl Consumer {
     }
 
     /// Subscribes to `topics` (replacing any earlier subscription); the group assigns their
-    /// partitions from the next `poll`.
+    /// partitions from the next `poll`. Needs a `group.id` (an [`Error::Config`] otherwise)
+    /// and no manual assignment in force ([`Consumer::unassign`] first).
     pub fn subscribe<I, S>(&mut self, topics: I) -> Result<()>
     where
         I: IntoIterator<Item = S>,
@@ -159,8 +175,123 @@ impl Consumer {
                 reason: "empty topic name",
             });
         }
-        self.driver.subscribe(topics);
-        Ok(())
+        self.driver.subscribe(topics)
+    }
+
+    /// Subscribes to every topic whose name matches `regex` (replacing any earlier
+    /// subscription), and to those created later. Under KIP-848 the coordinator resolves it
+    /// (`SubscribedTopicRegex`, Java's RE2J syntax); under the classic protocol the consumer
+    /// matches it against every topic of the cluster (internal ones excepted), looked up
+    /// again every `metadata.max.age.ms`. The regex must match the whole name
+    /// (`orders-.*`, not `orders-`): both ends are anchored here as the broker anchors them.
+    /// Needs a `group.id`.
+    #[cfg(feature = "pattern-subscription")]
+    pub fn subscribe_pattern(&mut self, regex: &str) -> Result<()> {
+        let anchored = regex::Regex::new(&format!("^(?:{regex})$")).map_err(|e| Error::Config {
+            setting: "subscribe_pattern".into(),
+            reason: format!("invalid regular expression {regex:?}: {e}"),
+        })?;
+        self.driver.subscribe_pattern(state::TopicPattern {
+            regex: regex.to_owned(),
+            matcher: anchored,
+        })
+    }
+
+    /// Assigns `partitions` by hand, without a group (replacing an earlier manual
+    /// assignment): no membership request is ever sent, and no rebalance event comes. Each
+    /// new partition starts from its committed offset when there is a `group.id`, else from
+    /// `auto.offset.reset`; [`Consumer::seek`] moves it. Offsets may be committed with a
+    /// `group.id` ([`Consumer::commit`], generation -1: a group without members). An error if
+    /// the consumer is subscribed.
+    pub fn assign(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.driver.assign(partitions)
+    }
+
+    /// Ends a manual assignment: nothing more is fetched or delivered (what was buffered is
+    /// dropped). An error if the consumer is subscribed instead.
+    pub fn unassign(&mut self) -> Result<()> {
+        self.driver.unassign()
+    }
+
+    /// Pauses owned partitions: they are not fetched and `poll` delivers nothing of them
+    /// (records already fetched are kept, and delivered after [`Consumer::resume`]); their
+    /// positions do not move. Heartbeats go on, so pausing is the way to apply backpressure
+    /// without leaving the group. A pause lasts while the partition is owned: revoked or lost
+    /// and assigned again, it is not paused. An error (and nothing paused) if one of them is
+    /// not owned.
+    pub fn pause(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.driver.set_paused(partitions, true)
+    }
+
+    /// Resumes paused partitions (see [`Consumer::pause`]).
+    pub fn resume(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.driver.set_paused(partitions, false)
+    }
+
+    /// The paused partitions.
+    pub fn paused(&self) -> Vec<TopicPartition> {
+        self.driver.paused()
+    }
+
+    /// Moves owned partitions to the start of their logs (looked up with ListOffsets before
+    /// the next fetch, as Java's lazy `seekToBeginning`).
+    pub fn seek_to_beginning(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.driver.seek_to(partitions, EARLIEST_TIMESTAMP)
+    }
+
+    /// Moves owned partitions to the end of their logs: the last stable offset under
+    /// read_committed, the high watermark under read_uncommitted.
+    pub fn seek_to_end(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        self.driver.seek_to(partitions, LATEST_TIMESTAMP)
+    }
+
+    /// For each `(partition, timestamp in ms)`, the earliest offset whose record timestamp is
+    /// at or after it, with that timestamp (`None`: no such record), asked of each
+    /// partition's leader (ListOffsets, KIP-79) within `request.timeout.ms`. Any partition,
+    /// owned or not; [`Consumer::seek`] to the offset to read from there.
+    ///
+    /// Cancel safety: dropping the future loses nothing.
+    pub async fn offsets_for_times(
+        &self,
+        queries: &[(TopicPartition, i64)],
+    ) -> Result<Vec<(TopicPartition, Option<(i64, i64)>)>> {
+        self.driver.offsets_for_times(queries).await
+    }
+
+    /// The records, one by one, as a `Stream` (each item a `poll` of its own, so every rule
+    /// of [`Consumer::poll`] holds); rebalance events are applied and not shown, so it suits
+    /// auto-commit and manual assignment. A transactional pipeline, which must act on
+    /// `Revoked`, uses [`Consumer::events`].
+    ///
+    /// ```no_run
+    /// # async fn run(mut consumer: exactly::Consumer) -> exactly::Result<()> {
+    /// use std::future::poll_fn;
+    /// use std::pin::pin;
+    /// use futures_core::Stream;
+    ///
+    /// let mut records = pin!(consumer.records());
+    /// while let Some(record) = poll_fn(|cx| records.as_mut().poll_next(cx)).await {
+    ///     let record = record?;
+    ///     println!("{}-{}@{}", record.topic, record.partition, record.offset);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    /// (With `futures` or `tokio-stream`: `while let Some(record) = records.next().await`.)
+    ///
+    /// Cancel safety: dropping the stream, or a future awaiting its next item, loses no
+    /// record: an item is taken from the consumer in the step that returns it.
+    pub fn records(&mut self) -> impl Stream<Item = Result<ConsumerRecord>> + '_ {
+        PollStream::new(self, 1, |found| match found {
+            MembershipOrRecords::Records(mut records) => records.pop(),
+            MembershipOrRecords::Membership(_) => None,
+        })
+    }
+
+    /// What [`Consumer::poll`] returns, as a `Stream` (each item one `poll`).
+    ///
+    /// Cancel safety: as [`Consumer::records`].
+    pub fn events(&mut self) -> impl Stream<Item = Result<ConsumerEvent>> + '_ {
+        PollStream::new(self, usize::MAX, |found| Some(found.into()))
     }
 
     /// Waits for the next event: records, or a rebalance event. A Revoked event's partitions
@@ -176,11 +307,14 @@ impl Consumer {
     /// background task runs only while the application's task awaits something, so do not
     /// block the thread for longer than the session timeout.
     ///
+    /// With `enable.auto.commit`, a poll that gives revoked partitions up first commits the
+    /// positions (bounded by `request.timeout.ms`).
+    ///
     /// Cancel safety: dropping the future loses nothing (records and events are taken in the
     /// step that returns them).
     pub async fn poll(&mut self) -> Result<ConsumerEvent> {
         loop {
-            if let Some(event) = self.driver.poll(None).await? {
+            if let Some(event) = self.driver.poll(None, usize::MAX).await? {
                 return Ok(event.into());
             }
         }
@@ -191,7 +325,11 @@ impl Consumer {
     /// Cancel safety: as [`Consumer::poll`].
     pub async fn poll_timeout(&mut self, timeout: Duration) -> Result<Option<ConsumerEvent>> {
         let deadline = std::time::Instant::now() + timeout;
-        Ok(self.driver.poll(Some(deadline)).await?.map(Into::into))
+        Ok(self
+            .driver
+            .poll(Some(deadline), usize::MAX)
+            .await?
+            .map(Into::into))
     }
 
     /// KIP-447 metadata for `Producer::send_offsets_to_transaction` (generation = member epoch
@@ -238,13 +376,16 @@ impl Consumer {
         self.driver.position(partition)
     }
 
-    /// Moves an owned partition's position: `poll` delivers from `offset` on.
+    /// Moves an owned partition's position: `poll` delivers from `offset` on (a paused
+    /// partition once it resumes).
     pub fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<()> {
         self.driver.seek(partition, offset)
     }
 
     /// Commits offsets outside transactions (OffsetCommit; each offset is the next to consume),
-    /// with this member's generation / member epoch so a stale member is refused. A refusal
+    /// with this member's generation / member epoch so a stale member is refused (a manual
+    /// assignment commits with generation -1). Needs a `group.id` (an [`Error::Config`]
+    /// otherwise). A refusal
     /// that says the member lost its partitions (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
     /// ILLEGAL_GENERATION) drops their buffered records, and the next `poll` returns `Lost`.
     ///
@@ -254,7 +395,8 @@ impl Consumer {
     }
 
     /// The committed offsets of `partitions` (OffsetFetch with require_stable: waits out
-    /// pending transactional commits); `None` for a partition without one.
+    /// pending transactional commits); `None` for a partition without one. Needs a
+    /// `group.id`.
     ///
     /// Cancel safety: dropping the future loses nothing.
     pub async fn committed(
@@ -267,7 +409,10 @@ impl Consumer {
     /// Leaves the group (so partitions move at once) and closes the connections, within
     /// `request.timeout.ms` whatever the membership is doing (mid-rebalance included: the
     /// LeaveGroup goes on a connection of its own, not behind a JoinGroup the coordinator
-    /// holds).
+    /// holds). With `enable.auto.commit`, the positions are committed first.
+    ///
+    /// Cancel safety: dropping the future stops the consumer as dropping it does (the member
+    /// may not have left; it then expires after the session timeout).
     pub async fn close(self) -> Result<()> {
         self.driver.close().await
     }

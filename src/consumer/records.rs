@@ -145,6 +145,7 @@ impl PartitionReader {
                     partition: self.partition,
                     offset,
                     timestamp: batch.record_timestamp(record),
+                    timestamp_type: batch.timestamp_type(),
                     key: record.key.clone(),
                     value: record.value.clone(),
                     headers: record.headers.clone(),

@@ -19,22 +19,24 @@ use super::config::{ConsumerConfig, GroupProtocol};
 use super::fetcher::{Fetched, Fetcher, Followup};
 use super::membership::classic::ClassicMember;
 use super::membership::kip848::ConsumerMember;
+use super::membership::manual::ManualAssignment;
 use super::membership::{
     Membership, MembershipEvent, MembershipRequest, MembershipResponse, TopicView,
 };
-use super::offsets::{committed_offsets, offset_fetch_request};
+use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
 use crate::client::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use crate::client::metadata::{ClusterMetadata, TopicMetadata};
-use crate::engine::transaction::ConsumerGroupMetadata;
+use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::engine::{BrokerId, TopicPartition};
 use crate::error::{Error, Result};
 use crate::protocol::ApiKey;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::fetch::FetchResponse;
-use crate::protocol::messages::list_offsets::ListOffsetsResponse;
+use crate::protocol::messages::list_offsets::{ListOffsetsRequest, ListOffsetsResponse};
 use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse,
 };
+use crate::protocol::messages::offset_commit::OffsetCommitResponse;
 use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
 
 /// Fetch v12 is the last version that names topics (v13+ use topic ids, KIP-516).
@@ -65,6 +67,40 @@ pub(crate) enum Completion {
     /// The LeaveGroup (or leaving heartbeat) after `max.poll.interval.ms` was answered or
     /// failed; nothing to apply.
     Left,
+    /// An auto-commit (`enable.auto.commit`) of `offsets`, made with `metadata`, ended.
+    AutoCommitted {
+        offsets: Vec<OffsetToCommit>,
+        metadata: ConsumerGroupMetadata,
+        result: Result<OffsetCommitResponse>,
+    },
+}
+
+/// A pattern subscription ([`crate::Consumer::subscribe_pattern`]): the regex as the user
+/// wrote it (what KIP-848 sends) and its anchored compiled form (what the classic protocol
+/// matches with).
+#[cfg(feature = "pattern-subscription")]
+pub(crate) struct TopicPattern {
+    pub regex: String,
+    pub matcher: regex::Regex,
+}
+/// A pattern subscription; uninhabited without the `pattern-subscription` feature.
+#[cfg(not(feature = "pattern-subscription"))]
+pub(crate) enum TopicPattern {}
+
+impl TopicPattern {
+    fn is_match(&self, topic: &str) -> bool {
+        #[cfg(feature = "pattern-subscription")]
+        return self.matcher.is_match(topic);
+        #[cfg(not(feature = "pattern-subscription"))]
+        match *self {}
+    }
+
+    fn source(&self) -> &str {
+        #[cfg(feature = "pattern-subscription")]
+        return &self.regex;
+        #[cfg(not(feature = "pattern-subscription"))]
+        match *self {}
+    }
 }
 
 /// The back-off timers an answer can set.
@@ -113,7 +149,22 @@ pub(crate) struct ConsumerState {
     coordinator_retry_at: Option<Instant>,
     membership: Membership,
     membership_in_flight: bool,
+    /// Whether the group (when there is one) speaks KIP-848: a consumer that goes back from
+    /// manual assignment to a subscription gets that membership again.
+    group_kip848: bool,
     subscription: Vec<String>,
+    /// A pattern subscription: KIP-848 sends it to the coordinator; the classic protocol
+    /// matches it here against every topic of the metadata (refreshed at
+    /// `metadata.max.age.ms`), and `subscription` holds the topics it matched.
+    pattern: Option<TopicPattern>,
+    metadata_refresh_at: Option<Instant>,
+    /// Auto-commit: the positions at the start of the latest `poll` (what earlier polls
+    /// handed out), the offsets last committed, when the next commit is due, whether one is
+    /// in flight.
+    consumed: HashMap<TopicPartition, i64>,
+    auto_committed: HashMap<TopicPartition, i64>,
+    auto_commit_at: Instant,
+    auto_commit_in_flight: bool,
     fetcher: Fetcher,
     committed_in_flight: bool,
     committed_retry_at: Option<Instant>,
@@ -203,28 +254,15 @@ impl ConsumerState {
             && versions
                 .range(ApiKey::ConsumerGroupHeartbeat as i16)
                 .is_some();
-        let rebalance_timeout_ms = i32::try_from(config.max_poll_interval_ms).unwrap_or(i32::MAX);
-        let membership = if kip848 {
-            Membership::Consumer(ConsumerMember::new(
-                config.group_id.clone(),
-                new_member_id(),
-                config.group_instance_id.clone(),
-                rebalance_timeout_ms,
-                config.group_remote_assignor.clone(),
-            ))
+        if !kip848 && config.group_protocol == GroupProtocol::Consumer && config.has_group() {
+            debug!("the broker has no ConsumerGroupHeartbeat: using the classic protocol");
+        }
+        let membership = if config.has_group() {
+            group_membership(&config, kip848)
         } else {
-            if config.group_protocol == GroupProtocol::Consumer {
-                debug!("the broker has no ConsumerGroupHeartbeat: using the classic protocol");
-            }
-            Membership::Classic(ClassicMember::new(
-                config.group_id.clone(),
-                config.group_instance_id.clone(),
-                i32::try_from(config.session_timeout_ms).unwrap_or(i32::MAX),
-                rebalance_timeout_ms,
-                Duration::from_millis(config.heartbeat_interval_ms),
-                config.partition_assignment_strategy,
-            ))
+            Membership::Manual(ManualAssignment::new(String::new(), &[]))
         };
+        let auto_commit_at = Instant::now() + config.auto_commit_interval();
         Ok(Self {
             client_id,
             link_config,
@@ -241,7 +279,14 @@ impl ConsumerState {
             coordinator_retry_at: None,
             membership,
             membership_in_flight: false,
+            group_kip848: kip848,
             subscription: Vec::new(),
+            pattern: None,
+            metadata_refresh_at: None,
+            consumed: HashMap::new(),
+            auto_committed: HashMap::new(),
+            auto_commit_at,
+            auto_commit_in_flight: false,
             fetcher: Fetcher::new(&config),
             committed_in_flight: false,
             committed_retry_at: None,
@@ -267,10 +312,149 @@ impl ConsumerState {
         matches!(self.membership, Membership::Consumer(_))
     }
 
-    pub fn subscribe(&mut self, topics: Vec<String>) {
+    /// Subscribes to `topics` (replacing a subscription or pattern).
+    pub fn subscribe(&mut self, topics: Vec<String>) -> Result<()> {
+        self.enter_group()?;
+        self.pattern = None;
         self.subscription = topics.clone();
         self.metadata_stale = true;
         self.membership.subscribe(topics);
+        Ok(())
+    }
+
+    /// Subscribes to every topic whose name matches `pattern` (replacing a subscription).
+    pub fn subscribe_pattern(&mut self, pattern: TopicPattern) -> Result<()> {
+        self.enter_group()?;
+        match &mut self.membership {
+            Membership::Consumer(m) => {
+                m.subscribe_regex(pattern.source().to_owned());
+                self.subscription.clear();
+            }
+            // The topics it matches once the metadata of every topic is in.
+            _ => {
+                self.subscription.clear();
+                self.membership.subscribe(Vec::new());
+            }
+        }
+        self.pattern = Some(pattern);
+        self.metadata_stale = true;
+        Ok(())
+    }
+
+    /// A subscription needs a group: a `group.id`, and no manual assignment in force (a
+    /// consumer without partitions assigned by hand gets its group membership back).
+    fn enter_group(&mut self) -> Result<()> {
+        if !self.config.has_group() {
+            return Err(ConsumerConfig::group_required("subscribe"));
+        }
+        if let Membership::Manual(manual) = &self.membership {
+            if !manual.partitions().is_empty() {
+                return Err(Error::InvalidState(
+                    "subscribe: partitions are assigned by hand; unassign first".into(),
+                ));
+            }
+            self.membership = group_membership(&self.config, self.group_kip848);
+        }
+        Ok(())
+    }
+
+    /// Assigns `partitions` by hand (replacing an earlier manual assignment): no group
+    /// membership. Partitions kept from the earlier assignment keep their positions (and
+    /// pauses); new ones start from the committed offset (with a `group.id`) or
+    /// `auto.offset.reset`.
+    pub fn assign(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        if self.membership.in_group()
+            && (!self.subscription.is_empty()
+                || self.pattern.is_some()
+                || !self.membership.owned().is_empty())
+        {
+            return Err(Error::InvalidState(
+                "assign: the consumer is subscribed to a group; assign and subscribe do not mix"
+                    .into(),
+            ));
+        }
+        let manual = ManualAssignment::new(self.config.group_id.clone(), partitions);
+        let kept: HashSet<TopicPartition> = manual.partitions().iter().cloned().collect();
+        self.fetcher.retain(&kept);
+        let followup = self
+            .fetcher
+            .assigned(manual.partitions(), self.config.has_group());
+        if let Some(e) = followup.error {
+            self.pending_error = Some(e);
+        }
+        self.membership = Membership::Manual(manual);
+        self.consumed.retain(|tp, _| kept.contains(tp));
+        self.metadata_stale = true;
+        Ok(())
+    }
+
+    /// Ends a manual assignment: nothing more is fetched or delivered.
+    pub fn unassign(&mut self) -> Result<()> {
+        if self.membership.in_group() {
+            return Err(Error::InvalidState(
+                "unassign: the consumer is subscribed to a group, not assigned by hand".into(),
+            ));
+        }
+        self.assign(&[])
+    }
+
+    /// Pauses (`true`) or resumes owned partitions (see [`Fetcher::set_paused`]).
+    pub fn set_paused(&mut self, partitions: &[TopicPartition], paused: bool) -> Result<()> {
+        self.fetcher.set_paused(partitions, paused)
+    }
+
+    /// The paused partitions.
+    pub fn paused(&self) -> Vec<TopicPartition> {
+        self.fetcher.paused()
+    }
+
+    /// Moves owned partitions to the log start or end (see [`Fetcher::seek_to`]).
+    pub fn seek_to(&mut self, partitions: &[TopicPartition], timestamp: i64) -> Result<()> {
+        self.fetcher.seek_to(partitions, timestamp)
+    }
+
+    /// The ListOffsets requests for `(partition, timestamp)` pairs, one per leader, and the
+    /// topics whose leaders are unknown (their metadata is to be looked up first).
+    pub fn timestamp_requests(
+        &mut self,
+        queries: &[(TopicPartition, i64)],
+    ) -> (Vec<(BrokerLink, ListOffsetsRequest)>, Vec<String>) {
+        let mut by_leader: HashMap<BrokerId, Vec<(&TopicPartition, i64)>> = HashMap::new();
+        let mut unknown: Vec<String> = Vec::new();
+        for (tp, timestamp) in queries {
+            match self.leader_of(tp) {
+                Some(leader) => by_leader.entry(leader).or_default().push((tp, *timestamp)),
+                None => unknown.push(tp.topic.to_string()),
+            }
+        }
+        unknown.sort();
+        unknown.dedup();
+        let mut requests = Vec::new();
+        for (leader, queries) in by_leader {
+            match self.link_for(leader) {
+                Some(link) => requests.push((link, self.fetcher.list_request(queries))),
+                None => unknown.extend(queries.iter().map(|(tp, _)| tp.topic.to_string())),
+            }
+        }
+        (requests, unknown)
+    }
+
+    /// A broker to ask for metadata.
+    pub fn any_broker(&mut self) -> BrokerLink {
+        self.next_bootstrap()
+    }
+
+    /// Metadata looked up by an application call: kept as the background task's is.
+    pub fn apply_metadata(&mut self, response: &MetadataResponse) {
+        self.metadata.update(response);
+        for topic in &response.topics {
+            if let Some(name) = &topic.name
+                && topic.topic_id != [0; 16]
+            {
+                self.topic_ids
+                    .insert(topic.topic_id, Arc::from(name.as_str()));
+            }
+        }
     }
 
     pub fn membership(&self) -> &Membership {
@@ -328,13 +512,24 @@ impl ConsumerState {
         if let Some(e) = &self.fatal {
             return Err(e.clone());
         }
-        if self.subscription.is_empty() && self.membership.owned().is_empty() {
+        if self.subscription.is_empty()
+            && self.pattern.is_none()
+            && self.membership.owned().is_empty()
+        {
             return Err(Error::InvalidState(
-                "poll before subscribe: the consumer has no topics".into(),
+                "poll before subscribe or assign: the consumer has no topics".into(),
             ));
         }
         self.membership.on_poll(now);
         self.drop_unowned();
+        if self.config.enable_auto_commit {
+            // What the polls before this one handed out, the application has processed.
+            self.consumed = self
+                .fetcher
+                .positions()
+                .map(|(tp, offset)| (tp.clone(), offset))
+                .collect();
+        }
         self.left_for_poll_timeout = false;
         self.polled_once = true;
         self.polls_in_progress += 1;
@@ -350,8 +545,8 @@ impl ConsumerState {
 
     /// What `poll` hands over now, if anything: an error, a rebalance event (always before
     /// records, so records of a partition that is revoked or lost are dropped first), or
-    /// records of the partitions this member may deliver.
-    pub fn next_for_user(&mut self) -> Result<Option<MembershipOrRecords>> {
+    /// up to `limit` records of the partitions this member may deliver.
+    pub fn next_for_user(&mut self, limit: usize) -> Result<Option<MembershipOrRecords>> {
         if let Some(e) = self.pending_error.take() {
             return Err(e);
         }
@@ -366,7 +561,9 @@ impl ConsumerState {
             self.apply_event(&event);
             return Ok(Some(MembershipOrRecords::Membership(event)));
         }
-        let records = self.take_records();
+        let records = self
+            .fetcher
+            .take_records(&self.membership.fetchable(), limit);
         // A batch that failed to decode is reported after the records before it.
         if let Some(e) = self.fetcher.take_decode_error() {
             match records {
@@ -383,7 +580,9 @@ impl ConsumerState {
         if self.fatal.is_some() {
             return;
         }
-        self.check_poll_interval(now, tasks);
+        if self.membership.in_group() {
+            self.check_poll_interval(now, tasks);
+        }
         self.start_work(now, tasks);
     }
 
@@ -436,6 +635,10 @@ impl ConsumerState {
             self.fetch_retry_at,
             self.hold_until,
             poll_budget_ends,
+            self.metadata_refresh_at,
+            self.config
+                .enable_auto_commit
+                .then_some(self.auto_commit_at),
         ]
         .into_iter()
         .flatten()
@@ -452,6 +655,7 @@ impl ConsumerState {
     fn drop_unowned(&mut self) {
         let owned: HashSet<TopicPartition> = self.membership.owned().into_iter().collect();
         self.fetcher.retain(&owned);
+        self.consumed.retain(|tp, _| owned.contains(tp));
     }
 
     /// A request task ended without its completion (it cannot panic on network data; this is
@@ -522,7 +726,7 @@ impl ConsumerState {
     fn apply_event(&mut self, event: &MembershipEvent) {
         match event {
             MembershipEvent::Assigned(tps) => {
-                self.fetcher.assigned(tps);
+                self.fetcher.assigned(tps, true);
                 self.metadata_stale = true;
             }
             MembershipEvent::Revoked(tps) => self.fetcher.revoked(tps),
@@ -535,12 +739,10 @@ impl ConsumerState {
                     .cloned()
                     .collect();
                 self.fetcher.retain(&kept);
+                // A lost partition's offsets must not be committed.
+                self.consumed.retain(|tp, _| kept.contains(tp));
             }
         }
-    }
-
-    fn take_records(&mut self) -> Option<Vec<ConsumerRecord>> {
-        self.fetcher.take_records(&self.membership.fetchable())
     }
 
     fn due(at: Option<Instant>, now: Instant) -> bool {
@@ -567,6 +769,7 @@ impl ConsumerState {
                 }
                 wanted.extend(extra);
             }
+            Membership::Manual(_) => {}
         }
         for tp in self.fetcher.partitions() {
             if self.leader_of(tp).is_none() {
@@ -576,20 +779,26 @@ impl ConsumerState {
         }
         wanted.sort();
         wanted.dedup();
+        if self.pattern.is_some() && Self::due(self.metadata_refresh_at, now) {
+            self.metadata_stale = true;
+        }
         if self.metadata_stale && !self.metadata_in_flight && Self::due(self.metadata_retry_at, now)
         {
             self.metadata_in_flight = true;
             let link = self.next_bootstrap();
+            // A pattern matches among every topic (and KIP-848 assigns topics by id whose
+            // names only the full metadata tells).
+            let topics = self.pattern.is_none().then(|| {
+                wanted
+                    .iter()
+                    .map(|t| MetadataRequestTopic {
+                        topic_id: [0; 16],
+                        name: Some(t.clone()),
+                    })
+                    .collect()
+            });
             let request = MetadataRequest {
-                topics: Some(
-                    wanted
-                        .iter()
-                        .map(|t| MetadataRequestTopic {
-                            topic_id: [0; 16],
-                            name: Some(t.clone()),
-                        })
-                        .collect(),
-                ),
+                topics,
                 allow_auto_topic_creation: false,
                 ..MetadataRequest::default()
             };
@@ -600,7 +809,8 @@ impl ConsumerState {
             });
         }
 
-        if self.coordinator.is_none()
+        if self.config.has_group()
+            && self.coordinator.is_none()
             && !self.coordinator_in_flight
             && Self::due(self.coordinator_retry_at, now)
         {
@@ -636,9 +846,142 @@ impl ConsumerState {
                 }
             }
             self.start_committed_lookup(&coordinator, now, tasks);
+            self.start_auto_commit(&coordinator, now, tasks);
         }
         self.start_resets(now, tasks);
         self.start_fetches(now, tasks);
+    }
+
+    /// `enable.auto.commit`: every `auto.commit.interval.ms`, the positions at the start of
+    /// the latest poll (what earlier polls handed out) that changed since the last commit,
+    /// committed with a generation hold (no heartbeat moves the epoch under it).
+    fn start_auto_commit(
+        &mut self,
+        coordinator: &BrokerLink,
+        now: Instant,
+        tasks: &mut JoinSet<Completion>,
+    ) {
+        if !self.config.enable_auto_commit
+            || self.auto_commit_in_flight
+            || now < self.auto_commit_at
+            || self.generation_moving()
+        {
+            return;
+        }
+        self.auto_commit_at = now + self.config.auto_commit_interval();
+        let offsets = self.offsets_to_auto_commit(&self.consumed);
+        if offsets.is_empty() {
+            return;
+        }
+        self.auto_commit_in_flight = true;
+        let metadata = self.hold(now);
+        let request = offset_commit_request(&metadata, &offsets);
+        let link = coordinator.clone();
+        let timeout = self.config.request_timeout();
+        let client_id = Arc::clone(&self.client_id);
+        tasks.spawn(async move {
+            let result = call(&link, request, None, client_id, timeout).await;
+            Completion::AutoCommitted {
+                offsets,
+                metadata,
+                result,
+            }
+        });
+    }
+
+    /// Of `positions`, those of owned partitions that differ from the last auto-commit.
+    fn offsets_to_auto_commit(
+        &self,
+        positions: &HashMap<TopicPartition, i64>,
+    ) -> Vec<OffsetToCommit> {
+        let owned: HashSet<TopicPartition> = self.membership.owned().into_iter().collect();
+        let mut offsets: Vec<OffsetToCommit> = positions
+            .iter()
+            .filter(|(tp, offset)| {
+                owned.contains(*tp) && self.auto_committed.get(*tp) != Some(*offset)
+            })
+            .map(|(tp, offset)| OffsetToCommit::new(tp.clone(), *offset))
+            .collect();
+        offsets.sort_by(|a, b| a.partition.cmp(&b.partition));
+        offsets
+    }
+
+    /// Auto-commit before partitions are given up (a poll that follows a `Revoked`) and at
+    /// `close`: the current positions (every record handed out so far was processed), if
+    /// auto-commit is on and, unless `closing`, a revocation is pending.
+    pub fn auto_commit_now(&self, closing: bool) -> Option<Vec<OffsetToCommit>> {
+        if !self.config.enable_auto_commit {
+            return None;
+        }
+        let revoking = self.membership.in_group()
+            && self.membership.owned().len() > self.membership.fetchable().len();
+        if !closing && !revoking {
+            return None;
+        }
+        let positions: HashMap<TopicPartition, i64> = self
+            .fetcher
+            .positions()
+            .map(|(tp, offset)| (tp.clone(), offset))
+            .collect();
+        let offsets = self.offsets_to_auto_commit(&positions);
+        (!offsets.is_empty()).then_some(offsets)
+    }
+
+    /// Whether an auto-commit is in flight (an application-side one waits for it, so an
+    /// older commit never lands after a newer one).
+    pub fn auto_commit_in_flight(&self) -> bool {
+        self.auto_commit_in_flight
+    }
+
+    /// `offsets` were committed.
+    pub fn auto_committed(&mut self, offsets: &[OffsetToCommit]) {
+        for o in offsets {
+            self.auto_committed.insert(o.partition.clone(), o.offset);
+        }
+    }
+
+    fn apply_auto_commit(
+        &mut self,
+        offsets: Vec<OffsetToCommit>,
+        metadata: &ConsumerGroupMetadata,
+        result: Result<OffsetCommitResponse>,
+        now: Instant,
+    ) {
+        self.auto_commit_in_flight = false;
+        self.release_hold();
+        let refused = match result {
+            Ok(response) => response
+                .topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .map(|p| ErrorCode(p.error_code))
+                .find(|code| !code.is_ok()),
+            Err(e) => {
+                debug!("auto-commit failed: {e}");
+                self.coordinator = None;
+                self.auto_commit_at = now + self.backoff();
+                return;
+            }
+        };
+        match refused {
+            None => self.auto_committed(&offsets),
+            Some(
+                code @ (ErrorCode::NOT_COORDINATOR
+                | ErrorCode::COORDINATOR_NOT_AVAILABLE
+                | ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
+                | ErrorCode::STALE_MEMBER_EPOCH),
+            ) => {
+                debug!(%code, "auto-commit refused: again after the back-off");
+                if code != ErrorCode::STALE_MEMBER_EPOCH {
+                    self.coordinator = None;
+                }
+                self.auto_commit_at = now + self.backoff();
+            }
+            Some(code) => {
+                warn!(%code, "auto-commit refused");
+                self.commit_refused(code, metadata, now);
+            }
+        }
     }
 
     fn start_committed_lookup(
@@ -760,14 +1103,11 @@ impl ConsumerState {
                 self.metadata_in_flight = false;
                 match result {
                     Ok(response) => {
-                        self.metadata.update(&response);
-                        for topic in &response.topics {
-                            if let Some(name) = &topic.name
-                                && topic.topic_id != [0; 16]
-                            {
-                                self.topic_ids
-                                    .insert(topic.topic_id, Arc::from(name.as_str()));
-                            }
+                        self.apply_metadata(&response);
+                        if self.pattern.is_some() {
+                            self.match_pattern(&response);
+                            self.metadata_refresh_at =
+                                Some(now + Duration::from_millis(self.config.metadata_max_age_ms));
                         }
                         self.metadata_stale = false;
                         // Unknown leaders are asked again, not in a tight loop.
@@ -844,6 +1184,11 @@ impl ConsumerState {
                 }
             }
             Completion::Left => {}
+            Completion::AutoCommitted {
+                offsets,
+                metadata,
+                result,
+            } => self.apply_auto_commit(offsets, &metadata, result, now),
             Completion::Committed { partitions, result } => {
                 self.committed_in_flight = false;
                 self.apply_committed(partitions, result, now);
@@ -864,6 +1209,34 @@ impl ConsumerState {
                     }
                 }
             }
+        }
+    }
+
+    /// Classic pattern subscription: the topics of a full metadata answer that match
+    /// (internal topics never do, as Java's `exclude.internal.topics`) become the
+    /// subscription, and the member rejoins when they changed.
+    fn match_pattern(&mut self, response: &MetadataResponse) {
+        let Some(pattern) = &self.pattern else {
+            return;
+        };
+        if !matches!(self.membership, Membership::Classic(_)) {
+            return;
+        }
+        let mut matched: Vec<String> = response
+            .topics
+            .iter()
+            .filter(|t| !t.is_internal && ErrorCode(t.error_code).is_ok())
+            .filter_map(|t| t.name.clone())
+            .filter(|name| pattern.is_match(name))
+            .collect();
+        matched.sort();
+        if matched != self.subscription {
+            debug!(
+                ?matched,
+                "pattern subscription: the matching topics changed"
+            );
+            self.subscription = matched.clone();
+            self.membership.subscribe(matched);
         }
     }
 
@@ -952,6 +1325,30 @@ impl ConsumerState {
         Some((
             request,
             BrokerLink::spawn(address, self.link_config.clone()),
+        ))
+    }
+}
+
+/// The group membership for `config`'s `group.id`: KIP-848 when the broker speaks it (and
+/// `group.protocol` asks for it), else classic.
+fn group_membership(config: &ConsumerConfig, kip848: bool) -> Membership {
+    let rebalance_timeout_ms = i32::try_from(config.max_poll_interval_ms).unwrap_or(i32::MAX);
+    if kip848 {
+        Membership::Consumer(ConsumerMember::new(
+            config.group_id.clone(),
+            new_member_id(),
+            config.group_instance_id.clone(),
+            rebalance_timeout_ms,
+            config.group_remote_assignor.clone(),
+        ))
+    } else {
+        Membership::Classic(ClassicMember::new(
+            config.group_id.clone(),
+            config.group_instance_id.clone(),
+            i32::try_from(config.session_timeout_ms).unwrap_or(i32::MAX),
+            rebalance_timeout_ms,
+            Duration::from_millis(config.heartbeat_interval_ms),
+            config.partition_assignment_strategy,
         ))
     }
 }

@@ -28,6 +28,30 @@ where
     Ok(config)
 }
 
+/// Properties a shared `client.properties` carries for the JVM, for Schema Registry or for the
+/// other kind of client, which cannot change what this client writes or reads or how it
+/// authenticates: accepted and ignored (with a debug event) by both the producer and the
+/// consumer, so one file copied from Confluent Cloud or MSK configures both as it is. Each
+/// client matches the settings it implements first (the consumer's `group.id`, the producer's
+/// `acks`), so only the other client's are ignored here. The rule: a setting that would change
+/// delivery or security is either implemented or an error; only these are let through.
+pub(crate) fn is_ignored_property(key: &str) -> bool {
+    const IGNORED: [&str; 6] = [
+        // Every address a name resolves to is tried, which is `use_all_dns_ips`.
+        "client.dns.lookup",
+        // Consumer group settings, in shared files (Confluent's recommends the session
+        // timeout for every client).
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "group.id",
+        "auto.offset.reset",
+        // Confluent Cloud's Java template sets it for the producer.
+        "acks",
+    ];
+    const IGNORED_PREFIXES: [&str; 3] = ["schema.registry.", "basic.auth.", "bearer.auth."];
+    IGNORED.contains(&key) || IGNORED_PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
 /// A configuration error about `setting`.
 pub(crate) fn config_error(setting: &str, reason: impl Into<String>) -> Error {
     Error::Config {

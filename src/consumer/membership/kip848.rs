@@ -69,6 +69,13 @@ pub struct ConsumerMember {
     rebalance_timeout_ms: i32,
     server_assignor: Option<String>,
     subscription: Vec<String>,
+    /// A pattern subscription: the regular expression the coordinator resolves (RE2J,
+    /// KIP-848); `subscription` is empty meanwhile.
+    regex: Option<String>,
+    /// The coordinator may hold a regex this member no longer subscribes with: the next
+    /// subscription sent drops it (an empty `SubscribedTopicRegex`; an absent one keeps the
+    /// stored pattern).
+    regex_to_drop: bool,
     /// Whether the coordinator has the current subscription.
     subscription_sent: bool,
     /// 0: not in the group (the next heartbeat joins).
@@ -111,6 +118,8 @@ impl ConsumerMember {
             rebalance_timeout_ms,
             server_assignor,
             subscription: Vec::new(),
+            regex: None,
+            regex_to_drop: false,
             subscription_sent: false,
             epoch: 0,
             owned: BTreeMap::new(),
@@ -137,8 +146,20 @@ impl ConsumerMember {
     pub fn subscribe(&mut self, mut topics: Vec<String>) {
         topics.sort();
         topics.dedup();
-        if topics != self.subscription {
+        if topics != self.subscription || self.regex.is_some() {
+            self.regex_to_drop |= self.regex.take().is_some();
             self.subscription = topics;
+            self.subscription_sent = false;
+        }
+    }
+
+    /// Replaces the subscription with every topic whose name matches `regex`, which the
+    /// coordinator resolves (and re-resolves as topics come and go).
+    pub fn subscribe_regex(&mut self, regex: String) {
+        if self.regex.as_ref() != Some(&regex) || !self.subscription.is_empty() {
+            self.subscription.clear();
+            self.regex = Some(regex);
+            self.regex_to_drop = false;
             self.subscription_sent = false;
         }
     }
@@ -202,7 +223,7 @@ impl ConsumerMember {
         if self.in_flight.is_some() || self.leaving || self.paused_until_poll {
             return None;
         }
-        if self.subscription.is_empty() && self.epoch == 0 {
+        if self.subscription.is_empty() && self.regex.is_none() && self.epoch == 0 {
             return None;
         }
         let owned = self.owned_set();
@@ -233,7 +254,14 @@ impl ConsumerMember {
                 -1
             },
             subscribed_topic_names: send_subscription.then(|| self.subscription.clone()),
-            subscribed_topic_regex: None,
+            // A topic list replaces the stored one; with a regex, the list is empty.
+            subscribed_topic_regex: if send_subscription {
+                self.regex
+                    .clone()
+                    .or_else(|| self.regex_to_drop.then(String::new))
+            } else {
+                None
+            },
             server_assignor: if joining {
                 self.server_assignor.clone()
             } else {
@@ -279,6 +307,7 @@ impl ConsumerMember {
                     }
                     if sent.subscription {
                         self.subscription_sent = true;
+                        self.regex_to_drop = false;
                     }
                 }
                 if let Some(assignment) = response.assignment {
@@ -530,6 +559,37 @@ mod tests {
         let hb = m.poll_request(now + Duration::from_millis(500)).unwrap();
         assert_eq!(wire_owned(&hb), None);
         assert_eq!(hb.subscribed_topic_names, None);
+    }
+
+    #[test]
+    fn a_regex_subscription_is_sent_and_dropped_when_topics_replace_it() {
+        let now = Instant::now();
+        let mut m = member();
+        m.subscribe_regex("t.*".into());
+        let join = m.poll_request(now).unwrap();
+        assert_eq!(join.subscribed_topic_regex.as_deref(), Some("t.*"));
+        assert_eq!(
+            join.subscribed_topic_names,
+            Some(vec![]),
+            "no topic list beside it"
+        );
+        m.on_response(answer(1, Some(vec![0])), now, &View).unwrap();
+        m.next_event(&View);
+        let ack = m.poll_request(now).unwrap();
+        assert_eq!(ack.subscribed_topic_regex, None, "unchanged: absent");
+        m.on_response(answer(1, None), now, &View).unwrap();
+        m.subscribe(vec!["t".into()]);
+        let change = m.poll_request(now).unwrap();
+        assert_eq!(change.subscribed_topic_names, Some(vec!["t".to_owned()]));
+        assert_eq!(
+            change.subscribed_topic_regex.as_deref(),
+            Some(""),
+            "drops the regex"
+        );
+        m.on_response(answer(1, None), now, &View).unwrap();
+        m.subscribe(vec!["u".into()]);
+        let again = m.poll_request(now).unwrap();
+        assert_eq!(again.subscribed_topic_regex, None, "dropped already");
     }
 
     #[test]

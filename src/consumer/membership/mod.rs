@@ -6,6 +6,7 @@
 //! - [`classic`]: the classic protocol (JoinGroup / SyncGroup / Heartbeat / LeaveGroup) with
 //!   the cooperative (KIP-429, [`super::sticky_assignor`]) or eager ([`super::assignor`],
 //!   `range`) rebalance protocol.
+//! - [`manual`]: no membership: partitions assigned by the application.
 //!
 //! Both keep the rule the copy loop relies on (DESIGN "Consuming for exactly-once
 //! pipelines"): a partition leaves this member only after the user was handed a
@@ -14,6 +15,7 @@
 
 pub mod classic;
 pub mod kip848;
+pub mod manual;
 
 use std::time::{Duration, Instant};
 
@@ -78,21 +80,31 @@ pub trait TopicView {
     fn topic_name(&self, topic_id: &[u8; 16]) -> Option<std::sync::Arc<str>>;
 }
 
-/// Either protocol's membership.
+/// Either protocol's membership, or none (manual assignment).
 #[derive(Debug)]
 pub enum Membership {
     /// KIP-848.
     Consumer(kip848::ConsumerMember),
     /// Classic.
     Classic(classic::ClassicMember),
+    /// No group membership: partitions assigned by the application. It sends nothing and
+    /// produces no event.
+    Manual(manual::ManualAssignment),
 }
 
 impl Membership {
-    /// Replaces the subscription; takes effect with the next request.
+    /// Whether this is a group membership (not a manual assignment).
+    pub fn in_group(&self) -> bool {
+        !matches!(self, Membership::Manual(_))
+    }
+
+    /// Replaces the subscription; takes effect with the next request. A manual assignment
+    /// has no subscription (the consumer replaces it with a group membership first).
     pub fn subscribe(&mut self, topics: Vec<String>) {
         match self {
             Membership::Consumer(m) => m.subscribe(topics),
             Membership::Classic(m) => m.subscribe(topics),
+            Membership::Manual(_) => {}
         }
     }
 
@@ -101,6 +113,7 @@ impl Membership {
         match self {
             Membership::Consumer(m) => m.on_poll(now),
             Membership::Classic(m) => m.on_poll(now),
+            Membership::Manual(_) => {}
         }
     }
 
@@ -115,6 +128,7 @@ impl Membership {
                 .poll_request(now)
                 .map(MembershipRequest::ConsumerHeartbeat),
             Membership::Classic(m) => m.poll_request(now, view),
+            Membership::Manual(_) => None,
         }
     }
 
@@ -130,7 +144,7 @@ impl Membership {
                 m.on_response(r, now, view)
             }
             (Membership::Classic(m), r) => m.on_response(r, now),
-            (Membership::Consumer(_), _) => Ok(()),
+            (Membership::Consumer(_) | Membership::Manual(_), _) => Ok(()),
         }
     }
 
@@ -139,6 +153,7 @@ impl Membership {
         match self {
             Membership::Consumer(m) => m.on_request_failed(now, backoff),
             Membership::Classic(m) => m.on_request_failed(now, backoff),
+            Membership::Manual(_) => {}
         }
     }
 
@@ -147,6 +162,7 @@ impl Membership {
         match self {
             Membership::Consumer(m) => m.next_event(view),
             Membership::Classic(m) => m.next_event(),
+            Membership::Manual(_) => None,
         }
     }
 
@@ -155,6 +171,7 @@ impl Membership {
         match self {
             Membership::Consumer(m) => m.owned(),
             Membership::Classic(m) => m.owned(),
+            Membership::Manual(m) => m.partitions().to_vec(),
         }
     }
 
@@ -163,13 +180,14 @@ impl Membership {
         match self {
             Membership::Consumer(m) => m.fetchable(),
             Membership::Classic(m) => m.fetchable(),
+            Membership::Manual(m) => m.partitions().to_vec(),
         }
     }
 
     /// Classic: a JoinGroup / SyncGroup round is under way (see `ClassicMember::joining`).
     pub fn joining(&self) -> bool {
         match self {
-            Membership::Consumer(_) => false,
+            Membership::Consumer(_) | Membership::Manual(_) => false,
             Membership::Classic(m) => m.joining(),
         }
     }
@@ -179,6 +197,7 @@ impl Membership {
         match self {
             Membership::Consumer(m) => m.group_metadata(),
             Membership::Classic(m) => m.group_metadata(),
+            Membership::Manual(m) => m.group_metadata(),
         }
     }
 
@@ -187,6 +206,7 @@ impl Membership {
         match self {
             Membership::Consumer(m) => m.next_deadline(),
             Membership::Classic(m) => m.next_deadline(),
+            Membership::Manual(_) => None,
         }
     }
 
@@ -199,6 +219,7 @@ impl Membership {
                 .leave_until_next_poll()
                 .map(MembershipRequest::ConsumerHeartbeat),
             Membership::Classic(m) => m.leave_until_next_poll().map(MembershipRequest::Leave),
+            Membership::Manual(_) => None,
         }
     }
 
@@ -212,6 +233,7 @@ impl Membership {
         match self {
             Membership::Consumer(m) => m.commit_refused(code, now),
             Membership::Classic(m) => m.commit_refused(code),
+            Membership::Manual(_) => false,
         }
     }
 
@@ -222,6 +244,7 @@ impl Membership {
         match self {
             Membership::Consumer(_) => true,
             Membership::Classic(m) => m.next_request_moves_generation(),
+            Membership::Manual(_) => false,
         }
     }
 
@@ -230,6 +253,7 @@ impl Membership {
         match self {
             Membership::Consumer(m) => m.heartbeat_interval(),
             Membership::Classic(m) => m.heartbeat_interval(),
+            Membership::Manual(_) => Duration::ZERO,
         }
     }
 
@@ -238,6 +262,7 @@ impl Membership {
         match self {
             Membership::Consumer(m) => m.leave().map(MembershipRequest::ConsumerHeartbeat),
             Membership::Classic(m) => m.leave().map(MembershipRequest::Leave),
+            Membership::Manual(_) => None,
         }
     }
 }
