@@ -9,12 +9,14 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::pin::{Pin, pin};
 use std::time::{Duration, Instant};
 
 use exactly::{
-    Consumer, ConsumerEvent, GroupProtocol, IsolationLevel, OffsetReset, OffsetToCommit, Producer,
-    Record, TopicPartition,
+    Consumer, ConsumerBuilder, ConsumerEvent, ConsumerRecord, GroupProtocol, IsolationLevel,
+    OffsetReset, OffsetToCommit, Producer, Record, TimestampType, TopicPartition,
 };
+use futures_core::Stream;
 use support::{Cluster, Isolation};
 
 /// The longest a test waits for one expected thing (a rebalance includes a 6 s session
@@ -47,23 +49,28 @@ async fn consumer_with(
     topic: &str,
     extra: &[(&str, &str)],
 ) -> Consumer {
-    let mut builder = Consumer::builder()
-        .bootstrap(cluster.bootstrap.as_str())
+    let mut builder = test_builder(cluster)
         .group_id(group)
         .group_protocol(protocol)
         .auto_offset_reset(reset)
-        .isolation_level(isolation)
-        .set("session.timeout.ms", "6000")
-        .set("heartbeat.interval.ms", "500")
-        .set("max.poll.interval.ms", "20000")
-        .set("fetch.max.wait.ms", "200")
-        .set("request.timeout.ms", "5000");
+        .isolation_level(isolation);
     for (key, value) in extra {
         builder = builder.set(*key, *value);
     }
     let mut c = builder.build().await.expect("consumer builds");
     c.subscribe([topic.to_owned()]).unwrap();
     c
+}
+
+/// A consumer of `cluster` with the test bed's short timeouts (no group, nothing subscribed).
+fn test_builder(cluster: &Cluster) -> ConsumerBuilder {
+    Consumer::builder()
+        .bootstrap(cluster.bootstrap.as_str())
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500")
+        .set("max.poll.interval.ms", "20000")
+        .set("fetch.max.wait.ms", "200")
+        .set("request.timeout.ms", "5000")
 }
 
 /// A [`consumer`] from the earliest offset, read_committed: what most tests here read with.
@@ -1080,25 +1087,36 @@ async fn consumes_over_sasl_ssl_from_properties() {
     let _g = cluster.shared();
     let topic = support::unique_topic("consumer-sasl");
     cluster.create_topic(&topic, 1, 1, &[]);
-    let p = producer(&cluster, &[]).await;
-    send(&p, &topic, 0, &values("s", 5)).await;
     let group = unique_group("sasl");
     let jaas = format!(
         r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";"#
     );
-    let mut c = Consumer::from_properties([
+    // One MSK / Confluent shaped client.properties for both clients: each ignores what is
+    // the other's (acks; group.id, session.timeout.ms, auto.offset.reset), the JVM's and
+    // Schema Registry's.
+    let shared = [
         ("bootstrap.servers", sasl_ssl.as_str()),
-        ("group.id", group.as_str()),
-        ("auto.offset.reset", "earliest"),
         ("security.protocol", "SASL_SSL"),
         ("ssl.truststore.type", "PEM"),
         ("ssl.truststore.location", ca.as_str()),
         ("sasl.mechanism", "SCRAM-SHA-512"),
         ("sasl.jaas.config", jaas.as_str()),
-        ("fetch.max.wait.ms", "200"),
-    ])
-    .await
-    .expect("consumer over SASL_SSL");
+        ("client.dns.lookup", "use_all_dns_ips"),
+        ("session.timeout.ms", "45000"),
+        ("acks", "all"),
+        ("schema.registry.url", "https://schema-registry.invalid"),
+        ("basic.auth.credentials.source", "USER_INFO"),
+        ("basic.auth.user.info", "key:secret"),
+        ("group.id", group.as_str()),
+        ("auto.offset.reset", "earliest"),
+    ];
+    let p = Producer::from_properties(shared)
+        .await
+        .expect("producer over SASL_SSL from the shared properties");
+    send(&p, &topic, 0, &values("s", 5)).await;
+    let mut c = Consumer::from_properties(shared.into_iter().chain([("fetch.max.wait.ms", "200")]))
+        .await
+        .expect("consumer over SASL_SSL from the shared properties");
     c.subscribe([topic.clone()]).unwrap();
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 5).await;
@@ -1107,6 +1125,11 @@ async fn consumes_over_sasl_ssl_from_properties() {
         values("s", 5)
     );
     c.close().await.unwrap();
+    assert_eq!(
+        kcat_view(&cluster, &topic, Isolation::ReadCommitted),
+        seen.records,
+        "what the producer wrote, as kcat reads it"
+    );
 }
 
 /// A transaction that commits offsets for the group is still open when a member starts: the
@@ -1153,3 +1176,428 @@ async fn waits_out_a_pending_transactional_commit(cluster: Cluster, protocol: Gr
     c.close().await.unwrap();
 }
 on_both_protocols!(waits_out_a_pending_transactional_commit, single);
+
+/// Polls until at least `n` records arrived (rebalance events pass by), failing after `WAIT`.
+async fn poll_records(c: &mut Consumer, n: usize) -> Vec<ConsumerRecord> {
+    let end = Instant::now() + WAIT;
+    let mut out = Vec::new();
+    while out.len() < n {
+        assert!(
+            Instant::now() < end,
+            "{} of {n} records within {WAIT:?}",
+            out.len()
+        );
+        if let Some(ConsumerEvent::Records(records)) = c
+            .poll_timeout(Duration::from_millis(300))
+            .await
+            .expect("poll")
+        {
+            out.extend(records);
+        }
+    }
+    out
+}
+
+/// The next item of `stream`, failing after `WAIT`.
+async fn next_item<S: Stream + Unpin>(stream: &mut S) -> S::Item {
+    let next = std::future::poll_fn(|cx| Pin::new(&mut *stream).poll_next(cx));
+    tokio::time::timeout(WAIT, next)
+        .await
+        .expect("an item within WAIT")
+        .expect("the stream does not end")
+}
+
+/// `(partition, offset, value)` of each record.
+fn coordinates(records: &[ConsumerRecord]) -> Vec<(i32, i64, String)> {
+    records
+        .iter()
+        .map(|r| {
+            let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default());
+            (r.partition, r.offset, value.into_owned())
+        })
+        .collect()
+}
+
+/// Waits (bounded) until `partition`'s position is `offset` (a lazy seek was looked up).
+async fn wait_for_position(c: &mut Consumer, partition: &TopicPartition, offset: i64) {
+    let end = Instant::now() + WAIT;
+    while c.position(partition) != Some(offset) {
+        assert!(Instant::now() < end, "position {:?}", c.position(partition));
+        // Nothing to deliver: the poll only lets the background task work.
+        assert!(
+            c.poll_timeout(Duration::from_millis(100))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}
+
+/// The consumer API beside `poll`: the `Stream` yields what `poll` does; manual assignment
+/// without a group reads from the offsets given; a paused partition delivers nothing until
+/// resumed, and keeps its position; seek_to_end / seek_to_beginning; offsets_for_times
+/// against records with known timestamps; a manual assignment with a group commits with
+/// generation -1 (read back by Kafka's own tool) and starts from it; LogAppendTime topics
+/// give the broker's timestamp and say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_pause_resume_assign() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-api");
+    cluster.create_topic(&topic, 2, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    // Record i of each partition carries BASE_TS + 1000 * i.
+    const BASE_TS: i64 = 1_700_000_000_000;
+    for partition in 0..2 {
+        let mut acks = Vec::new();
+        for i in 0..5 {
+            let record = Record::to(&topic)
+                .partition(partition)
+                .value(format!("v{partition}-{i}"))
+                .timestamp(BASE_TS + 1000 * i);
+            acks.push(p.send(record).await.expect("send"));
+        }
+        for ack in acks {
+            ack.await.expect("acknowledged");
+        }
+    }
+    let p0 = TopicPartition::new(topic.as_str(), 0);
+    let p1 = TopicPartition::new(topic.as_str(), 1);
+
+    // The Stream yields the records poll does, equal field by field, and kcat's.
+    let mut by_poll = member_from_earliest(
+        &cluster,
+        &unique_group("poll"),
+        GroupProtocol::Consumer,
+        &topic,
+    )
+    .await;
+    let mut polled = poll_records(&mut by_poll, 10).await;
+    by_poll.close().await.unwrap();
+    let mut by_stream = member_from_earliest(
+        &cluster,
+        &unique_group("stream"),
+        GroupProtocol::Consumer,
+        &topic,
+    )
+    .await;
+    let mut streamed = Vec::new();
+    {
+        let mut records = pin!(by_stream.records());
+        while streamed.len() < 10 {
+            streamed.push(next_item(&mut records).await.expect("a record"));
+        }
+    }
+    // The stream is gone; nothing more was taken from the consumer.
+    assert_no_records_for(&mut by_stream, Duration::from_secs(1), "all 10 streamed").await;
+    by_stream.close().await.unwrap();
+    let order = |r: &ConsumerRecord| (r.partition, r.offset);
+    polled.sort_by_key(order);
+    streamed.sort_by_key(order);
+    assert_eq!(streamed, polled);
+    assert_eq!(
+        coordinates(&streamed),
+        kcat_view(&cluster, &topic, Isolation::ReadCommitted)
+    );
+    for r in &streamed {
+        assert_eq!(r.timestamp, BASE_TS + 1000 * r.offset, "{r:?}");
+        assert_eq!(r.timestamp_type, TimestampType::CreateTime);
+    }
+
+    // Manual assignment, no group: no subscription, no commit; reads from the offsets given.
+    let mut manual = test_builder(&cluster)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .build()
+        .await
+        .expect("a consumer without group.id");
+    assert!(matches!(
+        manual.subscribe([topic.clone()]),
+        Err(exactly::Error::Config { .. })
+    ));
+    manual.assign(&[p0.clone(), p1.clone()]).unwrap();
+    manual.seek(&p1, 3).unwrap();
+    manual.pause(&[p0.clone()]).unwrap();
+    assert_eq!(manual.paused(), vec![p0.clone()]);
+    let got = poll_records(&mut manual, 2).await;
+    assert_eq!(
+        coordinates(&got),
+        vec![(1, 3, "v1-3".into()), (1, 4, "v1-4".into())]
+    );
+    assert_no_records_for(&mut manual, Duration::from_secs(1), "partition 0 is paused").await;
+    assert_eq!(
+        manual.position(&p0),
+        Some(0),
+        "a paused partition stays put"
+    );
+    manual.resume(&[p0.clone()]).unwrap();
+    assert!(manual.paused().is_empty());
+    let got = poll_records(&mut manual, 5).await;
+    assert_eq!(
+        coordinates(&got),
+        kcat_view(&cluster, &topic, Isolation::ReadCommitted)[..5]
+    );
+    // seek_to_end: only what comes after; seek_to_beginning: everything again.
+    manual.seek_to_end(&[p0.clone()]).unwrap();
+    wait_for_position(&mut manual, &p0, 5).await;
+    send(&p, &topic, 0, &["late".to_owned()]).await;
+    let got = poll_records(&mut manual, 1).await;
+    assert_eq!(coordinates(&got), vec![(0, 5, "late".into())]);
+    manual.seek_to_beginning(&[p1.clone()]).unwrap();
+    let got = poll_records(&mut manual, 5).await;
+    assert_eq!(
+        got.iter()
+            .map(|r| (r.partition, r.offset))
+            .collect::<Vec<_>>(),
+        (0..5).map(|o| (1, o)).collect::<Vec<_>>()
+    );
+    assert!(matches!(
+        manual.commit(&[OffsetToCommit::new(p0.clone(), 1)]).await,
+        Err(exactly::Error::Config { .. })
+    ));
+    // offsets_for_times: the first record at or after the timestamp, with its timestamp.
+    let found = manual
+        .offsets_for_times(&[(p0.clone(), BASE_TS + 2500), (p1.clone(), BASE_TS)])
+        .await
+        .unwrap();
+    assert_eq!(
+        found,
+        vec![
+            (p0.clone(), Some((3, BASE_TS + 3000))),
+            (p1.clone(), Some((0, BASE_TS)))
+        ]
+    );
+    let future = i64::MAX / 2;
+    let found = manual
+        .offsets_for_times(&[(p1.clone(), future)])
+        .await
+        .unwrap();
+    assert_eq!(found, vec![(p1.clone(), None)], "no record that late");
+    manual.unassign().unwrap();
+    assert!(
+        manual
+            .poll_timeout(Duration::from_millis(100))
+            .await
+            .is_err(),
+        "nothing assigned"
+    );
+    manual.close().await.unwrap();
+
+    // Manual assignment with a group: commits with generation -1, which Kafka's own tool
+    // reads back, and a later assignment starts there.
+    let group = unique_group("manual");
+    let mut committer = test_builder(&cluster)
+        .group_id(&group)
+        .build()
+        .await
+        .unwrap();
+    committer.assign(&[p0.clone()]).unwrap();
+    committer
+        .commit(&[OffsetToCommit::new(p0.clone(), 2)])
+        .await
+        .expect("a simple-consumer commit");
+    committer.close().await.unwrap();
+    assert_eq!(
+        cluster.group_offsets(&group, &topic),
+        BTreeMap::from([(0, 2)])
+    );
+    let mut resumed = test_builder(&cluster)
+        .group_id(&group)
+        .build()
+        .await
+        .unwrap();
+    resumed.assign(&[p0.clone()]).unwrap();
+    let got = poll_records(&mut resumed, 4).await;
+    assert_eq!(
+        got.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        vec![2, 3, 4, 5]
+    );
+    assert_eq!(
+        resumed.committed(&[p0.clone()]).await.unwrap(),
+        vec![(p0.clone(), Some(2))]
+    );
+    resumed.close().await.unwrap();
+
+    // A LogAppendTime topic: the broker's timestamp, typed as such.
+    let appended = support::unique_topic("consumer-api-lat");
+    cluster.create_topic(
+        &appended,
+        1,
+        1,
+        &[("message.timestamp.type", "LogAppendTime")],
+    );
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    p.send(
+        Record::to(&appended)
+            .partition(0)
+            .value("x")
+            .timestamp(BASE_TS),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    let mut reader = test_builder(&cluster)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .build()
+        .await
+        .unwrap();
+    reader
+        .assign(&[TopicPartition::new(appended.as_str(), 0)])
+        .unwrap();
+    let got = poll_records(&mut reader, 1).await;
+    assert_eq!(got[0].timestamp_type, TimestampType::LogAppendTime);
+    assert!(
+        got[0].timestamp >= before - 1000,
+        "the broker's time: {got:?}"
+    );
+    reader.close().await.unwrap();
+}
+
+/// `enable.auto.commit`: the positions of what earlier polls handed out are committed on the
+/// interval (never the latest poll's records, which may still be in processing), as
+/// `committed()` and Kafka's own tool read them; a member that crashes (dropped without
+/// close) is followed by one that re-reads at most one interval's records; `close` commits
+/// the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_commit_at_least_once() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-auto");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    const TOTAL: i64 = 60;
+    send(&p, &topic, 0, &values("a", TOTAL as usize)).await;
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let group = unique_group("auto");
+    const INTERVAL: Duration = Duration::from_millis(1000);
+    // Commit latency and the background task's turn.
+    const SLACK: Duration = Duration::from_millis(1500);
+    let auto = [
+        ("enable.auto.commit", "true"),
+        ("auto.commit.interval.ms", "1000"),
+        ("max.poll.records", "4"),
+    ];
+    let member = || {
+        consumer_with(
+            &cluster,
+            &group,
+            GroupProtocol::Consumer,
+            OffsetReset::Earliest,
+            IsolationLevel::ReadCommitted,
+            &topic,
+            &auto,
+        )
+    };
+    let mut c = member().await;
+    // When each poll began, and the position then: what the polls before it handed out.
+    let mut starts: Vec<(Instant, i64)> = Vec::new();
+    let mut handed_out = 0;
+    let begin = Instant::now();
+    while handed_out < 40 {
+        assert!(begin.elapsed() < WAIT, "{handed_out} records handed out");
+        starts.push((Instant::now(), handed_out));
+        if let Some(ConsumerEvent::Records(records)) =
+            c.poll_timeout(Duration::from_millis(300)).await.unwrap()
+        {
+            assert_eq!(records[0].offset, handed_out, "in order, none skipped");
+            handed_out = records.last().unwrap().offset + 1;
+        }
+        // Processing.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    // Crash right after a poll: no close, no final commit.
+    let latest_start = starts.last().unwrap().1;
+    let old_enough = Instant::now() - INTERVAL - SLACK;
+    let floor = starts
+        .iter()
+        .filter(|(at, _)| *at <= old_enough)
+        .map(|(_, position)| *position)
+        .max()
+        .unwrap_or(0);
+    assert!(floor > 0, "the test ran long enough: {starts:?}");
+    drop(c);
+    // A commit request already on the wire may still land.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let by_tool = cluster.group_offsets(&group, &topic)[&0];
+    let mut next = member().await;
+    let restart = next.committed(&[tp.clone()]).await.unwrap()[0]
+        .1
+        .expect("a commit");
+    assert_eq!(restart, by_tool, "committed() and Kafka's own tool agree");
+    assert!(
+        restart <= latest_start,
+        "{restart}: the latest poll's records (from {latest_start}) were not committed"
+    );
+    assert!(
+        restart >= floor,
+        "{restart}: commits lag at most one interval behind what was handed out ({floor})"
+    );
+    let rest = poll_records(&mut next, (TOTAL - restart) as usize).await;
+    assert_eq!(
+        rest.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        (restart..TOTAL).collect::<Vec<_>>(),
+        "from the last commit on, each once"
+    );
+    next.close().await.unwrap();
+    assert_eq!(
+        cluster.group_offsets(&group, &topic).get(&0),
+        Some(&TOTAL),
+        "close commits what was handed out"
+    );
+}
+
+/// `subscribe_pattern`: every topic whose whole name matches, and one created later (KIP-848:
+/// the coordinator resolves the regex; classic: the consumer matches the cluster's topics,
+/// looked up again every `metadata.max.age.ms`); a topic that merely contains the pattern
+/// does not match.
+async fn pattern_subscription(cluster: Cluster, protocol: GroupProtocol) {
+    let _g = cluster.shared();
+    let prefix = support::unique_topic("consumer-pattern");
+    let (a, b, late) = (
+        format!("{prefix}-a"),
+        format!("{prefix}-b"),
+        format!("{prefix}-late"),
+    );
+    let unmatched = format!("x-{prefix}-a");
+    for topic in [&a, &b, &unmatched] {
+        cluster.create_topic(topic, 1, 1, &[]);
+    }
+    let p = producer(&cluster, &[]).await;
+    for topic in [&a, &b, &unmatched] {
+        send(&p, topic, 0, &[format!("in {topic}")]).await;
+    }
+    let mut c = test_builder(&cluster)
+        .group_id(unique_group("pattern"))
+        .group_protocol(protocol)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .set("metadata.max.age.ms", "1000")
+        .build()
+        .await
+        .unwrap();
+    assert!(matches!(
+        c.subscribe_pattern("("),
+        Err(exactly::Error::Config { .. })
+    ));
+    c.subscribe_pattern(&format!("{prefix}-.*")).unwrap();
+    let topics_of = |records: &[ConsumerRecord]| -> BTreeSet<String> {
+        records.iter().map(|r| r.topic.to_string()).collect()
+    };
+    let got = poll_records(&mut c, 2).await;
+    assert_eq!(topics_of(&got), BTreeSet::from([a.clone(), b.clone()]));
+    cluster.create_topic(&late, 1, 1, &[]);
+    send(&p, &late, 0, &["late".to_owned()]).await;
+    let got = poll_records(&mut c, 1).await;
+    assert_eq!(coordinates(&got), vec![(0, 0, "late".into())]);
+    assert_eq!(topics_of(&got), BTreeSet::from([late.clone()]));
+    assert_no_records_for(&mut c, Duration::from_secs(1), "the unmatched topic").await;
+    c.close().await.unwrap();
+}
+
+on_both_protocols!(pattern_subscription, single);

@@ -195,6 +195,32 @@ impl Cluster {
         run_ok(&mut java_tool(&args));
     }
 
+    /// The offsets `group` committed for `topic`, by partition, as Kafka's own
+    /// `kafka-consumer-groups --describe` reads them (a partition without a commit is left
+    /// out).
+    pub fn group_offsets(&self, group: &str, topic: &str) -> std::collections::BTreeMap<i32, i64> {
+        let args = [
+            "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand".to_owned(),
+            "--bootstrap-server".into(),
+            self.bootstrap.clone(),
+            "--describe".into(),
+            "--group".into(),
+            group.into(),
+        ];
+        let out = run_ok(&mut java_tool(&args));
+        // GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...; "-": no commit.
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| {
+                let columns: Vec<&str> = line.split_whitespace().collect();
+                if columns.len() < 4 || columns[1] != topic {
+                    return None;
+                }
+                Some((columns[2].parse().ok()?, columns[3].parse().ok()?))
+            })
+            .collect()
+    }
+
     /// Kafka's `FeatureCommand describe` output.
     pub fn describe_features(&self) -> String {
         let args = [
