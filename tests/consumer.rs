@@ -1318,7 +1318,7 @@ async fn stream_pause_resume_assign() {
     ));
     manual.assign(&[p0.clone(), p1.clone()]).unwrap();
     manual.seek(&p1, 3).unwrap();
-    manual.pause(&[p0.clone()]).unwrap();
+    manual.pause(std::slice::from_ref(&p0)).unwrap();
     assert_eq!(manual.paused(), vec![p0.clone()]);
     let got = poll_records(&mut manual, 2).await;
     assert_eq!(
@@ -1331,7 +1331,7 @@ async fn stream_pause_resume_assign() {
         Some(0),
         "a paused partition stays put"
     );
-    manual.resume(&[p0.clone()]).unwrap();
+    manual.resume(std::slice::from_ref(&p0)).unwrap();
     assert!(manual.paused().is_empty());
     let got = poll_records(&mut manual, 5).await;
     assert_eq!(
@@ -1339,12 +1339,12 @@ async fn stream_pause_resume_assign() {
         kcat_view(&cluster, &topic, Isolation::ReadCommitted)[..5]
     );
     // seek_to_end: only what comes after; seek_to_beginning: everything again.
-    manual.seek_to_end(&[p0.clone()]).unwrap();
+    manual.seek_to_end(std::slice::from_ref(&p0)).unwrap();
     wait_for_position(&mut manual, &p0, 5).await;
     send(&p, &topic, 0, &["late".to_owned()]).await;
     let got = poll_records(&mut manual, 1).await;
     assert_eq!(coordinates(&got), vec![(0, 5, "late".into())]);
-    manual.seek_to_beginning(&[p1.clone()]).unwrap();
+    manual.seek_to_beginning(std::slice::from_ref(&p1)).unwrap();
     let got = poll_records(&mut manual, 5).await;
     assert_eq!(
         got.iter()
@@ -1392,7 +1392,7 @@ async fn stream_pause_resume_assign() {
         .build()
         .await
         .unwrap();
-    committer.assign(&[p0.clone()]).unwrap();
+    committer.assign(std::slice::from_ref(&p0)).unwrap();
     committer
         .commit(&[OffsetToCommit::new(p0.clone(), 2)])
         .await
@@ -1407,14 +1407,14 @@ async fn stream_pause_resume_assign() {
         .build()
         .await
         .unwrap();
-    resumed.assign(&[p0.clone()]).unwrap();
+    resumed.assign(std::slice::from_ref(&p0)).unwrap();
     let got = poll_records(&mut resumed, 4).await;
     assert_eq!(
         got.iter().map(|r| r.offset).collect::<Vec<_>>(),
         vec![2, 3, 4, 5]
     );
     assert_eq!(
-        resumed.committed(&[p0.clone()]).await.unwrap(),
+        resumed.committed(std::slice::from_ref(&p0)).await.unwrap(),
         vec![(p0.clone(), Some(2))]
     );
     resumed.close().await.unwrap();
@@ -1527,7 +1527,7 @@ async fn auto_commit_at_least_once() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let by_tool = cluster.group_offsets(&group, &topic)[&0];
     let mut next = member().await;
-    let restart = next.committed(&[tp.clone()]).await.unwrap()[0]
+    let restart = next.committed(std::slice::from_ref(&tp)).await.unwrap()[0]
         .1
         .expect("a commit");
     assert_eq!(restart, by_tool, "committed() and Kafka's own tool agree");

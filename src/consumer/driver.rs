@@ -39,9 +39,7 @@ use tracing::warn;
 use super::calls::{call, find_coordinator, membership_call, timed_out};
 use super::config::ConsumerConfig;
 use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
-use super::state::{
-    Completion, ConsumerState, MembershipOrRecords, OFFSET_FETCH_VERSION_CAP, TopicPattern,
-};
+use super::state::{Completion, ConsumerState, MembershipOrRecords, OFFSET_FETCH_VERSION_CAP};
 use crate::client::connection::BrokerLink;
 use crate::engine::TopicPartition;
 use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
@@ -182,7 +180,8 @@ impl Handle {
         self.change(|s| s.subscribe(topics))
     }
 
-    pub fn subscribe_pattern(&self, pattern: TopicPattern) -> Result<()> {
+    #[cfg(feature = "pattern-subscription")]
+    pub fn subscribe_pattern(&self, pattern: super::state::TopicPattern) -> Result<()> {
         self.change(|s| s.subscribe_pattern(pattern))
     }
 

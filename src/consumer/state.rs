@@ -92,14 +92,10 @@ impl TopicPattern {
         #[cfg(feature = "pattern-subscription")]
         return self.matcher.is_match(topic);
         #[cfg(not(feature = "pattern-subscription"))]
-        match *self {}
-    }
-
-    fn source(&self) -> &str {
-        #[cfg(feature = "pattern-subscription")]
-        return &self.regex;
-        #[cfg(not(feature = "pattern-subscription"))]
-        match *self {}
+        {
+            let _ = topic;
+            match *self {}
+        }
     }
 }
 
@@ -323,11 +319,12 @@ impl ConsumerState {
     }
 
     /// Subscribes to every topic whose name matches `pattern` (replacing a subscription).
+    #[cfg(feature = "pattern-subscription")]
     pub fn subscribe_pattern(&mut self, pattern: TopicPattern) -> Result<()> {
         self.enter_group()?;
         match &mut self.membership {
             Membership::Consumer(m) => {
-                m.subscribe_regex(pattern.source().to_owned());
+                m.subscribe_regex(pattern.regex.clone());
                 self.subscription.clear();
             }
             // The topics it matches once the metadata of every topic is in.

@@ -155,6 +155,7 @@ impl ConsumerMember {
 
     /// Replaces the subscription with every topic whose name matches `regex`, which the
     /// coordinator resolves (and re-resolves as topics come and go).
+    #[cfg(feature = "pattern-subscription")]
     pub fn subscribe_regex(&mut self, regex: String) {
         if self.regex.as_ref() != Some(&regex) || !self.subscription.is_empty() {
             self.subscription.clear();
@@ -562,6 +563,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "pattern-subscription")]
     fn a_regex_subscription_is_sent_and_dropped_when_topics_replace_it() {
         let now = Instant::now();
         let mut m = member();
