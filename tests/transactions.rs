@@ -641,3 +641,118 @@ async fn coordinator_timed_out_transaction_is_abortable_and_recovers(cluster: Cl
     assert_eq!(count_prefix(&committed, "next"), 5, "{committed:?}");
 }
 on_both_versions!(coordinator_timed_out_transaction_is_abortable_and_recovers);
+
+/// Transactions v1: the coordinator's answers are dropped while `send_offsets_to_transaction`
+/// runs in an otherwise empty transaction, so its AddOffsetsToTxn is processed but never
+/// answered, and the call times out. The coordinator now holds the transaction open, so the
+/// abort must end it with EndTxn(ABORT) rather than finish locally: before the fix the next
+/// transaction silently continued the coordinator's one (found by the simulation's copy
+/// loop). Checked with Kafka's own TransactionsCommand (the coordinator's state), the group's
+/// committed offsets (the aborted transaction's never show) and kcat (the transactions
+/// around it are visible exactly once). The aborted transaction sends no records: an
+/// AddPartitionsToTxn in flight beside the AddOffsetsToTxn makes the coordinator answer the
+/// latter CONCURRENT_TRANSACTIONS, and it would not land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_offsets_with_lost_answers_then_abort_ends_the_transaction_tv1() {
+    let Some(cluster) = Cluster::tv1() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let input = support::unique_topic("txn-lost-in");
+    let output = support::unique_topic("txn-lost-out");
+    cluster.create_topic(&input, 1, 1, &[]);
+    cluster.create_topic(&output, 1, 1, &[]);
+    let group = support::unique_topic("group");
+    let consumed = |offset| {
+        vec![OffsetToCommit::new(
+            exactly::TopicPartition::new(input.as_str(), 0),
+            offset,
+        )]
+    };
+    let id = support::unique_topic("lost-offsets");
+    let producer = transactional(&cluster, &id, &[("max.block.ms", "4000")]).await;
+
+    // A first transaction, so the producer knows the topic's metadata and its coordinators.
+    producer.begin_transaction().unwrap();
+    let first = send_all(&producer, &output, "first", 1).await;
+    producer.commit_transaction().await.expect("first commit");
+    await_all(first).await;
+    // Until its markers are written the coordinator answers CONCURRENT_TRANSACTIONS, and the
+    // AddOffsetsToTxn below would not land.
+    let mut state = String::new();
+    for _ in 0..50 {
+        state = cluster.describe_transaction(&id).0;
+        if state == "CompleteCommit" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(state, "CompleteCommit");
+
+    let proxy = cluster.proxy(0);
+    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
+    producer.begin_transaction().unwrap();
+    // The member joins after the cut (the cut would break its connection); the lost
+    // AddOffsetsToTxn only names the group.
+    let err = producer
+        .send_offsets_to_transaction(consumed(5), &ConsumerGroupMetadata::group_only(&group))
+        .await
+        .expect_err("no answer: send_offsets_to_transaction times out");
+    assert!(matches!(err, Error::Timeout(_)), "{err}");
+    assert_eq!(producer.transaction_state(), Some(TxnState::InTransaction));
+    proxy.remove_toxic("drop_answers");
+    let (state, partitions) = cluster.describe_transaction(&id);
+    assert_eq!(
+        state, "Ongoing",
+        "the unanswered adds were processed: the coordinator holds the transaction open"
+    );
+    assert!(
+        partitions
+            .iter()
+            .any(|p| p.starts_with("__consumer_offsets-")),
+        "{partitions:?}"
+    );
+
+    producer
+        .abort_transaction()
+        .await
+        .expect("the abort ends the coordinator's transaction");
+    assert_eq!(producer.transaction_state(), Some(TxnState::Ready));
+    let (state, partitions) = cluster.describe_transaction(&id);
+    assert_eq!(
+        (state.as_str(), partitions.len()),
+        ("CompleteAbort", 0),
+        "EndTxn(ABORT) ended it: {partitions:?}"
+    );
+
+    let mut member = GroupMember::join(&cluster.bootstrap, &group, &input);
+    let metadata = member.metadata.clone();
+    producer.begin_transaction().unwrap();
+    let next = send_all(&producer, &output, "next", 3).await;
+    producer
+        .send_offsets_to_transaction(consumed(7), &metadata)
+        .await
+        .expect("the next transaction's offsets");
+    producer
+        .commit_transaction()
+        .await
+        .expect("the next transaction commits");
+    for r in await_all(next).await {
+        r.expect("committed records are acknowledged");
+    }
+    producer.close().await.unwrap();
+    let (state, _) = cluster.describe_transaction(&id);
+    assert_eq!(state, "CompleteCommit");
+    // The markers into __consumer_offsets follow the EndTxn answer: wait for the offset.
+    let mut committed_offset = -1;
+    for _ in 0..100 {
+        committed_offset = member.committed(&input, 0);
+        if committed_offset == 7 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(committed_offset, 7, "the next transaction's offset, not 5");
+    let committed = values(&cluster, &output, Isolation::ReadCommitted);
+    assert_eq!(committed, ["first-0", "next-0", "next-1", "next-2"]);
+}

@@ -530,7 +530,9 @@ fn without_idempotence_batches_carry_no_identity_and_nothing_waits_for_one() {
 
 mod transactions {
     use super::*;
-    use crate::engine::transaction::{TxnCall, TxnRequest, TxnResponse, TxnState};
+    use crate::engine::transaction::{
+        ConsumerGroupMetadata, OffsetToCommit, TxnCall, TxnRequest, TxnResponse, TxnState,
+    };
 
     fn transactional_harness() -> Harness {
         let mut h = Harness::new();
@@ -918,6 +920,154 @@ mod transactions {
         answer_txn(&mut h, *request, TxnResponse::AddPartitions(added));
         let next = produces(&h.poll());
         assert_eq!(next[0].1, vec![(0, 7, 1, 0)], "new epoch, sequence 0");
+    }
+
+    /// Transactions v1: starts `send_offsets_to_transaction` in an empty transaction and loses
+    /// every AddOffsetsToTxn answer until the call times out (max.block.ms, 10 s): each one
+    /// may have added the group's offsets partition on the coordinator.
+    fn send_offsets_losing_add_offsets(h: &mut Harness) {
+        init(h, false);
+        h.engine.begin_transaction(h.now).unwrap();
+        let group = ConsumerGroupMetadata::new("g", 3, "m-1", None);
+        let offsets = vec![OffsetToCommit::new(TopicPartition::new("in", 0), 5)];
+        let call = h
+            .engine
+            .start_call(TxnCall::SendOffsets { offsets, group }, h.now)
+            .unwrap();
+        let actions = h.poll();
+        let Some(Action::Coordinator {
+            request,
+            body: TxnRequest::AddOffsets { .. },
+            ..
+        }) = actions.first()
+        else {
+            panic!("{actions:?}")
+        };
+        // The connection closed after the write: the answer is lost.
+        h.fail(*request, true);
+        let retried = advance_losing_answers(h, 10_500);
+        assert!(
+            retried
+                .iter()
+                .all(|(_, body)| matches!(body, TxnRequest::AddOffsets { .. })),
+            "{retried:?}"
+        );
+        let finished = h.engine.take_finished_calls();
+        assert!(
+            matches!(finished.as_slice(), [(id, Err(Error::Timeout(_)))] if *id == call),
+            "{finished:?}"
+        );
+        assert_eq!(h.engine.transaction_state(), Some(&TxnState::InTransaction));
+    }
+
+    /// The next coordinator request sent without time passing, answering lookups with node 1;
+    /// `None` if the engine sends none.
+    fn coordinator_request_now(h: &mut Harness) -> Option<(RequestId, TxnRequest)> {
+        for _ in 0..3 {
+            for action in h.poll() {
+                match action {
+                    Action::FindCoordinator { request, .. } => {
+                        answer_txn(h, request, TxnResponse::Coordinator(1))
+                    }
+                    Action::Coordinator { request, body, .. } => return Some((request, body)),
+                    _ => {}
+                }
+            }
+        }
+        None
+    }
+
+    /// Starts the abort and returns its EndTxn(ABORT), which must be sent at once.
+    fn abort_sends_end_txn(h: &mut Harness) -> (CallId, RequestId) {
+        let abort = h.engine.start_call(TxnCall::Abort, h.now).unwrap();
+        let sent = coordinator_request_now(h);
+        let Some((request, TxnRequest::EndTxn { commit: false, .. })) = sent else {
+            panic!(
+                "the coordinator may hold the transaction open: EndTxn(ABORT) expected, got {sent:?}"
+            )
+        };
+        assert!(
+            h.engine.take_finished_calls().is_empty(),
+            "not finished locally"
+        );
+        (abort, request)
+    }
+
+    /// Found by the simulation's copy loop under transactions v1: an AddOffsetsToTxn whose
+    /// answer was lost had been processed, so the coordinator held the transaction open; the
+    /// abort finished locally without an EndTxn and the next transaction silently continued
+    /// the coordinator's one.
+    #[test]
+    fn v1_abort_after_a_lost_add_offsets_answer_sends_end_txn() {
+        let mut h = transactional_harness();
+        send_offsets_losing_add_offsets(&mut h);
+        let (abort, request) = abort_sends_end_txn(&mut h);
+        let ended = TxnResponse::EndTxn {
+            error: ErrorCode::NONE,
+            identity: None,
+        };
+        answer_txn(&mut h, request, ended);
+        assert_finished_ok(&mut h, abort);
+        // The next transaction starts clean: with nothing in it, its commit needs no EndTxn.
+        h.engine.begin_transaction(h.now).unwrap();
+        let commit = h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+        let sent = coordinator_request_now(&mut h);
+        assert!(sent.is_none(), "{sent:?}");
+        assert_finished_ok(&mut h, commit);
+    }
+
+    /// The same abort when none of the lost AddOffsetsToTxn landed: the coordinator answers
+    /// INVALID_TXN_STATE (no transaction open), and the abort is over, not failed.
+    #[test]
+    fn v1_abort_after_a_lost_add_offsets_that_never_landed_is_not_an_error() {
+        let mut h = transactional_harness();
+        send_offsets_losing_add_offsets(&mut h);
+        let (abort, request) = abort_sends_end_txn(&mut h);
+        let nothing_open = TxnResponse::EndTxn {
+            error: ErrorCode::INVALID_TXN_STATE,
+            identity: None,
+        };
+        answer_txn(&mut h, request, nothing_open);
+        assert_finished_ok(&mut h, abort);
+        h.engine.begin_transaction(h.now).unwrap();
+    }
+
+    /// Transactions v1: the abort waits for an AddPartitionsToTxn in flight, and one whose
+    /// answer is then lost counts as "the transaction may be open": EndTxn(ABORT) is sent.
+    #[test]
+    fn v1_abort_waits_for_add_partitions_and_ends_a_transaction_it_may_have_opened() {
+        let mut h = transactional_harness();
+        init(&mut h, false);
+        h.engine.begin_transaction(h.now).unwrap();
+        let record = h.send(0);
+        let actions = h.poll();
+        let Some(Action::Coordinator {
+            request: add,
+            body: TxnRequest::AddPartitions { .. },
+            ..
+        }) = actions.first()
+        else {
+            panic!("{actions:?}")
+        };
+        let add = *add;
+        let abort = h.engine.start_call(TxnCall::Abort, h.now).unwrap();
+        let waiting = h.advance(10);
+        assert!(
+            waiting.is_empty(),
+            "waits for AddPartitionsToTxn: {waiting:?}"
+        );
+        h.fail(add, true);
+        let sent = coordinator_request_now(&mut h);
+        let Some((request, TxnRequest::EndTxn { commit: false, .. })) = sent else {
+            panic!("EndTxn(ABORT) expected: {sent:?}")
+        };
+        assert!(record.outcome().is_some_and(|o| o.is_err()));
+        let ended = TxnResponse::EndTxn {
+            error: ErrorCode::NONE,
+            identity: None,
+        };
+        answer_txn(&mut h, request, ended);
+        assert_finished_ok(&mut h, abort);
     }
 
     #[test]

@@ -232,6 +232,50 @@ impl Cluster {
         String::from_utf8_lossy(&run_ok(&mut java_tool(&args)).stdout).into_owned()
     }
 
+    /// The transaction coordinator's view of `transactional_id`, from Kafka's own
+    /// `TransactionsCommand describe`: its state (`Ongoing`, `CompleteAbort`, ...) and the
+    /// partitions of the open transaction (empty when none is open).
+    pub fn describe_transaction(&self, transactional_id: &str) -> (String, Vec<String>) {
+        let args = [
+            "org.apache.kafka.tools.TransactionsCommand".to_owned(),
+            "--bootstrap-server".into(),
+            self.bootstrap.clone(),
+            "describe".into(),
+            "--transactional-id".into(),
+            transactional_id.into(),
+        ];
+        let out = String::from_utf8_lossy(&run_ok(&mut java_tool(&args)).stdout).into_owned();
+        let mut lines = out.lines().filter(|l| !l.trim().is_empty());
+        let header: Vec<&str> = lines
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        let row: Vec<&str> = lines
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        let column = |name: &str| {
+            header
+                .iter()
+                .position(|h| *h == name)
+                .and_then(|i| row.get(i).copied())
+        };
+        let state = column("TransactionState")
+            .unwrap_or_else(|| panic!("no TransactionState in {out:?}"))
+            .to_owned();
+        let partitions = column("TopicPartitions")
+            .map(|p| {
+                p.split(',')
+                    .filter(|tp| !tp.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        (state, partitions)
+    }
+
     /// The record batches in broker 0's log of `topic`-`partition`, in offset order, read with
     /// Kafka's own DumpLogSegments (so batch boundaries and producer ids are the broker's, not
     /// our decoder's).

@@ -102,6 +102,14 @@ pub(super) struct Transactions {
     add_retry_at: Millis,
     /// The transaction has something for EndTxn to end (a partition, offsets, or a sent batch).
     pub has_content: bool,
+    /// Requests of this transaction that may have added to it on the coordinator and whose
+    /// outcome is unknown: transactions v1's AddPartitionsToTxn and AddOffsetsToTxn, and
+    /// TxnOffsetCommit, which under transactions v2 adds the offsets partition itself
+    /// (KIP-890). A request stays here from its send until an answer says whether it added:
+    /// in flight, answer lost or timed out, connection closed after the write, or abandoned by
+    /// a call that timed out or was cancelled. Any of them means the coordinator may hold the
+    /// transaction open, so it is ended with EndTxn even when nothing was confirmed.
+    unresolved_adds: BTreeSet<RequestId>,
     /// Failed records counted when the transaction began, to see whether any of its own failed.
     failures_at_begin: u64,
     /// Why the transaction became abortable.
@@ -132,6 +140,7 @@ impl Transactions {
             adding: None,
             add_retry_at: 0,
             has_content: false,
+            unresolved_adds: BTreeSet::new(),
             failures_at_begin: 0,
             abort_cause: None,
             bump_after_abort: false,
@@ -156,6 +165,30 @@ impl Transactions {
         let open_ms = now.saturating_sub(self.began_ms);
         let timeout_ms = Millis::try_from(self.config.timeout_ms).unwrap_or(0);
         (open && open_ms >= timeout_ms).then_some((open_ms, timeout_ms))
+    }
+
+    /// Whether the coordinator may hold this transaction open: something was confirmed in it,
+    /// or a request that may have added to it has an unknown outcome.
+    ///
+    /// The Java client decides the same question with `transactionStarted`, set only when an
+    /// AddPartitionsToTxn or AddOffsetsToTxn succeeded (`TransactionManager.nextRequest` skips
+    /// the EndTxn otherwise) — but it never has to guess: an add whose connection dropped is
+    /// re-enqueued (`TxnRequestHandler.onComplete`), a timed-out `sendOffsetsToTransaction`
+    /// only stops the caller's wait, and the add's priority (`ADD_PARTITIONS_OR_OFFSETS`)
+    /// keeps it ahead of the EndTxn (`END_TXN`), so the add is resolved before EndTxn is
+    /// decided. Here a call that times out abandons its add, so its unknown outcome must count
+    /// as "maybe open": finishing locally left the coordinator's transaction open, and the
+    /// next transaction silently continued it (found by the simulation's copy loop under
+    /// transactions v1: an AddOffsetsToTxn answer lost, then the abort sent no EndTxn).
+    fn may_be_open(&self) -> bool {
+        self.has_content || !self.unresolved_adds.is_empty()
+    }
+
+    /// Nothing of the transaction is left to end: no content, no unresolved add.
+    fn clear_content(&mut self) {
+        self.added.clear();
+        self.has_content = false;
+        self.unresolved_adds.clear();
     }
 
     /// Whether a new batch of `partition` may be stamped and sent now.
@@ -218,8 +251,7 @@ impl Engine {
         txn.began_ms = now;
         txn.coordinator_aborted = false;
         txn.failures_at_begin = failed_so_far;
-        txn.has_content = false;
-        txn.added.clear();
+        txn.clear_content();
         Ok(())
     }
 
@@ -413,6 +445,15 @@ impl Engine {
         let request = self.next_request_id();
         self.outstanding
             .insert(request, Outstanding::Txn { sent_ms: now });
+        let adds = matches!(
+            body,
+            TxnRequest::AddPartitions { .. }
+                | TxnRequest::AddOffsets { .. }
+                | TxnRequest::TxnOffsetCommit { .. }
+        );
+        if adds && let Some(txn) = &mut self.txn {
+            txn.unresolved_adds.insert(request);
+        }
         self.actions.push(Action::Coordinator {
             request,
             broker,
@@ -479,10 +520,15 @@ impl Engine {
             }
             Step::Flush => self.commit_after_flush(now, acc),
             Step::DrainForAbort => {
-                if self
-                    .outstanding
-                    .values()
-                    .any(|o| matches!(o, Outstanding::Produce { .. }))
+                // An AddPartitionsToTxn in flight is waited for too: its answer decides whether
+                // the EndTxn is needed, and an answer arriving after the abort would mark its
+                // partitions added in the next transaction.
+                let adding = txn.adding.is_some();
+                if adding
+                    || self
+                        .outstanding
+                        .values()
+                        .any(|o| matches!(o, Outstanding::Produce { .. }))
                 {
                     return;
                 }
@@ -565,14 +611,14 @@ impl Engine {
         }
     }
 
-    /// Ends the transaction with EndTxn when it has anything to end; otherwise finishes at
-    /// once (transactions v2: "EndTxn skipped when nothing was sent").
+    /// Ends the transaction with EndTxn when the coordinator may hold it open; otherwise
+    /// finishes at once (transactions v2: "EndTxn skipped when nothing was sent").
     fn end_or_finish(&mut self, commit: bool, now: Millis, acc: &Accumulator) {
         let Some(txn) = &mut self.txn else { return };
         if !commit && txn.coordinator_aborted {
             return self.reinitialise_after_coordinator_abort(now);
         }
-        if txn.has_content {
+        if txn.may_be_open() {
             if let Some(call) = &mut txn.call {
                 call.step = Step::EndTxn { commit };
             }
@@ -654,8 +700,7 @@ impl Engine {
         } else {
             self.metrics.transactions_committed += 1;
         }
-        txn.added.clear();
-        txn.has_content = false;
+        txn.clear_content();
         txn.abort_cause = None;
         if bump_v1 {
             // KIP-360: re-initialise with the current id/epoch to get epoch + 1 before any
@@ -758,7 +803,7 @@ impl Engine {
         let Some(txn) = &mut self.txn else { return };
         if txn.adding == Some(request) {
             txn.adding = None;
-            return self.on_add_partitions(result, now, acc);
+            return self.on_add_partitions(request, result, now, acc);
         }
         let Some(call) = &mut txn.call else { return };
         if call.outstanding != Some(request) {
@@ -819,6 +864,8 @@ impl Engine {
                 }
             }
             (Step::AddOffsets, TxnResponse::AddOffsets(error)) => {
+                // Answered: added (content from now on) or not added.
+                txn.unresolved_adds.remove(&request);
                 if error.is_ok() {
                     txn.has_content = true;
                     call.step = Step::FindGroupCoordinator;
@@ -830,6 +877,10 @@ impl Engine {
                 let worst = results.iter().map(|(_, e)| *e).find(|e| !e.is_ok());
                 match worst {
                     None => {
+                        // An error answer stays unresolved: under transactions v2 the group
+                        // coordinator adds the offsets partition before it validates the
+                        // commit, so a refused commit may still have opened the transaction.
+                        txn.unresolved_adds.remove(&request);
                         txn.has_content = true;
                         self.finish_call(Ok(()));
                     }
@@ -844,9 +895,20 @@ impl Engine {
             }
             (Step::EndTxn { commit }, TxnResponse::EndTxn { error, identity }) => {
                 let landed_before = call.end_txn_maybe_landed;
+                let only_unresolved = !txn.has_content;
                 if error.is_ok() {
                     info!(commit, "transaction ended");
                     self.transaction_ended(identity, acc);
+                } else if error == ErrorCode::INVALID_TXN_STATE && only_unresolved {
+                    // Sent only because an add's outcome was unknown, and no transaction is
+                    // open: the coordinator answers INVALID_TXN_STATE then (the table in
+                    // Kafka's TransactionCoordinator: under v1 Empty takes no EndTxn and
+                    // CompleteCommit / CompleteAbort only the outcome they ended with; under v2
+                    // nothing that is not open can be committed). Had an earlier EndTxn of ours
+                    // landed, its retry would be answered NONE. So no add landed, and the
+                    // transaction, empty for the caller, is over either way.
+                    info!(commit, "no transaction was open on the coordinator");
+                    self.transaction_ended(None, acc);
                 } else if landed_before && error == ErrorCode::INVALID_TXN_STATE {
                     // The retry found the transaction no longer open. Our own earlier EndTxn may
                     // have completed it — but the coordinator does not say which way, so we
@@ -959,12 +1021,19 @@ impl Engine {
 
     fn on_add_partitions(
         &mut self,
+        request: RequestId,
         result: Result<TxnResponse, Error>,
         now: Millis,
         acc: &Accumulator,
     ) {
         let results = match result {
-            Ok(TxnResponse::AddPartitions(results)) => results,
+            Ok(TxnResponse::AddPartitions(results)) => {
+                // Answered per partition: each is added or not.
+                if let Some(txn) = &mut self.txn {
+                    txn.unresolved_adds.remove(&request);
+                }
+                results
+            }
             Ok(TxnResponse::Coordinator(broker)) => {
                 if let Some(txn) = &mut self.txn {
                     txn.coordinator = Some(broker);
@@ -976,6 +1045,7 @@ impl Engine {
                 return;
             }
             Err(error) => {
+                // The partitions may have been added: the request stays unresolved.
                 warn!(%error, "AddPartitionsToTxn failed; retrying");
                 if let Some(txn) = &mut self.txn {
                     txn.coordinator = None;
