@@ -503,8 +503,9 @@ impl Handle {
                     Err(e) if e.is_fatal() => return Err(e),
                     Err(e) => last = e,
                 }
-                continue;
             }
+            // Partitions whose leaders were unknown are asked next round (after the back-off
+            // when a leader is still being elected).
             for (link, request) in requests {
                 let left = deadline.saturating_duration_since(Instant::now());
                 match call(&link, request, None, Arc::clone(&client_id), left).await {
