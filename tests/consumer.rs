@@ -1,7 +1,9 @@
 //! `exactly::Consumer` against real Kafka: read_committed against kcat, group membership with
 //! both protocols (KIP-848 and classic) on the transactions-v2 and -v1 clusters, committed
 //! offsets and `auto.offset.reset`, and failures (a cut proxy, a killed leader) with offsets
-//! committed at every step: no record is skipped or delivered twice.
+//! committed at every step: no record is skipped or delivered twice. Beside `poll`: the
+//! `Stream` forms, pause/resume, manual assignment, seeks to the log edges and to a time,
+//! auto-commit (interval, revocation, crash, close) and pattern subscription.
 //!
 //! Tests hold their cluster's lock across awaits on purpose (see `broker_failure.rs`).
 #![allow(clippy::await_holding_lock)]
@@ -1601,3 +1603,63 @@ async fn pattern_subscription(cluster: Cluster, protocol: GroupProtocol) {
 }
 
 on_both_protocols!(pattern_subscription, single);
+
+/// Auto-commit before revoked partitions are given up: a member that has handed out every
+/// record and is asked to give a partition up commits it first (its interval is far off), so
+/// the member that takes the partition over reads nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_commit_before_revocation() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _g = cluster.shared();
+    let topic = support::unique_topic("consumer-auto-revoke");
+    cluster.create_topic(&topic, 2, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send_to_each_partition(&p, &topic, 2, "r", 10).await;
+    let group = unique_group("auto-revoke");
+    let auto = [
+        ("enable.auto.commit", "true"),
+        ("auto.commit.interval.ms", "600000"),
+    ];
+    let member = || {
+        consumer_with(
+            &cluster,
+            &group,
+            GroupProtocol::Consumer,
+            OffsetReset::Earliest,
+            IsolationLevel::ReadCommitted,
+            &topic,
+            &auto,
+        )
+    };
+    let mut first = member().await;
+    assert_eq!(poll_records(&mut first, 20).await.len(), 20);
+    let mut second = member().await;
+    let (mut revoked, mut assigned) = (Vec::new(), Vec::new());
+    let end = Instant::now() + WAIT;
+    while assigned.is_empty() {
+        assert!(Instant::now() < end, "no hand-over: revoked {revoked:?}");
+        for (c, is_second) in [(&mut first, false), (&mut second, true)] {
+            match c.poll_timeout(Duration::from_millis(100)).await.unwrap() {
+                Some(ConsumerEvent::Revoked(tps)) if !is_second => revoked.extend(tps),
+                Some(ConsumerEvent::Assigned(tps)) if is_second => assigned.extend(tps),
+                Some(ConsumerEvent::Records(r)) => panic!("nothing is left to read: {r:?}"),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(revoked, assigned, "what the first gave up, the second took");
+    assert_no_records_for(
+        &mut second,
+        Duration::from_secs(2),
+        "the revoked partition was committed before it moved",
+    )
+    .await;
+    let offsets = cluster.group_offsets(&group, &topic);
+    for tp in &assigned {
+        assert_eq!(offsets.get(&tp.partition), Some(&10), "{offsets:?}");
+    }
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+}
