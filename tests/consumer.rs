@@ -1250,15 +1250,23 @@ async fn stream_pause_resume_assign() {
     let topic = support::unique_topic("consumer-api");
     cluster.create_topic(&topic, 2, 1, &[]);
     let p = producer(&cluster, &[]).await;
-    // Record i of each partition carries BASE_TS + 1000 * i.
-    const BASE_TS: i64 = 1_700_000_000_000;
+    // Record i of each partition carries base_ts + 1000 * i: an hour ago, well inside the
+    // retention (a segment whose records are older than `retention.ms` by their timestamps
+    // is deleted while the test runs).
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let base_ts = now_ms() - 3_600_000;
     for partition in 0..2 {
         let mut acks = Vec::new();
         for i in 0..5 {
             let record = Record::to(&topic)
                 .partition(partition)
                 .value(format!("v{partition}-{i}"))
-                .timestamp(BASE_TS + 1000 * i);
+                .timestamp(base_ts + 1000 * i);
             acks.push(p.send(record).await.expect("send"));
         }
         for ack in acks {
@@ -1304,7 +1312,7 @@ async fn stream_pause_resume_assign() {
         kcat_view(&cluster, &topic, Isolation::ReadCommitted)
     );
     for r in &streamed {
-        assert_eq!(r.timestamp, BASE_TS + 1000 * r.offset, "{r:?}");
+        assert_eq!(r.timestamp, base_ts + 1000 * r.offset, "{r:?}");
         assert_eq!(r.timestamp_type, TimestampType::CreateTime);
     }
 
@@ -1360,14 +1368,14 @@ async fn stream_pause_resume_assign() {
     ));
     // offsets_for_times: the first record at or after the timestamp, with its timestamp.
     let found = manual
-        .offsets_for_times(&[(p0.clone(), BASE_TS + 2500), (p1.clone(), BASE_TS)])
+        .offsets_for_times(&[(p0.clone(), base_ts + 2500), (p1.clone(), base_ts)])
         .await
         .unwrap();
     assert_eq!(
         found,
         vec![
-            (p0.clone(), Some((3, BASE_TS + 3000))),
-            (p1.clone(), Some((0, BASE_TS)))
+            (p0.clone(), Some((3, base_ts + 3000))),
+            (p1.clone(), Some((0, base_ts)))
         ]
     );
     let future = i64::MAX / 2;
@@ -1429,15 +1437,12 @@ async fn stream_pause_resume_assign() {
         1,
         &[("message.timestamp.type", "LogAppendTime")],
     );
-    let before = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let before = now_ms();
     p.send(
         Record::to(&appended)
             .partition(0)
             .value("x")
-            .timestamp(BASE_TS),
+            .timestamp(base_ts),
     )
     .await
     .unwrap()
