@@ -142,6 +142,15 @@ pub enum Error {
     /// No broker could be reached, or none answered, within the deadline.
     #[error("timed out: {0}")]
     Timeout(String),
+    /// The consumer lost partitions whose records a copy transaction holds (its membership was
+    /// fenced or expired, or it left the group after `max.poll.interval.ms`) before the
+    /// transaction committed. Their offsets were not committed and the transaction was aborted:
+    /// another member owns the partitions now.
+    #[error("the consumer lost {} partition(s) the transaction read from (first: {}-{}); the transaction was aborted", partitions.len(), partitions.first().map_or("", |p| &*p.topic), partitions.first().map_or(-1, |p| p.partition))]
+    PartitionsLost {
+        /// The partitions.
+        partitions: Vec<crate::engine::TopicPartition>,
+    },
 }
 
 impl Error {

@@ -74,7 +74,7 @@ pub use client::security::{
 };
 pub use consumer::{
     AssignmentStrategy, Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord,
-    GroupProtocol, IsolationLevel, OffsetReset,
+    GenerationHold, GroupProtocol, IsolationLevel, OffsetReset,
 };
 pub use engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, PendingOffsets, TxnState};
 pub use engine::{Counters, TopicPartition};

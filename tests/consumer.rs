@@ -850,21 +850,31 @@ async fn leader_killed_mid_consume(cluster: Cluster, protocol: GroupProtocol) {
 }
 on_both_protocols!(leader_killed_mid_consume, three);
 
-/// A member that stops polling for longer than its session is removed by the coordinator; at
-/// its next poll it learns its partitions are Lost (not Revoked: it must not commit them), then
-/// rejoins and gets them back, starting from the committed offsets.
-async fn session_expiry_is_lost(cluster: Cluster, protocol: GroupProtocol) {
+/// A member that stops polling for longer than `max.poll.interval.ms` leaves the group (its
+/// heartbeats alone do not keep it in, KIP-62); at its next poll it learns its partitions are
+/// Lost (not Revoked: it must not commit them), then rejoins and gets them back, starting from
+/// the committed offsets.
+async fn poll_interval_expiry_is_lost(cluster: Cluster, protocol: GroupProtocol) {
     let _g = cluster.shared();
     let topic = support::unique_topic("consumer-lost");
     cluster.create_topic(&topic, 2, 1, &[]);
     let p = producer(&cluster, &[]).await;
     send(&p, &topic, 0, &values("x", 4)).await;
-    let mut c = member_from_earliest(&cluster, &unique_group("lost"), protocol, &topic).await;
+    let mut c = consumer_with(
+        &cluster,
+        &unique_group("lost"),
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+        &topic,
+        &[("max.poll.interval.ms", "4000")],
+    )
+    .await;
     let mut seen = Seen::default();
     consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 4).await;
     let before = c.group_metadata();
-    // The test bed's sessions last 6 s (KIP-848: the broker's; classic: ours).
-    tokio::time::sleep(Duration::from_secs(9)).await;
+    // Past the 4 s budget (the sessions, 6 s, are kept alive by the background heartbeats).
+    tokio::time::sleep(Duration::from_secs(7)).await;
     let mut after = Seen::default();
     consume_until(&mut c, &mut after, WAIT, |s, c| {
         s.events.iter().any(|e| matches!(e, ConsumerEvent::Lost(_))) && c.assignment().len() == 2
@@ -893,7 +903,7 @@ async fn session_expiry_is_lost(cluster: Cluster, protocol: GroupProtocol) {
     );
     c.close().await.unwrap();
 }
-on_both_protocols!(session_expiry_is_lost, single);
+on_both_protocols!(poll_interval_expiry_is_lost, single);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_committed_offset_and_reset_none_is_an_error_until_seek() {

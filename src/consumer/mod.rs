@@ -9,17 +9,18 @@
 //! - `records`: turning fetched batches into records (the read_committed filter).
 //! - `offsets`: OffsetFetch / OffsetCommit requests and answers (sans-I/O).
 //! - `calls`: each request sent with a deadline.
-//! - `driver`: the tokio side: broker links, metadata, coordinator, the requests in flight.
+//! - `state`: what the consumer knows and decides (links, metadata, membership, positions),
+//!   synchronous, under one lock.
+//! - `driver`: the tokio side: the background task that sends the requests and applies their
+//!   answers, and the handle the application's calls go through.
 //!
-//! The consumer has no background task: everything happens inside [`Consumer::poll`] (and the
-//! other async calls), on the caller's task. This is deliberate: the member epoch (the
-//! generation a transactional offset commit is fenced with, KIP-447) only moves when the
-//! coordinator processes a heartbeat, heartbeats only go out from `poll`, and `poll` returns
-//! only once the heartbeat in flight is answered; so the [`ConsumerGroupMetadata`] a copy loop
-//! takes between two polls is the one the coordinator holds when it commits (the race of
-//! KAFKA-19779 / KIP-1251 cannot happen, unless a `poll_timeout` deadline cut that wait short).
-//! The price: call `poll` about every heartbeat interval; a member that does not poll for a
-//! whole session timeout is removed by the coordinator and learns it as `Lost`.
+//! Membership is independent of delivery: heartbeats (and JoinGroup / SyncGroup) go out from a
+//! background task on their interval, whatever the record buffer holds and whether or not the
+//! application is inside [`Consumer::poll`] (as the Java consumer since KIP-62, librdkafka and
+//! franz-go do). The application's processing budget is `max.poll.interval.ms`; a member that
+//! exceeds it leaves the group and learns `Lost` at its next `poll`. A commit keeps the
+//! generation still while it is under way ([`Consumer::hold_generation`]), so the member epoch
+//! it carries is the one the coordinator holds (KIP-447; the race of KAFKA-19779 / KIP-1251).
 
 pub(crate) mod assignor;
 mod calls;
@@ -29,6 +30,7 @@ pub(crate) mod fetcher;
 pub(crate) mod membership;
 pub(crate) mod offsets;
 pub(crate) mod records;
+mod state;
 pub(crate) mod sticky_assignor;
 
 use std::sync::Arc;
@@ -44,8 +46,10 @@ use crate::engine::TopicPartition;
 use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::error::{Error, Result};
 use crate::protocol::record_batch::Header;
-use driver::{Driver, MembershipOrRecords};
+use driver::Driver;
+pub use driver::GenerationHold;
 use membership::MembershipEvent;
+use state::MembershipOrRecords;
 
 /// What [`Consumer::poll`] hands over: records, or a change of the partitions this member owns.
 #[derive(Debug, Clone)]
@@ -92,11 +96,13 @@ impl ConsumerRecord {
 
 /// A Kafka consumer in a consumer group, reading committed records by default.
 ///
-/// Not `Clone`: one task owns it and drives it by calling [`Consumer::poll`]. Dropping it
-/// without [`Consumer::close`] stops heartbeating and fetching at once; the member then
-/// expires after the session timeout and its partitions move.
+/// Not `Clone`: one task owns it and takes its records with [`Consumer::poll`]. A background
+/// task (spawned on the runtime that built it) heartbeats and fetches meanwhile. Dropping the
+/// consumer without [`Consumer::close`] stops both at once; the member then expires after the
+/// session timeout and its partitions move.
 pub struct Consumer {
     driver: Driver,
+    request_timeout: Duration,
 }
 
 impl std::fmt::Debug for Consumer {
@@ -127,8 +133,10 @@ impl Consumer {
     /// A consumer with a validated configuration: connects to the bootstrap servers and picks
     /// the group protocol from the broker's API versions.
     pub(crate) async fn with_config(config: ConsumerConfig) -> Result<Consumer> {
+        let request_timeout = config.request_timeout();
         Ok(Consumer {
             driver: Driver::connect(config).await?,
+            request_timeout,
         })
     }
 
@@ -157,13 +165,19 @@ impl Consumer {
 
     /// Waits for the next event: records, or a rebalance event. A Revoked event's partitions
     /// stay owned (offsets may still be committed for them) until the NEXT call to poll; only
-    /// then does the consumer tell the coordinator it gave them up.
+    /// then does the consumer tell the coordinator it gave them up. Rebalance events always
+    /// come before records, and records of a partition that is revoked or lost are dropped,
+    /// never delivered after the event.
     ///
-    /// Heartbeats are sent from inside `poll`: call it about once per heartbeat interval
-    /// (the broker's `group.consumer.heartbeat.interval.ms` under KIP-848,
-    /// `heartbeat.interval.ms` under the classic protocol). Under KIP-848 an event is handed
-    /// over only once the heartbeat in flight is answered, so [`Consumer::group_metadata`]
-    /// read before the next poll holds the member epoch the coordinator has.
+    /// Heartbeats do not depend on it: they go out from the background task. What does is
+    /// `max.poll.interval.ms` (default 5 minutes), the time the application may spend between
+    /// two polls (processing included): past it the member leaves the group, and its next
+    /// `poll` returns [`ConsumerEvent::Lost`] and rejoins. On a `current_thread` runtime the
+    /// background task runs only while the application's task awaits something, so do not
+    /// block the thread for longer than the session timeout.
+    ///
+    /// Cancel safety: dropping the future loses nothing (records and events are taken in the
+    /// step that returns them).
     pub async fn poll(&mut self) -> Result<ConsumerEvent> {
         loop {
             if let Some(event) = self.driver.poll(None).await? {
@@ -173,20 +187,49 @@ impl Consumer {
     }
 
     /// Same as [`Consumer::poll`], returning `Ok(None)` when nothing arrived within `timeout`.
+    ///
+    /// Cancel safety: as [`Consumer::poll`].
     pub async fn poll_timeout(&mut self, timeout: Duration) -> Result<Option<ConsumerEvent>> {
         let deadline = std::time::Instant::now() + timeout;
         Ok(self.driver.poll(Some(deadline)).await?.map(Into::into))
     }
 
     /// KIP-447 metadata for `Producer::send_offsets_to_transaction` (generation = member epoch
-    /// under KIP-848, generation id under the classic protocol).
+    /// under KIP-848, generation id under the classic protocol), as it is now. Heartbeats in
+    /// the background may move the member epoch at any time; to commit with an epoch the
+    /// coordinator still holds, take it from [`Consumer::hold_generation`] instead.
     pub fn group_metadata(&self) -> ConsumerGroupMetadata {
-        self.driver.membership().group_metadata()
+        self.driver.group_metadata()
+    }
+
+    /// Holds the generation still for a transactional offset commit and gives the metadata to
+    /// commit with (see [`GenerationHold`]). Waits, at most `request.timeout.ms`, for a
+    /// heartbeat or rebalance round in flight to be answered first, so the metadata is the
+    /// coordinator's:
+    ///
+    /// ```no_run
+    /// # async fn run(consumer: &exactly::Consumer, producer: &exactly::Producer,
+    /// #     offsets: Vec<exactly::OffsetToCommit>) -> exactly::Result<()> {
+    /// let hold = consumer.hold_generation().await;
+    /// let sent = producer.send_offsets_to_transaction(offsets, hold.metadata()).await;
+    /// if let Err(e) = &sent {
+    ///     hold.refused(e); // fenced: the next poll reports the partitions lost
+    /// }
+    /// drop(hold);
+    /// sent?;
+    /// producer.commit_transaction().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Cancel safety: dropping the future takes no hold.
+    pub async fn hold_generation(&self) -> GenerationHold {
+        let deadline = std::time::Instant::now() + self.request_timeout;
+        self.driver.hold_generation(deadline).await
     }
 
     /// The partitions this member owns (a revoked one until the next `poll`).
     pub fn assignment(&self) -> Vec<TopicPartition> {
-        self.driver.membership().owned()
+        self.driver.assignment()
     }
 
     /// The next offset `poll` will deliver for an owned partition (`None` while its starting
@@ -201,13 +244,19 @@ impl Consumer {
     }
 
     /// Commits offsets outside transactions (OffsetCommit; each offset is the next to consume),
-    /// with this member's generation / member epoch so a stale member is refused.
+    /// with this member's generation / member epoch so a stale member is refused. A refusal
+    /// that says the member lost its partitions (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
+    /// ILLEGAL_GENERATION) drops their buffered records, and the next `poll` returns `Lost`.
+    ///
+    /// Cancel safety: dropping the future may leave the commit applied or not.
     pub async fn commit(&mut self, offsets: &[OffsetToCommit]) -> Result<()> {
         self.driver.commit(offsets).await
     }
 
     /// The committed offsets of `partitions` (OffsetFetch with require_stable: waits out
     /// pending transactional commits); `None` for a partition without one.
+    ///
+    /// Cancel safety: dropping the future loses nothing.
     pub async fn committed(
         &mut self,
         partitions: &[TopicPartition],
@@ -215,7 +264,10 @@ impl Consumer {
         self.driver.committed(partitions).await
     }
 
-    /// Leaves the group (so partitions move at once) and closes the connections.
+    /// Leaves the group (so partitions move at once) and closes the connections, within
+    /// `request.timeout.ms` whatever the membership is doing (mid-rebalance included: the
+    /// LeaveGroup goes on a connection of its own, not behind a JoinGroup the coordinator
+    /// holds).
     pub async fn close(self) -> Result<()> {
         self.driver.close().await
     }

@@ -838,6 +838,88 @@ mod transactions {
         assert_eq!(error.code(), Some(ErrorCode::INVALID_TXN_STATE));
     }
 
+    /// Transactions v1: a batch whose request is still out when the abort starts, and which
+    /// expires once that request times out, makes the transaction abortable again while the
+    /// abort drains; the abort must still bump the epoch (KIP-360) before the next
+    /// transaction, or the timed-out request, if it reaches the broker late, lands in the next
+    /// transaction (same epoch, the next sequence). Found by the simulation's copy loop.
+    #[test]
+    fn v1_abort_bumps_the_epoch_when_a_batch_expires_while_it_drains() {
+        let mut h = transactional_harness();
+        init(&mut h, false);
+        h.engine.begin_transaction(h.now).unwrap();
+        let record = h.send(0);
+        let actions = h.poll();
+        let Some(Action::Coordinator { request, .. }) = actions.first() else {
+            panic!("{actions:?}")
+        };
+        let added = vec![(TopicPartition::new(T0, 0), ErrorCode::NONE)];
+        answer_txn(&mut h, *request, TxnResponse::AddPartitions(added));
+        // The batch's requests go unanswered: it is sent again after each request timeout
+        // (300 ms). The abort starts with the last attempt before the delivery timeout (1 s)
+        // in flight.
+        let mut last_sent = 0;
+        for _ in 0..100 {
+            if !produces(&h.advance(10)).is_empty() {
+                last_sent = h.now;
+                if h.now >= 700 {
+                    break;
+                }
+            }
+        }
+        assert!((700..1_000).contains(&last_sent), "sent at {last_sent}");
+        let abort = h.engine.start_call(TxnCall::Abort, h.now).unwrap();
+        assert_eq!(h.engine.transaction_state(), Some(&TxnState::Aborting));
+        let mut bumped = None;
+        for _ in 0..200 {
+            for action in h.advance(10) {
+                let Action::Coordinator { request, body, .. } = action else {
+                    continue;
+                };
+                match body {
+                    TxnRequest::EndTxn { commit: false, .. } => {
+                        assert!(
+                            record.outcome().is_some_and(|o| o.is_err()),
+                            "the batch expired before the EndTxn"
+                        );
+                        let ended = TxnResponse::EndTxn {
+                            error: ErrorCode::NONE,
+                            identity: None,
+                        };
+                        answer_txn(&mut h, request, ended);
+                    }
+                    TxnRequest::InitProducerId { current } => {
+                        bumped = current;
+                        answer_init_producer_id(&mut h, request, 1, false);
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            if bumped.is_some() {
+                break;
+            }
+        }
+        assert_eq!(
+            bumped,
+            Some(ProducerIdentity {
+                producer_id: 7,
+                epoch: 0
+            }),
+            "the abort re-initialises with the current identity (KIP-360)"
+        );
+        assert_finished_ok(&mut h, abort);
+        h.engine.begin_transaction(h.now).unwrap();
+        h.send(0);
+        let actions = h.poll();
+        let Some(Action::Coordinator { request, .. }) = actions.first() else {
+            panic!("{actions:?}")
+        };
+        let added = vec![(TopicPartition::new(T0, 0), ErrorCode::NONE)];
+        answer_txn(&mut h, *request, TxnResponse::AddPartitions(added));
+        let next = produces(&h.poll());
+        assert_eq!(next[0].1, vec![(0, 7, 1, 0)], "new epoch, sequence 0");
+    }
+
     #[test]
     fn kip_588_a_transaction_the_coordinator_timed_out_is_abortable_and_recovers() {
         let mut h = transactional_harness();

@@ -1,11 +1,11 @@
 //! The transactional copy loop: consume → transform → produce → commit the consumed offsets
 //! in the same transaction (KIP-98, KIP-447).
 //!
-//! Ordering around rebalances. The consumer does everything inside `poll` on the caller's
-//! task (no background heartbeat), and a `Revoked` event's partitions stay owned until the
-//! next `poll`. So the loop can end the open transaction while it still owns the partitions:
-//! on `Revoked` it commits (offsets of the revoked partitions included, under the member's
-//! current generation) before it polls again, and only then are the partitions given up.
+//! Ordering around rebalances. A `Revoked` event's partitions stay owned until the next
+//! `poll` (the consumer heartbeats in the background meanwhile). So the loop can end the open
+//! transaction while it still owns the partitions: on `Revoked` it commits (offsets of the
+//! revoked partitions included, under the member's current generation) before it polls
+//! again, and only then are the partitions given up.
 //! franz-go's `GroupTransactSession` cannot block the rebalance from its callbacks without
 //! risking the rebalance timeout, so it aborts whatever a revoke interrupts (its `End`);
 //! committing is possible here because the revocation waits for us, and it keeps the work.
@@ -42,8 +42,9 @@ const END_ATTEMPTS: u32 = 5;
 /// [`OffsetTranslator`](super::OffsetTranslator).
 ///
 /// The consumer must be subscribed and the producer's transactions initialised
-/// ([`Producer::init_transactions`]) before the first step. Call `step` often: the consumer
-/// heartbeats only inside it (within `max.poll.interval.ms` and the session timeout).
+/// ([`Producer::init_transactions`]) before the first step. The consumer heartbeats in the
+/// background, so a slow transform only has to keep each step (one poll's records, then the
+/// commit) within `max.poll.interval.ms`.
 pub struct CopyLoop<F> {
     consumer: Consumer,
     producer: Producer,
@@ -297,18 +298,40 @@ where
             return Ok(CommittedTransaction::default());
         };
         let offsets = open.pending.take();
-        // Taken between two polls: the generation (member epoch) the coordinator holds now
-        // (KIP-447), so a member that lost its partitions is fenced, not obeyed. Kafka 4.1 wants
-        // TxnOffsetCommit's epoch equal to the broker's (ILLEGAL_GENERATION otherwise); the
-        // consumer's poll returns only once its heartbeat in flight is answered, so no epoch
-        // bump is pending here.
-        let group = self.consumer.group_metadata();
+        // A partition lost since its records were read (the next poll would say `Lost`) is
+        // another member's now: its offsets must not commit, and neither may the output made
+        // from it. Without this check a classic member that left the group (generation -1, no
+        // member id) could even have its offsets accepted by a group that has since emptied.
+        let owned = self.consumer.assignment();
+        let lost: Vec<TopicPartition> = offsets
+            .iter()
+            .map(|o| o.partition.clone())
+            .filter(|p| !owned.contains(p))
+            .collect();
+        if !lost.is_empty() {
+            let error = Error::PartitionsLost { partitions: lost };
+            return Err(self.fail(open, error, leaving).await);
+        }
+        // The generation (member epoch) the coordinator holds now (KIP-447), so a member that
+        // lost its partitions is fenced, not obeyed. Kafka 4.1 wants TxnOffsetCommit's epoch
+        // equal to the broker's (ILLEGAL_GENERATION otherwise), and heartbeats go on in the
+        // background: the hold keeps the epoch still until the offsets are in. A refusal that
+        // says the member is gone reaches the consumer at once, which drops the lost
+        // partitions' buffered records, so no transaction is opened on them again.
+        let hold = self.consumer.hold_generation().await;
+        let group = hold.metadata().clone();
         let ended = async {
             if !offsets.is_empty() {
-                self.producer
+                let sent = self
+                    .producer
                     .send_offsets_to_transaction(offsets.clone(), &group)
-                    .await?;
+                    .await;
+                if let Err(e) = &sent {
+                    hold.refused(e);
+                }
+                sent?;
             }
+            drop(hold);
             end_with_retries(|| self.producer.commit_transaction()).await
         }
         .await;

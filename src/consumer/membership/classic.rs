@@ -71,6 +71,8 @@ pub struct ClassicMember {
     in_flight: bool,
     next_at: Option<Instant>,
     leaving: bool,
+    /// Left for exceeding `max.poll.interval.ms`: nothing is sent until the next `on_poll`.
+    paused_until_poll: bool,
 }
 
 impl ClassicMember {
@@ -100,6 +102,7 @@ impl ClassicMember {
             in_flight: false,
             next_at: None,
             leaving: false,
+            paused_until_poll: false,
         }
     }
 
@@ -148,6 +151,10 @@ impl ClassicMember {
     /// The user called `poll`: once the `Revoked` event was taken, its partitions are given
     /// up and the member rejoins.
     pub fn on_poll(&mut self, _now: Instant) {
+        if self.paused_until_poll {
+            self.paused_until_poll = false;
+            self.leaving = false;
+        }
         let handed_over = !self
             .events
             .iter()
@@ -219,7 +226,11 @@ impl ClassicMember {
         now: Instant,
         view: &dyn TopicView,
     ) -> Option<MembershipRequest> {
-        if self.in_flight || self.leaving || self.next_at.is_some_and(|at| at > now) {
+        if self.in_flight
+            || self.leaving
+            || self.paused_until_poll
+            || self.next_at.is_some_and(|at| at > now)
+        {
             return None;
         }
         let request = match &self.phase {
@@ -437,6 +448,43 @@ impl ClassicMember {
     /// When the next request is due.
     pub fn next_deadline(&self) -> Option<Instant> {
         if self.in_flight { None } else { self.next_at }
+    }
+
+    /// Leaves because the application stopped polling: every partition is `Lost`; the
+    /// member rejoins (a dynamic member with a new member id) at the next `on_poll`. A
+    /// static member sends nothing and lets its session expire (KIP-345).
+    pub fn leave_until_next_poll(&mut self) -> Option<LeaveGroupRequest> {
+        let request = self.leave();
+        self.leaving = true;
+        self.paused_until_poll = true;
+        self.lose_everything(self.instance_id.is_none());
+        request
+    }
+
+    /// See [`super::Membership::commit_refused`].
+    pub fn commit_refused(&mut self, code: ErrorCode) -> bool {
+        match code {
+            ErrorCode::UNKNOWN_MEMBER_ID => self.lose_everything(true),
+            ErrorCode::ILLEGAL_GENERATION => self.lose_everything(false),
+            // The group is rebalancing: rejoin (a cooperative member keeps its partitions).
+            ErrorCode::REBALANCE_IN_PROGRESS => {
+                if self.phase == Phase::Stable {
+                    self.rebalance_started();
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Whether the next request is a JoinGroup or SyncGroup (which move the generation).
+    pub fn next_request_moves_generation(&self) -> bool {
+        matches!(self.phase, Phase::Unjoined | Phase::Syncing { .. })
+    }
+
+    /// The heartbeat interval (`heartbeat.interval.ms`).
+    pub fn heartbeat_interval(&self) -> Duration {
+        self.heartbeat_interval
     }
 
     /// LeaveGroup, if the member is in the group (a static member does not leave: KIP-345).
@@ -805,5 +853,47 @@ mod tests {
         assert_eq!(m.next_event(), Some(MembershipEvent::Assigned(vec![tp(2)])));
         assert_eq!(m.next_event(), None);
         assert_eq!(m.fetchable(), vec![tp(0), tp(2)]);
+    }
+
+    #[test]
+    fn a_member_past_its_poll_budget_leaves_loses_everything_and_rejoins_at_the_next_poll() {
+        let now = Instant::now();
+        let mut m = assigned_follower(now, &[0, 1]);
+        let leave = m.leave_until_next_poll().expect("a LeaveGroup");
+        assert_eq!(leave.member_id, "m2");
+        assert_eq!(
+            m.next_event(),
+            Some(MembershipEvent::Lost(vec![tp(0), tp(1)]))
+        );
+        assert!(m.owned().is_empty());
+        let later = now + Duration::from_secs(1);
+        assert!(
+            m.poll_request(later, &View).is_none(),
+            "nothing before the next poll"
+        );
+        m.on_poll(later);
+        let Some(MembershipRequest::Join(join)) = m.poll_request(later, &View) else {
+            panic!("the next poll rejoins");
+        };
+        assert_eq!(join.member_id, "", "a new member id (the old one left)");
+    }
+
+    #[test]
+    fn a_refused_commit_acts_on_the_membership_at_once() {
+        let now = Instant::now();
+        let mut m = assigned_follower(now, &[0]);
+        assert!(m.commit_refused(ErrorCode::ILLEGAL_GENERATION));
+        assert_eq!(m.next_event(), Some(MembershipEvent::Lost(vec![tp(0)])));
+        assert!(m.fetchable().is_empty());
+        assert!(!m.commit_refused(ErrorCode::OFFSET_METADATA_TOO_LARGE));
+
+        let mut c = cooperative_member_owning(&[0, 1], now);
+        assert!(
+            !c.next_request_moves_generation(),
+            "a stable member heartbeats"
+        );
+        assert!(c.commit_refused(ErrorCode::REBALANCE_IN_PROGRESS));
+        assert!(c.next_request_moves_generation(), "it rejoins");
+        assert_eq!(c.fetchable().len(), 2, "keeping its partitions (KIP-429)");
     }
 }

@@ -18,9 +18,10 @@
 //! OffsetCommit and ILLEGAL_GENERATION to a TxnOffsetCommit otherwise, and UNKNOWN_MEMBER_ID
 //! for a member it does not know; non-transactional commits of a KIP-848 member must use
 //! OffsetCommit v9+. The broker moves the epoch when it processes a heartbeat, so a commit
-//! racing a heartbeat in flight is falsely fenced (KAFKA-19779). The driver therefore hands
-//! the user nothing while a heartbeat is in flight and sends heartbeats only inside `poll`:
-//! between two polls [`ConsumerMember::group_metadata`] is exactly the broker's epoch.
+//! racing a heartbeat in flight is falsely fenced (KAFKA-19779). The driver therefore starts
+//! no heartbeat while an offset commit holds the generation (`GenerationHold`), and a hold is
+//! taken only once the heartbeat in flight is answered: under a hold,
+//! [`ConsumerMember::group_metadata`] is exactly the broker's epoch.
 //! KIP-1251 (Kafka 4.3, KAFKA-20066) relaxes the broker's rule to
 //! `assignment epoch <= client epoch <= broker epoch` per partition, which removes that race.
 
@@ -86,6 +87,12 @@ pub struct ConsumerMember {
     heartbeat_interval: Duration,
     next_heartbeat: Option<Instant>,
     leaving: bool,
+    /// Left for exceeding `max.poll.interval.ms`: nothing is sent until the next `on_poll`.
+    paused_until_poll: bool,
+    /// A commit was refused with ILLEGAL_GENERATION / STALE_MEMBER_EPOCH: whether the member
+    /// still owns its partitions is unknown until the next heartbeat answer, and nothing is
+    /// delivered meanwhile.
+    unverified: bool,
 }
 
 impl ConsumerMember {
@@ -115,6 +122,8 @@ impl ConsumerMember {
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             next_heartbeat: None,
             leaving: false,
+            paused_until_poll: false,
+            unverified: false,
         }
     }
 
@@ -140,6 +149,45 @@ impl ConsumerMember {
         for partition in std::mem::take(&mut self.revoking) {
             self.owned.remove(&partition);
         }
+        if self.paused_until_poll {
+            self.paused_until_poll = false;
+            self.leaving = false;
+        }
+    }
+
+    /// Leaves (epoch -1, or -2 for a static member) because the application stopped
+    /// polling: every partition is `Lost`, and the member rejoins with epoch 0 at the next
+    /// `on_poll`. Answers to a heartbeat still in flight are ignored meanwhile.
+    pub fn leave_until_next_poll(&mut self) -> Option<ConsumerGroupHeartbeatRequest> {
+        let request = self.leave();
+        self.leaving = true;
+        self.paused_until_poll = true;
+        self.lose_everything();
+        request
+    }
+
+    /// See [`super::Membership::commit_refused`].
+    pub fn commit_refused(&mut self, code: ErrorCode, now: Instant) -> bool {
+        match code {
+            ErrorCode::UNKNOWN_MEMBER_ID | ErrorCode::FENCED_MEMBER_EPOCH => {
+                self.lose_everything();
+                true
+            }
+            ErrorCode::ILLEGAL_GENERATION | ErrorCode::STALE_MEMBER_EPOCH => {
+                // A full heartbeat now: its answer says whether the partitions are still ours
+                // (NONE) or gone (FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID).
+                self.unverified = true;
+                self.owned_sent = None;
+                self.next_heartbeat = Some(now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The heartbeat interval in force (the coordinator's, once it answered).
+    pub fn heartbeat_interval(&self) -> Duration {
+        self.heartbeat_interval
     }
 
     fn owned_set(&self) -> OwnedSet {
@@ -151,7 +199,7 @@ impl ConsumerMember {
 
     /// The heartbeat to send now, if one is due.
     pub fn poll_request(&mut self, now: Instant) -> Option<ConsumerGroupHeartbeatRequest> {
-        if self.in_flight.is_some() || self.leaving {
+        if self.in_flight.is_some() || self.leaving || self.paused_until_poll {
             return None;
         }
         if self.subscription.is_empty() && self.epoch == 0 {
@@ -218,6 +266,7 @@ impl ConsumerMember {
                     self.member_id = id;
                 }
                 self.epoch = response.member_epoch;
+                self.unverified = false;
                 if let Ok(ms) = u64::try_from(response.heartbeat_interval_ms)
                     && ms > 0
                 {
@@ -269,6 +318,7 @@ impl ConsumerMember {
         self.owned_sent = None;
         self.subscription_sent = false;
         self.next_heartbeat = None;
+        self.unverified = false;
         // Events not yet handed over about partitions now lost are moot.
         self.events.clear();
         if !lost.is_empty() {
@@ -336,8 +386,12 @@ impl ConsumerMember {
         self.owned.keys().cloned().collect()
     }
 
-    /// The partitions owned and not being revoked.
+    /// The partitions owned and not being revoked (none while a refused commit left it
+    /// unknown whether they are still owned).
     pub fn fetchable(&self) -> Vec<TopicPartition> {
+        if self.unverified {
+            return Vec::new();
+        }
         self.owned
             .keys()
             .filter(|tp| !self.revoking.contains(*tp))
@@ -593,5 +647,60 @@ mod tests {
         m.on_response(answer(1, None), now, &View).unwrap();
         assert_eq!(m.leave().unwrap().member_epoch, LEAVE_EPOCH);
         assert!(m.leave().is_none());
+    }
+
+    /// A member that owns `partitions` at epoch 1, its assignment acknowledged.
+    fn member_owning(now: Instant, partitions: Vec<i32>) -> ConsumerMember {
+        let mut m = member();
+        m.poll_request(now).unwrap();
+        m.on_response(answer(1, Some(partitions)), now, &View)
+            .unwrap();
+        m.next_event(&View).unwrap();
+        m.poll_request(now).unwrap();
+        m.on_response(answer(1, None), now, &View).unwrap();
+        m
+    }
+
+    #[test]
+    fn a_member_past_its_poll_budget_leaves_and_rejoins_at_the_next_poll() {
+        let now = Instant::now();
+        let mut m = member_owning(now, vec![0, 1]);
+        let leave = m.leave_until_next_poll().expect("a leaving heartbeat");
+        assert_eq!(leave.member_epoch, LEAVE_EPOCH);
+        assert_eq!(
+            m.next_event(&View),
+            Some(MembershipEvent::Lost(vec![tp(0), tp(1)]))
+        );
+        let later = now + Duration::from_secs(10);
+        assert!(
+            m.poll_request(later).is_none(),
+            "nothing before the next poll"
+        );
+        m.on_poll(later);
+        let rejoin = m.poll_request(later).unwrap();
+        assert_eq!(rejoin.member_epoch, 0);
+        assert_eq!(rejoin.member_id, "m-1");
+    }
+
+    #[test]
+    fn a_stale_epoch_commit_holds_delivery_until_a_heartbeat_answers() {
+        let now = Instant::now();
+        let mut m = member_owning(now, vec![0]);
+        assert!(m.commit_refused(ErrorCode::ILLEGAL_GENERATION, now));
+        assert!(
+            m.fetchable().is_empty(),
+            "nothing delivered while unverified"
+        );
+        let check = m.poll_request(now).expect("a full heartbeat at once");
+        assert_eq!(wire_owned(&check), Some(vec![0]));
+        m.on_response(answer(2, None), now, &View).unwrap();
+        assert_eq!(m.fetchable(), vec![tp(0)], "still owned: delivery goes on");
+
+        assert!(m.commit_refused(ErrorCode::UNKNOWN_MEMBER_ID, now));
+        assert_eq!(
+            m.next_event(&View),
+            Some(MembershipEvent::Lost(vec![tp(0)]))
+        );
+        assert!(!m.commit_refused(ErrorCode::OFFSET_METADATA_TOO_LARGE, now));
     }
 }

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use crate::engine::TopicPartition;
 use crate::engine::transaction::ConsumerGroupMetadata;
 use crate::error::Error;
+use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
 };
@@ -186,6 +187,49 @@ impl Membership {
         match self {
             Membership::Consumer(m) => m.next_deadline(),
             Membership::Classic(m) => m.next_deadline(),
+        }
+    }
+
+    /// The application stopped polling past `max.poll.interval.ms`: the request that leaves
+    /// the group (if the member is in one). Every owned partition is `Lost`, and nothing more
+    /// is sent until the next [`Membership::on_poll`], which rejoins.
+    pub fn leave_until_next_poll(&mut self) -> Option<MembershipRequest> {
+        match self {
+            Membership::Consumer(m) => m
+                .leave_until_next_poll()
+                .map(MembershipRequest::ConsumerHeartbeat),
+            Membership::Classic(m) => m.leave_until_next_poll().map(MembershipRequest::Leave),
+        }
+    }
+
+    /// An offset commit with this member's current metadata was refused with `code`. Codes
+    /// that say the member or its generation is gone are acted on now: UNKNOWN_MEMBER_ID and
+    /// FENCED_MEMBER_EPOCH lose every partition; ILLEGAL_GENERATION loses them under the
+    /// classic protocol and, under KIP-848 (where Kafka 4.1 answers it to a TxnOffsetCommit
+    /// whose epoch is merely stale), holds delivery back until a full heartbeat says which;
+    /// classic REBALANCE_IN_PROGRESS rejoins. Returns whether the code was one of those.
+    pub fn commit_refused(&mut self, code: ErrorCode, now: Instant) -> bool {
+        match self {
+            Membership::Consumer(m) => m.commit_refused(code, now),
+            Membership::Classic(m) => m.commit_refused(code),
+        }
+    }
+
+    /// Whether the next request may move the generation: every KIP-848 heartbeat may (the
+    /// coordinator bumps the epoch when it processes one); of the classic requests, JoinGroup
+    /// and SyncGroup do, Heartbeat does not.
+    pub fn next_request_moves_generation(&self) -> bool {
+        match self {
+            Membership::Consumer(_) => true,
+            Membership::Classic(m) => m.next_request_moves_generation(),
+        }
+    }
+
+    /// The heartbeat interval in force (KIP-848: the coordinator's).
+    pub fn heartbeat_interval(&self) -> Duration {
+        match self {
+            Membership::Consumer(m) => m.heartbeat_interval(),
+            Membership::Classic(m) => m.heartbeat_interval(),
         }
     }
 

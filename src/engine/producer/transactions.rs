@@ -639,9 +639,17 @@ impl Engine {
     /// one (v2) or after a v1 epoch bump; sequences restart at 0 with any new identity (T2).
     fn transaction_ended(&mut self, new_identity: Option<ProducerIdentity>, acc: &Accumulator) {
         let Some(txn) = &mut self.txn else { return };
-        let aborting = txn.state == TxnState::Aborting;
+        // The running call says whether an abort ended, not the state: a batch that fails for
+        // good while the abort drains (its request timed out, its delivery timeout passed)
+        // sets AbortableError again through `make_abortable`, and that abort must still bump
+        // (the Java client keeps the aborting state then, `transitionToAbortableError`). Found
+        // by the simulation's copy loop under transactions v1: the state check skipped the
+        // bump, and a timed-out Produce of the aborted transaction that reached the broker
+        // late was appended to the next one (same epoch, the next sequence, the partition
+        // added again), which copied the same input again: duplicates under read_committed.
+        let aborting = txn.call.as_ref().is_some_and(|c| c.call == TxnCall::Abort);
         let bump_v1 = aborting && txn.bump_after_abort && !txn.v2;
-        if txn.call.as_ref().is_some_and(|c| c.call == TxnCall::Abort) {
+        if aborting {
             self.metrics.transactions_aborted += 1;
         } else {
             self.metrics.transactions_committed += 1;

@@ -1,0 +1,968 @@
+//! What the consumer knows and decides, shared between the application's calls and the
+//! background task ([`super::driver`]): broker links, metadata, the group coordinator, the
+//! membership state machine, the fetch positions and their buffers, and the requests they ask
+//! for. Every method is synchronous and runs under the consumer's lock; the requests it
+//! starts run in the background task's [`JoinSet`], and their answers come back through
+//! [`ConsumerState::complete`].
+
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
+use tracing::{debug, warn};
+
+use super::ConsumerRecord;
+use super::calls::{call, find_coordinator, membership_call, timed_out};
+use super::config::{ConsumerConfig, GroupProtocol};
+use super::fetcher::{Fetched, Fetcher, Followup};
+use super::membership::classic::ClassicMember;
+use super::membership::kip848::ConsumerMember;
+use super::membership::{
+    Membership, MembershipEvent, MembershipRequest, MembershipResponse, TopicView,
+};
+use super::offsets::{committed_offsets, offset_fetch_request};
+use crate::client::connection::{BrokerLink, LinkConfig, LinkSecurity};
+use crate::client::metadata::{ClusterMetadata, TopicMetadata};
+use crate::engine::transaction::ConsumerGroupMetadata;
+use crate::engine::{BrokerId, TopicPartition};
+use crate::error::{Error, Result};
+use crate::protocol::ApiKey;
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::messages::fetch::FetchResponse;
+use crate::protocol::messages::list_offsets::ListOffsetsResponse;
+use crate::protocol::messages::metadata::{
+    MetadataRequest, MetadataRequestTopic, MetadataResponse,
+};
+use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
+
+/// Fetch v12 is the last version that names topics (v13+ use topic ids, KIP-516).
+const FETCH_VERSION_CAP: i16 = 12;
+/// OffsetFetch v10 names topics by id (Kafka 4.2).
+pub(crate) const OFFSET_FETCH_VERSION_CAP: i16 = 9;
+/// The shortest a generation hold lasts before liveness wins (see `ConsumerState::hold`).
+const MIN_HOLD: Duration = Duration::from_secs(1);
+
+/// A finished request.
+pub(crate) enum Completion {
+    Metadata(Result<MetadataResponse>),
+    Coordinator(Result<(String, i32)>),
+    Membership(Result<MembershipResponse>),
+    Fetch {
+        broker: BrokerId,
+        fetched: Vec<Fetched>,
+        result: Result<FetchResponse>,
+    },
+    Committed {
+        partitions: Vec<TopicPartition>,
+        result: Result<OffsetFetchResponse>,
+    },
+    Listed {
+        partitions: Vec<TopicPartition>,
+        result: Result<ListOffsetsResponse>,
+    },
+    /// The LeaveGroup (or leaving heartbeat) after `max.poll.interval.ms` was answered or
+    /// failed; nothing to apply.
+    Left,
+}
+
+/// The back-off timers an answer can set.
+#[derive(Debug, Clone, Copy)]
+enum RetryTimer {
+    Fetch,
+    List,
+    Committed,
+}
+
+/// The metadata as the membership sees it.
+struct View<'a> {
+    metadata: &'a ClusterMetadata,
+    ids: &'a HashMap<[u8; 16], Arc<str>>,
+}
+
+impl TopicView for View<'_> {
+    fn partition_count(&self, topic: &str) -> Option<i32> {
+        match self.metadata.topics.get(topic)? {
+            TopicMetadata::Known { leaders } => i32::try_from(leaders.len()).ok(),
+            // The broker said it does not exist (or is not ours to see): nothing to assign.
+            TopicMetadata::Failed(_) => Some(0),
+        }
+    }
+
+    fn topic_name(&self, topic_id: &[u8; 16]) -> Option<Arc<str>> {
+        self.ids.get(topic_id).cloned()
+    }
+}
+
+/// Everything the consumer holds.
+pub(crate) struct ConsumerState {
+    config: ConsumerConfig,
+    client_id: Arc<str>,
+    link_config: LinkConfig,
+    bootstrap: Vec<BrokerLink>,
+    next_bootstrap: usize,
+    links: HashMap<BrokerId, BrokerLink>,
+    metadata: ClusterMetadata,
+    topic_ids: HashMap<[u8; 16], Arc<str>>,
+    metadata_stale: bool,
+    metadata_in_flight: bool,
+    metadata_retry_at: Option<Instant>,
+    coordinator: Option<BrokerLink>,
+    coordinator_in_flight: bool,
+    coordinator_retry_at: Option<Instant>,
+    membership: Membership,
+    membership_in_flight: bool,
+    subscription: Vec<String>,
+    fetcher: Fetcher,
+    committed_in_flight: bool,
+    committed_retry_at: Option<Instant>,
+    listing: HashSet<TopicPartition>,
+    list_retry_at: Option<Instant>,
+    fetching: HashSet<BrokerId>,
+    fetch_retry_at: Option<Instant>,
+    /// An error for the next `poll` (not fatal: e.g. no offset under `auto.offset.reset=none`).
+    pending_error: Option<Error>,
+    /// The coordinator's address (for the link `close` leaves on).
+    coordinator_address: Option<String>,
+    /// Nothing is sent to the group before the first `poll` (as the Java consumer joins in
+    /// its first `poll`).
+    polled_once: bool,
+    /// Calls to `poll` under way (their futures not yet finished or dropped).
+    polls_in_progress: usize,
+    /// When a `poll` last began or ended: the start of the `max.poll.interval.ms` budget.
+    last_poll: Instant,
+    /// The member left the group for exceeding `max.poll.interval.ms`; the next `poll` rejoins.
+    left_for_poll_timeout: bool,
+    /// Generation holds taken by offset commits, and until when they keep
+    /// generation-moving requests back.
+    holds: usize,
+    hold_until: Option<Instant>,
+    /// A fatal error: every later call returns it.
+    fatal: Option<Error>,
+}
+
+impl std::fmt::Debug for ConsumerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsumerState")
+            .field("group_id", &self.config.group_id)
+            .field("subscription", &self.subscription)
+            .field("membership", &self.membership)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A random member id for ConsumerGroupHeartbeat v1 (KIP-1082: the client makes it up).
+fn new_member_id() -> String {
+    let state = std::hash::RandomState::new();
+    let a = state.hash_one(1u8);
+    let b = state.hash_one(std::time::SystemTime::now());
+    format!("{a:016x}{b:016x}")
+}
+
+impl ConsumerState {
+    /// Connects to the bootstrap servers, reads the cluster's API versions and picks the
+    /// group protocol.
+    pub async fn connect(config: ConsumerConfig) -> Result<Self> {
+        let link_config = LinkConfig {
+            client_id: config.client_id.clone(),
+            connect_timeout: Duration::from_millis(config.request_timeout_ms.min(10_000)),
+            reconnect_backoff: Duration::from_millis(config.reconnect_backoff_ms),
+            reconnect_backoff_max: Duration::from_millis(config.reconnect_backoff_max_ms),
+            security: LinkSecurity::from_config(&config.security)?,
+        };
+        let client_id: Arc<str> = Arc::from(config.client_id.as_str());
+        let bootstrap: Vec<BrokerLink> = config
+            .bootstrap_servers
+            .iter()
+            .map(|a| BrokerLink::spawn(a.clone(), link_config.clone()))
+            .collect();
+        // One Metadata call tells the brokers and, through the connection's ApiVersions,
+        // whether the cluster speaks KIP-848.
+        let mut last_error = None;
+        let mut found = None;
+        for link in &bootstrap {
+            let call =
+                link.call_with_versions(MetadataRequest::default(), None, Arc::clone(&client_id));
+            match tokio::time::timeout(config.request_timeout(), call).await {
+                Ok(Ok(answer)) => {
+                    found = Some(answer);
+                    break;
+                }
+                Ok(Err(e)) if e.is_fatal() => return Err(e),
+                Ok(Err(e)) => last_error = Some(e),
+                Err(_) => last_error = Some(timed_out("Metadata")),
+            }
+        }
+        let Some((response, versions)) = found else {
+            return Err(last_error.unwrap_or_else(|| timed_out("Metadata")));
+        };
+        let mut metadata = ClusterMetadata::default();
+        metadata.update(&response);
+        let kip848 = config.group_protocol == GroupProtocol::Consumer
+            && versions
+                .range(ApiKey::ConsumerGroupHeartbeat as i16)
+                .is_some();
+        let rebalance_timeout_ms = i32::try_from(config.max_poll_interval_ms).unwrap_or(i32::MAX);
+        let membership = if kip848 {
+            Membership::Consumer(ConsumerMember::new(
+                config.group_id.clone(),
+                new_member_id(),
+                config.group_instance_id.clone(),
+                rebalance_timeout_ms,
+                config.group_remote_assignor.clone(),
+            ))
+        } else {
+            if config.group_protocol == GroupProtocol::Consumer {
+                debug!("the broker has no ConsumerGroupHeartbeat: using the classic protocol");
+            }
+            Membership::Classic(ClassicMember::new(
+                config.group_id.clone(),
+                config.group_instance_id.clone(),
+                i32::try_from(config.session_timeout_ms).unwrap_or(i32::MAX),
+                rebalance_timeout_ms,
+                Duration::from_millis(config.heartbeat_interval_ms),
+                config.partition_assignment_strategy,
+            ))
+        };
+        Ok(Self {
+            client_id,
+            link_config,
+            bootstrap,
+            next_bootstrap: 0,
+            links: HashMap::new(),
+            metadata,
+            topic_ids: HashMap::new(),
+            metadata_stale: true,
+            metadata_in_flight: false,
+            metadata_retry_at: None,
+            coordinator: None,
+            coordinator_in_flight: false,
+            coordinator_retry_at: None,
+            membership,
+            membership_in_flight: false,
+            subscription: Vec::new(),
+            fetcher: Fetcher::new(&config),
+            committed_in_flight: false,
+            committed_retry_at: None,
+            listing: HashSet::new(),
+            list_retry_at: None,
+            fetching: HashSet::new(),
+            fetch_retry_at: None,
+            pending_error: None,
+            coordinator_address: None,
+            polled_once: false,
+            polls_in_progress: 0,
+            last_poll: Instant::now(),
+            left_for_poll_timeout: false,
+            holds: 0,
+            hold_until: None,
+            fatal: None,
+            config,
+        })
+    }
+
+    /// Whether the group uses KIP-848.
+    pub fn uses_kip848(&self) -> bool {
+        matches!(self.membership, Membership::Consumer(_))
+    }
+
+    pub fn subscribe(&mut self, topics: Vec<String>) {
+        self.subscription = topics.clone();
+        self.metadata_stale = true;
+        self.membership.subscribe(topics);
+    }
+
+    pub fn membership(&self) -> &Membership {
+        &self.membership
+    }
+
+    pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
+        self.fetcher.position(partition)
+    }
+
+    pub fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<()> {
+        self.fetcher.seek(partition, offset)
+    }
+
+    fn next_bootstrap(&mut self) -> BrokerLink {
+        // Any known broker will do; start with the ones from the metadata.
+        let known: Vec<BrokerId> = self.metadata.brokers.keys().copied().collect();
+        self.next_bootstrap = self.next_bootstrap.wrapping_add(1);
+        if !known.is_empty() && self.next_bootstrap.is_multiple_of(2) {
+            let id = known[(self.next_bootstrap / 2) % known.len()];
+            if let Some(link) = self.link_for(id) {
+                return link;
+            }
+        }
+        self.bootstrap[self.next_bootstrap % self.bootstrap.len()].clone()
+    }
+
+    fn link_for(&mut self, broker: BrokerId) -> Option<BrokerLink> {
+        if let Some(link) = self.links.get(&broker) {
+            return Some(link.clone());
+        }
+        let address = self.metadata.brokers.get(&broker)?.clone();
+        let link = BrokerLink::spawn(address, self.link_config.clone());
+        self.links.insert(broker, link.clone());
+        Some(link)
+    }
+
+    fn leader_of(&self, tp: &TopicPartition) -> Option<BrokerId> {
+        match self.metadata.topics.get(&tp.topic)? {
+            TopicMetadata::Known { leaders } => {
+                *leaders.get(usize::try_from(tp.partition).ok()?)?
+            }
+            TopicMetadata::Failed(_) => None,
+        }
+    }
+
+    fn backoff(&self) -> Duration {
+        self.config.retry_backoff()
+    }
+
+    /// A `poll` begins: revocations handed over at the previous one are given up now (the
+    /// user had that whole time to commit them), the processing timer restarts
+    /// (`max.poll.interval.ms`), and a member that left for exceeding it rejoins.
+    pub fn begin_poll(&mut self, now: Instant) -> Result<()> {
+        if let Some(e) = &self.fatal {
+            return Err(e.clone());
+        }
+        if self.subscription.is_empty() && self.membership.owned().is_empty() {
+            return Err(Error::InvalidState(
+                "poll before subscribe: the consumer has no topics".into(),
+            ));
+        }
+        self.membership.on_poll(now);
+        self.drop_unowned();
+        self.left_for_poll_timeout = false;
+        self.polled_once = true;
+        self.polls_in_progress += 1;
+        self.last_poll = now;
+        Ok(())
+    }
+
+    /// A `poll` ended (returned, or its future was dropped).
+    pub fn end_poll(&mut self, now: Instant) {
+        self.polls_in_progress = self.polls_in_progress.saturating_sub(1);
+        self.last_poll = now;
+    }
+
+    /// What `poll` hands over now, if anything: an error, a rebalance event (always before
+    /// records, so records of a partition that is revoked or lost are dropped first), or
+    /// records of the partitions this member may deliver.
+    pub fn next_for_user(&mut self) -> Result<Option<MembershipOrRecords>> {
+        if let Some(e) = self.pending_error.take() {
+            return Err(e);
+        }
+        if let Some(e) = &self.fatal {
+            return Err(e.clone());
+        }
+        let view = View {
+            metadata: &self.metadata,
+            ids: &self.topic_ids,
+        };
+        if let Some(event) = self.membership.next_event(&view) {
+            self.apply_event(&event);
+            return Ok(Some(MembershipOrRecords::Membership(event)));
+        }
+        Ok(self.take_records().map(MembershipOrRecords::Records))
+    }
+
+    /// The background task's turn: leaves the group if the application stopped polling, then
+    /// starts every request that is due.
+    pub fn maintain(&mut self, now: Instant, tasks: &mut JoinSet<Completion>) {
+        if self.fatal.is_some() {
+            return;
+        }
+        self.check_poll_interval(now, tasks);
+        self.start_work(now, tasks);
+    }
+
+    /// `max.poll.interval.ms` is the application's processing budget (KIP-62): a member that
+    /// has not called `poll` within it leaves the group, so its partitions move to a member
+    /// that makes progress, and it learns `Lost` at its next `poll`, which rejoins. The Java
+    /// consumer's heartbeat thread does the same ("consumer poll timeout has expired").
+    fn check_poll_interval(&mut self, now: Instant, tasks: &mut JoinSet<Completion>) {
+        if self.polls_in_progress > 0 || !self.polled_once || self.left_for_poll_timeout {
+            return;
+        }
+        let budget = Duration::from_millis(self.config.max_poll_interval_ms);
+        if now.saturating_duration_since(self.last_poll) < budget {
+            return;
+        }
+        warn!(
+            group = %self.config.group_id,
+            "no poll within max.poll.interval.ms ({} ms): leaving the group; the next poll \
+             reports the partitions lost and rejoins",
+            self.config.max_poll_interval_ms
+        );
+        self.left_for_poll_timeout = true;
+        let leave = self.membership.leave_until_next_poll();
+        self.drop_unowned();
+        if let (Some(request), Some(link)) = (leave, self.coordinator.clone()) {
+            // On the coordinator link, behind any heartbeat in flight, so the coordinator
+            // sees the leave before the rejoin of the next poll.
+            let timeout = self.config.request_timeout();
+            let client_id = Arc::clone(&self.client_id);
+            tasks.spawn(async move {
+                if let Err(e) = membership_call(&link, request, client_id, timeout, timeout).await {
+                    debug!("leaving the group after max.poll.interval.ms failed: {e}");
+                }
+                Completion::Left
+            });
+        }
+    }
+
+    /// When the background task must look again, at the latest.
+    pub fn next_wake(&self, now: Instant) -> Instant {
+        let poll_budget_ends =
+            (self.polled_once && self.polls_in_progress == 0 && !self.left_for_poll_timeout)
+                .then(|| self.last_poll + Duration::from_millis(self.config.max_poll_interval_ms));
+        [
+            self.membership.next_deadline(),
+            self.metadata_retry_at,
+            self.coordinator_retry_at,
+            self.committed_retry_at,
+            self.list_retry_at,
+            self.fetch_retry_at,
+            self.hold_until,
+            poll_budget_ends,
+        ]
+        .into_iter()
+        .flatten()
+        // A timer already past was acted on by `maintain` or waits for an answer in flight
+        // (which wakes the task); counting it would spin.
+        .filter(|t| *t > now)
+        .min()
+        .unwrap_or(now + Duration::from_secs(1))
+        .max(now + Duration::from_millis(1))
+    }
+
+    /// Drops what is buffered for partitions this member no longer owns, at once: a fenced
+    /// member delivers nothing more of them (the partitions may be another member's already).
+    fn drop_unowned(&mut self) {
+        let owned: HashSet<TopicPartition> = self.membership.owned().into_iter().collect();
+        self.fetcher.retain(&owned);
+    }
+
+    /// A request task ended without its completion (it cannot panic on network data; this is
+    /// a bug): which request it carried is unknown, so the consumer stops rather than wait
+    /// for an answer that will never come (DESIGN P9).
+    pub fn task_failed(&mut self, e: &tokio::task::JoinError) {
+        warn!("a consumer request task failed: {e}");
+        self.fatal = Some(Error::InvalidState(format!(
+            "a consumer request task failed: {e}"
+        )));
+    }
+
+    /// Whether a request that may move the generation (member epoch) is in flight or under
+    /// way: a KIP-848 heartbeat (the coordinator bumps the epoch when it processes one), or a
+    /// classic JoinGroup / SyncGroup round.
+    pub fn generation_moving(&self) -> bool {
+        (self.membership_in_flight && self.uses_kip848()) || self.membership.joining()
+    }
+
+    /// Holds the generation for an offset commit (see [`super::driver::GenerationHold`]):
+    /// until `release_hold`, or for at most one heartbeat interval (at least a second), no
+    /// request that may move the generation is started. Returns the metadata to commit with.
+    pub fn hold(&mut self, now: Instant) -> ConsumerGroupMetadata {
+        let limit = self.membership.heartbeat_interval().max(MIN_HOLD);
+        let until = now + limit;
+        self.hold_until = Some(self.hold_until.map_or(until, |t| t.max(until)));
+        self.holds += 1;
+        self.membership.group_metadata()
+    }
+
+    /// One hold ended.
+    pub fn release_hold(&mut self) {
+        self.holds = self.holds.saturating_sub(1);
+        if self.holds == 0 {
+            self.hold_until = None;
+        }
+    }
+
+    /// Whether a hold keeps generation-moving requests back now.
+    fn generation_held(&self, now: Instant) -> bool {
+        self.hold_until.is_some_and(|until| until > now)
+            && self.membership.next_request_moves_generation()
+    }
+
+    /// An offset commit made with `metadata` was refused with `code`. When the refusal says
+    /// the member is gone or its generation is (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
+    /// ILLEGAL_GENERATION, classic REBALANCE_IN_PROGRESS), the membership acts on it now
+    /// instead of at the next heartbeat, and what is buffered for partitions it no longer
+    /// owns is dropped: nothing of them is delivered after a fenced commit. A refusal of a
+    /// generation the member has already left is ignored. Returns whether it applied.
+    pub fn commit_refused(
+        &mut self,
+        code: ErrorCode,
+        metadata: &ConsumerGroupMetadata,
+        now: Instant,
+    ) -> bool {
+        if self.membership.group_metadata() != *metadata {
+            return false;
+        }
+        let applied = self.membership.commit_refused(code, now);
+        if applied {
+            debug!(%code, group = %metadata.group_id, "offset commit refused: membership acts on it");
+            self.drop_unowned();
+        }
+        applied
+    }
+
+    fn apply_event(&mut self, event: &MembershipEvent) {
+        match event {
+            MembershipEvent::Assigned(tps) => {
+                self.fetcher.assigned(tps);
+                self.metadata_stale = true;
+            }
+            MembershipEvent::Revoked(tps) => self.fetcher.revoked(tps),
+            MembershipEvent::Lost(tps) => {
+                let lost: HashSet<&TopicPartition> = tps.iter().collect();
+                let kept: HashSet<TopicPartition> = self
+                    .fetcher
+                    .partitions()
+                    .filter(|tp| !lost.contains(tp))
+                    .cloned()
+                    .collect();
+                self.fetcher.retain(&kept);
+            }
+        }
+    }
+
+    fn take_records(&mut self) -> Option<Vec<ConsumerRecord>> {
+        self.fetcher.take_records(&self.membership.fetchable())
+    }
+
+    fn due(at: Option<Instant>, now: Instant) -> bool {
+        at.is_none_or(|t| t <= now)
+    }
+
+    /// Starts every request that is due and not already in flight.
+    fn start_work(&mut self, now: Instant, tasks: &mut JoinSet<Completion>) {
+        let view = View {
+            metadata: &self.metadata,
+            ids: &self.topic_ids,
+        };
+        let mut wanted: Vec<String> = self.subscription.clone();
+        match &self.membership {
+            Membership::Consumer(m) => {
+                if m.unknown_topic_ids(&view) {
+                    self.metadata_stale = true;
+                }
+            }
+            Membership::Classic(m) => {
+                let extra = m.wanted_topics();
+                if extra.iter().any(|t| view.partition_count(t).is_none()) {
+                    self.metadata_stale = true;
+                }
+                wanted.extend(extra);
+            }
+        }
+        for tp in self.fetcher.partitions() {
+            if self.leader_of(tp).is_none() {
+                self.metadata_stale = true;
+            }
+            wanted.push(tp.topic.to_string());
+        }
+        wanted.sort();
+        wanted.dedup();
+        if self.metadata_stale && !self.metadata_in_flight && Self::due(self.metadata_retry_at, now)
+        {
+            self.metadata_in_flight = true;
+            let link = self.next_bootstrap();
+            let request = MetadataRequest {
+                topics: Some(
+                    wanted
+                        .iter()
+                        .map(|t| MetadataRequestTopic {
+                            topic_id: [0; 16],
+                            name: Some(t.clone()),
+                        })
+                        .collect(),
+                ),
+                allow_auto_topic_creation: false,
+                ..MetadataRequest::default()
+            };
+            let timeout = self.config.request_timeout();
+            let client_id = Arc::clone(&self.client_id);
+            tasks.spawn(async move {
+                Completion::Metadata(call(&link, request, None, client_id, timeout).await)
+            });
+        }
+
+        if self.coordinator.is_none()
+            && !self.coordinator_in_flight
+            && Self::due(self.coordinator_retry_at, now)
+        {
+            self.coordinator_in_flight = true;
+            let link = self.next_bootstrap();
+            let group = self.config.group_id.clone();
+            let timeout = self.config.request_timeout();
+            let client_id = Arc::clone(&self.client_id);
+            tasks.spawn(async move {
+                Completion::Coordinator(find_coordinator(&link, group, client_id, timeout).await)
+            });
+        }
+
+        if let Some(coordinator) = self.coordinator.clone() {
+            if !self.membership_in_flight && self.polled_once && !self.generation_held(now) {
+                let view = View {
+                    metadata: &self.metadata,
+                    ids: &self.topic_ids,
+                };
+                if let Some(request) = self.membership.poll_request(now, &view) {
+                    self.membership_in_flight = true;
+                    let timeout = self.config.request_timeout();
+                    // A JoinGroup waits for the whole rebalance.
+                    let join_timeout =
+                        timeout + Duration::from_millis(self.config.max_poll_interval_ms);
+                    let client_id = Arc::clone(&self.client_id);
+                    let link = coordinator.clone();
+                    tasks.spawn(async move {
+                        Completion::Membership(
+                            membership_call(&link, request, client_id, timeout, join_timeout).await,
+                        )
+                    });
+                }
+            }
+            self.start_committed_lookup(&coordinator, now, tasks);
+        }
+        self.start_resets(now, tasks);
+        self.start_fetches(now, tasks);
+    }
+
+    fn start_committed_lookup(
+        &mut self,
+        coordinator: &BrokerLink,
+        now: Instant,
+        tasks: &mut JoinSet<Completion>,
+    ) {
+        if self.committed_in_flight || !Self::due(self.committed_retry_at, now) {
+            return;
+        }
+        let partitions = self
+            .fetcher
+            .awaiting_committed(&self.membership.fetchable());
+        if partitions.is_empty() {
+            return;
+        }
+        self.committed_in_flight = true;
+        let request = offset_fetch_request(&self.config.group_id, &partitions);
+        let link = coordinator.clone();
+        let timeout = self.config.request_timeout();
+        let client_id = Arc::clone(&self.client_id);
+        tasks.spawn(async move {
+            let result = call(
+                &link,
+                request,
+                Some(OFFSET_FETCH_VERSION_CAP),
+                client_id,
+                timeout,
+            )
+            .await;
+            Completion::Committed { partitions, result }
+        });
+    }
+
+    fn start_resets(&mut self, now: Instant, tasks: &mut JoinSet<Completion>) {
+        if !Self::due(self.list_retry_at, now) {
+            return;
+        }
+        let mut by_leader: HashMap<BrokerId, Vec<TopicPartition>> = HashMap::new();
+        for tp in self.fetcher.awaiting_reset(&self.listing) {
+            match self.leader_of(&tp) {
+                Some(leader) => by_leader.entry(leader).or_default().push(tp),
+                None => self.metadata_stale = true,
+            }
+        }
+        for (leader, partitions) in by_leader {
+            let Some(link) = self.link_for(leader) else {
+                self.metadata_stale = true;
+                continue;
+            };
+            self.listing.extend(partitions.iter().cloned());
+            let request = self.fetcher.reset_request(&partitions);
+            let timeout = self.config.request_timeout();
+            let client_id = Arc::clone(&self.client_id);
+            tasks.spawn(async move {
+                let result = call(&link, request, None, client_id, timeout).await;
+                Completion::Listed { partitions, result }
+            });
+        }
+    }
+
+    fn start_fetches(&mut self, now: Instant, tasks: &mut JoinSet<Completion>) {
+        if !Self::due(self.fetch_retry_at, now) {
+            return;
+        }
+        let mut by_leader: HashMap<BrokerId, Vec<Fetched>> = HashMap::new();
+        for fetched in self.fetcher.to_fetch(&self.membership.fetchable()) {
+            match self.leader_of(&fetched.0) {
+                Some(leader) if !self.fetching.contains(&leader) => {
+                    by_leader.entry(leader).or_default().push(fetched);
+                }
+                Some(_) => {}
+                None => self.metadata_stale = true,
+            }
+        }
+        for (leader, fetched) in by_leader {
+            let Some(link) = self.link_for(leader) else {
+                self.metadata_stale = true;
+                continue;
+            };
+            self.fetching.insert(leader);
+            let request = self.fetcher.fetch_request(&fetched);
+            let timeout = self.config.request_timeout()
+                + Duration::from_millis(self.config.fetch_max_wait_ms);
+            let client_id = Arc::clone(&self.client_id);
+            tasks.spawn(async move {
+                let result =
+                    call(&link, request, Some(FETCH_VERSION_CAP), client_id, timeout).await;
+                Completion::Fetch {
+                    broker: leader,
+                    fetched,
+                    result,
+                }
+            });
+        }
+    }
+
+    /// Acts on what an answer asks for.
+    fn follow_up(&mut self, followup: Followup, retry_at: RetryTimer, now: Instant) {
+        self.metadata_stale |= followup.refresh_metadata;
+        if followup.retry {
+            let at = Some(now + self.backoff());
+            match retry_at {
+                RetryTimer::Fetch => self.fetch_retry_at = at,
+                RetryTimer::List => self.list_retry_at = at,
+                RetryTimer::Committed => self.committed_retry_at = at,
+            }
+        }
+        if let Some(e) = followup.error {
+            self.pending_error = Some(e);
+        }
+    }
+
+    /// Applies a finished request.
+    pub fn complete(&mut self, completion: Completion, now: Instant) {
+        match completion {
+            Completion::Metadata(result) => {
+                self.metadata_in_flight = false;
+                match result {
+                    Ok(response) => {
+                        self.metadata.update(&response);
+                        for topic in &response.topics {
+                            if let Some(name) = &topic.name
+                                && topic.topic_id != [0; 16]
+                            {
+                                self.topic_ids
+                                    .insert(topic.topic_id, Arc::from(name.as_str()));
+                            }
+                        }
+                        self.metadata_stale = false;
+                        // Unknown leaders are asked again, not in a tight loop.
+                        self.metadata_retry_at = Some(now + self.backoff());
+                    }
+                    Err(e) => {
+                        debug!("consumer metadata request failed: {e}");
+                        self.metadata_retry_at = Some(now + self.backoff());
+                    }
+                }
+            }
+            Completion::Coordinator(result) => {
+                self.coordinator_in_flight = false;
+                match result {
+                    // Its own link: a fetch waiting fetch.max.wait.ms must not delay
+                    // heartbeats.
+                    Ok((address, _node)) => self.set_coordinator(address),
+                    Err(e) => {
+                        debug!("FindCoordinator failed: {e}");
+                        self.coordinator_retry_at = Some(now + self.backoff());
+                    }
+                }
+            }
+            Completion::Membership(result) => {
+                self.membership_in_flight = false;
+                match result {
+                    Ok(response) => {
+                        if coordinator_moved(&response) {
+                            self.coordinator = None;
+                        }
+                        let view = View {
+                            metadata: &self.metadata,
+                            ids: &self.topic_ids,
+                        };
+                        if let Err(e) = self.membership.on_response(response, now, &view) {
+                            warn!("group membership failed: {e}");
+                            self.fatal = Some(e);
+                        }
+                        // A fenced member's buffered records go at once, not when `Lost` is
+                        // handed over.
+                        self.drop_unowned();
+                    }
+                    Err(e) => {
+                        debug!("group request failed: {e}");
+                        if e.is_fatal() {
+                            self.fatal = Some(e);
+                            return;
+                        }
+                        self.coordinator = None;
+                        self.membership.on_request_failed(now, self.backoff());
+                    }
+                }
+            }
+            Completion::Fetch {
+                broker,
+                fetched,
+                result,
+            } => {
+                self.fetching.remove(&broker);
+                match result {
+                    Ok(response) => {
+                        let followup = self.fetcher.apply_fetch(response, fetched);
+                        self.follow_up(followup, RetryTimer::Fetch, now);
+                    }
+                    Err(e) => {
+                        debug!("fetch from broker {broker} failed: {e}");
+                        if e.is_fatal() {
+                            self.fatal = Some(e);
+                            return;
+                        }
+                        self.metadata_stale = true;
+                        self.fetch_retry_at = Some(now + self.backoff());
+                    }
+                }
+            }
+            Completion::Left => {}
+            Completion::Committed { partitions, result } => {
+                self.committed_in_flight = false;
+                self.apply_committed(partitions, result, now);
+            }
+            Completion::Listed { partitions, result } => {
+                for tp in &partitions {
+                    self.listing.remove(tp);
+                }
+                match result {
+                    Ok(response) => {
+                        let followup = self.fetcher.apply_listed(response);
+                        self.follow_up(followup, RetryTimer::List, now);
+                    }
+                    Err(e) => {
+                        debug!("ListOffsets failed: {e}");
+                        self.metadata_stale = true;
+                        self.list_retry_at = Some(now + self.backoff());
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply_committed(
+        &mut self,
+        partitions: Vec<TopicPartition>,
+        result: Result<OffsetFetchResponse>,
+        now: Instant,
+    ) {
+        let response = match result {
+            Ok(r) => r,
+            Err(e) => {
+                debug!("OffsetFetch failed: {e}");
+                self.coordinator = None;
+                self.committed_retry_at = Some(now + self.backoff());
+                return;
+            }
+        };
+        let offsets = match committed_offsets(&response, &partitions) {
+            Ok(offsets) => offsets,
+            Err(code) => {
+                if matches!(
+                    code,
+                    ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE
+                ) {
+                    self.coordinator = None;
+                }
+                // UNSTABLE_OFFSET_COMMIT: a transaction that commits offsets is pending; the
+                // answer comes once it completes (KIP-447).
+                self.committed_retry_at = Some(now + self.backoff());
+                return;
+            }
+        };
+        let followup = self.fetcher.apply_committed(offsets);
+        self.follow_up(followup, RetryTimer::Committed, now);
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ConsumerConfig {
+        &self.config
+    }
+
+    /// The client id requests carry.
+    pub fn client_id(&self) -> Arc<str> {
+        Arc::clone(&self.client_id)
+    }
+
+    /// A fatal error, if the consumer has one.
+    pub fn fatal(&self) -> Option<Error> {
+        self.fatal.clone()
+    }
+
+    /// The group coordinator's link, if known; else a broker to ask where it is.
+    pub fn coordinator_or_bootstrap(&mut self) -> std::result::Result<BrokerLink, BrokerLink> {
+        match &self.coordinator {
+            Some(link) => Ok(link.clone()),
+            None => Err(self.next_bootstrap()),
+        }
+    }
+
+    /// The coordinator is at `address`.
+    pub fn set_coordinator(&mut self, address: String) {
+        self.coordinator = Some(BrokerLink::spawn(address.clone(), self.link_config.clone()));
+        self.coordinator_address = Some(address);
+        self.coordinator_retry_at = None;
+    }
+
+    /// The coordinator moved or its link failed: look it up again.
+    pub fn forget_coordinator(&mut self) {
+        self.coordinator = None;
+    }
+
+    /// Whether a membership request is in flight.
+    pub fn membership_in_flight(&self) -> bool {
+        self.membership_in_flight
+    }
+
+    /// For `close`: the request that leaves the group (if the member is in one) and a new
+    /// link to the coordinator to send it on. A new link, not the coordinator link: a
+    /// JoinGroup the coordinator holds for a whole rebalance would queue the LeaveGroup
+    /// behind it (a broker answers one connection's requests in order), and the rebalance
+    /// may be waiting for this very member to leave.
+    pub fn leave_for_close(&mut self) -> Option<(MembershipRequest, BrokerLink)> {
+        let request = self.membership.leave()?;
+        let address = self.coordinator_address.clone()?;
+        Some((
+            request,
+            BrokerLink::spawn(address, self.link_config.clone()),
+        ))
+    }
+}
+
+/// What `poll` found.
+pub(crate) enum MembershipOrRecords {
+    Membership(MembershipEvent),
+    Records(Vec<ConsumerRecord>),
+}
+
+fn coordinator_moved(response: &MembershipResponse) -> bool {
+    let code = match response {
+        MembershipResponse::ConsumerHeartbeat(r) => r.error_code,
+        MembershipResponse::Join(r) => r.error_code,
+        MembershipResponse::Sync(r) => r.error_code,
+        MembershipResponse::Heartbeat(r) => r.error_code,
+    };
+    matches!(
+        ErrorCode(code),
+        ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE
+    )
+}
