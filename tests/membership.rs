@@ -611,9 +611,9 @@ fn describe_event(event: &ConsumerEvent) -> String {
 /// A member's session expires while it still has buffered records (its traffic is cut for
 /// longer than the session timeout, then restored): its commit is refused, and from then on no
 /// record of the lost partitions is delivered: the next `poll` says `Lost`. A copy loop in the
-/// same situation aborts its transaction at most once instead of opening one transaction after
-/// another on records it no longer owns. Afterwards both read on from the committed offsets:
-/// every record once, every copy once.
+/// same situation (cut off in the middle of a transaction, its buffer full) aborts that
+/// transaction once, and opens no other on records it no longer owns. Afterwards both read on
+/// from the committed offsets: every record once, every copy once.
 async fn fenced_commit_stops_delivery(cluster: Cluster, protocol: GroupProtocol) {
     let _x = cluster.exclusive();
     let topic = support::unique_topic("membership-fenced");
@@ -624,6 +624,9 @@ async fn fenced_commit_stops_delivery(cluster: Cluster, protocol: GroupProtocol)
     fill_partitions(&cluster, &topic, 3, 3_000, RECORD_BYTES).await;
     let total = 9_000;
     let extra = [("max.poll.records", "200")];
+    let proxy = cluster.proxy(0);
+    // Past the session timeout, so the coordinator expires the members it cuts off.
+    let cut = SESSION + Duration::from_secs(3);
 
     let mut fenced = member(
         &cluster,
@@ -639,44 +642,10 @@ async fn fenced_commit_stops_delivery(cluster: Cluster, protocol: GroupProtocol)
         assert!(Instant::now() < end, "{}", fenced.log().summary());
         fenced.poll_once(Duration::from_millis(500)).await;
     }
-    let copy_consumer = consumer_with(
-        &cluster,
-        &support::unique_topic("fenced-copy"),
-        protocol,
-        OffsetReset::Earliest,
-        IsolationLevel::ReadCommitted,
-        &topic,
-        &extra,
-    )
-    .await;
-    let producer = copy_producer(&cluster, &support::unique_topic("fenced-copier")).await;
-    let to = destination.clone();
-    let mirror = move |r: ConsumerRecord| {
-        std::future::ready(vec![
-            Record::to(to.as_str())
-                .partition(r.partition)
-                .value(copy_value(&r)),
-        ])
-    };
-    // One poll (200 records) per transaction, or what came within 2 s.
-    let mut copier =
-        CopyLoop::new(copy_consumer, producer, mirror).commit_every(200, Duration::from_secs(2));
-    let mut copied = 0;
-    let end = Instant::now() + WAIT;
-    while copied < 400 {
-        assert!(Instant::now() < end, "copied {copied}");
-        if let Some(t) = copier.step().await.expect("step before the cut") {
-            copied += t.records_in();
-        }
-    }
-    let aborted_before = copier.producer().metrics().transactions_aborted;
-
-    // Neither calls poll while cut off; both sessions expire at the coordinator.
-    let proxy = cluster.proxy(0);
+    // It does not poll while cut off.
     proxy.set_enabled(false);
-    tokio::time::sleep(SESSION + Duration::from_secs(3)).await;
+    tokio::time::sleep(cut).await;
     proxy.set_enabled(true);
-
     let delivered_before = fenced.log().deliveries.len();
     let refused = fenced.commit_positions().await;
     eprintln!("the commit after the cut: {refused:?}");
@@ -715,25 +684,75 @@ async fn fenced_commit_stops_delivery(cluster: Cluster, protocol: GroupProtocol)
         total
     );
 
-    // The copy loop: at most the one transaction open on the refused offsets is aborted.
-    let mut failed = Vec::new();
+    // The copy loop is cut off by its own transform, half-way through the second poll's
+    // records: its transaction is open, its buffer full, when its session expires.
+    let copy_consumer = consumer_with(
+        &cluster,
+        &support::unique_topic("fenced-copy"),
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+        &topic,
+        &extra,
+    )
+    .await;
+    let producer = copy_producer(&cluster, &support::unique_topic("fenced-copier")).await;
+    let to = destination.clone();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let transform = move |r: ConsumerRecord| {
+        let call = counted.fetch_add(1, Ordering::Relaxed) + 1;
+        let proxy = proxy.clone();
+        let copy = Record::to(to.as_str())
+            .partition(r.partition)
+            .value(copy_value(&r));
+        async move {
+            if call == 300 {
+                proxy.set_enabled(false);
+                tokio::time::sleep(cut).await;
+                proxy.set_enabled(true);
+            }
+            vec![copy]
+        }
+    };
+    // One poll (200 records) per transaction, or what came within 2 s.
+    let mut copier =
+        CopyLoop::new(copy_consumer, producer, transform).commit_every(200, Duration::from_secs(2));
+    let (subscriber, captured) = support::captured::capture();
+    let (mut copied, mut failed) = (0, Vec::new());
     let end = Instant::now() + Duration::from_secs(120);
-    while copied < total {
-        assert!(
-            Instant::now() < end,
-            "copied {copied} of {total}; failed steps {failed:?}"
-        );
-        match copier.step().await {
-            Ok(Some(t)) => copied += t.records_in(),
-            Ok(None) => {}
-            Err(e) => failed.push(e.to_string()),
+    async {
+        while copied < total {
+            assert!(
+                Instant::now() < end,
+                "copied {copied} of {total}; failed steps {failed:?}"
+            );
+            match copier.step().await {
+                Ok(Some(t)) => copied += t.records_in(),
+                Ok(None) => {}
+                Err(e) => failed.push(e.to_string()),
+            }
         }
     }
-    let aborted = copier.producer().metrics().transactions_aborted - aborted_before;
-    eprintln!("the copy loop after the cut: {aborted} aborted, failed steps {failed:?}");
+    .with_subscriber(subscriber)
+    .await;
+    let aborted = copier.producer().metrics().transactions_aborted;
+    let (lost, assigned) = copy_loop_events(&captured);
+    eprintln!(
+        "the copy loop: {aborted} aborted, {lost} Lost, {} transform calls, failed steps {failed:?}",
+        calls.load(Ordering::Relaxed)
+    );
     assert!(
-        aborted <= 1,
-        "the copy loop aborted {aborted} transactions after its session expired: {failed:?}"
+        assigned >= 1,
+        "the capture saw no Assigned: it cannot count Lost"
+    );
+    assert!(
+        lost >= 1,
+        "the copy loop never heard its partitions were lost"
+    );
+    assert_eq!(
+        aborted, 1,
+        "the transaction open at the cut is aborted, and no other: {failed:?}"
     );
     copier.close().await.expect("close");
     assert_eq!(
