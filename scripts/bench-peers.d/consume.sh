@@ -1,12 +1,13 @@
-# scripts/bench-peers --consume: the consumer benchmark (issue 15), sourced by scripts/bench-peers
+# scripts/bench-peers --consume: the consumer and copier benchmark, sourced by scripts/bench-peers
 # after its helpers (test bed, topics, end offsets, seqcheck) are defined. See the header of
 # scripts/bench-peers for what it measures.
 
 consume_transactions=20  # committed transactions the input is written in
 consume_aborted=4        # aborted transactions of the same size between them
-# examples/copy's transactions: at most this many records or milliseconds each. Its defaults
-# (1,000 records / 100 ms, Kafka Streams' exactly-once commit interval) spend most of a bulk copy
-# committing; a bulk copy is what is timed here.
+# The copiers' transactions (examples/copy's and its peer's, franz-perf copy): at most this many
+# records or milliseconds each. Their defaults (1,000 records / 100 ms, Kafka Streams'
+# exactly-once commit interval) spend most of a bulk copy committing; a bulk copy is what is
+# timed here.
 copy_commit_records=10000
 copy_commit_ms=1000
 
@@ -91,16 +92,21 @@ consume_run() {
     "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" "$rss" "${first:--}" "$status")"
 }
 
-# copy_run SIZE TOPIC COUNT: examples/copy copies the input to a new topic (exactly once, in
-# transactions of $copy_commit_records records or $copy_commit_ms ms) and stops after 3 idle seconds; its
-# rate is counted up to its last commit, and the destination is read back read_committed (kcat)
-# and counted by seqcheck.
+# copy_run ROUND COPIER SIZE TOPIC COUNT: copier exactly (examples/copy) or franz (franz-perf
+# copy, franz-go's GroupTransactSession) copies the input to a new topic of its own (exactly
+# once, in transactions of $copy_commit_records records or $copy_commit_ms ms) and stops after 3
+# idle seconds; its rate is counted up to its last commit, on its own clock, and the destination
+# is read back read_committed (kcat) and counted by seqcheck: every source record once.
 copy_run() {
-  local size="$1" topic="$2" count="$3" dest="$2-copy" name="copy-1-exactly-$1"
-  local status=ok wall user sys rss copied last checked read distinct duplicates reordered foreign
+  local round="$1" copier="$2" size="$3" topic="$4" count="$5" dest="$4-copy-$2-$1" name="copy-$1-$2-$3"
+  local status=ok wall user sys rss copied last checked read distinct duplicates reordered foreign program
+  case "$copier" in
+    exactly) program=("$bin/copy") ;;
+    franz) program=("$bin/franz-perf" copy) ;;
+  esac
   create_topic "$dest" || die "could not create $dest"
   if ! timeout -k 10 $((consume_timeout + 60)) /usr/bin/time -f '%e %U %S %M' -o "$runs/$name.time" \
-    "$bin/copy" "$client_bootstrap" "$topic" "$dest" "bench-$run_id-copy-$size" "bench-$run_id-copy-$size" \
+    "${program[@]}" "$client_bootstrap" "$topic" "$dest" "bench-$run_id-copy-$copier-$size-$round" "bench-$run_id-copy-$copier-$size-$round" \
     --commit-records "$copy_commit_records" --commit-ms "$copy_commit_ms" --idle-seconds 3 >"$runs/$name.out" 2>"$runs/$name.err"; then
     status=failed
     log "$name failed or timed out; see $runs/$name.{out,err}"
@@ -118,18 +124,27 @@ copy_run() {
   else
     status=unread distinct=0 foreign=-
   fi
-  consume_row copy 1 exactly "$size" "$count" "$wall" "$user" "$sys" "$rss" "${copied:-0}" "$distinct" \
+  consume_row copy "$round" "$copier" "$size" "$count" "$wall" "$user" "$sys" "$rss" "${copied:-0}" "$distinct" \
     "$foreign" - "${last:--}" "$status"
-  log "$(printf 'copy    %-12s %5s B: %9s records copied, last commit after %ss (process %ss), read back: %s [%s]' \
-    exactly "$size" "${copied:-0}" "${last:--}" "$wall" "${checked:-nothing}" "$status")"
+  log "$(printf 'copy    %-12s %5s B round %s: %9s records copied, last commit after %ss (process %ss), read back: %s [%s]' \
+    "$copier" "$size" "$round" "${copied:-0}" "${last:--}" "$wall" "${checked:-nothing}" "$status")"
+}
+
+# The copiers of the chosen clients in run order for round $1: exactly's, then franz-go's, then
+# the reverse.
+copiers() {
+  local list=()
+  has_client exactly && list+=(exactly)
+  has_client franz && list+=(franz)
+  if [ "$1" = 1 ]; then echo "${list[*]}"; else printf '%s\n' "${list[@]}" | tac | tr '\n' ' '; fi
 }
 
 consume_versions() {
   local peers=""
   has_client rust-rdkafka && peers+="rust-rdkafka $(locked_version rust-rdkafka rdkafka) BaseConsumer with its bundled librdkafka $("$bin/rust-rdkafka-perf" --version | sed 's/.*librdkafka //'), "
-  has_client franz && peers+="franz-go $(sed -n 's/^require github.com\/twmb\/franz-go //p' "$here/bench-peers.d/franz/go.mod") on $(go env GOVERSION), "
+  has_client franz && peers+="franz-go $(sed -n 's/^require github.com\/twmb\/franz-go //p' "$here/bench-peers.d/franz/go.mod") (consumer, and GroupTransactSession as the copier) on $(go env GOVERSION), "
   has_client java && peers+="Java consumer (kafka-clients) $(jar_version kafka-clients) in ConsumerPerformance on $(java -version 2>&1 | head -1 | cut -d'"' -f2), "
-  echo "Versions: exactly from $(git -C "$repo" rev-parse --short HEAD 2>/dev/null)$(git -C "$repo" diff --quiet HEAD -- src examples 2>/dev/null || echo " with local changes"), ${peers}$(rustc --version | cut -d' ' -f1-2); broker Kafka $(jar_version kafka_2.13)."
+  echo "Versions: exactly from $(git -C "$repo" rev-parse --short HEAD 2>/dev/null)$(git -C "$repo" diff --quiet HEAD -- src examples 2>/dev/null || echo " with local changes"), ${peers}$(rustc --version | cut -d' ' -f1-2); broker Kafka $(jar_version kafka_2.13) on Java $(java -version 2>&1 | head -1 | cut -d'"' -f2) with $broker_jvm."
 }
 
 report_consume() {
@@ -157,7 +172,11 @@ consume_main() {
     for round in 1 2; do
       for c in $(order "$round"); do consume_run "$round" "$c" "$size" "$topic" "$count"; done
     done
-    if [ "$copy" = 1 ]; then copy_run "$size" "$topic" "$count"; fi
+    if [ "$copy" = 1 ]; then
+      for round in 1 2; do
+        for c in $(copiers "$round"); do copy_run "$round" "$c" "$size" "$topic" "$count"; done
+      done
+    fi
     delete_topics "consume-$size.*"
   done
   local versions results="$out/results-consume.md"
@@ -171,6 +190,8 @@ consume_main() {
     echo "over the partitions. Each client reads it from the beginning, read_committed, in a fresh group, until it has the committed count."
     echo "Fetch settings at each client's defaults; group protocol at each client's default: exactly KIP-848 (the broker has it),"
     echo "librdkafka, franz-go and Java classic (eager/cooperative join with the broker's group.initial.rebalance.delay.ms=0)."
+    echo "The copiers run at their clients' producer and consumer defaults too (exactly: Java's, linger.ms=5, batch.size=16384;"
+    echo "franz-go: linger 10 ms, 1 MB batches), with the same transactions ($copy_commit_records records or $copy_commit_ms ms)."
     echo
     echo "Input:"
     echo

@@ -5,8 +5,9 @@
 //! Rules: a record is delivered once per position (an answer to a request made before a seek,
 //! a revocation or a reset is dropped, by token); an error never moves a position (a new
 //! leader is asked from the same offset, so nothing is skipped or repeated); memory is bounded
-//! (a partition with undelivered records is not fetched again, and fetching pauses while
-//! `BUFFERED_POLLS` polls' worth of records wait).
+//! (a partition with undelivered records is not fetched again, and an answer is decoded a
+//! batch at a time as its records are taken, so at most one batch per partition is held
+//! decoded: a revocation or a loss drops the rest undecoded).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use tracing::debug;
 
 use super::ConsumerRecord;
 use super::config::{ConsumerConfig, IsolationLevel, OffsetReset};
-use super::records::partition_records;
+use super::records::PartitionReader;
 use crate::engine::TopicPartition;
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
@@ -27,8 +28,6 @@ use crate::protocol::messages::list_offsets::{
 /// ListOffsets timestamps: the log start, and the end (the LSO under read_committed).
 const EARLIEST_TIMESTAMP: i64 = -2;
 const LATEST_TIMESTAMP: i64 = -1;
-/// Fetching pauses while this many `max.poll.records` are decoded and not yet delivered.
-const BUFFERED_POLLS: usize = 4;
 
 /// Where a partition's next fetch starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +45,10 @@ enum Offset {
 #[derive(Debug)]
 struct PartitionState {
     offset: Offset,
-    /// Fetched, not yet delivered; the front is the position.
+    /// Fetched and decoded, not yet delivered; the front is the position.
     buffered: VecDeque<ConsumerRecord>,
+    /// The rest of the last answer, not decoded yet.
+    reader: Option<PartitionReader>,
     /// Bumped whenever the offset is set from outside a fetch answer, so an answer to an
     /// older request is not applied.
     token: u64,
@@ -58,22 +59,51 @@ impl PartitionState {
         Self {
             offset: Offset::Committed,
             buffered: VecDeque::new(),
+            reader: None,
             token: 0,
         }
     }
 
     fn position(&self) -> Option<i64> {
-        match (self.buffered.front(), self.offset) {
-            (Some(r), _) => Some(r.offset),
-            (None, Offset::Ready(o)) => Some(o),
+        match (self.buffered.front(), &self.reader, self.offset) {
+            (Some(r), _, _) => Some(r.offset),
+            // Past the batches decoded so far: what lies between was filtered or a marker.
+            (None, Some(reader), _) => Some(reader.next_offset()),
+            (None, None, Offset::Ready(o)) => Some(o),
             _ => None,
         }
     }
 
     fn set(&mut self, offset: Offset) {
         self.buffered.clear();
+        self.reader = None;
         self.offset = offset;
         self.token += 1;
+    }
+
+    /// Decodes the reader's next batch with records into the (empty) buffer; once the answer
+    /// is used up, the next fetch starts past it.
+    fn refill(&mut self) -> Result<(), Error> {
+        let Some(reader) = self.reader.as_mut() else {
+            return Ok(());
+        };
+        match reader.next_batch() {
+            Ok(Some(records)) => {
+                self.buffered.extend(records);
+                Ok(())
+            }
+            Ok(None) => {
+                self.offset = Offset::Ready(reader.next_offset());
+                self.reader = None;
+                Ok(())
+            }
+            Err(e) => {
+                // A corrupt batch is not skipped over: fetch again from it and report it.
+                self.offset = Offset::Ready(reader.next_offset());
+                self.reader = None;
+                Err(Error::Decode(e))
+            }
+        }
     }
 }
 
@@ -103,6 +133,8 @@ pub struct Fetcher {
     partition_max_bytes: i32,
     list_timeout_ms: i32,
     partitions: BTreeMap<TopicPartition, PartitionState>,
+    /// A batch that failed to decode while records were taken, for the next `poll`.
+    decode_error: Option<Error>,
 }
 
 impl Fetcher {
@@ -118,6 +150,7 @@ impl Fetcher {
             partition_max_bytes: config.max_partition_fetch_bytes,
             list_timeout_ms: i32::try_from(config.request_timeout_ms).unwrap_or(i32::MAX),
             partitions: BTreeMap::new(),
+            decode_error: None,
         }
     }
 
@@ -173,7 +206,8 @@ impl Fetcher {
         Ok(())
     }
 
-    /// Up to `max.poll.records` buffered records of the `fetchable` partitions.
+    /// Up to `max.poll.records` buffered records of the `fetchable` partitions, decoding
+    /// further batches of their answers as it goes.
     pub fn take_records(&mut self, fetchable: &[TopicPartition]) -> Option<Vec<ConsumerRecord>> {
         let mut out = Vec::new();
         for tp in fetchable {
@@ -181,16 +215,33 @@ impl Fetcher {
                 continue;
             };
             while out.len() < self.max_poll_records {
+                if state.buffered.is_empty()
+                    && let Err(e) = state.refill()
+                {
+                    self.decode_error = Some(e);
+                }
                 match state.buffered.pop_front() {
                     Some(r) => out.push(r),
                     None => break,
                 }
+            }
+            // One batch ahead, so a used-up answer lets the next fetch start now.
+            if state.buffered.is_empty()
+                && let Err(e) = state.refill()
+            {
+                self.decode_error = Some(e);
             }
             if out.len() >= self.max_poll_records {
                 break;
             }
         }
         (!out.is_empty()).then_some(out)
+    }
+
+    /// A batch that failed to decode in [`Fetcher::take_records`] (the partition is fetched
+    /// again from it).
+    pub fn take_decode_error(&mut self) -> Option<Error> {
+        self.decode_error.take()
     }
 
     /// The `fetchable` partitions whose committed offset is to be looked up.
@@ -292,19 +343,17 @@ impl Fetcher {
         followup
     }
 
-    /// The `fetchable` partitions to fetch now: positioned, nothing buffered. Empty while
-    /// too many records wait to be delivered.
+    /// The `fetchable` partitions to fetch now: positioned, nothing of the last answer left
+    /// to deliver.
     pub fn to_fetch(&self, fetchable: &[TopicPartition]) -> Vec<Fetched> {
-        let buffered: usize = self.partitions.values().map(|s| s.buffered.len()).sum();
-        if buffered >= self.max_poll_records.saturating_mul(BUFFERED_POLLS) {
-            return Vec::new();
-        }
         fetchable
             .iter()
             .filter_map(|tp| {
                 let state = self.partitions.get(tp)?;
                 match state.offset {
-                    Offset::Ready(offset) if state.buffered.is_empty() => {
+                    Offset::Ready(offset)
+                        if state.buffered.is_empty() && state.reader.is_none() =>
+                    {
                         Some((tp.clone(), state.token, offset))
                     }
                     _ => None,
@@ -403,24 +452,20 @@ impl Fetcher {
                 let Some(bytes) = p.records.as_ref() else {
                     continue;
                 };
-                match partition_records(
+                state.reader = Some(PartitionReader::new(
                     &name,
                     tp.partition,
-                    bytes,
+                    bytes.clone(),
                     offset,
                     self.isolation,
                     p.last_stable_offset,
                     p.aborted_transactions.as_deref(),
-                ) {
-                    Ok(records) => {
-                        state.buffered.extend(records.records);
-                        state.offset = Offset::Ready(records.next_offset);
-                    }
-                    Err(e) => {
-                        // A corrupt answer is not skipped over: report it and fetch again.
-                        followup.error = Some(Error::Decode(e));
-                        followup.retry = true;
-                    }
+                ));
+                // The first batch now, so an answer with nothing deliverable (markers,
+                // aborted records) moves the position without waiting for a poll.
+                if let Err(e) = state.refill() {
+                    followup.error = Some(e);
+                    followup.retry = true;
                 }
             }
         }
@@ -557,6 +602,41 @@ mod tests {
         f.retain(&HashSet::new());
         assert_eq!(f.position(&tp(0)), None);
         assert!(f.seek(&tp(0), 1).is_err(), "not owned any more");
+    }
+
+    #[test]
+    fn an_answer_is_decoded_a_batch_at_a_time_and_a_revocation_drops_the_rest() {
+        let mut f = fetcher(OffsetReset::Earliest);
+        f.assigned(&[tp(0)]);
+        f.apply_committed(vec![(tp(0), Some(0))]);
+        let all = [tp(0)];
+        let fetched = f.to_fetch(&all);
+        let answer_bytes = [batch(0, 3), batch(3, 3), batch(6, 3)].concat();
+        f.apply_fetch(
+            answer(0, ErrorCode::NONE, Some(Bytes::from(answer_bytes))),
+            fetched,
+        );
+        let state = &f.partitions[&tp(0)];
+        assert_eq!(state.buffered.len(), 3, "only the first batch is decoded");
+        assert!(f.to_fetch(&all).is_empty(), "not fetched while the answer lasts");
+        let taken: Vec<i64> = f
+            .take_records(&all)
+            .unwrap()
+            .iter()
+            .map(|r| r.offset)
+            .collect();
+        assert_eq!(taken, vec![0, 1]);
+        let next: Vec<i64> = f
+            .take_records(&all)
+            .unwrap()
+            .iter()
+            .map(|r| r.offset)
+            .collect();
+        assert_eq!(next, vec![2, 3], "across the batch boundary");
+        assert_eq!(f.partitions[&tp(0)].buffered.len(), 2, "the second batch's rest");
+        f.revoked(&all);
+        assert_eq!(f.position(&tp(0)), Some(4), "the undecoded rest is dropped");
+        assert!(f.take_records(&all).is_none());
     }
 
     #[test]

@@ -20,100 +20,148 @@ use crate::protocol::DecodeError;
 use crate::protocol::messages::fetch::AbortedTransaction;
 use crate::protocol::record_batch::{ControlRecordKind, decode_batch};
 
-/// The records of one fetched partition, and where the next fetch starts.
-#[derive(Debug, Default)]
-pub struct PartitionRecords {
-    /// Deliverable records, in offset order.
-    pub records: Vec<ConsumerRecord>,
-    /// The next offset to fetch: past every batch read (delivered, filtered or a marker).
-    pub next_offset: i64,
+/// One fetched partition's answer, decoded a batch at a time as records are taken: a Fetch
+/// answer can carry `max.partition.fetch.bytes` of records per partition (thousands), and
+/// decoding it whole into the buffer would hold them all decoded at once and spend the
+/// decoding on records a revocation or a loss then throws away.
+#[derive(Debug)]
+pub struct PartitionReader {
+    topic: Arc<str>,
+    partition: i32,
+    bytes: Bytes,
+    /// Where the next batch starts in `bytes`; `None` once the answer is used up.
+    at: Option<usize>,
+    fetch_offset: i64,
+    committed_only: bool,
+    last_stable_offset: i64,
+    /// Aborted transactions by first offset, consumed as the batches pass them.
+    pending_aborts: BTreeSet<(i64, i64)>,
+    /// Producers whose aborted transaction is under way at the current batch.
+    aborting: HashSet<i64>,
+    next_offset: i64,
 }
 
-/// Decodes `bytes` (a partition's `Records`) fetched from `fetch_offset`.
-pub fn partition_records(
-    topic: &Arc<str>,
-    partition: i32,
-    bytes: &Bytes,
-    fetch_offset: i64,
-    isolation: IsolationLevel,
-    last_stable_offset: i64,
-    aborted: Option<&[AbortedTransaction]>,
-) -> Result<PartitionRecords, DecodeError> {
-    let committed_only = isolation == IsolationLevel::ReadCommitted;
-    // Aborted transactions by first offset, consumed as the batches pass them.
-    let mut pending_aborts: BTreeSet<(i64, i64)> = aborted
-        .unwrap_or_default()
-        .iter()
-        .map(|a| (a.first_offset, a.producer_id))
-        .collect();
-    let mut aborting: HashSet<i64> = HashSet::new();
-    let mut out = PartitionRecords {
-        records: Vec::new(),
-        next_offset: fetch_offset,
-    };
-    let mut at = 0;
-    while let Some(rest) = bytes.get(at..) {
-        let Some((batch, len)) = decode_batch(rest)? else {
-            break;
-        };
-        at += len;
-        let last = batch.last_offset();
-        if last < fetch_offset {
-            continue;
+impl PartitionReader {
+    /// A reader of `bytes` (a partition's `Records`) fetched from `fetch_offset`.
+    pub fn new(
+        topic: &Arc<str>,
+        partition: i32,
+        bytes: Bytes,
+        fetch_offset: i64,
+        isolation: IsolationLevel,
+        last_stable_offset: i64,
+        aborted: Option<&[AbortedTransaction]>,
+    ) -> Self {
+        Self {
+            topic: Arc::clone(topic),
+            partition,
+            bytes,
+            at: Some(0),
+            fetch_offset,
+            committed_only: isolation == IsolationLevel::ReadCommitted,
+            last_stable_offset,
+            pending_aborts: aborted
+                .unwrap_or_default()
+                .iter()
+                .map(|a| (a.first_offset, a.producer_id))
+                .collect(),
+            aborting: HashSet::new(),
+            next_offset: fetch_offset,
         }
-        if committed_only && last_stable_offset >= 0 && batch.base_offset >= last_stable_offset {
-            // Not stable yet: fetch it again later.
-            break;
-        }
-        if committed_only && batch.is_transactional() {
-            while let Some(&(first, producer)) = pending_aborts.first() {
-                if first > last {
-                    break;
-                }
-                pending_aborts.pop_first();
-                aborting.insert(producer);
-            }
-        }
-        if batch.is_control() {
-            if let Some(marker) = batch.control()
-                && marker.kind == ControlRecordKind::Abort
-            {
-                aborting.remove(&batch.producer_id);
-            }
-            out.next_offset = last + 1;
-            continue;
-        }
-        if committed_only && batch.is_transactional() && aborting.contains(&batch.producer_id) {
-            out.next_offset = last + 1;
-            continue;
-        }
-        let mut stopped = false;
-        for record in &batch.records {
-            let offset = batch.record_offset(record);
-            if offset < fetch_offset {
+    }
+
+    /// The next offset to fetch once this answer is used up: past every batch read so far
+    /// (delivered, filtered or a marker).
+    pub fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+
+    /// The deliverable records of the next batch that has any; `None` when the answer is used
+    /// up (or the rest is past the last stable offset: fetched again later).
+    pub fn next_batch(&mut self) -> Result<Option<Vec<ConsumerRecord>>, DecodeError> {
+        while let Some(at) = self.at {
+            let Some(rest) = self.bytes.get(at..) else {
+                self.at = None;
+                break;
+            };
+            let Some((batch, len)) = decode_batch(rest)? else {
+                self.at = None;
+                break;
+            };
+            self.at = Some(at + len);
+            let last = batch.last_offset();
+            if last < self.fetch_offset {
                 continue;
             }
-            if committed_only && last_stable_offset >= 0 && offset >= last_stable_offset {
-                stopped = true;
+            if self.committed_only
+                && self.last_stable_offset >= 0
+                && batch.base_offset >= self.last_stable_offset
+            {
+                // Not stable yet: fetch it again later.
+                self.at = None;
                 break;
             }
-            out.records.push(ConsumerRecord {
-                topic: Arc::clone(topic),
-                partition,
-                offset,
-                timestamp: batch.record_timestamp(record),
-                key: record.key.clone(),
-                value: record.value.clone(),
-                headers: record.headers.clone(),
-            });
-            out.next_offset = offset + 1;
+            if self.committed_only && batch.is_transactional() {
+                while let Some(&(first, producer)) = self.pending_aborts.first() {
+                    if first > last {
+                        break;
+                    }
+                    self.pending_aborts.pop_first();
+                    self.aborting.insert(producer);
+                }
+            }
+            if batch.is_control() {
+                if let Some(marker) = batch.control()
+                    && marker.kind == ControlRecordKind::Abort
+                {
+                    self.aborting.remove(&batch.producer_id);
+                }
+                self.next_offset = last + 1;
+                continue;
+            }
+            if self.committed_only
+                && batch.is_transactional()
+                && self.aborting.contains(&batch.producer_id)
+            {
+                self.next_offset = last + 1;
+                continue;
+            }
+            let mut records = Vec::with_capacity(batch.records.len());
+            let mut stopped = false;
+            for record in &batch.records {
+                let offset = batch.record_offset(record);
+                if offset < self.fetch_offset {
+                    continue;
+                }
+                if self.committed_only
+                    && self.last_stable_offset >= 0
+                    && offset >= self.last_stable_offset
+                {
+                    stopped = true;
+                    break;
+                }
+                records.push(ConsumerRecord {
+                    topic: Arc::clone(&self.topic),
+                    partition: self.partition,
+                    offset,
+                    timestamp: batch.record_timestamp(record),
+                    key: record.key.clone(),
+                    value: record.value.clone(),
+                    headers: record.headers.clone(),
+                });
+                self.next_offset = offset + 1;
+            }
+            if stopped {
+                self.at = None;
+            } else {
+                self.next_offset = self.next_offset.max(last + 1);
+            }
+            if !records.is_empty() {
+                return Ok(Some(records));
+            }
         }
-        if stopped {
-            break;
-        }
-        out.next_offset = out.next_offset.max(last + 1);
+        Ok(None)
     }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -122,6 +170,44 @@ mod tests {
 
     use super::*;
     use crate::protocol::record_batch::{BatchBuilder, ControlRecord, encode_control_batch};
+
+    /// The records of one fetched partition, and where the next fetch starts.
+    #[derive(Debug, Default)]
+    struct PartitionRecords {
+        /// Deliverable records, in offset order.
+        pub records: Vec<ConsumerRecord>,
+        /// The next offset to fetch: past every batch read (delivered, filtered or a marker).
+        pub next_offset: i64,
+    }
+
+    /// Decodes `bytes` (a partition's `Records`) fetched from `fetch_offset`, all at once.
+    fn partition_records(
+        topic: &Arc<str>,
+        partition: i32,
+        bytes: &Bytes,
+        fetch_offset: i64,
+        isolation: IsolationLevel,
+        last_stable_offset: i64,
+        aborted: Option<&[AbortedTransaction]>,
+    ) -> Result<PartitionRecords, DecodeError> {
+        let mut reader = PartitionReader::new(
+            topic,
+            partition,
+            bytes.clone(),
+            fetch_offset,
+            isolation,
+            last_stable_offset,
+            aborted,
+        );
+        let mut records = Vec::new();
+        while let Some(batch) = reader.next_batch()? {
+            records.extend(batch);
+        }
+        Ok(PartitionRecords {
+            records,
+            next_offset: reader.next_offset(),
+        })
+    }
 
     fn batch(base_offset: i64, values: &[&str], producer: Option<i64>) -> Bytes {
         let mut b = BatchBuilder::new(1000, 256);

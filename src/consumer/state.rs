@@ -366,7 +366,15 @@ impl ConsumerState {
             self.apply_event(&event);
             return Ok(Some(MembershipOrRecords::Membership(event)));
         }
-        Ok(self.take_records().map(MembershipOrRecords::Records))
+        let records = self.take_records();
+        // A batch that failed to decode is reported after the records before it.
+        if let Some(e) = self.fetcher.take_decode_error() {
+            match records {
+                Some(_) => self.pending_error = Some(e),
+                None => return Err(e),
+            }
+        }
+        Ok(records.map(MembershipOrRecords::Records))
     }
 
     /// The background task's turn: leaves the group if the application stopped polling, then

@@ -1,6 +1,7 @@
 // Command franz-perf drives franz-go's producer the way examples/perf.rs drives ours, so that
 // scripts/bench-peers compares the clients and not the benchmark programs (and, as
-// `franz-perf consume`, its consumer: see consume.go).
+// `franz-perf consume`, its consumer: see consume.go; as `franz-perf copy`, its exactly-once
+// copier, GroupTransactSession: see copy.go).
 //
 //	franz-perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
 //	    [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]
@@ -240,6 +241,10 @@ func withSequence(template []byte, i int) []byte {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "consume" {
 		consumeMain(os.Args[2:])
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "copy" {
+		copyMain(os.Args[2:])
 		return
 	}
 	a := parseArgs()
