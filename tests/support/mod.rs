@@ -7,8 +7,36 @@
 //! the test: CI must never count a skipped check as a pass.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod captured;
 pub mod delivery;
 pub mod group;
+pub mod java_group;
+pub mod members;
+
+/// One test: `$body(cluster, protocol)` on the test bed's `$cluster` cluster (skipped when it
+/// is not up). `$body` is a function of the module that invokes the macro.
+#[allow(unused_macros)] // each test binary uses a different part of this module
+macro_rules! group_protocol_test {
+    ($test:ident, $body:ident, $cluster:ident, $protocol:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            if let Some(cluster) = crate::support::Cluster::$cluster() {
+                super::$body(cluster, exactly::GroupProtocol::$protocol).await;
+            }
+        }
+    };
+}
+
+/// Runs `$body(cluster, protocol)` on the `$cluster` cluster once per group protocol.
+#[allow(unused_macros)]
+macro_rules! on_both_protocols {
+    ($body:ident, $cluster:ident) => {
+        mod $body {
+            group_protocol_test!(kip848, $body, $cluster, Consumer);
+            group_protocol_test!(classic, $body, $cluster, Classic);
+        }
+    };
+}
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
