@@ -608,9 +608,10 @@ async fn coordinator_timed_out_transaction_is_abortable_and_recovers(cluster: Cl
         .expect_err("the coordinator aborted it");
     assert!(err.is_abortable() && !err.is_fatal(), "{err}");
     assert_eq!(producer.transaction_state(), Some(TxnState::AbortableError));
+    let report = support::report(&err);
     assert!(
-        err.to_string().contains("transaction.timeout.ms"),
-        "the error says the transaction timed out: {err}"
+        report.contains("transaction.timeout.ms"),
+        "the error says the transaction timed out: {report}"
     );
     let aborted = producer.abort_transaction().await;
     await_all(expired).await;
@@ -620,9 +621,10 @@ async fn coordinator_timed_out_transaction_is_abortable_and_recovers(cluster: Cl
     } else {
         let err = aborted.expect_err("a v1 coordinator does not take our epoch back");
         assert!(err.is_fatal(), "{err}");
+        let report = support::report(&err);
         assert!(
-            err.to_string().contains("transaction.timeout.ms"),
-            "the error says the transaction timed out, not only fenced: {err}"
+            report.contains("transaction.timeout.ms"),
+            "the error says the transaction timed out, not only fenced: {report}"
         );
         producer.close().await.ok();
         transactional(&cluster, &id, &[("transaction.timeout.ms", "3000")]).await

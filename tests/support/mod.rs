@@ -47,6 +47,18 @@ pub fn init_logging() {
         .try_init();
 }
 
+/// An error followed by each of its causes (walked through `source()`), separated by `: `:
+/// what `anyhow`'s `{:#}` prints. An error's own `Display` leaves its causes out.
+pub fn report(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![error.to_string()];
+    let mut next = error.source();
+    while let Some(cause) = next {
+        parts.push(cause.to_string());
+        next = cause.source();
+    }
+    parts.join(": ")
+}
+
 /// Whether this run is CI's (`CI=true`), where a missing broker is a failure.
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
