@@ -25,6 +25,7 @@ use super::membership::{Membership, MembershipEvent, MembershipResponse, TopicVi
 use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
 use crate::client::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use crate::client::metadata::{ClusterMetadata, TopicMetadata};
+use crate::client::ready::{Probe, first_metadata};
 use crate::engine::transaction::OffsetToCommit;
 use crate::engine::{BrokerId, TopicPartition};
 use crate::error::{Error, Result};
@@ -148,13 +149,13 @@ impl Driver {
     /// Connects to the bootstrap servers, reads the cluster's API versions and picks the
     /// group protocol.
     pub async fn connect(config: ConsumerConfig) -> Result<Self> {
-        let link_config = LinkConfig {
-            client_id: config.client_id.clone(),
-            connect_timeout: Duration::from_millis(config.request_timeout_ms.min(10_000)),
-            reconnect_backoff: Duration::from_millis(config.reconnect_backoff_ms),
-            reconnect_backoff_max: Duration::from_millis(config.reconnect_backoff_max_ms),
-            security: LinkSecurity::from_config(&config.security)?,
-        };
+        let link_config = LinkConfig::new(
+            config.client_id.clone(),
+            Duration::from_millis(config.request_timeout_ms),
+            Duration::from_millis(config.reconnect_backoff_ms),
+            Duration::from_millis(config.reconnect_backoff_max_ms),
+            LinkSecurity::from_config(&config.security)?,
+        );
         let client_id: Arc<str> = Arc::from(config.client_id.as_str());
         let bootstrap: Vec<BrokerLink> = config
             .bootstrap_servers
@@ -162,25 +163,14 @@ impl Driver {
             .map(|a| BrokerLink::spawn(a.clone(), link_config.clone()))
             .collect();
         // One Metadata call tells the brokers and, through the connection's ApiVersions,
-        // whether the cluster speaks KIP-848.
-        let mut last_error = None;
-        let mut found = None;
-        for link in &bootstrap {
-            let call =
-                link.call_with_versions(MetadataRequest::default(), None, Arc::clone(&client_id));
-            match tokio::time::timeout(config.request_timeout(), call).await {
-                Ok(Ok(answer)) => {
-                    found = Some(answer);
-                    break;
-                }
-                Ok(Err(e)) if e.is_fatal() => return Err(e),
-                Ok(Err(e)) => last_error = Some(e),
-                Err(_) => last_error = Some(timed_out("Metadata")),
-            }
-        }
-        let Some((response, versions)) = found else {
-            return Err(last_error.unwrap_or_else(|| timed_out("Metadata")));
+        // whether the cluster speaks KIP-848. One round over the bootstrap servers: when none
+        // answers, the error names each with its last failure.
+        let probe = Probe {
+            request_timeout: config.request_timeout(),
+            retry_backoff: config.retry_backoff(),
+            deadline: None,
         };
+        let (response, versions) = first_metadata(&bootstrap, &client_id, probe).await?;
         let mut metadata = ClusterMetadata::default();
         metadata.update(&response);
         let kip848 = config.group_protocol == GroupProtocol::Consumer
@@ -243,6 +233,22 @@ impl Driver {
     /// Whether the group uses KIP-848.
     pub fn uses_kip848(&self) -> bool {
         matches!(self.membership, Membership::Consumer(_))
+    }
+
+    /// Connects, authenticates and fetches metadata through the bootstrap servers, round
+    /// after round until one answers or `timeout` passes.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        if let Some(e) = &self.fatal {
+            return Err(e.clone());
+        }
+        let probe = Probe {
+            request_timeout: self.config.request_timeout(),
+            retry_backoff: self.backoff(),
+            deadline: Some(Instant::now() + timeout),
+        };
+        first_metadata(&self.bootstrap, &self.client_id, probe)
+            .await
+            .map(|_| ())
     }
 
     pub fn subscribe(&mut self, topics: Vec<String>) {

@@ -9,6 +9,7 @@
 
 pub mod delivery;
 pub mod group;
+pub mod logs;
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
