@@ -122,12 +122,14 @@ async fn unreachable_bootstrap_says_so() {
     drop(silent);
 }
 
+/// Both clients' `wait_ready` against the test bed: ready; then, with the broker's proxy
+/// disabled, not ready, naming the address and the refusal; ready again once it is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wait_ready_succeeds_against_the_test_bed() {
+async fn wait_ready_against_the_test_bed() {
     let Some(cluster) = Cluster::single() else {
         return;
     };
-    let _shared = cluster.shared();
+    let _exclusive = cluster.exclusive();
     let producer = Producer::builder()
         .bootstrap(&cluster.bootstrap)
         .build()
@@ -139,13 +141,6 @@ async fn wait_ready_succeeds_against_the_test_bed() {
         .await
         .expect("the test bed answers");
     eprintln!("producer ready after {:?}", started.elapsed());
-    producer.close().await.unwrap();
-    // A closed producer is not ready.
-    assert!(matches!(
-        producer.wait_ready(Duration::from_secs(1)).await,
-        Err(Error::Closed)
-    ));
-
     let consumer = Consumer::builder()
         .bootstrap(cluster.bootstrap.clone())
         .group_id(support::unique_topic("ready"))
@@ -156,5 +151,34 @@ async fn wait_ready_succeeds_against_the_test_bed() {
         .wait_ready(Duration::from_secs(10))
         .await
         .expect("the test bed answers");
+
+    let proxy = cluster.proxy(0);
+    proxy.set_enabled(false);
+    let address = &cluster.bootstrap;
+    for (client, ready) in [
+        ("producer", producer.wait_ready(Duration::from_secs(2)).await),
+        ("consumer", consumer.wait_ready(Duration::from_secs(2)).await),
+    ] {
+        let error = ready.expect_err("the broker is cut off");
+        assert!(refused_at(&error, address), "{client}: {error}");
+        assert!(error.is_retriable(), "{client}: {error}");
+    }
+    proxy.set_enabled(true);
+    producer
+        .wait_ready(Duration::from_secs(20))
+        .await
+        .expect("ready again");
+    consumer
+        .wait_ready(Duration::from_secs(20))
+        .await
+        .expect("ready again");
     consumer.close().await.unwrap();
+    producer.close().await.unwrap();
+    assert!(
+        matches!(
+            producer.wait_ready(Duration::from_secs(1)).await,
+            Err(Error::Closed)
+        ),
+        "a closed producer is not ready"
+    );
 }

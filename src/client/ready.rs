@@ -39,6 +39,11 @@ impl MetadataAnswers {
         }
     }
 
+    /// Whether a failure of `address` is recorded since the last answer.
+    fn knows(&self, address: &str) -> bool {
+        self.failures.iter().any(|f| f.address == address)
+    }
+
     /// How many metadata answers arrived so far: a wait compares it with the count at its
     /// start to learn whether any broker answered meanwhile.
     pub fn answers(&self) -> u64 {
@@ -97,8 +102,20 @@ pub(crate) async fn first_metadata(
                     return Err(e);
                 }
                 Ok(Err(e)) => e,
+                Err(_) if timeout < probe.request_timeout => {
+                    // Cut short by the probe's deadline: how the address failed before says
+                    // more than that (a refused connection waits out its reconnect backoff).
+                    if answers.knows(link.address()) {
+                        continue;
+                    }
+                    Error::Timeout(format!(
+                        "no answer to Metadata within the {} ms left",
+                        timeout.as_millis()
+                    ))
+                }
                 Err(_) => Error::Timeout(format!(
-                    "no answer to Metadata within {timeout:?} (request.timeout.ms)"
+                    "no answer to Metadata within request.timeout.ms ({} ms)",
+                    timeout.as_millis()
                 )),
             };
             answers.failed(link.address(), failure);
