@@ -105,6 +105,28 @@ async fn unreachable_bootstrap_says_so() {
     assert!(refused_at(&ready, &closed), "{ready}");
     producer.close().await.unwrap();
 
+    // A transactional call that never reaches a coordinator says why when it times out.
+    let transactional = Producer::builder()
+        .bootstrap(&closed)
+        .transactional_id("unreachable")
+        .max_block(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap();
+    let error = transactional
+        .init_transactions()
+        .await
+        .expect_err("no coordinator answers");
+    let text = error.to_string().to_lowercase();
+    assert!(
+        matches!(error, Error::Timeout(_))
+            && text.contains("max.block.ms")
+            && text.contains(&closed)
+            && text.contains("connection refused"),
+        "{error}"
+    );
+    transactional.close().await.unwrap();
+
     // The consumer connects when it is built, and says so there.
     let started = Instant::now();
     let error = Consumer::builder()
@@ -156,8 +178,14 @@ async fn wait_ready_against_the_test_bed() {
     proxy.set_enabled(false);
     let address = &cluster.bootstrap;
     for (client, ready) in [
-        ("producer", producer.wait_ready(Duration::from_secs(2)).await),
-        ("consumer", consumer.wait_ready(Duration::from_secs(2)).await),
+        (
+            "producer",
+            producer.wait_ready(Duration::from_secs(2)).await,
+        ),
+        (
+            "consumer",
+            consumer.wait_ready(Duration::from_secs(2)).await,
+        ),
     ] {
         let error = ready.expect_err("the broker is cut off");
         assert!(refused_at(&error, address), "{client}: {error}");

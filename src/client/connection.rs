@@ -65,7 +65,7 @@ type Stream = Box<dyn BrokerStream>;
 const REAUTHENTICATE_AT: f64 = 0.85;
 
 /// The largest response frame accepted (a hostile size prefix must not allocate gigabytes).
-/// Below every size a TLS record header read as one gives (0x14030000 and up, 335 MB), so a
+/// Below every size a TLS record header read as one gives (0x15030000 and up, 352 MB), so a
 /// TLS record is never taken for a response.
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
