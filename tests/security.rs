@@ -524,13 +524,20 @@ fn mismatched_listener(error: &Error) -> Option<String> {
     }
 }
 
-/// A producer whose `security.protocol` does not match `listener`: the first `send` fails
-/// fatally within [`MISMATCH_WITHIN`] with an error that names the setting and the listener,
-/// and `wait_ready` says the same at once. Then at most two connections (ours) are in the
-/// broker's log as `broker_line`: the attempt, and for a TLS client the plaintext probe.
-async fn expect_mismatch(producer: Producer, listener: &str, bed: &Bed, broker_line: &str) {
+/// A producer whose `security.protocol` does not match `listener` (built by `build`, which
+/// starts connecting at once): the first `send` fails fatally within [`MISMATCH_WITHIN`]
+/// with an error that names the setting and the listener, and `wait_ready` says the same at
+/// once. The broker's log then has at most two failed connections (`broker_line`) from it.
+async fn expect_mismatch(
+    build: impl std::future::Future<Output = Producer>,
+    listener: &str,
+    bed: &Bed,
+    broker_line: &str,
+) {
     let before = bed.broker_log_lines(broker_line);
+    // From the build on: the driver connects as soon as it starts.
     let started = Instant::now();
+    let producer = build.await;
     let error = expect_fatal(producer.clone(), "any-topic", |e| {
         mismatched_listener(e).is_some()
     })
@@ -571,7 +578,7 @@ async fn plaintext_client_at_tls_listener_is_fatal_and_fast() {
     // Exclusive: the broker log's failure count must be ours alone.
     let _exclusive = cluster.exclusive();
     // security.protocol=PLAINTEXT (the default) at the SSL listener.
-    let producer = builder(&bed.ssl).build().await.unwrap();
+    let producer = async { builder(&bed.ssl).build().await.unwrap() };
     expect_mismatch(producer, &bed.ssl, &bed, BROKER_TLS_HANDSHAKE_FAILED).await;
 }
 
@@ -580,12 +587,14 @@ async fn tls_client_at_plaintext_listener_is_fatal_and_fast() {
     let (cluster, bed) = bed!(Cluster::single());
     let _exclusive = cluster.exclusive();
     let plaintext = cluster.bootstrap.clone();
-    let producer = builder(&plaintext)
-        .security_protocol(SecurityProtocol::Ssl)
-        .ssl_ca_file(&bed.ca)
-        .build()
-        .await
-        .unwrap();
+    let producer = async {
+        builder(&plaintext)
+            .security_protocol(SecurityProtocol::Ssl)
+            .ssl_ca_file(&bed.ca)
+            .build()
+            .await
+            .unwrap()
+    };
     expect_mismatch(producer, &plaintext, &bed, BROKER_OVERSIZED_REQUEST).await;
     // The consumer, which connects when it is built, fails there the same way.
     let started = Instant::now();
