@@ -618,7 +618,10 @@ mod tests {
         );
         let state = &f.partitions[&tp(0)];
         assert_eq!(state.buffered.len(), 3, "only the first batch is decoded");
-        assert!(f.to_fetch(&all).is_empty(), "not fetched while the answer lasts");
+        assert!(
+            f.to_fetch(&all).is_empty(),
+            "not fetched while the answer lasts"
+        );
         let taken: Vec<i64> = f
             .take_records(&all)
             .unwrap()
@@ -633,7 +636,11 @@ mod tests {
             .map(|r| r.offset)
             .collect();
         assert_eq!(next, vec![2, 3], "across the batch boundary");
-        assert_eq!(f.partitions[&tp(0)].buffered.len(), 2, "the second batch's rest");
+        assert_eq!(
+            f.partitions[&tp(0)].buffered.len(),
+            2,
+            "the second batch's rest"
+        );
         f.revoked(&all);
         assert_eq!(f.position(&tp(0)), Some(4), "the undecoded rest is dropped");
         assert!(f.take_records(&all).is_none());

@@ -37,6 +37,7 @@ macro_rules! on_both_protocols {
         }
     };
 }
+pub mod logs;
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -73,6 +74,18 @@ pub fn init_logging() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
+}
+
+/// An error followed by each of its causes (walked through `source()`), separated by `: `:
+/// what `anyhow`'s `{:#}` prints. An error's own `Display` leaves its causes out.
+pub fn report(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![error.to_string()];
+    let mut next = error.source();
+    while let Some(cause) = next {
+        parts.push(cause.to_string());
+        next = cause.source();
+    }
+    parts.join(": ")
 }
 
 /// Whether this run is CI's (`CI=true`), where a missing broker is a failure.
