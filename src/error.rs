@@ -1,5 +1,6 @@
 //! The crate's one error type.
 
+use std::fmt;
 use std::sync::Arc;
 
 use thiserror::Error;
@@ -12,7 +13,30 @@ use crate::protocol::error_code::ErrorCode;
 /// Classify with [`Error::is_retriable`], [`Error::is_fatal`], [`Error::is_abortable`] and
 /// [`Error::is_indeterminate`]. A failed delivery that is *indeterminate* may still have been
 /// written to the log (KAFKA-13574 showed a "failed" send can be committed); every other
-/// delivery failure means the record is not in the log (DESIGN rule P6).
+/// delivery failure means the record is not in the log.
+///
+/// # The categories of KIP-1050
+///
+/// KIP-1050 sorts the Java producer's transactional errors into five categories. They map
+/// onto this type as follows, so a handler written for the Java client carries over:
+///
+/// | KIP-1050 category | Here | What to do |
+/// |---|---|---|
+/// | Retriable (`RetriableException`, `RefreshRetriableException`) | [`Error::is_retriable`]: broker codes Kafka marks retriable, [`Error::Io`], [`Error::Timeout`], [`Error::NoBrokerAnswered`] | The client already retried within its timeouts (`delivery.timeout.ms`, `max.block.ms`); call again. |
+/// | Abortable (`TransactionAbortableException`) | [`Error::is_abortable`]: [`Error::Abortable`], `TRANSACTION_ABORTABLE` | `abort_transaction`, rewind the input, go on with the same producer. |
+/// | Application-recoverable (`ApplicationRecoverableException`: fenced, invalid epoch) | [`Error::is_fatal`] with a fencing cause (`PRODUCER_FENCED`, `TRANSACTION_COORDINATOR_FENCED`) inside [`Error::Fatal`] | Drop this producer, create a new one, restore the application's state from what was committed. |
+/// | Invalid configuration (`InvalidConfigurationException`: authentication, authorization, unsupported) | [`Error::is_fatal`] with [`Error::Authentication`], [`Error::Tls`], [`Error::SecurityProtocolMismatch`], an authorization or `UNSUPPORTED_VERSION` code; [`Error::Config`] at build time | Fix the configuration or the broker's ACLs; retrying cannot help. |
+/// | Fatal (any other `KafkaException`) | [`Error::is_fatal`] with any other cause | Close and report. |
+///
+/// Indeterminate errors ([`Error::is_indeterminate`]) have no KIP-1050 counterpart: Java
+/// reports such a record as a plain timeout. Here a record that may be in the log says so.
+///
+/// # Display and causes
+///
+/// An error that wraps another ([`Error::Indeterminate`], [`Error::Abortable`],
+/// [`Error::Fatal`], [`Error::Decode`], [`Error::Io`]) displays only its own text; the cause
+/// is its [`std::error::Error::source`]. Reports that walk the chain (`anyhow`'s `{:#}`,
+/// `eyre`, `tracing`'s error fields) thus print each cause once.
 #[derive(Debug, Clone, Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -37,8 +61,8 @@ pub enum Error {
     },
     /// The record's batch went out and then failed in a way that leaves its outcome unknown
     /// (e.g. a retry was rejected after an earlier attempt's answer was lost): it may be in
-    /// the log (P6).
-    #[error("the record may or may not have been written: {cause}")]
+    /// the log. The cause is the [`std::error::Error::source`].
+    #[error("the record may or may not have been written")]
     Indeterminate {
         /// What ended the attempts.
         #[source]
@@ -62,15 +86,30 @@ pub enum Error {
         /// Why it is invalid.
         reason: &'static str,
     },
-    /// The topic does not exist (or its metadata did not arrive) within the metadata deadline.
-    #[error("topic {topic:?} not found within {waited_ms} ms (last error: {last_error})")]
+    /// Brokers answered the metadata requests, and none of them knew the topic within the
+    /// metadata deadline (`max.block.ms`). When no broker answered at all the error is
+    /// [`Error::NoBrokerAnswered`] instead.
+    #[error("topic {topic:?} not found within {waited_ms} ms (the brokers answered: {last_error})")]
     UnknownTopic {
         /// The topic.
         topic: String,
         /// How long the producer waited for its metadata.
         waited_ms: u64,
-        /// What the broker last said about it.
+        /// What the brokers last said about it.
         last_error: ErrorCode,
+    },
+    /// No broker answered a metadata request within the deadline: nothing listens at the
+    /// bootstrap addresses, the network drops the connections, or every attempt failed before
+    /// a request could be answered. Each address's last failure says which.
+    #[error(
+        "no broker answered within {waited_ms} ms: {}",
+        BrokerFailure::list(attempts)
+    )]
+    NoBrokerAnswered {
+        /// How long the client waited.
+        waited_ms: u64,
+        /// The last failure of each address asked, in the order they were first asked.
+        attempts: Vec<BrokerFailure>,
     },
     /// A configuration setting is unknown, malformed or contradicts another.
     #[error("invalid configuration {setting}: {reason}")]
@@ -88,8 +127,9 @@ pub enum Error {
     #[error("invalid state: {0}")]
     InvalidState(String),
     /// The transaction cannot commit any more; `abort_transaction` is the way on, after which
-    /// the producer goes on (DESIGN rule T4). The cause says what went wrong.
-    #[error("the transaction must be aborted: {cause}")]
+    /// the producer goes on. The cause (the [`std::error::Error::source`]) says what went
+    /// wrong.
+    #[error("the transaction cannot commit and must be aborted")]
     Abortable {
         /// What made the transaction abortable.
         #[source]
@@ -101,15 +141,17 @@ pub enum Error {
     /// The record was part of a transaction that was aborted before it was written.
     #[error("the transaction was aborted; the record was not written")]
     TransactionAborted,
-    /// The producer hit an error it cannot recover from; it is unusable. The cause is kept.
-    #[error("fatal: {0}")]
+    /// The producer hit an error it cannot recover from; it is unusable. The cause is the
+    /// [`std::error::Error::source`].
+    #[error("the producer failed fatally and cannot be used any more")]
     Fatal(#[source] Arc<Error>),
-    /// A broker sent bytes that do not decode.
-    #[error("malformed response: {0}")]
+    /// A broker sent bytes that do not decode; the decoder's error is the
+    /// [`std::error::Error::source`].
+    #[error("malformed response from a broker")]
     Decode(#[from] DecodeError),
     /// A network error talking to a broker. [`Error::io_kind`] gives its `io::ErrorKind`; the
     /// `io::Error` itself is the [`std::error::Error::source`].
-    #[error("I/O error with {broker}: {source}")]
+    #[error("I/O error with {broker}")]
     Io {
         /// The broker's address.
         broker: String,
@@ -119,7 +161,7 @@ pub enum Error {
     },
     /// SASL authentication failed: wrong credentials, a mechanism the listener does not enable,
     /// a rejected token, or a SCRAM server that could not prove it knows the password.
-    /// Fatal: the same credentials cannot succeed on retry (DESIGN "Connections and security").
+    /// Fatal: the same credentials cannot succeed on retry.
     #[error("SASL {mechanism} authentication with {broker} failed: {reason}")]
     Authentication {
         /// The broker's address.
@@ -139,7 +181,21 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
-    /// No broker could be reached, or none answered, within the deadline.
+    /// `security.protocol` does not match the listener: a plaintext client got a TLS record
+    /// where a Kafka response belongs, or a TLS client's ClientHello got no TLS answer from a
+    /// listener that answers Kafka requests in plaintext. A configuration error found at the
+    /// first connection: fatal, never retried.
+    #[error("security.protocol={configured} does not match the listener at {broker}: {reason}")]
+    SecurityProtocolMismatch {
+        /// The listener's address.
+        broker: String,
+        /// The `security.protocol` the client uses.
+        configured: &'static str,
+        /// What the listener answered, and the setting that would match it.
+        reason: String,
+    },
+    /// An operation did not complete within its deadline; the text says which, and what was
+    /// last seen.
     #[error("timed out: {0}")]
     Timeout(String),
     /// The consumer lost partitions whose records a copy transaction holds (its membership was
@@ -151,6 +207,56 @@ pub enum Error {
         /// The partitions.
         partitions: Vec<crate::engine::TopicPartition>,
     },
+}
+
+/// The last failure of one broker address, in [`Error::NoBrokerAnswered`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BrokerFailure {
+    /// The address (`host:port`).
+    pub address: String,
+    /// Its last failure: refused, reset, a TLS failure, a timeout, ...
+    pub error: Error,
+}
+
+impl BrokerFailure {
+    /// A failure of `address`.
+    pub fn new(address: impl Into<String>, error: Error) -> Self {
+        Self {
+            address: address.into(),
+            error,
+        }
+    }
+
+    /// The failures as one line, each address with what went wrong.
+    fn list(failures: &[BrokerFailure]) -> String {
+        if failures.is_empty() {
+            return "no connection attempt finished".to_owned();
+        }
+        failures
+            .iter()
+            .map(|f| format!("{}: {}", f.address, f.error.transport_summary()))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// Displays an error followed by each of its causes once, separated by `: ` (what
+/// `anyhow`'s `{:#}` prints), for the crate's own log lines and messages.
+pub(crate) struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut next = self.0.source();
+        // Bounded: a chain longer than this is a cycle or a bug, not information.
+        for _ in 0..16 {
+            let Some(cause) = next else { break };
+            write!(f, ": {cause}")?;
+            next = cause.source();
+        }
+        Ok(())
+    }
 }
 
 impl Error {
@@ -184,16 +290,18 @@ impl Error {
     pub fn is_retriable(&self) -> bool {
         match self {
             Error::Broker { code, .. } => code.is_retriable(),
-            Error::Io { .. } | Error::Timeout(_) => true,
+            Error::Io { .. } | Error::Timeout(_) | Error::NoBrokerAnswered { .. } => true,
             _ => false,
         }
     }
 
-    /// Whether the producer is unusable after this error (DESIGN rule T5).
+    /// Whether the client is unusable after this error.
     pub fn is_fatal(&self) -> bool {
         match self {
             Error::Fatal(_) | Error::Closed => true,
-            Error::Authentication { .. } | Error::Tls { .. } => true,
+            Error::Authentication { .. }
+            | Error::Tls { .. }
+            | Error::SecurityProtocolMismatch { .. } => true,
             Error::Broker { code, .. } => matches!(
                 *code,
                 ErrorCode::PRODUCER_FENCED
@@ -226,10 +334,37 @@ impl Error {
         )
     }
 
-    /// Whether this is an authentication or certificate failure of a connection, which ends the
-    /// producer instead of being retried (DESIGN "Connections and security").
+    /// Whether this is a connection failure no retry can fix (authentication, a certificate,
+    /// a `security.protocol` the listener does not speak), which ends the client instead of
+    /// being retried.
     pub(crate) fn is_security_failure(&self) -> bool {
-        matches!(self, Error::Authentication { .. } | Error::Tls { .. })
+        matches!(
+            self,
+            Error::Authentication { .. }
+                | Error::Tls { .. }
+                | Error::SecurityProtocolMismatch { .. }
+        )
+    }
+
+    /// What went wrong with a connection, in a few words: "connection refused", "connection
+    /// reset", "TLS failure: ...", "timed out: ...", or the error and its causes.
+    fn transport_summary(&self) -> String {
+        use std::io::ErrorKind as K;
+        match self {
+            Error::Io { source, .. } => match source.kind() {
+                kind @ (K::ConnectionRefused
+                | K::ConnectionReset
+                | K::ConnectionAborted
+                | K::TimedOut
+                | K::HostUnreachable
+                | K::NetworkUnreachable
+                | K::AddrNotAvailable) => kind.to_string(),
+                K::UnexpectedEof => "the connection was closed by the other end".to_owned(),
+                _ => source.to_string(),
+            },
+            Error::Tls { reason, .. } => format!("TLS failure: {reason}"),
+            other => ErrorChain(other).to_string(),
+        }
     }
 
     /// The broker error code, if this error carries one.
@@ -249,24 +384,179 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::DecodeErrorKind;
 
-    #[test]
-    fn io_errors_keep_their_kind_and_chain_their_causes() {
-        let reset = Error::io(
+    fn reset() -> Error {
+        Error::io(
             "127.0.0.1:9092",
             std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer"),
-        );
-        let wrapped = Error::Indeterminate {
-            cause: Arc::new(Error::Fatal(Arc::new(reset))),
-        };
-        assert_eq!(wrapped.io_kind(), Some(std::io::ErrorKind::ConnectionReset));
+        )
+    }
+
+    /// The messages of `error` and each of its causes, walked through `source()` as
+    /// `anyhow`, `eyre` and `tracing` do.
+    fn chain(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
         let mut chain = Vec::new();
-        let mut next: Option<&dyn std::error::Error> = Some(&wrapped);
+        let mut next = Some(error);
         while let Some(e) = next {
             chain.push(e.to_string());
             next = e.source();
         }
-        assert_eq!(chain.len(), 4, "{chain:?}");
-        assert_eq!(chain[3], "reset by peer");
+        chain
+    }
+
+    /// One error of every variant, each wrapper around a cause with a message of its own.
+    fn one_of_each() -> Vec<Error> {
+        let cause = || Arc::new(Error::broker(ErrorCode::NOT_LEADER_OR_FOLLOWER));
+        vec![
+            Error::broker(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+            Error::DeliveryTimeout {
+                elapsed_ms: 5,
+                indeterminate: true,
+            },
+            Error::Indeterminate { cause: cause() },
+            Error::RecordTooLarge {
+                size: 2,
+                max: 1,
+                setting: "max.request.size",
+            },
+            Error::InvalidTopic {
+                topic: "a b".into(),
+                reason: "space",
+            },
+            Error::UnknownTopic {
+                topic: "t".into(),
+                waited_ms: 1,
+                last_error: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            },
+            Error::NoBrokerAnswered {
+                waited_ms: 1,
+                attempts: vec![BrokerFailure::new("127.0.0.1:1", reset())],
+            },
+            Error::Config {
+                setting: "linger.ms".into(),
+                reason: "negative".into(),
+            },
+            Error::Closed,
+            Error::InvalidState("x".into()),
+            Error::Abortable { cause: cause() },
+            Error::Purged,
+            Error::TransactionAborted,
+            Error::Fatal(cause()),
+            Error::Decode(DecodeError {
+                context: "MetadataResponse.brokers",
+                offset: 7,
+                kind: DecodeErrorKind::InvalidLength(-2),
+            }),
+            reset(),
+            Error::Authentication {
+                broker: "b:1".into(),
+                mechanism: "PLAIN".into(),
+                reason: "bad credentials".into(),
+            },
+            Error::Tls {
+                broker: "b:1".into(),
+                reason: "untrusted".into(),
+            },
+            Error::SecurityProtocolMismatch {
+                broker: "b:1".into(),
+                configured: "PLAINTEXT",
+                reason: "TLS answered".into(),
+            },
+            Error::Timeout("x".into()),
+        ]
+    }
+
+    #[test]
+    fn every_error_displays_its_own_text_without_its_source() {
+        let mut wrappers = 0;
+        for error in one_of_each() {
+            let text = error.to_string();
+            let Some(source) = std::error::Error::source(&error) else {
+                continue;
+            };
+            wrappers += 1;
+            let cause = source.to_string();
+            assert!(
+                !text.contains(&cause),
+                "{error:?} displays its source: {text:?} contains {cause:?}"
+            );
+            assert!(!text.is_empty(), "{error:?}");
+        }
+        // Indeterminate, Abortable, Fatal, Decode and Io.
+        assert_eq!(wrappers, 5);
+    }
+
+    #[test]
+    fn an_error_chain_prints_each_cause_once() {
+        let wrapped = Error::Indeterminate {
+            cause: Arc::new(Error::Fatal(Arc::new(reset()))),
+        };
+        let chain = chain(&wrapped);
+        assert_eq!(
+            chain,
+            vec![
+                "the record may or may not have been written",
+                "the producer failed fatally and cannot be used any more",
+                "I/O error with 127.0.0.1:9092",
+                "reset by peer",
+            ]
+        );
+        // What `anyhow`'s `{:#}` prints: every message, each once.
+        let report = chain.join(": ");
+        for cause in &chain {
+            assert_eq!(report.matches(cause.as_str()).count(), 1, "{report}");
+        }
+        assert_eq!(ErrorChain(&wrapped).to_string(), report);
+    }
+
+    #[test]
+    fn io_errors_keep_their_kind_through_wrappers() {
+        let wrapped = Error::Indeterminate {
+            cause: Arc::new(Error::Fatal(Arc::new(reset()))),
+        };
+        assert_eq!(wrapped.io_kind(), Some(std::io::ErrorKind::ConnectionReset));
+    }
+
+    #[test]
+    fn no_broker_answered_names_each_address_and_what_failed() {
+        let refused = Error::io(
+            "127.0.0.1:1",
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "os error 111"),
+        );
+        let tls = Error::Tls {
+            broker: "127.0.0.1:2".into(),
+            reason: "invalid peer certificate: UnknownIssuer".into(),
+        };
+        let error = Error::NoBrokerAnswered {
+            waited_ms: 20_001,
+            attempts: vec![
+                BrokerFailure::new("127.0.0.1:1", refused),
+                BrokerFailure::new("127.0.0.1:2", tls),
+                BrokerFailure::new("127.0.0.1:3", Error::Timeout("no answer".into())),
+            ],
+        };
+        assert_eq!(
+            error.to_string(),
+            "no broker answered within 20001 ms: 127.0.0.1:1: connection refused; \
+             127.0.0.1:2: TLS failure: invalid peer certificate: UnknownIssuer; \
+             127.0.0.1:3: timed out: no answer"
+        );
+        assert!(error.is_retriable() && !error.is_fatal());
+    }
+
+    #[test]
+    fn a_security_protocol_mismatch_is_fatal_and_names_the_setting() {
+        let error = Error::SecurityProtocolMismatch {
+            broker: "127.0.0.1:9093".into(),
+            configured: "PLAINTEXT",
+            reason: "it answered with a TLS record".into(),
+        };
+        assert!(error.is_fatal() && error.is_security_failure() && !error.is_retriable());
+        let text = error.to_string();
+        assert!(
+            text.contains("security.protocol") && text.contains("127.0.0.1:9093"),
+            "{text}"
+        );
     }
 }

@@ -78,7 +78,7 @@ pub use consumer::{
 };
 pub use engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, PendingOffsets, TxnState};
 pub use engine::{Counters, TopicPartition};
-pub use error::{Error, Result};
+pub use error::{BrokerFailure, Error, Result};
 pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
 pub use protocol::error_code::ErrorCode;
 pub use protocol::record_batch::Header;

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::client::config::{ProducerBuilder, ProducerConfig};
 use crate::client::connection::LinkSecurity;
 use crate::client::driver::{Command, Driver};
-use crate::client::metadata::TopicMetadata;
+use crate::client::metadata::{ClusterMetadata, TopicMetadata};
 use crate::client::metrics::ProducerMetrics;
 use crate::client::partitioner::{StickyPartitioner, partition_for_key};
 use crate::client::producer_shared::Shared;
@@ -283,7 +283,9 @@ impl Producer {
     ///
     /// Nothing was written when `send` fails: [`Error::InvalidTopic`],
     /// [`Error::RecordTooLarge`], an out-of-range partition ([`Error::Config`]),
-    /// [`Error::UnknownTopic`] or a full buffer ([`Error::Timeout`]) after `max.block.ms`,
+    /// [`Error::UnknownTopic`] (brokers answered, none knows the topic),
+    /// [`Error::NoBrokerAnswered`] (no broker answered at all) or a full buffer
+    /// ([`Error::Timeout`]) after `max.block.ms`,
     /// [`Error::InvalidState`] outside a transaction of a transactional producer,
     /// [`Error::Closed`] after `close`, or the fatal error that ended the producer.
     ///
@@ -414,49 +416,103 @@ impl Producer {
         validate_topic(topic)?;
         let started = tokio::time::Instant::now();
         let mut last_error = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
-        let mut asked = false;
+        let ask_first = shared.want_topic(topic);
+        let found = self
+            .await_metadata(deadline(), ask_first, |metadata, _| {
+                match metadata.topics.get(topic) {
+                    Some(TopicMetadata::Known { leaders }) if !leaders.is_empty() => {
+                        return Some(Ok(leaders.len() as i32));
+                    }
+                    Some(TopicMetadata::Failed(code)) => last_error = *code,
+                    _ => {}
+                }
+                (last_error == ErrorCode::INVALID_TOPIC_EXCEPTION
+                    || last_error == ErrorCode::TOPIC_AUTHORIZATION_FAILED)
+                    .then(|| {
+                        Err(Error::Broker {
+                            code: last_error,
+                            message: Some(format!("topic {topic}")),
+                        })
+                    })
+            })
+            .await?;
+        found.ok_or_else(|| Error::UnknownTopic {
+            topic: topic.to_string(),
+            waited_ms: started.elapsed().as_millis() as u64,
+            last_error,
+        })
+    }
+
+    /// Waits for metadata until `found` has the answer or `deadline` passes, asking the driver
+    /// for a refresh every round (from the first when `ask_first`; a `send` of a topic seen for
+    /// the first time has asked already). `found` also learns whether any broker answered a
+    /// metadata request since the wait began.
+    ///
+    /// `Ok(None)` at the deadline when brokers answered (and `found` found nothing);
+    /// [`Error::NoBrokerAnswered`] when none did, with each address's last failure; at once,
+    /// the fatal error that ended the producer (an authentication, certificate or
+    /// `security.protocol` failure is reported now, not at the deadline).
+    async fn await_metadata<T>(
+        &self,
+        deadline: tokio::time::Instant,
+        ask_first: bool,
+        mut found: impl FnMut(&ClusterMetadata, bool) -> Option<Result<T>>,
+    ) -> Result<Option<T>> {
+        let shared = &self.inner.shared;
+        let started = tokio::time::Instant::now();
+        let answers_before = shared.metadata_answers().answers();
+        let mut ask = ask_first;
+        // Bounded by the deadline.
         loop {
             let changed = shared.metadata_changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            // An authentication or certificate failure is reported now, not at max.block.ms.
             self.check_usable()?;
-            match shared
-                .metadata
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .topics
-                .get(topic)
-            {
-                Some(TopicMetadata::Known { leaders }) if !leaders.is_empty() => {
-                    return Ok(leaders.len() as i32);
-                }
-                Some(TopicMetadata::Failed(code)) => last_error = *code,
-                _ => {}
+            let answered = shared.metadata_answers().answers() > answers_before;
+            let result = {
+                let metadata = shared.metadata.read().unwrap_or_else(|e| e.into_inner());
+                found(&metadata, answered)
+            };
+            if let Some(result) = result {
+                return result.map(Some);
             }
-            if last_error == ErrorCode::INVALID_TOPIC_EXCEPTION
-                || last_error == ErrorCode::TOPIC_AUTHORIZATION_FAILED
-            {
-                return Err(Error::Broker {
-                    code: last_error,
-                    message: Some(format!("topic {topic}")),
-                });
-            }
-            if shared.want_topic(topic) || asked {
+            if ask {
                 let _ = self.inner.commands.send(Command::RefreshMetadata);
             }
-            asked = true;
+            ask = true;
             let retry = tokio::time::Instant::now()
                 + Duration::from_millis(shared.config.retry_backoff_ms.max(50));
-            if tokio::time::Instant::now() >= deadline() {
-                return Err(Error::UnknownTopic {
-                    topic: topic.to_string(),
-                    waited_ms: started.elapsed().as_millis() as u64,
-                    last_error,
-                });
+            if tokio::time::Instant::now() >= deadline {
+                if answered {
+                    return Ok(None);
+                }
+                return Err(shared
+                    .metadata_answers()
+                    .no_broker_answered(started.elapsed()));
             }
-            let _ = tokio::time::timeout_at(retry.min(deadline()), changed).await;
+            let _ = tokio::time::timeout_at(retry.min(deadline), changed).await;
         }
+    }
+
+    /// Checks that the cluster can be used: connects, authenticates and fetches metadata
+    /// once, waiting at most `timeout`. For a service's start-up or readiness probe: `build`
+    /// connects to nothing, and the first `send` would otherwise be the first to find that
+    /// no broker answers or that the credentials are wrong.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoBrokerAnswered`] when no broker answered within `timeout`, naming each
+    /// address asked with its last failure (refused, reset, a TLS failure, a timeout); at
+    /// once, the fatal error when authentication or TLS fails or `security.protocol` does
+    /// not match the listener; [`Error::Closed`] after `close`.
+    ///
+    /// Cancel safety: dropping the future stops the waiting only.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        // Brokers that answered at the deadline's edge answered: ready all the same.
+        self.await_metadata(deadline, true, |_, answered| answered.then_some(Ok(())))
+            .await
+            .map(|_| ())
     }
 
     /// Waits until every record handed to `send` so far is resolved.
@@ -783,6 +839,7 @@ mod tests {
         fn futures_of(producer: &Producer) {
             send(producer.send(Record::to("t")));
             send(producer.flush());
+            send(producer.wait_ready(Duration::from_secs(1)));
             send(producer.close_with_timeout(Duration::from_secs(1)));
             send(producer.commit_transaction());
             send(producer.abort_transaction());

@@ -8,6 +8,7 @@
 //! Tests hold their cluster's lock across awaits on purpose (see `broker_failure.rs`).
 #![allow(clippy::await_holding_lock)]
 
+#[macro_use]
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,10 +16,11 @@ use std::pin::{Pin, pin};
 use std::time::{Duration, Instant};
 
 use exactly::{
-    Consumer, ConsumerBuilder, ConsumerEvent, ConsumerRecord, GroupProtocol, IsolationLevel,
-    OffsetReset, OffsetToCommit, Producer, Record, TimestampType, TopicPartition,
+    Consumer, ConsumerEvent, ConsumerRecord, GroupProtocol, IsolationLevel, OffsetReset,
+    OffsetToCommit, Producer, Record, TimestampType, TopicPartition,
 };
 use futures_core::Stream;
+use support::members::{consumer_with, test_builder};
 use support::{Cluster, Isolation};
 
 /// The longest a test waits for one expected thing (a rebalance includes a 6 s session
@@ -39,40 +41,6 @@ async fn consumer(
     topic: &str,
 ) -> Consumer {
     consumer_with(cluster, group, protocol, reset, isolation, topic, &[]).await
-}
-
-/// [`consumer`] with `extra` properties set last.
-async fn consumer_with(
-    cluster: &Cluster,
-    group: &str,
-    protocol: GroupProtocol,
-    reset: OffsetReset,
-    isolation: IsolationLevel,
-    topic: &str,
-    extra: &[(&str, &str)],
-) -> Consumer {
-    let mut builder = test_builder(cluster)
-        .group_id(group)
-        .group_protocol(protocol)
-        .auto_offset_reset(reset)
-        .isolation_level(isolation);
-    for (key, value) in extra {
-        builder = builder.set(*key, *value);
-    }
-    let mut c = builder.build().await.expect("consumer builds");
-    c.subscribe([topic.to_owned()]).unwrap();
-    c
-}
-
-/// A consumer of `cluster` with the test bed's short timeouts (no group, nothing subscribed).
-fn test_builder(cluster: &Cluster) -> ConsumerBuilder {
-    Consumer::builder()
-        .bootstrap(cluster.bootstrap.as_str())
-        .set("session.timeout.ms", "6000")
-        .set("heartbeat.interval.ms", "500")
-        .set("max.poll.interval.ms", "20000")
-        .set("fetch.max.wait.ms", "200")
-        .set("request.timeout.ms", "5000")
 }
 
 /// A [`consumer`] from the earliest offset, read_committed: what most tests here read with.
@@ -366,29 +334,6 @@ async fn read_committed_hides_aborted_and_open() {
     assert_eq!(kcat_after.len(), 8 + 2 + 2);
     let ours_after = read_all(&cluster, &topic, IsolationLevel::ReadCommitted, 12).await;
     assert_eq!(ours_after, kcat_after);
-}
-
-/// One test: `$body(cluster, protocol)` on the test bed's `$cluster` cluster (skipped when it
-/// is not up).
-macro_rules! group_protocol_test {
-    ($test:ident, $body:ident, $cluster:ident, $protocol:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $test() {
-            if let Some(cluster) = super::support::Cluster::$cluster() {
-                super::$body(cluster, exactly::GroupProtocol::$protocol).await;
-            }
-        }
-    };
-}
-
-/// Runs `$body(cluster, protocol)` on the `$cluster` cluster once per group protocol.
-macro_rules! on_both_protocols {
-    ($body:ident, $cluster:ident) => {
-        mod $body {
-            group_protocol_test!(kip848, $body, $cluster, Consumer);
-            group_protocol_test!(classic, $body, $cluster, Classic);
-        }
-    };
 }
 
 /// Runs `$body(cluster, protocol)` once per cluster (TV2, TV1) and group protocol.

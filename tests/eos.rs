@@ -13,7 +13,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use exactly::eos::{CommittedTransaction, CopyLoop, OffsetTranslator};
@@ -156,6 +156,8 @@ struct Commit {
 struct Copier {
     task: JoinHandle<()>,
     stop: Arc<AtomicBool>,
+    /// Its producer's aborted transactions (`transactions_aborted`), as of its last step.
+    aborted: Arc<AtomicU64>,
 }
 
 impl Copier {
@@ -176,12 +178,19 @@ impl Copier {
             transactional_id.to_owned(),
         );
         let stopped = Arc::clone(&stop);
+        let aborted = Arc::new(AtomicU64::new(0));
+        let aborts = Arc::clone(&aborted);
         let span = tracing::info_span!("copier", id = transactional_id);
         let task = tokio::spawn(tracing::Instrument::instrument(
             async move {
                 let mut copier = copy_loop(&cluster, &group, &source, &destination, &id).await;
                 while !stopped.load(Ordering::Relaxed) {
-                    match copier.step().await {
+                    let stepped = copier.step().await;
+                    aborts.store(
+                        copier.producer().metrics().transactions_aborted,
+                        Ordering::Relaxed,
+                    );
+                    match stepped {
                         Ok(Some(transaction)) => {
                             let partitions: Vec<TopicPartition> = transaction
                                 .consumed
@@ -214,22 +223,31 @@ impl Copier {
             },
             span,
         ));
-        Self { task, stop }
+        Self {
+            task,
+            stop,
+            aborted,
+        }
     }
 
-    /// Graceful: commits the open transaction, leaves the group, closes.
-    async fn stop(self) {
+    /// Graceful: commits the open transaction, leaves the group, closes. Returns how many
+    /// transactions it aborted.
+    async fn stop(self) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
         tokio::time::timeout(Duration::from_secs(60), self.task)
             .await
             .expect("copier stops within 60 s")
             .expect("copier task ends cleanly");
+        self.aborted.load(Ordering::Relaxed)
     }
 
-    /// Killed: the task is dropped where it is, without close.
-    async fn kill(self) {
+    /// Killed: the task is dropped where it is, without close. Returns how many transactions
+    /// it had aborted (the one left open is aborted later, by its successor's
+    /// init_transactions).
+    async fn kill(self) -> u64 {
         self.task.abort();
         let _ = self.task.await;
+        self.aborted.load(Ordering::Relaxed)
     }
 }
 
@@ -398,13 +416,22 @@ async fn copy_with_kill(cluster: Cluster) {
     progress.until(records / 3, Duration::from_secs(300)).await;
     // Killed mid-transaction: no commit, no close; the member expires, its transaction stays
     // open until the restarted copier's init_transactions aborts it.
-    a.kill().await;
+    let killed_aborts = a.kill().await;
     let a = Copier::spawn(&cluster, &group, &source, &destination, "eos-a", tx.clone());
     drop(tx);
     wait_until_committed(&cluster, &group, &source, Duration::from_secs(600)).await;
-    a.stop().await;
-    b.stop().await;
+    let aborts = [killed_aborts, a.stop().await, b.stop().await];
     progress.drain();
+    // With default fetch sizes a copier's buffer may outlive a rebalance; how many
+    // transactions that cost is worth seeing in every run.
+    eprintln!(
+        "copy_with_kill: {} transactions committed, {} aborted (killed copier {}, its successor {}, the other {})",
+        progress.transactions.len(),
+        aborts.iter().sum::<u64>(),
+        aborts[0],
+        aborts[1],
+        aborts[2]
+    );
     // The killed copier may have committed a transaction it did not live to report.
     assert!(
         progress.copied <= records,
@@ -580,12 +607,13 @@ async fn zombie_copier_is_fenced() {
         .await
         .expect_err("the zombie's offsets are fenced");
     eprintln!("zombie commit: {err}");
-    // ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (classic); FENCED_MEMBER_EPOCH,
-    // STALE_MEMBER_EPOCH (KIP-848); or the consumer's own word that the partitions are gone.
-    const FENCING: [i16; 5] = [22, 25, 82, 110, 113];
+    // The group refused it (see `FENCING_CODES`), or the consumer's own word that the
+    // partitions are gone.
     assert!(
         matches!(err, exactly::Error::PartitionsLost { .. })
-            || err.code().is_some_and(|c| FENCING.contains(&c.0)),
+            || err
+                .code()
+                .is_some_and(|c| support::members::FENCING_CODES.contains(&c.0)),
         "a fencing error, not: {err}"
     );
     heir.stop().await;

@@ -76,8 +76,9 @@ async fn dropping_the_producer_resolves_every_future() {
     for (n, outcome) in &dropped.outcomes {
         match outcome {
             Outcome::Indeterminate(e) => assert!(
-                e.to_string().contains("closed"),
-                "record {n}: went out unconfirmed: {e}"
+                support::report(e).contains("closed"),
+                "record {n}: went out unconfirmed: {}",
+                support::report(e)
             ),
             Outcome::Failed(Error::Closed) => {}
             other => panic!("record {n}: {other:?}"),

@@ -23,6 +23,7 @@ use exactly::{
     SaslMechanism, SecurityProtocol,
 };
 use support::delivery::Run;
+use support::logs::Captured;
 use support::{Cluster, Isolation, in_ci, kcat_read_with};
 
 const RESOLVE_LIMIT: Duration = Duration::from_secs(90);
@@ -152,11 +153,22 @@ impl Bed {
 
     /// Lines of the broker's log saying an authentication failed.
     fn failed_authentications(&self) -> usize {
+        self.broker_log_lines("Failed authentication with")
+    }
+
+    /// Lines of the broker's log holding `text`.
+    fn broker_log_lines(&self, text: &str) -> usize {
         std::fs::read_to_string(&self.broker_log)
-            .map(|log| log.matches("Failed authentication with").count())
+            .map(|log| log.matches(text).count())
             .unwrap_or(0)
     }
 }
+
+/// What the broker logs for each connection that is not TLS on a TLS listener.
+const BROKER_TLS_HANDSHAKE_FAILED: &str = "(SSL handshake failed)";
+/// What the broker logs for each TLS ClientHello on a plaintext listener: it reads the TLS
+/// record header as a request size of 369 MB.
+const BROKER_OVERSIZED_REQUEST: &str = "InvalidReceiveException: Invalid receive";
 
 #[derive(Debug, Clone, Copy)]
 enum Listener {
@@ -498,6 +510,193 @@ async fn wrong_password_is_fatal_and_fast() {
     );
 }
 
+/// How fast a `security.protocol` that does not match the listener must reach the user.
+const MISMATCH_WITHIN: Duration = Duration::from_secs(2);
+
+/// The listener a fatal `security.protocol` mismatch names, if `error` is one.
+fn mismatched_listener(error: &Error) -> Option<String> {
+    match error {
+        Error::Fatal(inner) => match &**inner {
+            Error::SecurityProtocolMismatch { broker, .. } => Some(broker.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A producer whose `security.protocol` does not match `listener` (built by `build`, which
+/// starts connecting at once): the first `send` fails fatally within [`MISMATCH_WITHIN`]
+/// with an error that names the setting and the listener, and `wait_ready` says the same at
+/// once. The broker's log then has at most two failed connections (`broker_line`) from it.
+async fn expect_mismatch(
+    build: impl std::future::Future<Output = Producer>,
+    listener: &str,
+    bed: &Bed,
+    broker_line: &str,
+) {
+    let before = bed.broker_log_lines(broker_line);
+    // From the build on: the driver connects as soon as it starts.
+    let started = Instant::now();
+    let producer = build.await;
+    let error = expect_fatal(producer.clone(), "any-topic", |e| {
+        mismatched_listener(e).is_some()
+    })
+    .await;
+    let took = started.elapsed();
+    assert!(
+        took < MISMATCH_WITHIN,
+        "the mismatch took {took:?} to report"
+    );
+    assert_eq!(mismatched_listener(&error).as_deref(), Some(listener));
+    let report = support::report(&error);
+    assert!(
+        report.contains("security.protocol") && report.contains(listener),
+        "{report}"
+    );
+    let ready = producer
+        .wait_ready(Duration::from_secs(10))
+        .await
+        .expect_err("not ready");
+    assert_eq!(
+        mismatched_listener(&ready).as_deref(),
+        Some(listener),
+        "{ready}"
+    );
+    producer.close().await.unwrap();
+    // No retry storm: wait a while, then count the broker's failed connections.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let attempts = bed.broker_log_lines(broker_line) - before;
+    assert!(
+        (1..=2).contains(&attempts),
+        "{attempts} connections failed at the listener; expected one attempt"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plaintext_client_at_tls_listener_is_fatal_and_fast() {
+    let (cluster, bed) = bed!(Cluster::single());
+    // Exclusive: the broker log's failure count must be ours alone.
+    let _exclusive = cluster.exclusive();
+    // security.protocol=PLAINTEXT (the default) at the SSL listener.
+    let producer = async { builder(&bed.ssl).build().await.unwrap() };
+    expect_mismatch(producer, &bed.ssl, &bed, BROKER_TLS_HANDSHAKE_FAILED).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_client_at_plaintext_listener_is_fatal_and_fast() {
+    let (cluster, bed) = bed!(Cluster::single());
+    let _exclusive = cluster.exclusive();
+    let plaintext = cluster.bootstrap.clone();
+    let producer = async {
+        builder(&plaintext)
+            .security_protocol(SecurityProtocol::Ssl)
+            .ssl_ca_file(&bed.ca)
+            .build()
+            .await
+            .unwrap()
+    };
+    expect_mismatch(producer, &plaintext, &bed, BROKER_OVERSIZED_REQUEST).await;
+    // The consumer, which connects when it is built, fails there the same way.
+    let started = Instant::now();
+    let error = exactly::Consumer::builder()
+        .bootstrap(plaintext.clone())
+        .group_id(support::unique_topic("mismatch"))
+        .set("security.protocol", "SSL")
+        .set("ssl.truststore.location", bed.ca.clone())
+        .build()
+        .await
+        .expect_err("a TLS consumer at a plaintext listener");
+    assert!(
+        started.elapsed() < MISMATCH_WITHIN,
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        matches!(&error, Error::SecurityProtocolMismatch { broker, .. } if *broker == plaintext),
+        "{error:?}"
+    );
+    assert!(error.is_fatal(), "{error}");
+}
+
+/// `wait_ready` with a wrong password: the fatal authentication error, fast, logged once as
+/// fatal and never as a connection to retry.
+#[test]
+fn wait_ready_reports_auth_failure() {
+    let (logged, _capture) = Captured::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (cluster, bed) = bed!(Cluster::single());
+        let _exclusive = cluster.exclusive();
+        let before = bed.failed_authentications();
+        let producer = builder(&bed.sasl_ssl)
+            .security_protocol(SecurityProtocol::SaslSsl)
+            .ssl_ca_file(&bed.ca)
+            .sasl_credentials(SaslMechanism::ScramSha512, bed.user.clone(), "wrong")
+            .build()
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let error = producer
+            .wait_ready(Duration::from_secs(30))
+            .await
+            .expect_err("wrong credentials are not ready");
+        let took = started.elapsed();
+        assert!(is_authentication(&error), "{error:?}");
+        assert!(error.is_fatal(), "{error}");
+        assert!(took < FATAL_WITHIN, "took {took:?}");
+        eprintln!(
+            "wait_ready failed after {took:?}: {}",
+            support::report(&error)
+        );
+        // Called again, it fails at once with the same error.
+        let again = producer.wait_ready(Duration::from_secs(30)).await;
+        assert!(again.as_ref().is_err_and(is_authentication), "{again:?}");
+        producer.close().await.unwrap();
+        let attempts = bed.failed_authentications() - before;
+        assert!(
+            (1..=2).contains(&attempts),
+            "{attempts} failed authentications"
+        );
+
+        // The consumer's wait_ready: its build authenticates already, and fails so.
+        let mut props = jaas_properties(&bed, SaslMechanism::ScramSha512);
+        // The connection's settings only (the rest are the producer's).
+        props.retain(|(key, _)| {
+            ["bootstrap.", "security.", "ssl.", "sasl."]
+                .iter()
+                .any(|prefix| key.starts_with(prefix))
+        });
+        for (_, value) in &mut props {
+            *value = value.replace(&bed.password, "wrong");
+        }
+        props.push(("group.id".into(), support::unique_topic("wrong-password")));
+        let consumer = exactly::Consumer::from_properties(props).await;
+        assert!(
+            matches!(consumer, Err(Error::Authentication { .. })),
+            "{consumer:?}"
+        );
+    });
+    let events = logged.events();
+    let retrying: Vec<_> = events
+        .iter()
+        .filter(|e| e.message.contains("retrying"))
+        .collect();
+    assert!(
+        retrying.is_empty(),
+        "a fatal failure is not retried: {retrying:?}"
+    );
+    let errors = logged.at(tracing::Level::ERROR);
+    // One ERROR for the producer, one for the consumer.
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors.iter().all(|e| e.field("error").contains("SASL")),
+        "{errors:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn untrusted_ca_is_fatal() {
     let (cluster, bed) = bed!(Cluster::single());
@@ -647,44 +846,11 @@ async fn tls_handshake_cut_by_the_network_is_retried() {
     assert_eq!(log.len(), 1);
 }
 
-/// Counts the producer's "re-authenticated" events per connection (its local address).
-#[derive(Clone, Default)]
-struct ReauthCounter(Arc<Mutex<HashMap<String, usize>>>);
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ReauthCounter {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        struct Fields {
-            message: String,
-            local: String,
-        }
-        impl tracing::field::Visit for Fields {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                match field.name() {
-                    "message" => self.message = format!("{value:?}"),
-                    "local" => self.local = format!("{value:?}"),
-                    _ => {}
-                }
-            }
-        }
-        let mut fields = Fields {
-            message: String::new(),
-            local: String::new(),
-        };
-        event.record(&mut fields);
-        if fields.message.contains("re-authenticated") {
-            *self.0.lock().unwrap().entry(fields.local).or_default() += 1;
-        }
-    }
-}
-
 #[test]
 fn reauthentication_keeps_producing() {
-    use tracing_subscriber::layer::SubscriberExt;
-    // A current-thread runtime, so the counting subscriber (set for this thread) sees every
-    // event of the producer's tasks.
-    let counter = ReauthCounter::default();
-    let subscriber = tracing_subscriber::registry().with(counter.clone());
-    let _default = tracing::subscriber::set_default(subscriber);
+    // A current-thread runtime, so the capture (set for this thread) sees every event of the
+    // producer's tasks.
+    let (logged, _capture) = Captured::start();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -719,7 +885,15 @@ fn reauthentication_keeps_producing() {
         );
         let log = bed.read(Listener::SaslSsl, &topic, Isolation::ReadUncommitted);
         run.verify_records(&log, &topic);
-        let per_connection = counter.0.lock().unwrap().clone();
+        // The "re-authenticated" events per connection (its local address).
+        let mut per_connection: HashMap<String, usize> = HashMap::new();
+        for event in logged.events() {
+            if event.message.contains("re-authenticated") {
+                *per_connection
+                    .entry(event.field("local").to_owned())
+                    .or_default() += 1;
+            }
+        }
         eprintln!("re-authentications per connection: {per_connection:?}");
         assert!(
             per_connection.values().any(|&n| n >= 2),

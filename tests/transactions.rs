@@ -8,12 +8,15 @@
 
 mod support;
 
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use exactly::protocol::error_code::ErrorCode;
 use exactly::{ConsumerGroupMetadata, Error, OffsetToCommit, Producer, Record, TxnState};
 use support::group::GroupMember;
+use support::logs::Captured;
 use support::{Cluster, Isolation};
+use tracing::Level;
 
 const RESOLVE_LIMIT: Duration = Duration::from_secs(90);
 
@@ -608,9 +611,10 @@ async fn coordinator_timed_out_transaction_is_abortable_and_recovers(cluster: Cl
         .expect_err("the coordinator aborted it");
     assert!(err.is_abortable() && !err.is_fatal(), "{err}");
     assert_eq!(producer.transaction_state(), Some(TxnState::AbortableError));
+    let report = support::report(&err);
     assert!(
-        err.to_string().contains("transaction.timeout.ms"),
-        "the error says the transaction timed out: {err}"
+        report.contains("transaction.timeout.ms"),
+        "the error says the transaction timed out: {report}"
     );
     let aborted = producer.abort_transaction().await;
     await_all(expired).await;
@@ -620,9 +624,10 @@ async fn coordinator_timed_out_transaction_is_abortable_and_recovers(cluster: Cl
     } else {
         let err = aborted.expect_err("a v1 coordinator does not take our epoch back");
         assert!(err.is_fatal(), "{err}");
+        let report = support::report(&err);
         assert!(
-            err.to_string().contains("transaction.timeout.ms"),
-            "the error says the transaction timed out, not only fenced: {err}"
+            report.contains("transaction.timeout.ms"),
+            "the error says the transaction timed out, not only fenced: {report}"
         );
         producer.close().await.ok();
         transactional(&cluster, &id, &[("transaction.timeout.ms", "3000")]).await
@@ -755,4 +760,165 @@ async fn send_offsets_with_lost_answers_then_abort_ends_the_transaction_tv1() {
     assert_eq!(committed_offset, 7, "the next transaction's offset, not 5");
     let committed = values(&cluster, &output, Isolation::ReadCommitted);
     assert_eq!(committed, ["first-0", "next-0", "next-1", "next-2"]);
+}
+
+/// The cuts of [`coordinator_outage_logs_once`].
+const CUT: Duration = Duration::from_secs(12);
+
+/// Cuts the test bed's one broker off; [`end_cut`] brings it back.
+fn start_cut(cluster: &Cluster) -> Instant {
+    cluster.proxy(0).set_enabled(false);
+    Instant::now()
+}
+
+/// Brings the broker back [`CUT`] after the cut began, then waits for `call` (started during
+/// the cut): it must succeed once the broker is back.
+async fn end_cut(
+    cluster: &Cluster,
+    began: Instant,
+    call: tokio::task::JoinHandle<exactly::Result<()>>,
+) {
+    tokio::time::sleep(CUT.saturating_sub(began.elapsed())).await;
+    cluster.proxy(0).set_enabled(true);
+    tokio::time::timeout(RESOLVE_LIMIT, call)
+        .await
+        .expect("the call returns")
+        .unwrap()
+        .expect("the call succeeds once the broker is back");
+    eprintln!("done {:?} after the cut began", began.elapsed());
+}
+
+/// One loop's outage in the log: `warn` (a message fragment) once at WARN, its retries at
+/// DEBUG, and `info` once at INFO counting every failed attempt.
+fn logged_once(logged: &Captured, warn: &str, info: &str) {
+    let warnings: Vec<_> = logged
+        .at(Level::WARN)
+        .into_iter()
+        .filter(|e| e.message.contains(warn))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one WARN with {warn:?}: {warnings:?}");
+    let retried = logged
+        .at(Level::DEBUG)
+        .into_iter()
+        .filter(|e| e.message.contains(warn) && e.message.contains("failed again"))
+        .count();
+    assert!(
+        retried >= 1,
+        "the retries of {warn:?} during the cut are at DEBUG"
+    );
+    let back: Vec<_> = logged
+        .at(Level::INFO)
+        .into_iter()
+        .filter(|e| e.message.contains(info))
+        .collect();
+    assert_eq!(back.len(), 1, "one INFO with {info:?}: {back:?}");
+    let failed: usize = back[0]
+        .field("failed_attempts")
+        .parse()
+        .expect("the INFO counts the failed attempts");
+    assert_eq!(failed, retried + 1, "{back:?}");
+}
+
+/// No WARN twice for one outage: one per loop (and address), numbers (request ids, counts)
+/// aside; and nothing at ERROR.
+fn no_warning_repeated(logged: &Captured) {
+    let mut per_kind: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for event in logged.at(Level::WARN) {
+        eprintln!("WARN {} {} {:?}", event.target, event.message, event.fields);
+        let kind: String = event
+            .message
+            .chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect();
+        *per_kind
+            .entry((kind, event.field("address").to_owned()))
+            .or_default() += 1;
+    }
+    assert!(
+        per_kind.values().all(|&n| n == 1),
+        "a WARN repeated during one outage: {per_kind:?}"
+    );
+    let errors = logged.at(Level::ERROR);
+    assert!(errors.is_empty(), "{errors:?}");
+}
+
+/// Two 12 s cuts of the transaction coordinator (the test bed's one broker), and the log
+/// of each: one WARN when a retry loop starts failing, DEBUG for its retries, one INFO when
+/// it works again; no WARN per retry. The first cut comes during a commit, so the EndTxn is
+/// retried; in the second the records are sent during the cut, so under transactions v1
+/// AddPartitionsToTxn is retried, under v2 the produce requests. Both transactions commit.
+fn coordinator_outage_logs_once(cluster: Option<Cluster>) {
+    let Some(cluster) = cluster else { return };
+    // A current-thread runtime, so the capture (set for this thread) sees every event of the
+    // producer's tasks.
+    let (logged, _capture) = Captured::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let _exclusive = cluster.exclusive();
+        let topic = support::unique_topic("txn-outage");
+        cluster.create_topic(&topic, 2, 1, &[]);
+        let producer = transactional(&cluster, &support::unique_topic("outage"), &[]).await;
+        let commit = || {
+            let producer = producer.clone();
+            tokio::spawn(async move { producer.commit_transaction().await })
+        };
+
+        // A commit while the coordinator is cut off: its records are in the log already.
+        producer.begin_transaction().unwrap();
+        let first = send_all(&producer, &topic, "first", 5).await;
+        producer.flush().await.unwrap();
+        logged.clear();
+        let began = start_cut(&cluster);
+        end_cut(&cluster, began, commit()).await;
+        logged_once(
+            &logged,
+            "transactional request",
+            "transactional requests to the coordinators",
+        );
+        no_warning_repeated(&logged);
+
+        // Records sent while the broker is cut off, then the commit.
+        logged.clear();
+        let began = start_cut(&cluster);
+        producer.begin_transaction().unwrap();
+        let second = send_all(&producer, &topic, "second", 5).await;
+        end_cut(&cluster, began, commit()).await;
+        if cluster.txn_version == 1 {
+            logged_once(
+                &logged,
+                "transactional request (AddPartitionsToTxn)",
+                "transactional requests to the coordinators",
+            );
+        } else {
+            logged_once(&logged, "produce request", "produce requests to broker");
+        }
+        no_warning_repeated(&logged);
+
+        for outcome in await_all(first)
+            .await
+            .into_iter()
+            .chain(await_all(second).await)
+        {
+            outcome.expect("delivered in a committed transaction");
+        }
+        producer.close().await.unwrap();
+        let committed = values(&cluster, &topic, Isolation::ReadCommitted);
+        assert_eq!(count_prefix(&committed, "first"), 5, "{committed:?}");
+        assert_eq!(count_prefix(&committed, "second"), 5, "{committed:?}");
+    });
+}
+
+mod coordinator_outage_logs_once {
+    #[test]
+    fn tv2() {
+        super::coordinator_outage_logs_once(super::support::Cluster::single());
+    }
+
+    #[test]
+    fn tv1() {
+        super::coordinator_outage_logs_once(super::support::Cluster::tv1());
+    }
 }

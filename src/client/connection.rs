@@ -12,9 +12,18 @@
 //! listener is authenticated right after ApiVersions, before any request of ours, and
 //! re-authenticated between requests when the broker set a session lifetime (KIP-368). An
 //! authentication or certificate failure is fatal: the link fails every request at once and
-//! never reconnects (issue 11), where a network failure backs off and retries as before.
+//! never reconnects, where a network failure backs off and retries as before.
+//!
+//! So is a `security.protocol` the listener does not speak, found within the first connection
+//! attempt (librdkafka only hints at it: "might be caused by incorrect security.protocol").
+//! A plaintext link whose first answer starts with a TLS record header where the response
+//! size belongs (a TLS listener's alert, `15 03 03 ..`: 352 MB as a size) talks to a TLS
+//! listener. A TLS link whose ClientHello is answered with bytes that are not TLS, or closed
+//! before any answer by a listener that then answers an ApiVersions request in plaintext on a
+//! second connection, talks to a plaintext listener. The probe runs only when nothing came
+//! back, so a handshake cut by the network is still an I/O error, retried.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,12 +38,13 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::metrics::ConnectionState;
-use super::reconnect::{Reachability, ReachabilityChange, ReconnectBackoff};
+use super::reconnect::ReconnectBackoff;
 use super::sasl::{self, SaslTransport};
 use super::security::{SaslConfig, SecurityConfig};
 #[cfg(feature = "tls")]
 use super::tls::TlsConnector;
-use crate::error::Error;
+use crate::engine::reachability::{Reachability, ReachabilityChange};
+use crate::error::{Error, ErrorChain};
 use crate::protocol::frame::RequestFrame;
 use crate::protocol::header::{ResponseHeader, encode_request_frame};
 use crate::protocol::messages::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
@@ -55,7 +65,13 @@ type Stream = Box<dyn BrokerStream>;
 const REAUTHENTICATE_AT: f64 = 0.85;
 
 /// The largest response frame accepted (a hostile size prefix must not allocate gigabytes).
+/// Below every size a TLS record header read as one gives (0x15030000 and up, 352 MB), so a
+/// TLS record is never taken for a response.
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+
+/// How long the plaintext probe after a TLS handshake closed without an answer may take.
+#[cfg(feature = "tls")]
+const PLAINTEXT_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How a request ended without a response.
 #[derive(Debug, Clone)]
@@ -98,9 +114,11 @@ pub(crate) struct BrokerLink {
     tx: mpsc::UnboundedSender<Outgoing>,
     /// The link's [`ConnectionState`], for the metrics.
     pub state: Arc<AtomicU8>,
+    /// The broker's address (`host:port`), naming it in errors.
+    address: Arc<str>,
 }
 
-/// Settings of a link.
+/// Settings of a link; every link of one client shares them.
 #[derive(Debug, Clone)]
 pub(crate) struct LinkConfig {
     pub client_id: String,
@@ -110,6 +128,42 @@ pub(crate) struct LinkConfig {
     /// `reconnect.backoff.max.ms`.
     pub reconnect_backoff_max: Duration,
     pub security: LinkSecurity,
+    /// Whether each address can be reached, shared by the client's links: a broker dialled
+    /// by two links (its bootstrap address and its node id) is one outage in the log.
+    reachability: Arc<Mutex<HashMap<String, Reachability>>>,
+}
+
+impl LinkConfig {
+    /// The settings of a client's links. A connection attempt (TCP, TLS, ApiVersions, SASL)
+    /// may take `request.timeout.ms`, at most 10 s: a broker that does not answer that fast
+    /// is tried again with backoff rather than waited for.
+    pub fn new(
+        client_id: String,
+        request_timeout: Duration,
+        reconnect_backoff: Duration,
+        reconnect_backoff_max: Duration,
+        security: LinkSecurity,
+    ) -> Self {
+        Self {
+            client_id,
+            connect_timeout: request_timeout.min(Duration::from_secs(10)),
+            reconnect_backoff,
+            reconnect_backoff_max,
+            security,
+            reachability: Arc::default(),
+        }
+    }
+
+    /// Records a connection attempt to `address` and says what to log about it.
+    fn reached(&self, address: &str, connected: bool) -> ReachabilityChange {
+        let mut all = self.reachability.lock().unwrap_or_else(|e| e.into_inner());
+        let reachability = all.entry(address.to_owned()).or_default();
+        if connected {
+            reachability.succeeded()
+        } else {
+            reachability.failed()
+        }
+    }
 }
 
 /// How a link secures its connections; shared by every link of a producer.
@@ -123,6 +177,43 @@ pub(crate) struct LinkSecurity {
 }
 
 impl LinkSecurity {
+    /// Whether connections run TLS.
+    fn uses_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        if self.tls.is_some() {
+            return true;
+        }
+        false
+    }
+
+    /// The `security.protocol` these links use, by its Kafka name.
+    fn protocol_name(&self) -> &'static str {
+        match (self.uses_tls(), self.sasl.is_some()) {
+            (false, false) => "PLAINTEXT",
+            (false, true) => "SASL_PLAINTEXT",
+            (true, false) => "SSL",
+            (true, true) => "SASL_SSL",
+        }
+    }
+
+    /// The fatal error for a listener that does not speak our `security.protocol`:
+    /// `happened` says what it answered; the reason adds the setting that matches it.
+    fn mismatch(&self, address: &str, happened: &str) -> Error {
+        let matching = match (self.uses_tls(), self.sasl.is_some()) {
+            (false, false) => "SSL (or SASL_SSL if the listener authenticates with SASL)",
+            (false, true) => "SASL_SSL",
+            (true, false) => {
+                "PLAINTEXT (or SASL_PLAINTEXT if the listener authenticates with SASL)"
+            }
+            (true, true) => "SASL_PLAINTEXT",
+        };
+        Error::SecurityProtocolMismatch {
+            broker: address.to_owned(),
+            configured: self.protocol_name(),
+            reason: format!("{happened}; security.protocol={matching} would match it"),
+        }
+    }
+
     /// Reads the key material of a validated configuration; a missing or malformed PEM file is
     /// an [`Error::Config`] here, when the producer is built.
     pub fn from_config(config: &SecurityConfig) -> Result<Self, Error> {
@@ -147,8 +238,18 @@ impl BrokerLink {
     pub fn spawn(address: String, config: LinkConfig) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let state = Arc::new(AtomicU8::new(ConnectionState::Connecting.to_u8()));
+        let name: Arc<str> = Arc::from(address.as_str());
         tokio::spawn(run_link(address, config, rx, Arc::clone(&state)));
-        Self { tx, state }
+        Self {
+            tx,
+            state,
+            address: name,
+        }
+    }
+
+    /// The broker's address (`host:port`).
+    pub fn address(&self) -> &str {
+        &self.address
     }
 
     /// Queues a request; `respond` is called exactly once.
@@ -249,7 +350,6 @@ async fn run_link(
         config.reconnect_backoff_max,
         jitter_seed,
     );
-    let mut reachability = Reachability::default();
     // An authentication or certificate failure: every request fails with it, no reconnect.
     let mut fatal: Option<Error> = None;
     loop {
@@ -269,7 +369,7 @@ async fn run_link(
             Ok(connection) => {
                 set_state(ConnectionState::Connected);
                 backoff.connected();
-                if let ReachabilityChange::Restored { attempts } = reachability.connected() {
+                if let ReachabilityChange::Restored { attempts } = config.reached(&address, true) {
                     info!(%address, failed_attempts = attempts, "connected to broker again");
                 }
                 connection
@@ -277,14 +377,19 @@ async fn run_link(
             Err(error) => {
                 set_state(ConnectionState::BackingOff);
                 let wait = backoff.failed();
-                match reachability.failed() {
-                    ReachabilityChange::Lost => {
-                        warn!(%address, %error, max_backoff = ?config.reconnect_backoff_max, "cannot connect to broker; retrying with backoff");
+                if error.is_security_failure() {
+                    // Never retried: the client that owns the link reports it, once, as fatal.
+                    debug!(%address, error = %ErrorChain(&error), "cannot connect to broker; not retried");
+                } else {
+                    match config.reached(&address, false) {
+                        ReachabilityChange::Lost => {
+                            warn!(%address, error = %ErrorChain(&error), max_backoff = ?config.reconnect_backoff_max, "cannot connect to broker; retrying with backoff");
+                        }
+                        ReachabilityChange::StillDown { attempts } => {
+                            debug!(%address, error = %ErrorChain(&error), attempts, retry_in = ?wait, "still cannot connect to broker");
+                        }
+                        ReachabilityChange::Restored { .. } | ReachabilityChange::Unchanged => {}
                     }
-                    ReachabilityChange::StillDown { attempts } => {
-                        debug!(%address, %error, attempts, retry_in = ?wait, "still cannot connect to broker");
-                    }
-                    ReachabilityChange::Restored { .. } | ReachabilityChange::Unchanged => {}
                 }
                 // Nothing was written: fail this request and everything queued behind it, so
                 // the engine decides what to retry and when.
@@ -467,7 +572,7 @@ async fn serve(
     reader.abort();
     let _ = write_half.shutdown().await;
     let error = failure.clone().unwrap_or(Error::Closed);
-    debug!(%address, %error, "connection closed");
+    debug!(%address, error = %ErrorChain(&error), "connection closed");
     // Everything written and unanswered is lost; its outcome is unknown (P5).
     for p in pending.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
         (p.respond)(Err(SendFailure::Lost(error.clone())));
@@ -672,6 +777,50 @@ async fn write_frame<W: AsyncWrite + Unpin>(
 /// Reads one size-prefixed frame, refusing a hostile size.
 async fn read_frame<R: AsyncRead + Unpin + ?Sized>(reader: &mut R) -> std::io::Result<Bytes> {
     let size = reader.read_i32().await?;
+    read_frame_body(reader, size).await
+}
+
+/// Whether the four bytes where a response's size belongs are the start of a TLS record
+/// header: content type alert (0x15) or handshake (0x16), then protocol version 3.x (SSL 3.0
+/// to TLS 1.3 all start 0x03 0x00..0x04). As a size that is more than 352 MB, which no
+/// response reaches.
+fn looks_like_tls_record(size: [u8; 4]) -> bool {
+    matches!(size, [0x15 | 0x16, 0x03, 0x00..=0x04, _])
+}
+
+/// Reads the answer to a request of the connection's opening (ApiVersions). On a plaintext
+/// connection, a TLS record where the size belongs means the listener speaks TLS: a fatal
+/// [`Error::SecurityProtocolMismatch`], not an I/O error to retry.
+async fn read_opening_frame(
+    stream: &mut Stream,
+    address: &str,
+    security: &LinkSecurity,
+) -> Result<Bytes, Error> {
+    let mut size = [0u8; 4];
+    stream
+        .read_exact(&mut size)
+        .await
+        .map_err(|e| io_error(address, &e))?;
+    if !security.uses_tls() && looks_like_tls_record(size) {
+        return Err(security.mismatch(
+            address,
+            &format!(
+                "it answered with a TLS record (bytes {:02x} {:02x} {:02x}), so it is a TLS \
+                 listener",
+                size[0], size[1], size[2]
+            ),
+        ));
+    }
+    read_frame_body(stream, i32::from_be_bytes(size))
+        .await
+        .map_err(|e| io_error(address, &e))
+}
+
+/// Reads the `size` bytes of a frame whose size prefix was read, refusing a hostile size.
+async fn read_frame_body<R: AsyncRead + Unpin + ?Sized>(
+    reader: &mut R,
+    size: i32,
+) -> std::io::Result<Bytes> {
     let size = usize::try_from(size)
         .ok()
         .filter(|&s| s <= MAX_RESPONSE_BYTES)
@@ -748,15 +897,19 @@ async fn connect(
             .map_or_else(|_| "?".to_owned(), |a| a.to_string());
         let mut stream: Stream = match &config.security {
             #[cfg(feature = "tls")]
-            LinkSecurity { tls: Some(tls), .. } => Box::new(
-                tls.connect(host_of(address), tcp)
-                    .await
-                    .map_err(|e| io_error(address, &e))?,
-            ),
+            LinkSecurity { tls: Some(tls), .. } => {
+                Box::new(tls_handshake(tls, address, tcp, config).await?)
+            }
             _ => Box::new(tcp),
         };
-        let versions =
-            negotiate_versions(&mut stream, address, &config.client_id, correlation_id).await?;
+        let versions = negotiate_versions(
+            &mut stream,
+            address,
+            &config.client_id,
+            correlation_id,
+            &config.security,
+        )
+        .await?;
         let session = match &config.security.sasl {
             Some(sasl) => {
                 let started = Instant::now();
@@ -785,6 +938,64 @@ async fn connect(
     })?
 }
 
+/// The TLS handshake over `tcp`. A listener that does not speak TLS is a fatal
+/// [`Error::SecurityProtocolMismatch`]: one that answers the ClientHello with bytes that are
+/// not TLS, or one that closes the connection without answering anything and then answers an
+/// ApiVersions request in plaintext (what a Kafka plaintext listener does: it reads the
+/// ClientHello as a request size of 369 MB and drops the connection).
+#[cfg(feature = "tls")]
+async fn tls_handshake(
+    tls: &TlsConnector,
+    address: &str,
+    tcp: TcpStream,
+    config: &LinkConfig,
+) -> Result<tokio_rustls::client::TlsStream<super::tls::CountingStream<TcpStream>>, Error> {
+    use std::io::ErrorKind as K;
+    let (error, tcp) = match tls
+        .connect(host_of(address), super::tls::CountingStream::new(tcp))
+        .await
+    {
+        Ok(stream) => return Ok(stream),
+        Err(failed) => failed,
+    };
+    if super::tls::answered_without_tls(&error) {
+        return Err(config.security.mismatch(
+            address,
+            "it answered the TLS ClientHello with bytes that are not TLS, so it is not a TLS \
+             listener",
+        ));
+    }
+    let closed = matches!(
+        error.kind(),
+        K::UnexpectedEof | K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe
+    );
+    if closed && tcp.bytes_read() == 0 {
+        drop(tcp);
+        let probe = async {
+            let mut plain: Stream = Box::new(TcpStream::connect(address).await.ok()?);
+            let mut correlation_id = 0;
+            negotiate_versions(
+                &mut plain,
+                address,
+                &config.client_id,
+                &mut correlation_id,
+                &LinkSecurity::default(),
+            )
+            .await
+            .ok()
+        };
+        let probe_timeout = PLAINTEXT_PROBE_TIMEOUT.min(config.connect_timeout);
+        if let Ok(Some(_)) = tokio::time::timeout(probe_timeout, probe).await {
+            return Err(config.security.mismatch(
+                address,
+                "it closed the connection on the TLS ClientHello without a TLS answer, and \
+                 answers Kafka requests in plaintext, so it is a plaintext listener",
+            ));
+        }
+    }
+    Err(io_error(address, &error))
+}
+
 /// The host of `host:port`, without the brackets of an IPv6 address: the name TLS checks.
 #[cfg(feature = "tls")]
 fn host_of(address: &str) -> &str {
@@ -801,6 +1012,7 @@ async fn negotiate_versions(
     address: &str,
     client_id: &str,
     correlation_id: &mut i32,
+    security: &LinkSecurity,
 ) -> Result<BrokerApiVersions, Error> {
     let mut version = ApiVersionsRequest::MAX_VERSION;
     for _ in 0..2 {
@@ -813,9 +1025,7 @@ async fn negotiate_versions(
         write_frame(stream, &frame[..])
             .await
             .map_err(|e| io_error(address, &e))?;
-        let body = read_frame(stream)
-            .await
-            .map_err(|e| io_error(address, &e))?;
+        let body = read_opening_frame(stream, address, security).await?;
         let mut d = Decoder::new(&body);
         ResponseHeader::decode(&mut d, false)?;
         let response = ApiVersionsResponse::decode_with_v0_fallback(d.rest(), version)?;
@@ -838,10 +1048,38 @@ async fn negotiate_versions(
     ))
 }
 
-#[cfg(all(test, feature = "tls"))]
+#[cfg(test)]
 mod tests {
-    use super::host_of;
+    use super::*;
 
+    #[test]
+    fn tls_record_headers_are_told_from_response_sizes() {
+        // A TLS 1.2 alert and a TLS 1.0 ClientHello record, as the first four bytes.
+        assert!(looks_like_tls_record([0x15, 0x03, 0x03, 0x00]));
+        assert!(looks_like_tls_record([0x16, 0x03, 0x01, 0x01]));
+        for size in [0, 1, 1_000_000, MAX_RESPONSE_BYTES as i32] {
+            assert!(!looks_like_tls_record(size.to_be_bytes()), "{size}");
+        }
+        // Each TLS header is larger than any response we accept, so none was a valid size.
+        let smallest = i32::from_be_bytes([0x15, 0x03, 0x00, 0x00]);
+        assert!(smallest as usize > MAX_RESPONSE_BYTES);
+    }
+
+    #[test]
+    fn a_mismatch_names_the_setting_the_listener_and_what_would_match() {
+        let plaintext = LinkSecurity::default();
+        let error = plaintext.mismatch("127.0.0.1:9093", "it answered with a TLS record");
+        let text = error.to_string();
+        assert!(error.is_fatal(), "{text}");
+        assert!(
+            text.contains("security.protocol=PLAINTEXT")
+                && text.contains("127.0.0.1:9093")
+                && text.contains("security.protocol=SSL"),
+            "{text}"
+        );
+    }
+
+    #[cfg(feature = "tls")]
     #[test]
     fn tls_names_the_host_without_port_or_brackets() {
         assert_eq!(host_of("broker-1.example:9092"), "broker-1.example");

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, info, warn};
+use tracing::debug;
 
 use super::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use super::producer_shared::Shared;
-use super::reconnect::{Reachability, ReachabilityChange};
 use crate::engine::accumulator::Accumulator;
+use crate::engine::reachability::Reachability;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
 use crate::engine::{
     Action, BrokerId, Engine, Event, PartitionResponse, ProducerIdentity, RequestId, TopicPartition,
@@ -64,7 +64,11 @@ pub(crate) enum Command {
 /// Messages from link callbacks back into the driver task.
 enum Inbound {
     Engine(Event),
-    Metadata(Result<MetadataResponse, Error>),
+    /// The answer to a metadata request, or how the request to `address` failed.
+    Metadata {
+        address: Arc<str>,
+        result: Result<MetadataResponse, Error>,
+    },
 }
 
 pub(crate) struct Driver {
@@ -95,13 +99,13 @@ impl Driver {
     ) -> Self {
         let (inbound_tx, inbound_rx) = mpsc::unbounded_channel();
         let config = &shared.config;
-        let link_config = LinkConfig {
-            client_id: config.client_id.clone(),
-            connect_timeout: Duration::from_millis(config.request_timeout_ms.min(10_000)),
-            reconnect_backoff: Duration::from_millis(config.reconnect_backoff_ms),
-            reconnect_backoff_max: Duration::from_millis(config.reconnect_backoff_max_ms),
+        let link_config = LinkConfig::new(
+            config.client_id.clone(),
+            Duration::from_millis(config.request_timeout_ms),
+            Duration::from_millis(config.reconnect_backoff_ms),
+            Duration::from_millis(config.reconnect_backoff_max_ms),
             security,
-        };
+        );
         Self {
             bootstrap: config.bootstrap_servers.clone(),
             shared,
@@ -212,7 +216,9 @@ impl Driver {
         // An authentication or certificate failure ends the producer (issue 11): every
         // pending delivery fails as not written, and no link retries.
         let security_failure = match &inbound {
-            Inbound::Metadata(Err(error))
+            Inbound::Metadata {
+                result: Err(error), ..
+            }
             | Inbound::Engine(Event::RequestFailed { error, .. })
             | Inbound::Engine(Event::ProducerId {
                 result: Err(error), ..
@@ -229,18 +235,12 @@ impl Driver {
             Inbound::Engine(event) => {
                 self.with_engine(|engine, acc| engine.handle(event, now, acc))
             }
-            Inbound::Metadata(result) => {
+            Inbound::Metadata { address, result } => {
                 self.metadata_in_flight = false;
                 match result {
                     Ok(response) => {
-                        if let ReachabilityChange::Restored { attempts } =
-                            self.metadata_reachability.connected()
-                        {
-                            info!(
-                                failed_attempts = attempts,
-                                "metadata requests answered again"
-                            );
-                        }
+                        self.metadata_reachability.log_success("metadata request");
+                        self.shared.metadata_answers().answered();
                         let leaders = {
                             let mut metadata = self
                                 .shared
@@ -256,10 +256,12 @@ impl Driver {
                         });
                     }
                     Err(error) => {
-                        match self.metadata_reachability.failed() {
-                            ReachabilityChange::Lost => warn!(%error, "metadata request failed"),
-                            change => debug!(%error, ?change, "metadata request failed again"),
+                        // A fatal error is logged once, by the engine, as fatal.
+                        if !error.is_security_failure() {
+                            self.metadata_reachability
+                                .log_failure("metadata request", &error);
                         }
+                        self.shared.metadata_answers().failed(&address, error);
                         self.next_any_broker += 1;
                         self.shared.metadata_changed.notify_waiters();
                     }
@@ -337,9 +339,20 @@ impl Driver {
         };
         let tx = self.inbound_tx.clone();
         let client_id: Arc<str> = Arc::from(self.shared.config.client_id.as_str());
+        // Bounded like every request: a connection that takes the request and never answers
+        // (a black-holed network) must not hold the refreshes back for good.
+        let timeout = Duration::from_millis(self.shared.config.request_timeout_ms);
         tokio::spawn(async move {
-            let result = link.call(request, None, client_id).await;
-            let _ = tx.send(Inbound::Metadata(result));
+            let address: Arc<str> = Arc::from(link.address());
+            let result =
+                match tokio::time::timeout(timeout, link.call(request, None, client_id)).await {
+                    Ok(result) => result,
+                    Err(_) => Err(Error::Timeout(format!(
+                        "no answer to Metadata from {address} within request.timeout.ms \
+                     ({timeout:?})"
+                    ))),
+                };
+            let _ = tx.send(Inbound::Metadata { address, result });
         });
     }
 

@@ -9,6 +9,7 @@ pub(crate) mod metadata;
 pub mod metrics;
 pub mod partitioner;
 pub(crate) mod producer_shared;
+pub(crate) mod ready;
 pub(crate) mod reconnect;
 pub(crate) mod sasl;
 pub mod secret;

@@ -12,6 +12,7 @@ use super::config::ProducerConfig;
 use super::metadata::ClusterMetadata;
 use super::metrics::{BrokerMetrics, ConnectionState, ProducerMetrics, SnapshotParts};
 use super::partitioner::StickyPartitioner;
+use super::ready::MetadataAnswers;
 use crate::engine::accumulator::{Accumulator, SendGate};
 use crate::engine::{BrokerId, CallId, Engine, Millis};
 use crate::error::Error;
@@ -56,6 +57,9 @@ pub(crate) struct Shared {
     pub metadata: RwLock<ClusterMetadata>,
     /// Topics `send` has asked about; metadata refreshes cover them.
     wanted_topics: Mutex<BTreeSet<Arc<str>>>,
+    /// Whether metadata requests are answered, and how each address failed: a wait that no
+    /// broker answered says so, not "topic not found".
+    pub metadata_answers: Mutex<MetadataAnswers>,
     /// Woken when metadata changes (or a refresh failed), for `send`s waiting on a topic.
     pub metadata_changed: Notify,
     /// Woken when buffer memory was released, for `send`s waiting for space.
@@ -87,6 +91,7 @@ impl Shared {
             sticky: Mutex::new(sticky),
             metadata: RwLock::new(ClusterMetadata::default()),
             wanted_topics: Mutex::new(BTreeSet::new()),
+            metadata_answers: Mutex::new(MetadataAnswers::default()),
             metadata_changed: Notify::new(),
             space: Notify::new(),
             wake: Notify::new(),
@@ -107,6 +112,12 @@ impl Shared {
             engine: self.engine.lock().unwrap_or_else(|e| e.into_inner()),
             gate: self.acc.gate(),
         }
+    }
+
+    pub fn metadata_answers(&self) -> MutexGuard<'_, MetadataAnswers> {
+        self.metadata_answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn want_topic(&self, topic: &Arc<str>) -> bool {

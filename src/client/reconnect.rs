@@ -4,8 +4,8 @@
 //! `reconnect.backoff.max.ms` (Java's defaults, 50 ms and 1 s; KIP-144), so a broker that is
 //! down for a minute sees tens of attempts, not hundreds, and many clients do not reconnect
 //! in lockstep. The log says when a broker becomes unreachable and when it is back, with the
-//! count of failed attempts in between, instead of one WARN per attempt (the liveness issue:
-//! about 2,400 lines during one 70 s cut).
+//! count of failed attempts in between, instead of one WARN per attempt (about 2,400 lines
+//! during one 70 s cut before): see [`crate::engine::reachability`].
 
 use std::time::Duration;
 
@@ -51,59 +51,10 @@ impl ReconnectBackoff {
     }
 }
 
-/// What a link should log after a connection attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReachabilityChange {
-    /// The broker was reachable and is not any more: one WARN.
-    Lost,
-    /// Another failed attempt while unreachable: DEBUG only.
-    StillDown {
-        /// Failed attempts in this outage so far.
-        attempts: u64,
-    },
-    /// The broker is reachable again after failed attempts: one INFO with the count.
-    Restored {
-        /// Failed attempts during the outage.
-        attempts: u64,
-    },
-    /// Connected, as before (or for the first time): nothing worth a line.
-    Unchanged,
-}
-
-/// Tracks whether a broker (or a kind of request) gets through, to log state changes rather
-/// than attempts.
-#[derive(Debug, Default)]
-pub(crate) struct Reachability {
-    failed_attempts: u64,
-}
-
-impl Reachability {
-    /// A connection attempt failed.
-    pub fn failed(&mut self) -> ReachabilityChange {
-        self.failed_attempts += 1;
-        if self.failed_attempts == 1 {
-            ReachabilityChange::Lost
-        } else {
-            ReachabilityChange::StillDown {
-                attempts: self.failed_attempts,
-            }
-        }
-    }
-
-    /// A connection attempt succeeded.
-    pub fn connected(&mut self) -> ReachabilityChange {
-        let attempts = std::mem::take(&mut self.failed_attempts);
-        if attempts == 0 {
-            ReachabilityChange::Unchanged
-        } else {
-            ReachabilityChange::Restored { attempts }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::reachability::{Reachability, ReachabilityChange};
 
     #[test]
     fn backoff_grows_and_is_capped() {
@@ -151,7 +102,7 @@ mod tests {
             }
             elapsed += backoff.failed();
         }
-        logged.push(reachability.connected());
+        logged.push(reachability.succeeded());
         assert_eq!(
             logged,
             vec![

@@ -14,14 +14,16 @@
 //! (`ssl.endpoint.identification.algorithm=` empty, as in Java) the chain is still checked
 //! against the trusted CAs: only the name check is skipped.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::client::TlsStream;
 use tracing::warn;
 
@@ -93,20 +95,107 @@ impl TlsConnector {
         })
     }
 
-    /// Runs the TLS handshake over `tcp` to `host` (a DNS name or an IP address).
-    pub async fn connect(
+    /// Runs the TLS handshake over `io` to `host` (a DNS name or an IP address). A failed
+    /// handshake gives `io` back with the error, so the caller can see what came over it.
+    pub async fn connect<IO: AsyncRead + AsyncWrite + Unpin>(
         &self,
         host: &str,
-        tcp: TcpStream,
-    ) -> std::io::Result<TlsStream<TcpStream>> {
-        let name = ServerName::try_from(host.to_owned()).map_err(|_| {
-            std::io::Error::new(
+        io: IO,
+    ) -> Result<TlsStream<IO>, (std::io::Error, IO)> {
+        let Ok(name) = ServerName::try_from(host.to_owned()) else {
+            let error = std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!("{host:?} is not a valid TLS server name"),
-            )
-        })?;
-        self.connector.connect(name, tcp).await
+            );
+            return Err((error, io));
+        };
+        self.connector.connect(name, io).into_fallible().await
     }
+}
+
+/// A stream that counts the bytes read from it, to tell a TLS handshake the peer never
+/// answered from one cut while it answered.
+#[derive(Debug)]
+pub(crate) struct CountingStream<S> {
+    inner: S,
+    bytes_read: u64,
+}
+
+impl<S> CountingStream<S> {
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            bytes_read: 0,
+        }
+    }
+
+    /// Bytes read so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for CountingStream<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        this.bytes_read += (buf.filled().len() - before) as u64;
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for CountingStream<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Whether a handshake failed because the peer's answer is not TLS at all: its first record
+/// has a content type or a protocol version no TLS peer sends. A TLS client at a plaintext
+/// listener that answers something (an HTTP server's reply, a Kafka response) fails so.
+pub(crate) fn answered_without_tls(error: &std::io::Error) -> bool {
+    let Some(tls) = error
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+    else {
+        return false;
+    };
+    matches!(
+        tls,
+        rustls::Error::InvalidMessage(
+            rustls::InvalidMessage::InvalidContentType
+                | rustls::InvalidMessage::UnknownProtocolVersion
+        )
+    )
 }
 
 /// The TLS failure inside an I/O error, as a fatal [`Error::Tls`], when it is one a retry
@@ -313,5 +402,50 @@ mod tests {
         );
         let cut = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "tls handshake eof");
         assert!(classify("b:1", &cut).is_none());
+    }
+
+    #[test]
+    fn a_peer_that_does_not_answer_in_tls_is_told_from_a_cut() {
+        let not_tls = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType),
+        );
+        assert!(answered_without_tls(&not_tls));
+        let cut = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "tls handshake eof");
+        assert!(!answered_without_tls(&cut));
+        let untrusted = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        );
+        assert!(!answered_without_tls(&untrusted));
+    }
+
+    /// A TLS handshake against a plaintext peer that answers with Kafka bytes (a response
+    /// size, then a body) fails as "not TLS", without any broker.
+    #[tokio::test]
+    async fn a_handshake_with_a_plaintext_answer_is_not_tls() {
+        let (client, mut server) = tokio::io::duplex(4096);
+        let answer = tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut hello = [0u8; 5];
+            server.read_exact(&mut hello).await.unwrap();
+            // What a plaintext Kafka listener's answer starts with: a size, then a body.
+            server
+                .write_all(&[0, 0, 0, 10, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0])
+                .await
+                .unwrap();
+            hello
+        });
+        let connector = TlsConnector::new(&TlsConfig::default()).unwrap();
+        let (error, stream) = connector
+            .connect("127.0.0.1", CountingStream::new(client))
+            .await
+            .err()
+            .unwrap();
+        assert!(answered_without_tls(&error), "{error:?}");
+        assert!(stream.bytes_read() > 0);
+        // The ClientHello went out as a TLS handshake record.
+        let hello = answer.await.unwrap();
+        assert_eq!(hello[0], 0x16, "{hello:?}");
     }
 }

@@ -126,8 +126,9 @@ impl OffsetReset {
 #[non_exhaustive]
 pub enum GroupProtocol {
     /// `consumer`: the KIP-848 protocol (ConsumerGroupHeartbeat, server-side assignment),
-    /// the default of Kafka 4.x. When the broker does not advertise ConsumerGroupHeartbeat,
-    /// the consumer falls back to [`GroupProtocol::Classic`].
+    /// this crate's default (the Java client's is still `classic` in Kafka 4.1; 4.x brokers
+    /// enable KIP-848 and clients opt in). When the broker does not advertise
+    /// ConsumerGroupHeartbeat, the consumer falls back to [`GroupProtocol::Classic`].
     #[default]
     Consumer,
     /// `classic`: JoinGroup / SyncGroup / Heartbeat with a client-side assignor.

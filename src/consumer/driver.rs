@@ -41,6 +41,7 @@ use super::config::ConsumerConfig;
 use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
 use super::state::{Completion, ConsumerState, MembershipOrRecords, OFFSET_FETCH_VERSION_CAP};
 use crate::client::connection::BrokerLink;
+use crate::client::ready::first_metadata;
 use crate::engine::TopicPartition;
 use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::error::{Error, Result};
@@ -272,6 +273,20 @@ impl Handle {
             shared: Arc::clone(&self.shared),
             metadata,
         }
+    }
+
+    /// Connects, authenticates and fetches metadata through the bootstrap servers, round
+    /// after round until one answers or `timeout` passes.
+    pub async fn wait_ready(&self, timeout: std::time::Duration) -> Result<()> {
+        self.fatal()?;
+        let (bootstrap, probe, client_id) = {
+            let state = self.shared.lock();
+            let (bootstrap, probe) = state.readiness_probe(Instant::now() + timeout);
+            (bootstrap, probe, state.client_id())
+        };
+        first_metadata(&bootstrap, &client_id, probe)
+            .await
+            .map(|_| ())
     }
 
     fn fatal(&self) -> Result<()> {

@@ -155,6 +155,19 @@ impl Consumer {
         })
     }
 
+    /// Checks that the cluster can be used: connects to the bootstrap servers, authenticates
+    /// and fetches metadata once, trying them in turn until one answers or `timeout` passes.
+    /// For a service's start-up or readiness probe.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoBrokerAnswered`] naming each bootstrap address with its last failure
+    /// (refused, reset, a TLS failure, a timeout); at once, a fatal error when authentication
+    /// or TLS fails or `security.protocol` does not match the listener.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        self.driver.wait_ready(timeout).await
+    }
+
     /// Whether the group uses the KIP-848 protocol (else the classic one).
     pub fn uses_consumer_protocol(&self) -> bool {
         self.driver.uses_kip848()

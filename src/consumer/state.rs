@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use super::ConsumerRecord;
-use super::calls::{call, find_coordinator, membership_call, timed_out};
+use super::calls::{call, find_coordinator, membership_call};
 use super::config::{ConsumerConfig, GroupProtocol};
 use super::fetcher::{Fetched, Fetcher, Followup};
 use super::membership::classic::ClassicMember;
@@ -26,9 +26,10 @@ use super::membership::{
 use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
 use crate::client::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use crate::client::metadata::{ClusterMetadata, TopicMetadata};
+use crate::client::ready::{Probe, first_metadata};
 use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::engine::{BrokerId, TopicPartition};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorChain, Result};
 use crate::protocol::ApiKey;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::fetch::FetchResponse;
@@ -211,13 +212,13 @@ impl ConsumerState {
     /// Connects to the bootstrap servers, reads the cluster's API versions and picks the
     /// group protocol.
     pub async fn connect(config: ConsumerConfig) -> Result<Self> {
-        let link_config = LinkConfig {
-            client_id: config.client_id.clone(),
-            connect_timeout: Duration::from_millis(config.request_timeout_ms.min(10_000)),
-            reconnect_backoff: Duration::from_millis(config.reconnect_backoff_ms),
-            reconnect_backoff_max: Duration::from_millis(config.reconnect_backoff_max_ms),
-            security: LinkSecurity::from_config(&config.security)?,
-        };
+        let link_config = LinkConfig::new(
+            config.client_id.clone(),
+            Duration::from_millis(config.request_timeout_ms),
+            Duration::from_millis(config.reconnect_backoff_ms),
+            Duration::from_millis(config.reconnect_backoff_max_ms),
+            LinkSecurity::from_config(&config.security)?,
+        );
         let client_id: Arc<str> = Arc::from(config.client_id.as_str());
         let bootstrap: Vec<BrokerLink> = config
             .bootstrap_servers
@@ -225,25 +226,14 @@ impl ConsumerState {
             .map(|a| BrokerLink::spawn(a.clone(), link_config.clone()))
             .collect();
         // One Metadata call tells the brokers and, through the connection's ApiVersions,
-        // whether the cluster speaks KIP-848.
-        let mut last_error = None;
-        let mut found = None;
-        for link in &bootstrap {
-            let call =
-                link.call_with_versions(MetadataRequest::default(), None, Arc::clone(&client_id));
-            match tokio::time::timeout(config.request_timeout(), call).await {
-                Ok(Ok(answer)) => {
-                    found = Some(answer);
-                    break;
-                }
-                Ok(Err(e)) if e.is_fatal() => return Err(e),
-                Ok(Err(e)) => last_error = Some(e),
-                Err(_) => last_error = Some(timed_out("Metadata")),
-            }
-        }
-        let Some((response, versions)) = found else {
-            return Err(last_error.unwrap_or_else(|| timed_out("Metadata")));
+        // whether the cluster speaks KIP-848. One round over the bootstrap servers: when none
+        // answers, the error names each with its last failure.
+        let probe = Probe {
+            request_timeout: config.request_timeout(),
+            retry_backoff: config.retry_backoff(),
+            deadline: None,
         };
+        let (response, versions) = first_metadata(&bootstrap, &client_id, probe).await?;
         let mut metadata = ClusterMetadata::default();
         metadata.update(&response);
         let kip848 = config.group_protocol == GroupProtocol::Consumer
@@ -611,7 +601,10 @@ impl ConsumerState {
             let client_id = Arc::clone(&self.client_id);
             tasks.spawn(async move {
                 if let Err(e) = membership_call(&link, request, client_id, timeout, timeout).await {
-                    debug!("leaving the group after max.poll.interval.ms failed: {e}");
+                    debug!(
+                        "leaving the group after max.poll.interval.ms failed: {}",
+                        ErrorChain(&e)
+                    );
                 }
                 Completion::Left
             });
@@ -1111,7 +1104,7 @@ impl ConsumerState {
                         self.metadata_retry_at = Some(now + self.backoff());
                     }
                     Err(e) => {
-                        debug!("consumer metadata request failed: {e}");
+                        debug!("consumer metadata request failed: {}", ErrorChain(&e));
                         self.metadata_retry_at = Some(now + self.backoff());
                     }
                 }
@@ -1123,7 +1116,7 @@ impl ConsumerState {
                     // heartbeats.
                     Ok((address, _node)) => self.set_coordinator(address),
                     Err(e) => {
-                        debug!("FindCoordinator failed: {e}");
+                        debug!("FindCoordinator failed: {}", ErrorChain(&e));
                         self.coordinator_retry_at = Some(now + self.backoff());
                     }
                 }
@@ -1140,7 +1133,7 @@ impl ConsumerState {
                             ids: &self.topic_ids,
                         };
                         if let Err(e) = self.membership.on_response(response, now, &view) {
-                            warn!("group membership failed: {e}");
+                            warn!("group membership failed: {}", ErrorChain(&e));
                             self.fatal = Some(e);
                         }
                         // A fenced member's buffered records go at once, not when `Lost` is
@@ -1148,7 +1141,7 @@ impl ConsumerState {
                         self.drop_unowned();
                     }
                     Err(e) => {
-                        debug!("group request failed: {e}");
+                        debug!("group request failed: {}", ErrorChain(&e));
                         if e.is_fatal() {
                             self.fatal = Some(e);
                             return;
@@ -1170,7 +1163,7 @@ impl ConsumerState {
                         self.follow_up(followup, RetryTimer::Fetch, now);
                     }
                     Err(e) => {
-                        debug!("fetch from broker {broker} failed: {e}");
+                        debug!("fetch from broker {broker} failed: {}", ErrorChain(&e));
                         if e.is_fatal() {
                             self.fatal = Some(e);
                             return;
@@ -1200,7 +1193,7 @@ impl ConsumerState {
                         self.follow_up(followup, RetryTimer::List, now);
                     }
                     Err(e) => {
-                        debug!("ListOffsets failed: {e}");
+                        debug!("ListOffsets failed: {}", ErrorChain(&e));
                         self.metadata_stale = true;
                         self.list_retry_at = Some(now + self.backoff());
                     }
@@ -1246,7 +1239,7 @@ impl ConsumerState {
         let response = match result {
             Ok(r) => r,
             Err(e) => {
-                debug!("OffsetFetch failed: {e}");
+                debug!("OffsetFetch failed: {}", ErrorChain(&e));
                 self.coordinator = None;
                 self.committed_retry_at = Some(now + self.backoff());
                 return;
@@ -1274,6 +1267,16 @@ impl ConsumerState {
     /// The settings.
     pub fn config(&self) -> &ConsumerConfig {
         &self.config
+    }
+
+    /// For `wait_ready`: the bootstrap links and how to probe them until `deadline`.
+    pub fn readiness_probe(&self, deadline: Instant) -> (Vec<BrokerLink>, Probe) {
+        let probe = Probe {
+            request_timeout: self.config.request_timeout(),
+            retry_backoff: self.backoff(),
+            deadline: Some(deadline),
+        };
+        (self.bootstrap.clone(), probe)
     }
 
     /// The client id requests carry.

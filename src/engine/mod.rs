@@ -9,6 +9,7 @@ pub mod completion;
 pub mod metrics;
 mod partition;
 mod producer;
+pub(crate) mod reachability;
 pub mod transaction;
 
 use std::fmt;

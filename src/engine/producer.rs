@@ -5,16 +5,17 @@ use std::collections::{BTreeMap, HashMap};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tracing::{debug, debug_span, info, warn};
+use tracing::{debug, debug_span, error, info, warn};
 
 use super::accumulator::Accumulator;
 use super::completion::{BatchAck, BatchOutcome};
 use super::metrics::DeliveryMetrics;
 use super::partition::{PartitionState, ProducerBatch, WireState};
+use super::reachability::Reachability;
 use super::{
     Action, BrokerId, Event, Millis, PartitionResponse, ProducerIdentity, RequestId, TopicPartition,
 };
-use crate::error::Error;
+use crate::error::{Error, ErrorChain};
 use crate::protocol::error_code::ErrorCode;
 
 mod split;
@@ -126,6 +127,10 @@ pub struct Engine {
     /// No InitProducerId before this time (backoff after a failed one).
     identity_retry_at: Millis,
     identity_attempts: u32,
+    /// Whether InitProducerId gets answered, to log a failing streak once.
+    identity_streak: Reachability,
+    /// Whether each broker answers produce requests, to log a failing streak once per broker.
+    produce_streaks: BTreeMap<BrokerId, Reachability>,
     /// Why the next identity must differ from the current one, if it must (P5, P7).
     bump_reason: Option<&'static str>,
     partitions: BTreeMap<TopicPartition, PartitionState>,
@@ -163,6 +168,8 @@ impl Engine {
             identity,
             identity_retry_at: 0,
             identity_attempts: 0,
+            identity_streak: Reachability::default(),
+            produce_streaks: BTreeMap::new(),
             bump_reason: None,
             partitions: BTreeMap::new(),
             outstanding: HashMap::new(),
@@ -283,6 +290,10 @@ impl Engine {
                     ..
                 }) = self.outstanding.remove(&request)
                 {
+                    self.produce_streaks
+                        .entry(broker)
+                        .or_default()
+                        .log_success(format_args!("produce requests to broker {broker}"));
                     self.metrics
                         .request_latency_ms
                         .record(now.saturating_sub(sent_ms));
@@ -309,7 +320,14 @@ impl Engine {
                 Some(Outstanding::Produce {
                     broker, partitions, ..
                 }) => {
-                    debug!(request, broker, written, %error, partitions = partitions.len(), "produce request failed");
+                    self.produce_streaks.entry(broker).or_default().log_failure(
+                        format_args!(
+                            "produce request {request} to broker {broker} ({} partitions, \
+                             written: {written})",
+                            partitions.len()
+                        ),
+                        &error,
+                    );
                     self.fail_request_batches(request, written, now);
                     // No version of the request the broker takes can carry these batches (e.g.
                     // zstd before Produce v7): a retry cannot succeed (T5).
@@ -327,11 +345,7 @@ impl Engine {
                 }
                 None => {}
             },
-            Event::Fatal(error) => {
-                if self.fatal.is_none() {
-                    self.fail_fatally(error, acc);
-                }
-            }
+            Event::Fatal(error) => self.fail_fatally(error, acc),
             Event::Txn { request, result } => {
                 if self.outstanding.remove(&request).is_some() {
                     self.on_txn_response(request, result, now, acc);
@@ -350,6 +364,7 @@ impl Engine {
         self.outstanding.remove(&request);
         match result {
             Ok(identity) => {
+                self.identity_streak.log_success("InitProducerId");
                 info!(
                     producer_id = identity.producer_id,
                     epoch = identity.epoch,
@@ -361,7 +376,10 @@ impl Engine {
             Err(error) => {
                 self.identity_attempts += 1;
                 let delay = self.backoff(self.identity_attempts);
-                warn!(%error, retry_in_ms = delay, "InitProducerId failed");
+                self.identity_streak.log_failure(
+                    format_args!("InitProducerId (next attempt in {delay} ms)"),
+                    &error,
+                );
                 self.identity_retry_at = now + delay;
             }
         }
@@ -604,7 +622,12 @@ impl Engine {
     }
 
     fn fail_fatally(&mut self, error: Error, acc: &Accumulator) {
-        warn!(%error, "producer failed fatally");
+        // The first fatal error is the one reported (and logged, once); a second one, e.g. the
+        // same authentication failure on another link, changes nothing.
+        if self.fatal.is_some() {
+            return;
+        }
+        error!(error = %ErrorChain(&error), "producer failed fatally; it is unusable");
         let fatal = Error::Fatal(std::sync::Arc::new(error));
         self.fail_everything(fatal, acc);
         // A transactional call waiting on this producer ends with the fatal error (P9).
@@ -746,7 +769,11 @@ impl Engine {
         for request in expired {
             match self.outstanding.remove(&request) {
                 Some(Outstanding::Produce { broker, .. }) => {
-                    warn!(request, broker, "produce request timed out");
+                    let error = Error::Timeout(format!("no answer within {timeout} ms"));
+                    self.produce_streaks.entry(broker).or_default().log_failure(
+                        format_args!("produce request {request} to broker {broker}"),
+                        &error,
+                    );
                     self.fail_request_batches(request, true, now);
                     self.actions.push(Action::Disconnect { broker });
                     self.want_metadata();

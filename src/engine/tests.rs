@@ -1095,10 +1095,9 @@ mod transactions {
         );
         let error = h.engine.check_send().unwrap_err();
         assert!(error.is_abortable() && !error.is_fatal(), "{error}");
-        assert!(
-            error.to_string().contains("transaction.timeout.ms"),
-            "{error}"
-        );
+        // The abortable error's cause (its source) says why.
+        let report = crate::error::ErrorChain(&error).to_string();
+        assert!(report.contains("transaction.timeout.ms"), "{report}");
         assert!(record.outcome().expect("resolved").is_err());
         let abort = h.engine.start_call(TxnCall::Abort, h.now).unwrap();
         let actions = h.poll();

@@ -387,11 +387,11 @@ where
         if error.is_fatal() {
             return error;
         }
-        tracing::warn!(%error, records = open.copies.len(), "aborting the copy transaction");
+        tracing::warn!(error = %crate::error::ErrorChain(&error), records = open.copies.len(), "aborting the copy transaction");
         match self.abort_and_rewind(open, leaving).await {
             Ok(()) => error,
             Err(abort_error) => {
-                tracing::warn!(%abort_error, "the abort failed too");
+                tracing::warn!(abort_error = %crate::error::ErrorChain(&abort_error), "the abort failed too");
                 abort_error
             }
         }

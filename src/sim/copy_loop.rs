@@ -1,6 +1,6 @@
 //! The copy-loop workload (issue 15): 2–3 copiers in one KIP-848 group copy a source topic
 //! into a destination topic exactly once, each with the real member state machine
-//! ([`crate::consumer::membership::kip848`]) against the model group coordinator
+//! (`consumer::membership::kip848`, private to the crate) against the model group coordinator
 //! ([`super::group`]) and its own real transactional [`Engine`] against the model cluster and
 //! transaction coordinator, over a network that delays and loses answers, with copiers that
 //! crash (their state dropped without leaving) and restart as new members.

@@ -7,8 +7,37 @@
 //! the test: CI must never count a skipped check as a pass.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod captured;
 pub mod delivery;
 pub mod group;
+pub mod java_group;
+pub mod members;
+
+/// One test: `$body(cluster, protocol)` on the test bed's `$cluster` cluster (skipped when it
+/// is not up). `$body` is a function of the module that invokes the macro.
+#[allow(unused_macros)] // each test binary uses a different part of this module
+macro_rules! group_protocol_test {
+    ($test:ident, $body:ident, $cluster:ident, $protocol:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            if let Some(cluster) = crate::support::Cluster::$cluster() {
+                super::$body(cluster, exactly::GroupProtocol::$protocol).await;
+            }
+        }
+    };
+}
+
+/// Runs `$body(cluster, protocol)` on the `$cluster` cluster once per group protocol.
+#[allow(unused_macros)]
+macro_rules! on_both_protocols {
+    ($body:ident, $cluster:ident) => {
+        mod $body {
+            group_protocol_test!(kip848, $body, $cluster, Consumer);
+            group_protocol_test!(classic, $body, $cluster, Classic);
+        }
+    };
+}
+pub mod logs;
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -45,6 +74,18 @@ pub fn init_logging() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
+}
+
+/// An error followed by each of its causes (walked through `source()`), separated by `: `:
+/// what `anyhow`'s `{:#}` prints. An error's own `Display` leaves its causes out.
+pub fn report(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![error.to_string()];
+    let mut next = error.source();
+    while let Some(cause) = next {
+        parts.push(cause.to_string());
+        next = cause.source();
+    }
+    parts.join(": ")
 }
 
 /// Whether this run is CI's (`CI=true`), where a missing broker is a failure.

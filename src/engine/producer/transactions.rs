@@ -10,12 +10,13 @@ use tracing::{info, warn};
 use super::{Engine, Outstanding};
 use crate::engine::accumulator::Accumulator;
 use crate::engine::partition::{ProducerBatch, WireState};
+use crate::engine::reachability::Reachability;
 use crate::engine::transaction::{
     CoordinatorKey, TxnCall, TxnRequest, TxnResponse, TxnState, call_error, is_fatal_txn_error,
     is_retriable_txn_error, needs_new_coordinator,
 };
 use crate::engine::{Action, BrokerId, Millis, ProducerIdentity, RequestId, TopicPartition};
-use crate::error::Error;
+use crate::error::{Error, ErrorChain};
 use crate::protocol::error_code::ErrorCode;
 
 /// Identifies one transactional call, to match its result.
@@ -69,6 +70,9 @@ struct CallProgress {
     timed_out: bool,
     /// How a timed-out call ended, kept for the caller who calls it again.
     outcome: Option<Result<(), Error>>,
+    /// What last kept the call from going on (a request unanswered, a coordinator not
+    /// available), for the error of a call that times out.
+    last_error: Option<Error>,
 }
 
 impl CallProgress {
@@ -123,6 +127,8 @@ pub(super) struct Transactions {
     /// (KIP-588): the abort skips EndTxn, which it would answer PRODUCER_FENCED, and
     /// re-initialises with the current id and epoch, which it accepts as ours.
     coordinator_aborted: bool,
+    /// Whether the coordinators answer, to log a streak of failed requests once, not per retry.
+    coordinator_streak: Reachability,
     call: Option<CallProgress>,
     next_call: CallId,
     finished: Vec<(CallId, Result<(), Error>)>,
@@ -146,6 +152,7 @@ impl Transactions {
             bump_after_abort: false,
             began_ms: 0,
             coordinator_aborted: false,
+            coordinator_streak: Reachability::default(),
             call: None,
             next_call: 1,
             finished: Vec::new(),
@@ -327,6 +334,7 @@ impl Engine {
             end_txn_maybe_landed: false,
             timed_out: false,
             outcome: None,
+            last_error: None,
         });
         Ok(id)
     }
@@ -378,7 +386,7 @@ impl Engine {
                     cause: Arc::new(cause),
                 }
             };
-            warn!(%cause, "transaction is now abortable");
+            warn!(cause = %ErrorChain(&cause), "transaction is now abortable");
             txn.state = TxnState::AbortableError;
             txn.abort_cause = Some(cause);
         }
@@ -483,11 +491,14 @@ impl Engine {
         }
         let detach = call.outlives_its_caller();
         if !call.timed_out && now >= call.deadline && (detach || call.outstanding.is_none()) {
-            let message = format!(
+            let mut message = format!(
                 "{} did not complete within max.block.ms (at {:?})",
                 call.call.name(),
                 call.step
             );
+            if let Some(last) = &call.last_error {
+                message.push_str(&format!("; last error: {}", ErrorChain(last)));
+            }
             if !detach {
                 self.finish_call(Err(Error::Timeout(message)));
                 return;
@@ -812,10 +823,16 @@ impl Engine {
         call.outstanding = None;
         let step = call.step.clone();
         let response = match result {
-            Ok(response) => response,
+            Ok(response) => {
+                txn.coordinator_streak
+                    .log_success("transactional requests to the coordinators");
+                response
+            }
             Err(error) => {
                 // Unanswered: retry the same step after a backoff; an EndTxn may have landed.
-                warn!(%error, ?step, "transactional request failed");
+                txn.coordinator_streak
+                    .log_failure(format_args!("transactional request ({step:?})"), &error);
+                call.last_error = Some(error.clone());
                 if matches!(step, Step::EndTxn { .. }) {
                     call.end_txn_maybe_landed = true;
                 }
@@ -979,10 +996,13 @@ impl Engine {
             return self.fail_fatally(call_error(code, what), acc);
         }
         if is_retriable_txn_error(code) {
-            if needs_new_coordinator(code)
-                && let Some(txn) = &mut self.txn
-            {
-                txn.coordinator = None;
+            if let Some(txn) = &mut self.txn {
+                if needs_new_coordinator(code) {
+                    txn.coordinator = None;
+                }
+                if let Some(call) = &mut txn.call {
+                    call.last_error = Some(call_error(code, what));
+                }
             }
             // CONCURRENT_TRANSACTIONS is common right after an EndTxn: retry soon (Java uses
             // a 20 ms backoff for it).
@@ -1026,6 +1046,12 @@ impl Engine {
         now: Millis,
         acc: &Accumulator,
     ) {
+        if result.is_ok()
+            && let Some(txn) = &mut self.txn
+        {
+            txn.coordinator_streak
+                .log_success("transactional requests to the coordinators");
+        }
         let results = match result {
             Ok(TxnResponse::AddPartitions(results)) => {
                 // Answered per partition: each is added or not.
@@ -1046,8 +1072,9 @@ impl Engine {
             }
             Err(error) => {
                 // The partitions may have been added: the request stays unresolved.
-                warn!(%error, "AddPartitionsToTxn failed; retrying");
                 if let Some(txn) = &mut self.txn {
+                    txn.coordinator_streak
+                        .log_failure("transactional request (AddPartitionsToTxn)", &error);
                     txn.coordinator = None;
                     txn.add_retry_at = now + self.config.retry_backoff_ms;
                 }
