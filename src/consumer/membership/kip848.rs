@@ -48,8 +48,8 @@ type OwnedSet = BTreeSet<(TopicId, i32)>;
 struct InFlight {
     /// The owned set it reports, if it reports one.
     owned: Option<OwnedSet>,
-    /// Whether it carries the subscription.
-    subscription: bool,
+    /// The version of the subscription it carries, if it carries it.
+    subscription: Option<u64>,
 }
 
 /// The member epoch that leaves the group.
@@ -78,6 +78,9 @@ pub struct ConsumerMember {
     regex_to_drop: bool,
     /// Whether the coordinator has the current subscription.
     subscription_sent: bool,
+    /// Bumped at every change of the subscription: an answer to a heartbeat that carried an
+    /// older one does not count as the current one sent.
+    subscription_version: u64,
     /// 0: not in the group (the next heartbeat joins).
     epoch: i32,
     /// The partitions owned, with their topic ids.
@@ -121,6 +124,7 @@ impl ConsumerMember {
             regex: None,
             regex_to_drop: false,
             subscription_sent: false,
+            subscription_version: 0,
             epoch: 0,
             owned: BTreeMap::new(),
             owned_sent: None,
@@ -150,6 +154,7 @@ impl ConsumerMember {
             self.regex_to_drop |= self.regex.take().is_some();
             self.subscription = topics;
             self.subscription_sent = false;
+            self.subscription_version += 1;
         }
     }
 
@@ -162,6 +167,7 @@ impl ConsumerMember {
             self.regex = Some(regex);
             self.regex_to_drop = false;
             self.subscription_sent = false;
+            self.subscription_version += 1;
         }
     }
 
@@ -272,7 +278,7 @@ impl ConsumerMember {
         };
         self.in_flight = Some(InFlight {
             owned: send_owned,
-            subscription: send_subscription,
+            subscription: send_subscription.then_some(self.subscription_version),
         });
         Some(request)
     }
@@ -306,7 +312,7 @@ impl ConsumerMember {
                     if sent.owned.is_some() {
                         self.owned_sent = sent.owned;
                     }
-                    if sent.subscription {
+                    if sent.subscription == Some(self.subscription_version) {
                         self.subscription_sent = true;
                         self.regex_to_drop = false;
                     }
@@ -764,5 +770,23 @@ mod tests {
             Some(MembershipEvent::Lost(vec![tp(0)]))
         );
         assert!(!m.commit_refused(ErrorCode::OFFSET_METADATA_TOO_LARGE, now));
+    }
+
+    #[test]
+    fn a_subscription_changed_while_the_heartbeat_carrying_the_old_one_flies_is_sent_again() {
+        let now = Instant::now();
+        let mut m = member_owning(now, vec![0]);
+        m.subscribe(vec!["t".into(), "u".into()]);
+        let carrying = m.poll_request(now).expect("the new subscription goes out");
+        assert!(carrying.subscribed_topic_names.is_some());
+        m.subscribe(vec!["t".into(), "v".into()]);
+        m.on_response(answer(1, None), now, &View).unwrap();
+        let again = m
+            .poll_request(now)
+            .expect("the newer one is not taken as sent");
+        assert_eq!(
+            again.subscribed_topic_names,
+            Some(vec!["t".to_owned(), "v".to_owned()])
+        );
     }
 }
