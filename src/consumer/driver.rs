@@ -165,7 +165,23 @@ impl Driver {
     }
 }
 
+/// What a foreground call needs of the settings, read under the lock once.
+struct CallSettings {
+    timeout: std::time::Duration,
+    backoff: std::time::Duration,
+    client_id: Arc<str>,
+}
+
 impl Handle {
+    fn call_settings(&self) -> CallSettings {
+        let state = self.shared.lock();
+        CallSettings {
+            timeout: state.config().request_timeout(),
+            backoff: state.config().retry_backoff(),
+            client_id: state.client_id(),
+        }
+    }
+
     fn changed_here(&self) {
         self.shared.wake.notify_one();
     }
@@ -333,14 +349,11 @@ impl Handle {
         if offsets.is_empty() {
             return Ok(());
         }
-        let (timeout, backoff, client_id) = {
-            let state = self.shared.lock();
-            (
-                state.config().request_timeout(),
-                state.config().retry_backoff(),
-                state.client_id(),
-            )
-        };
+        let CallSettings {
+            timeout,
+            backoff,
+            client_id,
+        } = self.call_settings();
         let deadline = Instant::now() + timeout;
         let mut last = timed_out("OffsetCommit");
         for _ in 0..COMMIT_ATTEMPTS {
@@ -398,15 +411,12 @@ impl Handle {
         partitions: &[TopicPartition],
     ) -> Result<Vec<(TopicPartition, Option<i64>)>> {
         self.group_required("look up committed offsets")?;
-        let (request, timeout, backoff, client_id) = {
-            let state = self.shared.lock();
-            (
-                offset_fetch_request(&state.config().group_id, partitions),
-                state.config().request_timeout(),
-                state.config().retry_backoff(),
-                state.client_id(),
-            )
-        };
+        let request = offset_fetch_request(&self.shared.lock().config().group_id, partitions);
+        let CallSettings {
+            timeout,
+            backoff,
+            client_id,
+        } = self.call_settings();
         let deadline = Instant::now() + COMMITTED_TIMEOUT;
         let mut last = timed_out("OffsetFetch");
         while Instant::now() < deadline {
@@ -456,14 +466,11 @@ impl Handle {
         &self,
         queries: &[(TopicPartition, i64)],
     ) -> Result<Vec<(TopicPartition, Option<(i64, i64)>)>> {
-        let (timeout, backoff, client_id) = {
-            let state = self.shared.lock();
-            (
-                state.config().request_timeout(),
-                state.config().retry_backoff(),
-                state.client_id(),
-            )
-        };
+        let CallSettings {
+            timeout,
+            backoff,
+            client_id,
+        } = self.call_settings();
         let deadline = Instant::now() + timeout;
         let mut found: HashMap<TopicPartition, Option<(i64, i64)>> = HashMap::new();
         let mut last = timed_out("ListOffsets");
