@@ -578,9 +578,12 @@ impl World {
         };
         // The consumer's background: committed offsets and heartbeats.
         let committed = &self.committed;
-        let heartbeat = copier.state.borrow_mut().maintain(now, |p| {
-            (!pending.contains(&p)).then(|| committed.get(&p).copied().unwrap_or(0))
-        });
+        let seq = self.next_heartbeat_seq + 1;
+        let heartbeat = copier.state.borrow_mut().maintain(
+            now,
+            |p| (!pending.contains(&p)).then(|| committed.get(&p).copied().unwrap_or(0)),
+            seq,
+        );
         // The application, up to its next wait.
         let ended = match copier
             .application
@@ -604,11 +607,7 @@ impl World {
             self.note(format!("copier {i}.{incarnation}: {line}"));
         }
         if let Some(request) = heartbeat {
-            self.next_heartbeat_seq += 1;
-            let seq = self.next_heartbeat_seq;
-            if let Some(copier) = self.slots.get_mut(i).and_then(|s| s.copier.as_mut()) {
-                copier.state.borrow_mut().heartbeat = Some(seq);
-            }
+            self.next_heartbeat_seq = seq;
             self.note(format!(
                 "copier {i}.{incarnation}: heartbeat {seq} epoch {} owned {:?}",
                 request.member_epoch, request.topic_partitions

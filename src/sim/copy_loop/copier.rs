@@ -48,9 +48,9 @@ pub(super) struct CopierState {
     /// Virtual time, and the instant it counts from (the membership's clock).
     now: Millis,
     base: Instant,
-    pub(super) member: ConsumerMember,
+    member: ConsumerMember,
     /// The sequence number of the heartbeat in flight.
-    pub(super) heartbeat: Option<u64>,
+    heartbeat: Option<u64>,
     /// Nothing is sent to the group before the first poll (as the real consumer).
     polled_once: bool,
     /// Generation holds taken, and until when they keep heartbeats back.
@@ -159,11 +159,14 @@ impl CopierState {
     /// The consumer's background turn at `now`: committed offsets for fresh partitions are
     /// looked up (`stable_offset`: the group's committed offset of a source partition, `None`
     /// while a transaction holds offsets for it, KIP-447 `require_stable`), and the heartbeat
-    /// that is due (if no hold keeps it back) is returned for the world to send.
+    /// that is due (if no hold keeps it back) is returned for the world to send, in flight as
+    /// `seq` from now on (a hold taken after this waits for its answer, as the real
+    /// consumer's, where starting a request and taking a hold share a lock).
     pub(super) fn maintain(
         &mut self,
         now: Millis,
         stable_offset: impl Fn(i32) -> Option<i64>,
+        seq: u64,
     ) -> Option<ConsumerGroupHeartbeatRequest> {
         self.now = now;
         for tp in self.member.fetchable() {
@@ -180,6 +183,7 @@ impl CopierState {
         }
         let at = self.at();
         let request = self.member.poll_request(at)?;
+        self.heartbeat = Some(seq);
         self.acted = true;
         Some(request)
     }
