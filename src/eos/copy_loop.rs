@@ -288,20 +288,6 @@ where
             return Ok(CommittedTransaction::default());
         };
         let offsets = open.pending.take();
-        // A partition lost since its records were read (the next poll would say `Lost`) is
-        // another member's now: its offsets must not commit, and neither may the output made
-        // from it. Without this check a classic member that left the group (generation -1, no
-        // member id) could even have its offsets accepted by a group that has since emptied.
-        let owned = self.consumer.assignment();
-        let lost: Vec<TopicPartition> = offsets
-            .iter()
-            .map(|o| o.partition.clone())
-            .filter(|p| !owned.contains(p))
-            .collect();
-        if !lost.is_empty() {
-            let error = Error::PartitionsLost { partitions: lost };
-            return Err(self.fail(open, error, leaving).await);
-        }
         // The generation (member epoch) the coordinator holds now (KIP-447), so a member that
         // lost its partitions is fenced, not obeyed. Kafka 4.1 wants TxnOffsetCommit's epoch
         // equal to the broker's (ILLEGAL_GENERATION otherwise), and heartbeats go on in the
@@ -309,6 +295,27 @@ where
         // says the member is gone reaches the consumer at once, which drops the lost
         // partitions' buffered records, so no transaction is opened on them again.
         let hold = self.consumer.hold_generation().await;
+        // A partition lost since its records were read (the next poll would say `Lost`) is
+        // another member's now: its offsets must not commit, and neither may the output made
+        // from it. Without this check a classic member that left the group (generation -1, no
+        // member id) could even have its offsets accepted by a group that has since emptied.
+        // Checked under the hold, against the generation the offsets go out with: the hold
+        // waits for the heartbeat in flight, whose answer may fence the member, and the member
+        // may rejoin (epoch 0, then a new epoch) before the hold is taken; Kafka 4.1 checks
+        // only the epoch of a TxnOffsetCommit, so offsets of the old membership's partitions
+        // would be accepted under the new one (found by the copy-loop simulation once it ran
+        // this loop).
+        let owned = self.consumer.assignment();
+        let lost: Vec<TopicPartition> = offsets
+            .iter()
+            .map(|o| o.partition.clone())
+            .filter(|p| !owned.contains(p))
+            .collect();
+        if !lost.is_empty() {
+            drop(hold);
+            let error = Error::PartitionsLost { partitions: lost };
+            return Err(self.fail(open, error, leaving).await);
+        }
         let group = hold.metadata().clone();
         let ended = async {
             if !offsets.is_empty() {
