@@ -190,6 +190,9 @@ pub struct CopyLoopReport {
     pub aborts: u64,
     /// TxnOffsetCommits the group refused (zombies fenced).
     pub fenced_commits: u64,
+    /// Transactions the loop aborted itself because partitions they read were lost before
+    /// their offsets went out (`Error::PartitionsLost`).
+    pub lost_before_commit: u64,
     /// Heartbeats answered FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID.
     pub fenced_heartbeats: u64,
     /// Members whose session expired.
@@ -1123,6 +1126,7 @@ impl World {
     fn tally(&mut self, state: &CopierState) {
         self.report.commits += state.commits;
         self.report.aborts += state.aborts;
+        self.report.lost_before_commit += state.lost_before_commit;
         self.reported.extend(state.transactions.iter().cloned());
     }
 

@@ -78,6 +78,8 @@ pub(super) struct CopierState {
     /// Transactions committed and aborted.
     pub(super) commits: u64,
     pub(super) aborts: u64,
+    /// Steps that failed with `Error::PartitionsLost`.
+    pub(super) lost_before_commit: u64,
 }
 
 impl CopierState {
@@ -113,6 +115,7 @@ impl CopierState {
             transactions: Vec::new(),
             commits: 0,
             aborts: 0,
+            lost_before_commit: 0,
         }
     }
 
@@ -604,7 +607,13 @@ pub(super) fn application(
                 }
                 Ok(None) => {}
                 Err(e) if e.is_fatal() => return e,
-                Err(e) => state.borrow_mut().note(format!("step failed: {e}")),
+                Err(e) => {
+                    let mut state = state.borrow_mut();
+                    if matches!(e, Error::PartitionsLost { .. }) {
+                        state.lost_before_commit += 1;
+                    }
+                    state.note(format!("step failed: {e}"));
+                }
             }
         }
     })
