@@ -53,7 +53,8 @@ const SOURCE: &str = "src";
 const DESTINATION: &str = "dst";
 const SOURCE_ID: [u8; 16] = [7; 16];
 const GROUP: &str = "copy";
-/// The application loop's poll period when nothing else wakes it.
+/// How often the world polls every copier when nothing else happens: the loop's poll timeouts
+/// and commit interval, and the consumer's heartbeat timer, are seen at this resolution.
 const TICK_MS: Millis = 5;
 
 /// A copier crash: at `at`, copier `copier` loses its state; it restarts `down_ms` later.
@@ -193,6 +194,9 @@ pub struct CopyLoopReport {
     /// Transactions the loop aborted itself because partitions they read were lost before
     /// their offsets went out (`Error::PartitionsLost`).
     pub lost_before_commit: u64,
+    /// Aborts during which records of the aborted transaction failed for good (a batch
+    /// expired while the abort drained: the path where a v1 abort must still bump the epoch).
+    pub aborts_draining_failures: u64,
     /// Heartbeats answered FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID.
     pub fenced_heartbeats: u64,
     /// Members whose session expired.
@@ -1127,6 +1131,7 @@ impl World {
         self.report.commits += state.commits;
         self.report.aborts += state.aborts;
         self.report.lost_before_commit += state.lost_before_commit;
+        self.report.aborts_draining_failures += state.aborts_draining_failures;
         self.reported.extend(state.transactions.iter().cloned());
     }
 

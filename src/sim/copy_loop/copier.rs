@@ -80,6 +80,9 @@ pub(super) struct CopierState {
     pub(super) aborts: u64,
     /// Steps that failed with `Error::PartitionsLost`.
     pub(super) lost_before_commit: u64,
+    /// Aborts during which records of the transaction failed for good (a batch expired while
+    /// the abort drained).
+    pub(super) aborts_draining_failures: u64,
 }
 
 impl CopierState {
@@ -116,6 +119,7 @@ impl CopierState {
             commits: 0,
             aborts: 0,
             lost_before_commit: 0,
+            aborts_draining_failures: 0,
         }
     }
 
@@ -455,13 +459,19 @@ impl SimProducer {
     /// Starts `call` and waits until the engine finished it.
     async fn call(&self, call: TxnCall) -> Result<()> {
         let name = call.name();
-        let id = {
+        let aborting = call == TxnCall::Abort;
+        let failures = |state: &CopierState| {
+            let counters = state.engine.counters();
+            counters.records_failed + counters.records_indeterminate
+        };
+        let (id, failed_before) = {
             let mut state = self.state.borrow_mut();
+            let failed_before = failures(&state);
             let now = state.now;
             let started = state.engine.start_call(call, now);
             state.engine_stepped();
             state.note(format!("call {name}: {started:?}"));
-            started?
+            (started?, failed_before)
         };
         let result = poll_fn(|_| match self.state.borrow_mut().finished.remove(&id) {
             Some(result) => Poll::Ready(result),
@@ -470,8 +480,11 @@ impl SimProducer {
         .await;
         let mut state = self.state.borrow_mut();
         state.note(format!("{name} -> {result:?}"));
-        if result.is_ok() && name == TxnCall::Abort.name() {
+        if result.is_ok() && aborting {
             state.aborts += 1;
+            if failures(&state) > failed_before {
+                state.aborts_draining_failures += 1;
+            }
         }
         result
     }
