@@ -3,7 +3,7 @@
 //! the real member state machine ([`crate::consumer::membership::kip848`], heartbeating in
 //! the background) against the model group coordinator ([`super::group`]) and its own real
 //! transactional [`Engine`] against the model cluster and transaction coordinator
-//! ([`copier`]), over a network that delays and loses answers, with copiers that crash (their
+//! (`copier`), over a network that delays and loses answers, with copiers that crash (their
 //! state dropped without leaving) and restart as new members.
 //!
 //! Invariants: a TxnOffsetCommit the group accepts comes from a member that owns the
