@@ -1,7 +1,7 @@
 //! The copy-loop workload (issue 15): 2–3 copiers in one KIP-848 group copy a source topic
 //! into a destination topic exactly once. Each runs the real [`crate::eos::CopyLoop`] over
-//! the real member state machine ([`crate::consumer::membership::kip848`], heartbeating in
-//! the background) against the model group coordinator ([`super::group`]) and its own real
+//! the real member state machine (`consumer::membership::kip848`, private to the crate,
+//! heartbeating in the background) against the model group coordinator ([`super::group`]) and its own real
 //! transactional [`Engine`] against the model cluster and transaction coordinator
 //! (`copier`), over a network that delays and loses answers, with copiers that crash (their
 //! state dropped without leaving) and restart as new members.
