@@ -30,12 +30,12 @@ use crate::protocol::record_batch::Header;
 /// partition and timestamp.
 #[derive(Debug, Clone)]
 pub struct Record {
-    topic: Arc<str>,
-    key: Option<Bytes>,
-    value: Option<Bytes>,
-    headers: Vec<Header>,
-    partition: Option<i32>,
-    timestamp: Option<i64>,
+    pub(crate) topic: Arc<str>,
+    pub(crate) key: Option<Bytes>,
+    pub(crate) value: Option<Bytes>,
+    pub(crate) headers: Vec<Header>,
+    pub(crate) partition: Option<i32>,
+    pub(crate) timestamp: Option<i64>,
 }
 
 impl Record {
@@ -113,6 +113,18 @@ pub struct DeliveryFuture {
     completion: Arc<BatchCompletion>,
     index: i32,
     timestamp: i64,
+}
+
+impl DeliveryFuture {
+    /// The future of the record at `index` of the batch `completion` resolves, sent with
+    /// `timestamp` (its CreateTime).
+    pub(crate) fn new(completion: Arc<BatchCompletion>, index: i32, timestamp: i64) -> Self {
+        Self {
+            completion,
+            index,
+            timestamp,
+        }
+    }
 }
 
 impl Future for DeliveryFuture {
@@ -365,11 +377,11 @@ impl Producer {
                     if appended.wake_engine {
                         shared.wake.notify_one();
                     }
-                    return Ok(DeliveryFuture {
-                        completion: appended.completion,
-                        index: appended.index,
+                    return Ok(DeliveryFuture::new(
+                        appended.completion,
+                        appended.index,
                         timestamp,
-                    });
+                    ));
                 }
                 Err(AppendError::TooLarge { size, max, setting }) => {
                     return Err(Error::RecordTooLarge { size, max, setting });

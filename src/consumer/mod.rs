@@ -435,13 +435,17 @@ impl From<MembershipOrRecords> for ConsumerEvent {
     fn from(found: MembershipOrRecords) -> Self {
         match found {
             MembershipOrRecords::Records(records) => ConsumerEvent::Records(records),
-            MembershipOrRecords::Membership(MembershipEvent::Assigned(p)) => {
-                ConsumerEvent::Assigned(p)
-            }
-            MembershipOrRecords::Membership(MembershipEvent::Revoked(p)) => {
-                ConsumerEvent::Revoked(p)
-            }
-            MembershipOrRecords::Membership(MembershipEvent::Lost(p)) => ConsumerEvent::Lost(p),
+            MembershipOrRecords::Membership(event) => event.into(),
+        }
+    }
+}
+
+impl From<MembershipEvent> for ConsumerEvent {
+    fn from(event: MembershipEvent) -> Self {
+        match event {
+            MembershipEvent::Assigned(p) => ConsumerEvent::Assigned(p),
+            MembershipEvent::Revoked(p) => ConsumerEvent::Revoked(p),
+            MembershipEvent::Lost(p) => ConsumerEvent::Lost(p),
         }
     }
 }

@@ -23,6 +23,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::copies::{CommittedTransaction, ConsumedRange, PartitionOffset, RecordCopy};
+use super::endpoints::{CommitHold, CopySink, CopySource};
 use crate::{
     Consumer, ConsumerEvent, ConsumerRecord, DeliveryFuture, Error, PendingOffsets, Producer,
     Record, Result, TopicPartition,
@@ -45,9 +46,13 @@ const END_ATTEMPTS: u32 = 5;
 /// ([`Producer::init_transactions`]) before the first step. The consumer heartbeats in the
 /// background, so a slow transform only has to keep each step (one poll's records, then the
 /// commit) within `max.poll.interval.ms`.
-pub struct CopyLoop<F> {
-    consumer: Consumer,
-    producer: Producer,
+///
+/// `C` and `P` are always [`Consumer`] and [`Producer`] outside this crate (the traits they
+/// stand for are sealed); the crate's deterministic simulation runs this same loop over its
+/// model consumer and producer on virtual time.
+pub struct CopyLoop<F, C = Consumer, P = Producer> {
+    consumer: C,
+    producer: P,
     transform: F,
     commit_records: usize,
     commit_interval: Duration,
@@ -57,7 +62,7 @@ pub struct CopyLoop<F> {
     committed: BTreeMap<TopicPartition, i64>,
 }
 
-impl<F> std::fmt::Debug for CopyLoop<F> {
+impl<F, C: std::fmt::Debug, P: std::fmt::Debug> std::fmt::Debug for CopyLoop<F, C, P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CopyLoop")
             .field("consumer", &self.consumer)
@@ -78,14 +83,16 @@ struct OpenTransaction {
     copies: Vec<(PartitionOffset, Vec<DeliveryFuture>)>,
 }
 
-impl<F, Fut> CopyLoop<F>
+impl<F, Fut, C, P> CopyLoop<F, C, P>
 where
     F: FnMut(ConsumerRecord) -> Fut,
     Fut: Future<Output = Vec<Record>>,
+    C: CopySource,
+    P: CopySink,
 {
     /// A loop copying what `consumer` reads through `transform` with `producer`, committing
     /// every 1,000 records or 100 ms, whichever comes first.
-    pub fn new(consumer: Consumer, producer: Producer, transform: F) -> Self {
+    pub fn new(consumer: C, producer: P, transform: F) -> Self {
         Self {
             consumer,
             producer,
@@ -106,12 +113,12 @@ where
     }
 
     /// The consumer (for its assignment, positions or committed offsets).
-    pub fn consumer(&mut self) -> &mut Consumer {
+    pub fn consumer(&mut self) -> &mut C {
         &mut self.consumer
     }
 
     /// The producer (for its metrics or transaction state).
-    pub fn producer(&self) -> &Producer {
+    pub fn producer(&self) -> &P {
         &self.producer
     }
 
@@ -135,18 +142,18 @@ where
     /// it during a send or a commit leaves the transaction's outcome to the producer (see
     /// [`Producer::commit_transaction`]).
     pub async fn step(&mut self) -> Result<Option<CommittedTransaction>> {
-        let idle_until = Instant::now() + self.commit_interval;
+        let idle_until = self.consumer.now() + self.commit_interval;
         loop {
             let wait = match &self.open {
                 Some(open) => {
-                    let age = open.began.elapsed();
+                    let age = self.consumer.now().saturating_duration_since(open.began);
                     if open.copies.len() >= self.commit_records || age >= self.commit_interval {
                         return self.commit_or_abort(&[]).await.map(Some);
                     }
                     self.commit_interval - age
                 }
                 None => {
-                    let left = idle_until.saturating_duration_since(Instant::now());
+                    let left = idle_until.saturating_duration_since(self.consumer.now());
                     if left.is_zero() {
                         return Ok(None);
                     }
@@ -210,23 +217,6 @@ where
         self.commit_or_abort(&[]).await.map(Some)
     }
 
-    /// Commits the open transaction (if any), then closes the consumer (leaving the group, so
-    /// its partitions move at once) and the producer.
-    ///
-    /// # Errors
-    ///
-    /// The commit's error (after aborting, as in [`CopyLoop::step`]), or the consumer's or
-    /// producer's close error.
-    pub async fn close(mut self) -> Result<Option<CommittedTransaction>> {
-        let last = self.commit().await;
-        let consumer_closed = self.consumer.close().await;
-        let producer_closed = self.producer.close().await;
-        let last = last?;
-        consumer_closed?;
-        producer_closed?;
-        Ok(last)
-    }
-
     /// Sends one poll's records through the transform into the open transaction.
     async fn copy(&mut self, records: Vec<ConsumerRecord>) -> Result<()> {
         if records.is_empty() {
@@ -235,7 +225,7 @@ where
         if self.open.is_none() {
             self.producer.begin_transaction()?;
             self.open = Some(OpenTransaction {
-                began: Instant::now(),
+                began: self.consumer.now(),
                 pending: PendingOffsets::new(),
                 from: BTreeMap::new(),
                 copies: Vec::new(),
@@ -298,20 +288,6 @@ where
             return Ok(CommittedTransaction::default());
         };
         let offsets = open.pending.take();
-        // A partition lost since its records were read (the next poll would say `Lost`) is
-        // another member's now: its offsets must not commit, and neither may the output made
-        // from it. Without this check a classic member that left the group (generation -1, no
-        // member id) could even have its offsets accepted by a group that has since emptied.
-        let owned = self.consumer.assignment();
-        let lost: Vec<TopicPartition> = offsets
-            .iter()
-            .map(|o| o.partition.clone())
-            .filter(|p| !owned.contains(p))
-            .collect();
-        if !lost.is_empty() {
-            let error = Error::PartitionsLost { partitions: lost };
-            return Err(self.fail(open, error, leaving).await);
-        }
         // The generation (member epoch) the coordinator holds now (KIP-447), so a member that
         // lost its partitions is fenced, not obeyed. Kafka 4.1 wants TxnOffsetCommit's epoch
         // equal to the broker's (ILLEGAL_GENERATION otherwise), and heartbeats go on in the
@@ -319,6 +295,27 @@ where
         // says the member is gone reaches the consumer at once, which drops the lost
         // partitions' buffered records, so no transaction is opened on them again.
         let hold = self.consumer.hold_generation().await;
+        // A partition lost since its records were read (the next poll would say `Lost`) is
+        // another member's now: its offsets must not commit, and neither may the output made
+        // from it. Without this check a classic member that left the group (generation -1, no
+        // member id) could even have its offsets accepted by a group that has since emptied.
+        // Checked under the hold, against the generation the offsets go out with: the hold
+        // waits for the heartbeat in flight, whose answer may fence the member, and the member
+        // may rejoin (epoch 0, then a new epoch) before the hold is taken; Kafka 4.1 checks
+        // only the epoch of a TxnOffsetCommit, so offsets of the old membership's partitions
+        // would be accepted under the new one (found by the copy-loop simulation once it ran
+        // this loop).
+        let owned = self.consumer.assignment();
+        let lost: Vec<TopicPartition> = offsets
+            .iter()
+            .map(|o| o.partition.clone())
+            .filter(|p| !owned.contains(p))
+            .collect();
+        if !lost.is_empty() {
+            drop(hold);
+            let error = Error::PartitionsLost { partitions: lost };
+            return Err(self.fail(open, error, leaving).await);
+        }
         let group = hold.metadata().clone();
         let ended = async {
             if !offsets.is_empty() {
@@ -413,6 +410,29 @@ where
             }
         }
         Ok(())
+    }
+}
+
+impl<F, Fut> CopyLoop<F>
+where
+    F: FnMut(ConsumerRecord) -> Fut,
+    Fut: Future<Output = Vec<Record>>,
+{
+    /// Commits the open transaction (if any), then closes the consumer (leaving the group, so
+    /// its partitions move at once) and the producer.
+    ///
+    /// # Errors
+    ///
+    /// The commit's error (after aborting, as in [`CopyLoop::step`]), or the consumer's or
+    /// producer's close error.
+    pub async fn close(mut self) -> Result<Option<CommittedTransaction>> {
+        let last = self.commit().await;
+        let consumer_closed = self.consumer.close().await;
+        let producer_closed = self.producer.close().await;
+        let last = last?;
+        consumer_closed?;
+        producer_closed?;
+        Ok(last)
     }
 }
 

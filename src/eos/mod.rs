@@ -5,6 +5,7 @@
 
 mod copies;
 mod copy_loop;
+pub(crate) mod endpoints;
 mod translate;
 
 pub use copies::{CommittedTransaction, ConsumedRange, PartitionOffset, RecordCopy};

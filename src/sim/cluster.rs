@@ -132,6 +132,14 @@ impl PartitionModel {
     /// an aborted transaction, and of one still open (past the last stable offset), are not
     /// visible.
     pub fn read_committed(&self) -> Vec<u64> {
+        self.read_committed_at()
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect()
+    }
+
+    /// What [`PartitionModel::read_committed`] sees, with each record's offset.
+    pub fn read_committed_at(&self) -> Vec<(i64, u64)> {
         let mut visible = Vec::new();
         let mut open: BTreeMap<i64, Vec<(i64, u64)>> = BTreeMap::new();
         let mut markers = self.markers.iter().peekable();
@@ -161,7 +169,7 @@ impl PartitionModel {
             }
         }
         visible.sort_unstable();
-        visible.into_iter().map(|(_, id)| id).collect()
+        visible
     }
 }
 

@@ -1,14 +1,17 @@
-//! The copy-loop workload (issue 15): 2–3 copiers in one KIP-848 group copy a source topic
-//! into a destination topic exactly once, each with the real member state machine
-//! (`consumer::membership::kip848`, private to the crate) against the model group coordinator
-//! ([`super::group`]) and its own real transactional [`Engine`] against the model cluster and
-//! transaction coordinator, over a network that delays and loses answers, with copiers that
-//! crash (their state dropped without leaving) and restart as new members.
+//! The copy-loop workload: 2–3 copiers in one KIP-848 group copy a source topic
+//! into a destination topic exactly once. Each runs the real [`crate::eos::CopyLoop`] over
+//! the real member state machine (`consumer::membership::kip848`, private to the crate,
+//! heartbeating in the background) against the model group coordinator ([`super::group`])
+//! and its own real transactional [`Engine`] against the model cluster and transaction
+//! coordinator
+//! (`copier`), over a network that delays and loses answers, with copiers that crash (their
+//! state dropped without leaving) and restart as new members.
 //!
 //! Invariants: a TxnOffsetCommit the group accepts comes from a member that owns the
 //! partition (no zombie gets a commit through); the group's committed offsets never move
 //! backwards; at the end, read_committed, the destination holds every source record exactly
-//! once, in its partition's source order, and every committed offset is the log end.
+//! once, in its partition's source order, every committed offset is the log end, and every
+//! copy a committed transaction of the loop reported is where it said (offsets are exact).
 //!
 //! The model transaction coordinator keeps one transactional id; a copier's requests are
 //! handled by lending the cluster that copier's own coordinator state (one per transactional
@@ -16,12 +19,15 @@
 
 mod copier;
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 pub use copier::record_id;
-use copier::{Copier, Source};
+use copier::{Copier, CopierState};
 
 use super::cluster::{Cluster, ClusterConfig};
 use super::coordinator::{Coordinator, CoordinatorConfig};
@@ -48,7 +54,8 @@ const SOURCE: &str = "src";
 const DESTINATION: &str = "dst";
 const SOURCE_ID: [u8; 16] = [7; 16];
 const GROUP: &str = "copy";
-/// The application loop's poll period when nothing else wakes it.
+/// How often the world polls every copier when nothing else happens: the loop's poll timeouts
+/// and commit interval, and the consumer's heartbeat timer, are seen at this resolution.
 const TICK_MS: Millis = 5;
 
 /// A copier crash: at `at`, copier `copier` loses its state; it restarts `down_ms` later.
@@ -73,8 +80,10 @@ pub struct CopyLoopConfig {
     pub gaps: u32,
     /// When each copier starts (one entry per copier).
     pub starts: Vec<Millis>,
-    /// Records per transaction.
+    /// Records per transaction (`CopyLoop::commit_every`).
     pub commit_every: usize,
+    /// The longest a transaction stays open (`CopyLoop::commit_every`).
+    pub commit_interval_ms: Millis,
     /// Records a copier copies per poll at most.
     pub records_per_poll: usize,
     /// Transactions v2 (else v1).
@@ -113,6 +122,7 @@ impl CopyLoopConfig {
             gaps: 100,
             starts: (0..copiers).map(|i| 200 * i as Millis).collect(),
             commit_every: 7,
+            commit_interval_ms: 100,
             records_per_poll: 3,
             transactions_v2: true,
             session_timeout_ms: 1_000,
@@ -161,6 +171,7 @@ impl CopyLoopConfig {
                 down_ms: entropy.range(0, 2 * config.session_timeout_ms),
             });
         }
+        config.commit_interval_ms = entropy.range(20, 500);
         config
     }
 }
@@ -181,6 +192,12 @@ pub struct CopyLoopReport {
     pub aborts: u64,
     /// TxnOffsetCommits the group refused (zombies fenced).
     pub fenced_commits: u64,
+    /// Transactions the loop aborted itself because partitions they read were lost before
+    /// their offsets went out (`Error::PartitionsLost`).
+    pub lost_before_commit: u64,
+    /// Aborts during which records of the aborted transaction failed for good (a batch
+    /// expired while the abort drained: the path where a v1 abort must still bump the epoch).
+    pub aborts_draining_failures: u64,
     /// Heartbeats answered FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID.
     pub fenced_heartbeats: u64,
     /// Members whose session expired.
@@ -348,7 +365,7 @@ struct World {
     sim: SimConfig,
     group: GroupCoordinator,
     slots: Vec<Slot>,
-    source: Vec<Vec<i64>>,
+    source: Rc<Vec<Vec<i64>>>,
     committed: BTreeMap<i32, i64>,
     network: BTreeMap<(usize, u32, RequestId), Travelling>,
     queue: BTreeMap<(Millis, u64), Pending>,
@@ -358,28 +375,8 @@ struct World {
     base: Instant,
     trace: Trace,
     report: CopyLoopReport,
-}
-
-/// The source log and the stable committed offsets, as a copier reads them.
-struct SourceView<'a> {
-    source: &'a [Vec<i64>],
-    committed: &'a BTreeMap<i32, i64>,
-    pending: BTreeSet<i32>,
-}
-
-impl Source for SourceView<'_> {
-    fn offsets(&self, partition: i32) -> &[i64] {
-        usize::try_from(partition)
-            .ok()
-            .and_then(|p| self.source.get(p))
-            .map_or(&[], Vec::as_slice)
-    }
-    fn stable_offset(&self, partition: i32) -> Result<i64, ()> {
-        if self.pending.contains(&partition) {
-            return Err(());
-        }
-        Ok(self.committed.get(&partition).copied().unwrap_or(0))
-    }
+    /// What the copiers' committed transactions reported.
+    reported: Vec<crate::eos::CommittedTransaction>,
 }
 
 impl World {
@@ -400,7 +397,7 @@ impl World {
         let broker = cluster
             .find_coordinator(&CoordinatorKey::Group(GROUP.into()))
             .unwrap_or(1);
-        let source = (0..config.partitions)
+        let source: Vec<Vec<i64>> = (0..config.partitions)
             .map(|_| {
                 let mut offsets = Vec::with_capacity(config.records_per_partition);
                 let mut next = 0;
@@ -437,7 +434,7 @@ impl World {
             sim,
             group,
             slots,
-            source,
+            source: Rc::new(source),
             committed: BTreeMap::new(),
             network: BTreeMap::new(),
             queue: BTreeMap::new(),
@@ -446,6 +443,7 @@ impl World {
             now: 0,
             base: Instant::now(),
             report: CopyLoopReport::default(),
+            reported: Vec::new(),
         };
         for (i, &at) in world.config.starts.clone().iter().enumerate() {
             world.schedule(at, Pending::Restart(i));
@@ -464,10 +462,6 @@ impl World {
 
     fn note(&mut self, line: String) {
         self.trace.note(self.now, line);
-    }
-
-    fn at(&self) -> Instant {
-        self.base + Duration::from_millis(self.now)
     }
 
     fn fail(&self, violation: Violation) -> Failure {
@@ -501,7 +495,11 @@ impl World {
                 let copiers: Vec<String> = self
                     .slots
                     .iter()
-                    .map(|s| s.copier.as_ref().map_or("down".into(), Copier::describe))
+                    .map(|s| {
+                        s.copier
+                            .as_ref()
+                            .map_or("down".into(), |c| c.state.borrow().describe())
+                    })
                     .collect();
                 return Err(self.fail(format!(
                     "the copy loop did not finish by {} ms (P9); committed {:?}; copiers {copiers:#?}",
@@ -550,7 +548,7 @@ impl World {
         done && self
             .slots
             .iter()
-            .all(|s| s.copier.as_ref().is_none_or(Copier::quiet))
+            .all(|s| s.copier.as_ref().is_none_or(|c| c.state.borrow().quiet()))
     }
 
     /// Runs every live copier's application and engine until none acts.
@@ -579,7 +577,6 @@ impl World {
     fn drive_copier(&mut self, i: usize) -> Result<bool, Violation> {
         let pending = self.pending_offsets();
         let now = self.now;
-        let at = self.at();
         let Some(slot) = self.slots.get_mut(i) else {
             return Ok(false);
         };
@@ -587,23 +584,38 @@ impl World {
         let Some(copier) = slot.copier.as_mut() else {
             return Ok(false);
         };
-        let source = SourceView {
-            source: &self.source,
-            committed: &self.committed,
-            pending,
+        // The consumer's background: committed offsets and heartbeats.
+        let committed = &self.committed;
+        let seq = self.next_heartbeat_seq + 1;
+        let heartbeat = copier.state.borrow_mut().maintain(
+            now,
+            |p| (!pending.contains(&p)).then(|| committed.get(&p).copied().unwrap_or(0)),
+            seq,
+        );
+        // The application, up to its next wait.
+        let ended = match copier
+            .application
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Ready(error) => Some(error),
+            Poll::Pending => None,
         };
-        let wants = copier.step(now, at, &View, &source);
-        let actions = copier.engine.poll(now, &copier.acc);
-        let mut acted = wants.acted || !actions.is_empty();
-        for line in wants.notes {
+        // The producer's driver.
+        let (actions, wake, acted, notes) = {
+            let state = &mut *copier.state.borrow_mut();
+            let actions = state.engine.poll(now, &state.acc);
+            state.engine_stepped();
+            let wake = state.engine.next_wakeup(now, &state.acc);
+            let (acted, notes) = state.take_progress();
+            (actions, wake, acted, notes)
+        };
+        let mut acted = acted || !actions.is_empty() || heartbeat.is_some() || ended.is_some();
+        for line in notes {
             self.note(format!("copier {i}.{incarnation}: {line}"));
         }
-        if let Some(request) = wants.heartbeat {
-            self.next_heartbeat_seq += 1;
-            let seq = self.next_heartbeat_seq;
-            if let Some(copier) = self.slots.get_mut(i).and_then(|s| s.copier.as_mut()) {
-                copier.heartbeat = Some(seq);
-            }
+        if let Some(request) = heartbeat {
+            self.next_heartbeat_seq = seq;
             self.note(format!(
                 "copier {i}.{incarnation}: heartbeat {seq} epoch {} owned {:?}",
                 request.member_epoch, request.topic_partitions
@@ -632,9 +644,9 @@ impl World {
                 },
             );
         }
-        if wants.restart {
+        if let Some(error) = ended {
             self.note(format!(
-                "copier {i}.{incarnation}: producer failed, restarting"
+                "copier {i}.{incarnation}: producer failed ({error}), restarting"
             ));
             self.crash(i);
             self.schedule(now + 1, Pending::Restart(i));
@@ -643,13 +655,8 @@ impl World {
         for action in actions {
             self.execute(i, incarnation, action);
         }
-        if let Some(copier) = self.slots.get(i).and_then(|s| s.copier.as_ref()) {
-            let wake = copier.engine.next_wakeup(now, &copier.acc);
-            if let Some(wake) = wake
-                && wake <= now
-            {
-                acted = true;
-            }
+        if wake.is_some_and(|wake| wake <= now) {
+            acted = true;
         }
         Ok(acted)
     }
@@ -895,11 +902,22 @@ impl World {
         Ok(response)
     }
 
-    fn copier_mut(&mut self, i: usize, incarnation: u32) -> Option<&mut Copier> {
+    /// The state of copier `i` if `incarnation` is the one running.
+    fn copier(&self, i: usize, incarnation: u32) -> Option<Rc<RefCell<CopierState>>> {
         self.slots
-            .get_mut(i)
+            .get(i)
             .filter(|s| s.incarnation == incarnation)
-            .and_then(|s| s.copier.as_mut())
+            .and_then(|s| s.copier.as_ref())
+            .map(|c| Rc::clone(&c.state))
+    }
+
+    /// Hands `event` to copier `i`'s engine (if `incarnation` is the one running).
+    fn engine_event(&self, i: usize, incarnation: u32, event: Event) {
+        if let Some(state) = self.copier(i, incarnation) {
+            let state = &mut *state.borrow_mut();
+            state.engine.handle(event, self.now, &state.acc);
+            state.engine_stepped();
+        }
     }
 
     fn process(&mut self, pending: Pending) -> Result<(), Violation> {
@@ -926,9 +944,6 @@ impl World {
                 if !self.network.remove(&key).is_some_and(|t| t.wanted) {
                     return Ok(());
                 }
-                let Some(c) = self.copier_mut(copier, incarnation) else {
-                    return Ok(());
-                };
                 let event = match answer {
                     Answer::Produce(partitions) => Event::ProduceResponse {
                         request,
@@ -944,31 +959,23 @@ impl World {
                         result: Ok(response),
                     },
                 };
-                c.engine.handle(event, now, &c.acc);
+                self.engine_event(copier, incarnation, event);
             }
             Pending::Failed {
                 copier,
                 incarnation,
                 request,
             } => {
-                if let Some(c) = self.copier_mut(copier, incarnation) {
-                    let error = Error::io(
-                        "sim",
-                        std::io::Error::new(
-                            std::io::ErrorKind::ConnectionReset,
-                            "connection closed",
-                        ),
-                    );
-                    c.engine.handle(
-                        Event::RequestFailed {
-                            request,
-                            written: true,
-                            error,
-                        },
-                        now,
-                        &c.acc,
-                    );
-                }
+                let error = Error::io(
+                    "sim",
+                    std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection closed"),
+                );
+                let event = Event::RequestFailed {
+                    request,
+                    written: true,
+                    error,
+                };
+                self.engine_event(copier, incarnation, event);
             }
             Pending::Metadata {
                 copier,
@@ -980,9 +987,7 @@ impl World {
                     .into_iter()
                     .map(|(tp, b)| (tp, Some(b)))
                     .collect();
-                if let Some(c) = self.copier_mut(copier, incarnation) {
-                    c.engine.handle(Event::Leaders(leaders), now, &c.acc);
-                }
+                self.engine_event(copier, incarnation, Event::Leaders(leaders));
             }
             Pending::HeartbeatArrive {
                 copier,
@@ -1023,14 +1028,8 @@ impl World {
                 seq,
                 response,
             } => {
-                let at = self.at();
-                if let Some(c) = self.copier_mut(copier, incarnation)
-                    && c.heartbeat == Some(seq)
-                {
-                    c.heartbeat = None;
-                    c.member
-                        .on_response(response, at, &View)
-                        .map_err(|e| format!("the member failed fatally: {e}"))?;
+                if let Some(state) = self.copier(copier, incarnation) {
+                    state.borrow_mut().heartbeat_answered(seq, response, now)?;
                 }
             }
             Pending::HeartbeatTimeout {
@@ -1038,12 +1037,9 @@ impl World {
                 incarnation,
                 seq,
             } => {
-                let at = self.at();
-                if let Some(c) = self.copier_mut(copier, incarnation)
-                    && c.heartbeat == Some(seq)
+                if let Some(state) = self.copier(copier, incarnation)
+                    && state.borrow_mut().heartbeat_timed_out(seq, now)
                 {
-                    c.heartbeat = None;
-                    c.member.on_request_failed(at, Duration::from_millis(50));
                     self.note(format!(
                         "copier {copier}.{incarnation}: heartbeat {seq} timed out"
                     ));
@@ -1071,8 +1067,7 @@ impl World {
         if let Some(slot) = self.slots.get_mut(i)
             && let Some(copier) = slot.copier.take()
         {
-            self.report.commits += copier.commits;
-            self.report.aborts += copier.aborts;
+            self.tally(&copier.state.borrow());
             for t in self
                 .network
                 .iter_mut()
@@ -1110,27 +1105,77 @@ impl World {
             None,
         );
         member.subscribe(vec![SOURCE.into()]);
+        let state = Rc::new(RefCell::new(CopierState::new(
+            self.now,
+            self.base,
+            member,
+            self.config.records_per_poll,
+            SOURCE,
+            Rc::clone(&self.source),
+            engine,
+            acc,
+        )));
+        let application = copier::application(
+            &state,
+            DESTINATION,
+            self.config.commit_every,
+            Duration::from_millis(self.config.commit_interval_ms),
+        );
         if let Some(slot) = self.slots.get_mut(i) {
-            slot.copier = Some(Copier::new(
-                engine,
-                acc,
-                member,
-                self.config.commit_every,
-                self.config.records_per_poll,
-                SOURCE,
-                DESTINATION,
-            ));
+            slot.copier = Some(Copier { state, application });
         }
         self.note(format!("copier {i}.{incarnation} starts"));
     }
 
-    fn check_end(&mut self) -> Result<(), Violation> {
-        for slot in &self.slots {
-            if let Some(c) = &slot.copier {
-                self.report.commits += c.commits;
-                self.report.aborts += c.aborts;
+    /// Counts what a copier incarnation did, and keeps what its loop reported.
+    fn tally(&mut self, state: &CopierState) {
+        self.report.commits += state.commits;
+        self.report.aborts += state.aborts;
+        self.report.lost_before_commit += state.lost_before_commit;
+        self.report.aborts_draining_failures += state.aborts_draining_failures;
+        self.reported.extend(state.transactions.iter().cloned());
+    }
+
+    /// Every copy a committed transaction reported (offsets are exact) is one destination
+    /// record, visible read_committed at the offset reported, carrying the source record's id.
+    fn check_reported(&self) -> Result<(), Violation> {
+        let visible: BTreeMap<&TopicPartition, BTreeMap<i64, u64>> = self
+            .cluster
+            .partitions()
+            .iter()
+            .map(|(tp, p)| (tp, p.read_committed_at().into_iter().collect()))
+            .collect();
+        for copy in self.reported.iter().flat_map(|t| &t.copies) {
+            let source = &copy.source;
+            let id = record_id(source.partition.partition, source.offset);
+            let found = match copy.destinations.as_slice() {
+                [only] => visible
+                    .get(&only.partition)
+                    .and_then(|records| records.get(&only.offset))
+                    .copied(),
+                _ => None,
+            };
+            if found != Some(id) {
+                return Err(format!(
+                    "the loop reported {source:?} copied to {:?}, where read_committed has {found:?}",
+                    copy.destinations
+                ));
             }
         }
+        Ok(())
+    }
+
+    fn check_end(&mut self) -> Result<(), Violation> {
+        let running: Vec<Rc<RefCell<CopierState>>> = self
+            .slots
+            .iter()
+            .filter_map(|s| s.copier.as_ref())
+            .map(|c| Rc::clone(&c.state))
+            .collect();
+        for state in running {
+            self.tally(&state.borrow());
+        }
+        self.check_reported()?;
         for (p, offsets) in self.source.iter().enumerate() {
             let partition = i32::try_from(p).unwrap_or(0);
             let expected: Vec<u64> = offsets.iter().map(|&o| record_id(partition, o)).collect();

@@ -40,8 +40,6 @@ struct Member {
     /// Partitions the member may own: what it was given, including those it must revoke and
     /// has not given up yet.
     assigned: BTreeSet<i32>,
-    /// The owned set the member last reported.
-    reported: BTreeSet<i32>,
     /// What its last heartbeat's reconciliation left it to use (Kafka's `assignedPartitions`,
     /// which change only while the member's own heartbeat is processed).
     reconciled: BTreeSet<i32>,
@@ -154,7 +152,6 @@ impl GroupCoordinator {
                     epoch: 0,
                     previous_epoch: 0,
                     assigned: BTreeSet::new(),
-                    reported: BTreeSet::new(),
                     reconciled: BTreeSet::new(),
                     last_heartbeat: now,
                 },
@@ -182,11 +179,8 @@ impl GroupCoordinator {
             }
         }
         member.last_heartbeat = now;
-        if let Some(owned) = &owned {
-            member.reported = owned.clone();
-        }
         let before = member.reconciled.clone();
-        let epoch = self.reconcile(&id);
+        let epoch = self.reconcile(&id, owned.as_ref());
         let told = self.told(&id);
         if let Some(member) = self.members.get_mut(&id) {
             member.reconciled = told.clone();
@@ -198,9 +192,18 @@ impl GroupCoordinator {
     }
 
     /// Moves `id` towards the target: first the partitions to revoke leave its assignment
-    /// (once it reported them gone), then it takes the target partitions nobody else holds
-    /// and its epoch becomes the group epoch. Returns its epoch.
-    fn reconcile(&mut self, id: &str) -> i32 {
+    /// (once it reported them gone: `owned`, the set this heartbeat carries, lists none of
+    /// them), then it takes the target partitions nobody else holds and its epoch becomes the
+    /// group epoch. Returns its epoch.
+    ///
+    /// A heartbeat without an owned set acknowledges no revocation, whatever the member
+    /// reported before (Kafka's `CurrentAssignmentBuilder.ownsRevokedPartitions` is true for a
+    /// null `ownedTopicPartitions`): the member may have taken partitions since, and may be
+    /// copying from them. Found by the copy-loop simulation once membership ran in the
+    /// background: a heartbeat sent before the member took newly assigned partitions came back
+    /// after, and the model freed those partitions for another member while their first owner
+    /// still committed offsets for them.
+    fn reconcile(&mut self, id: &str, owned: Option<&BTreeSet<i32>>) -> i32 {
         let target = self.target.get(id).cloned().unwrap_or_default();
         let held_by_others: BTreeSet<i32> = self
             .members
@@ -214,7 +217,7 @@ impl GroupCoordinator {
         };
         let revoke: BTreeSet<i32> = member.assigned.difference(&target).copied().collect();
         if !revoke.is_empty() {
-            if revoke.is_disjoint(&member.reported) {
+            if owned.is_some_and(|owned| revoke.is_disjoint(owned)) {
                 // Acknowledged: the member no longer lists them.
                 member.assigned.retain(|p| target.contains(p));
             } else {

@@ -20,11 +20,11 @@
 //! (T1–T5, P9).
 //!
 //! The copy loop of exactly-once pipelines ([`copy_loop`], issue 15) runs apart from the
-//! producer runs, for a quarter of the sweep's seeds: 2–3 copiers, each the real KIP-848
-//! member state machine against a model group coordinator ([`group`]: member epochs,
-//! revocation before reassignment, session expiry, TxnOffsetCommit fencing) and its own
-//! transactional engine, copy a source topic; read_committed, the destination must hold
-//! every source record exactly once, in order.
+//! producer runs, for a quarter of the sweep's seeds: 2–3 copiers, each the real
+//! [`crate::eos::CopyLoop`] over the real KIP-848 member state machine against a model group
+//! coordinator ([`group`]: member epochs, revocation before reassignment, session expiry,
+//! TxnOffsetCommit fencing) and its own transactional engine, copy a source topic;
+//! read_committed, the destination must hold every source record exactly once, in order.
 //!
 //! Everything a run does is drawn from one [`Entropy`]: [`run_seed`] replays a seed exactly
 //! (no HashMap iteration order, no wall clock, no global RNG), [`run_fuzz`] takes its choices

@@ -394,6 +394,16 @@ impl ConsumerMember {
             self.revoking = revoke.iter().cloned().collect();
             return Some(MembershipEvent::Revoked(revoke));
         }
+        if self.in_flight.as_ref().is_some_and(|f| f.owned.is_some()) {
+            // The heartbeat in flight lists what this member owns without the partitions it
+            // would take now, and the coordinator reads that list as their revocation
+            // (`ownsRevokedPartitions`): an answer moving them to another member would find
+            // them already taken here, and offsets committed for them under the answer's
+            // epoch would be accepted (Kafka 4.1 checks only the epoch). They are taken once
+            // the answer says they are still this member's. Found by the copy-loop
+            // simulation with membership in the background.
+            return None;
+        }
         let owned = self.owned_set();
         let mut added = Vec::new();
         for (id, partition) in target {
@@ -566,6 +576,37 @@ mod tests {
         let hb = m.poll_request(now + Duration::from_millis(500)).unwrap();
         assert_eq!(wire_owned(&hb), None);
         assert_eq!(hb.subscribed_topic_names, None);
+    }
+
+    /// A heartbeat that lists the owned partitions is in flight when the member could take
+    /// newly assigned ones: it waits for the answer, which may have given them to another
+    /// member already (the coordinator read the list as their revocation).
+    #[test]
+    fn nothing_is_taken_while_a_heartbeat_listing_the_owned_partitions_is_in_flight() {
+        let now = Instant::now();
+        let mut m = member();
+        m.poll_request(now).unwrap();
+        m.on_response(answer(1, Some(vec![0])), now, &View).unwrap();
+        assert_eq!(
+            m.next_event(&View),
+            Some(MembershipEvent::Assigned(vec![tp(0)]))
+        );
+        m.poll_request(now).unwrap();
+        m.on_response(answer(2, Some(vec![0, 1, 2])), now, &View)
+            .unwrap();
+        // A full heartbeat (after a failed one) goes out before the user polls again.
+        m.on_request_failed(now, Duration::ZERO);
+        let full = m.poll_request(now).unwrap();
+        assert_eq!(wire_owned(&full), Some(vec![0]));
+        assert_eq!(m.next_event(&View), None, "partitions 1 and 2 wait");
+        // The answer moved partition 2 to another member: only 1 is taken.
+        m.on_response(answer(3, Some(vec![0, 1])), now, &View)
+            .unwrap();
+        assert_eq!(
+            m.next_event(&View),
+            Some(MembershipEvent::Assigned(vec![tp(1)]))
+        );
+        assert_eq!(m.owned(), vec![tp(0), tp(1)]);
     }
 
     #[test]

@@ -1,366 +1,645 @@
-//! One copier of the copy loop: a KIP-848 member (the real
-//! [`ConsumerMember`](crate::consumer::membership::kip848::ConsumerMember)) and a transactional
-//! producer (the real [`Engine`]) in one application loop, as DESIGN "Consuming for
-//! exactly-once pipelines" prescribes: poll (acknowledging the revocations handed out at the
-//! previous poll, heartbeating, taking events), copy the owned partitions' records from their
-//! positions into the open transaction, add the positions with `send_offsets_to_transaction`
-//! (the member's `group_metadata()`), commit every N records. A `Revoked` commits before the
-//! next poll gives the partitions up; a `Lost` aborts; after an abort every position is
-//! fetched again from the committed offsets.
+//! One copier of the copy loop: the real [`CopyLoop`] over a model consumer and a model
+//! producer, on the simulation's virtual time.
+//!
+//! - [`SimConsumer`] is a consumer as [`crate::Consumer`] behaves: the real KIP-848 member
+//!   state machine ([`ConsumerMember`]) with membership in the background (the world sends its
+//!   heartbeats on their interval whatever the loop does, [`CopierState::maintain`]),
+//!   generation holds for offset commits, refusals acted on at once, and positions over the
+//!   source log (a fresh partition starts at the group's stable committed offset, KIP-447
+//!   `require_stable`).
+//! - [`SimProducer`] is a transactional producer as [`crate::Producer`] behaves: the real
+//!   [`Engine`] and [`Accumulator`], the accumulator's send gate published after every engine
+//!   step, each transactional call a future that resolves when the engine finishes it.
+//!
+//! Their futures are `Pending` until the simulated world has the answer; the world polls the
+//! copier's application ([`application`]: `init_transactions`, then `CopyLoop::step` again and
+//! again) with a no-op waker after every event, so nothing runs on a runtime or a real clock.
+//! A crash drops the application future and this state without leaving the group.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::future::{Future, poll_fn, ready};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
+use super::View;
+use crate::consumer::membership::MembershipEvent;
 use crate::consumer::membership::kip848::ConsumerMember;
-use crate::consumer::membership::{MembershipEvent, TopicView};
-use crate::engine::accumulator::Accumulator;
-use crate::engine::transaction::{OffsetToCommit, TxnCall, TxnState};
+use crate::engine::accumulator::{Accumulator, AppendError};
+use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, TxnCall, TxnState};
 use crate::engine::{CallId, Engine, Millis, TopicPartition};
-use crate::error::Error;
+use crate::eos::endpoints::{CommitHold, CopySink, CopySource};
+use crate::eos::{CommittedTransaction, CopyLoop};
+use crate::error::{Error, Result};
+use crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatRequest;
+use crate::{ConsumerEvent, ConsumerRecord, DeliveryFuture, Record};
 
-/// The call the copier is waiting for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    Init,
-    Offsets,
-    Commit,
-    Abort,
-}
+/// The shortest a generation hold lasts before liveness wins (as the real consumer's).
+const MIN_HOLD_MS: Millis = 1_000;
+/// How often the application calls `init_transactions` again after a retriable error.
+const INIT_ATTEMPTS: u32 = 1_000;
 
-/// What one step of the copier wants from the world.
-#[derive(Debug, Default)]
-pub(super) struct Wants {
-    /// The copier did something (the engine should run before time moves on).
-    pub(super) acted: bool,
-    /// A heartbeat to send.
-    pub(super) heartbeat:
-        Option<crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatRequest>,
-    /// The producer failed fatally: restart the copier.
-    pub(super) restart: bool,
-    /// Lines for the trace.
-    pub(super) notes: Vec<String>,
-}
-
-/// What the copier reads: the source log and the group's stable committed offsets.
-pub(super) trait Source {
-    /// The offsets of the source partition's records, ascending.
-    fn offsets(&self, partition: i32) -> &[i64];
-    /// The committed offset of `partition` if it is stable (no open transaction holds offsets
-    /// for it: KIP-447 `require_stable`); `Err(())` while one does.
-    fn stable_offset(&self, partition: i32) -> Result<i64, ()>;
-}
-
-/// One copier instance (an incarnation: a crash drops it, a restart makes a new one).
-pub(super) struct Copier {
+/// Everything one copier incarnation holds, shared by its consumer, its producer, its
+/// application and the world (single-threaded: borrowed only inside a poll or a world step,
+/// never across an await).
+pub(super) struct CopierState {
+    /// Virtual time, and the instant it counts from (the membership's clock).
+    now: Millis,
+    base: Instant,
+    member: ConsumerMember,
+    /// The sequence number of the heartbeat in flight.
+    heartbeat: Option<u64>,
+    /// Nothing is sent to the group before the first poll (as the real consumer).
+    polled_once: bool,
+    /// Generation holds taken, and until when they keep heartbeats back.
+    holds: usize,
+    hold_until: Option<Millis>,
+    /// Owned partitions and the next source offset to deliver (`None`: look up the committed
+    /// one).
+    positions: BTreeMap<i32, Option<i64>>,
+    /// Records one poll hands over at most (`max.poll.records`).
+    per_poll: usize,
+    source_topic: String,
+    /// The source log: per partition, the offsets of its records, ascending.
+    log: Rc<Vec<Vec<i64>>>,
     pub(super) engine: Engine,
     pub(super) acc: Accumulator,
-    pub(super) member: ConsumerMember,
-    /// The sequence number of the heartbeat in flight.
-    pub(super) heartbeat: Option<u64>,
-    /// Owned partitions and the next source offset to copy (`None`: fetch the committed one).
-    positions: BTreeMap<i32, Option<i64>>,
-    running: Option<(CallId, Kind)>,
-    initialised: bool,
-    in_txn: bool,
-    txn_records: usize,
-    commit_every: usize,
-    /// Records copied per poll at most: a transaction stays open across polls, so events
-    /// (revocations, losses) come while it is open, as in a real copy loop.
-    per_poll: usize,
-    /// Revoked partitions to give up at the next poll.
-    revoked: Vec<i32>,
-    /// The copier is ending its transaction because of a revocation or loss.
-    ending_for_event: bool,
-    source_topic: String,
-    destination_topic: String,
-    /// Commits and aborts that succeeded.
+    /// Transactional calls the engine finished, until their futures take them.
+    finished: BTreeMap<CallId, Result<()>>,
+    /// Something changed since the world last looked (it polls again before time moves).
+    acted: bool,
+    /// Lines for the trace.
+    notes: Vec<String>,
+    /// What the loop's committed transactions reported (checked against the destination at
+    /// the end).
+    pub(super) transactions: Vec<CommittedTransaction>,
+    /// Transactions committed and aborted.
     pub(super) commits: u64,
     pub(super) aborts: u64,
+    /// Steps that failed with `Error::PartitionsLost`.
+    pub(super) lost_before_commit: u64,
+    /// Aborts during which records of the transaction failed for good (a batch expired while
+    /// the abort drained).
+    pub(super) aborts_draining_failures: u64,
 }
 
-impl Copier {
+impl CopierState {
+    /// A copier's state at `now`, with a member that subscribed already.
+    #[allow(clippy::too_many_arguments)] // the parts of a copier, as the world makes them
     pub(super) fn new(
-        engine: Engine,
-        acc: Accumulator,
+        now: Millis,
+        base: Instant,
         member: ConsumerMember,
-        commit_every: usize,
         per_poll: usize,
         source_topic: &str,
-        destination_topic: &str,
+        log: Rc<Vec<Vec<i64>>>,
+        engine: Engine,
+        acc: Accumulator,
     ) -> Self {
         Self {
-            engine,
-            acc,
+            now,
+            base,
             member,
             heartbeat: None,
+            polled_once: false,
+            holds: 0,
+            hold_until: None,
             positions: BTreeMap::new(),
-            running: None,
-            initialised: false,
-            in_txn: false,
-            txn_records: 0,
-            commit_every: commit_every.max(1),
             per_poll: per_poll.max(1),
-            revoked: Vec::new(),
-            ending_for_event: false,
             source_topic: source_topic.to_string(),
-            destination_topic: destination_topic.to_string(),
+            log,
+            engine,
+            acc,
+            finished: BTreeMap::new(),
+            acted: false,
+            notes: Vec::new(),
+            transactions: Vec::new(),
             commits: 0,
             aborts: 0,
+            lost_before_commit: 0,
+            aborts_draining_failures: 0,
         }
     }
 
-    /// Whether the copier holds no open transaction and runs no call.
+    fn at(&self) -> Instant {
+        self.base + Duration::from_millis(self.now)
+    }
+
+    fn note(&mut self, line: String) {
+        self.acted = true;
+        self.notes.push(line);
+    }
+
+    /// The trace lines since the last call, and whether anything changed.
+    pub(super) fn take_progress(&mut self) -> (bool, Vec<String>) {
+        (
+            std::mem::take(&mut self.acted),
+            std::mem::take(&mut self.notes),
+        )
+    }
+
+    /// Whether no transaction is open and no call runs (initialised).
     pub(super) fn quiet(&self) -> bool {
-        self.initialised && self.running.is_none() && !self.in_txn
+        self.engine.transaction_state() == Some(&TxnState::Ready)
     }
 
     /// Where the copier is, for a failure report.
     pub(super) fn describe(&self) -> String {
         format!(
-            "initialised {} running {:?} in_txn {} ({} records) positions {:?} revoked {:?} state {:?} heartbeat {:?} owned {:?}",
-            self.initialised,
-            self.running,
-            self.in_txn,
-            self.txn_records,
-            self.positions,
-            self.revoked,
+            "state {:?} positions {:?} heartbeat {:?} holds {} until {:?} owned {:?} fetchable {:?} commits {} aborts {}",
             self.engine.transaction_state(),
+            self.positions,
             self.heartbeat,
-            self.member.owned()
+            self.holds,
+            self.hold_until,
+            self.member.owned(),
+            self.member.fetchable(),
+            self.commits,
+            self.aborts
         )
     }
 
-    /// One step of the application at `now` (`at` turns virtual time into the membership's
-    /// clock).
-    pub(super) fn step(
+    // ---- the consumer's background side ----
+
+    /// The consumer's background turn at `now`: committed offsets for fresh partitions are
+    /// looked up (`stable_offset`: the group's committed offset of a source partition, `None`
+    /// while a transaction holds offsets for it, KIP-447 `require_stable`), and the heartbeat
+    /// that is due (if no hold keeps it back) is returned for the world to send, in flight as
+    /// `seq` from now on (a hold taken after this waits for its answer, as the real
+    /// consumer's, where starting a request and taking a hold share a lock).
+    pub(super) fn maintain(
         &mut self,
         now: Millis,
-        at: std::time::Instant,
-        view: &dyn TopicView,
-        source: &dyn Source,
-    ) -> Wants {
-        let mut wants = Wants::default();
-        for (id, result) in self.engine.take_finished_calls() {
-            wants.acted = true;
-            self.on_finished(id, result, now, &mut wants);
-        }
-        if wants.restart || self.running.is_some() {
-            return wants;
-        }
-        if !self.initialised {
-            self.start(Kind::Init, TxnCall::Init, now, &mut wants);
-            return wants;
-        }
-        if self.ending_for_event {
-            // The revocation's or loss's transaction has ended: the poll may go on.
-            self.ending_for_event = false;
-        }
-        // ---- poll ----
-        if self.heartbeat.is_some() {
-            // Nothing is handed to the user while a heartbeat is in flight (kip848 docs).
-            return wants;
-        }
-        if !self.revoked.is_empty() {
-            self.member.on_poll(at);
-            for p in std::mem::take(&mut self.revoked) {
-                self.positions.remove(&p);
+        stable_offset: impl Fn(i32) -> Option<i64>,
+        seq: u64,
+    ) -> Option<ConsumerGroupHeartbeatRequest> {
+        self.now = now;
+        for tp in self.member.fetchable() {
+            if let Some(position @ None) = self.positions.get_mut(&tp.partition)
+                && let Some(committed) = stable_offset(tp.partition)
+            {
+                *position = Some(committed);
+                self.note(format!("fetch {tp:?} from {committed}"));
             }
-            wants.notes.push("poll: revocation acknowledged".into());
         }
-        if let Some(request) = self.member.poll_request(at) {
-            wants.acted = true;
-            wants.heartbeat = Some(request);
-            return wants;
+        let held = self.hold_until.is_some_and(|until| until > now);
+        if !self.polled_once || self.heartbeat.is_some() || held {
+            return None;
         }
-        while let Some(event) = self.member.next_event(view) {
-            wants.acted = true;
-            wants.notes.push(format!("event {event:?}"));
-            match event {
-                MembershipEvent::Assigned(partitions) => {
-                    for tp in partitions {
-                        self.positions.insert(tp.partition, None);
+        let at = self.at();
+        let request = self.member.poll_request(at)?;
+        self.heartbeat = Some(seq);
+        self.acted = true;
+        Some(request)
+    }
+
+    /// Drops the positions of partitions the member no longer owns.
+    fn drop_unowned(&mut self) {
+        let owned: Vec<i32> = self.member.owned().iter().map(|tp| tp.partition).collect();
+        self.positions.retain(|p, _| owned.contains(p));
+    }
+
+    /// The answer to the heartbeat in flight, `seq`; `Err` when the member failed fatally.
+    pub(super) fn heartbeat_answered(
+        &mut self,
+        seq: u64,
+        response: crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatResponse,
+        now: Millis,
+    ) -> Result<(), String> {
+        if self.heartbeat != Some(seq) {
+            return Ok(());
+        }
+        self.now = now;
+        self.heartbeat = None;
+        self.acted = true;
+        let at = self.at();
+        self.member
+            .on_response(response, at, &View)
+            .map_err(|e| format!("the member failed fatally: {e}"))?;
+        // A fenced member's positions go at once, not when `Lost` is handed over.
+        self.drop_unowned();
+        Ok(())
+    }
+
+    /// The heartbeat `seq` got no answer in time; whether it was the one in flight.
+    pub(super) fn heartbeat_timed_out(&mut self, seq: u64, now: Millis) -> bool {
+        if self.heartbeat != Some(seq) {
+            return false;
+        }
+        self.now = now;
+        self.heartbeat = None;
+        self.acted = true;
+        let at = self.at();
+        self.member.on_request_failed(at, Duration::from_millis(50));
+        true
+    }
+
+    // ---- the consumer's application side ----
+
+    fn begin_poll(&mut self) {
+        let at = self.at();
+        self.member.on_poll(at);
+        self.drop_unowned();
+        self.polled_once = true;
+        self.acted = true;
+    }
+
+    /// What `poll` hands over now: a rebalance event first, else records.
+    fn next_for_user(&mut self) -> Option<ConsumerEvent> {
+        if let Some(event) = self.member.next_event(&View) {
+            match &event {
+                MembershipEvent::Assigned(tps) => {
+                    for tp in tps {
+                        self.positions.entry(tp.partition).or_insert(None);
                     }
                 }
-                MembershipEvent::Revoked(partitions) => {
-                    self.revoked = partitions.iter().map(|tp| tp.partition).collect();
-                    if self.in_txn {
-                        self.ending_for_event = true;
-                        self.send_offsets(now, &mut wants);
-                    }
-                    return wants;
-                }
-                MembershipEvent::Lost(partitions) => {
-                    for tp in &partitions {
+                MembershipEvent::Revoked(_) => {}
+                MembershipEvent::Lost(tps) => {
+                    for tp in tps {
                         self.positions.remove(&tp.partition);
                     }
-                    if self.in_txn {
-                        self.ending_for_event = true;
-                        self.start(Kind::Abort, TxnCall::Abort, now, &mut wants);
-                    }
-                    return wants;
                 }
             }
+            self.note(format!("poll: {event:?}"));
+            return Some(event.into());
         }
-        // ---- work ----
-        self.copy(now, source, &mut wants);
-        wants
+        self.take_records().map(ConsumerEvent::Records)
     }
 
-    fn copy(&mut self, now: Millis, source: &dyn Source, wants: &mut Wants) {
-        let fetchable: Vec<i32> = self
-            .member
-            .fetchable()
-            .iter()
-            .map(|tp| tp.partition)
-            .collect();
-        let mut more = false;
-        let mut this_poll = 0;
-        for p in fetchable {
-            let Some(position) = self.positions.get(&p).copied() else {
+    /// Up to `per_poll` records of the fetchable partitions, from their positions.
+    fn take_records(&mut self) -> Option<Vec<ConsumerRecord>> {
+        let topic: std::sync::Arc<str> = std::sync::Arc::from(self.source_topic.as_str());
+        let mut out = Vec::new();
+        for tp in self.member.fetchable() {
+            let Some(Some(position)) = self.positions.get(&tp.partition).copied() else {
                 continue;
             };
-            let position = match position {
-                Some(position) => position,
-                None => match source.stable_offset(p) {
-                    Ok(committed) => {
-                        self.positions.insert(p, Some(committed));
-                        wants.notes.push(format!("fetch src-{p} from {committed}"));
-                        committed
-                    }
-                    Err(()) => continue,
-                },
-            };
-            let offsets = source.offsets(p);
+            let offsets = usize::try_from(tp.partition)
+                .ok()
+                .and_then(|p| self.log.get(p))
+                .map_or(&[][..], Vec::as_slice);
             let start = offsets.partition_point(|&o| o < position);
-            let destination = TopicPartition::new(self.destination_topic.as_str(), p);
             let mut next = position;
             for &offset in offsets.iter().skip(start) {
-                if self.txn_records >= self.commit_every || this_poll >= self.per_poll {
-                    more = true;
+                if out.len() >= self.per_poll {
                     break;
                 }
-                if !self.in_txn {
-                    if let Err(e) = self.engine.begin_transaction(now) {
-                        wants.notes.push(format!("begin refused: {e}"));
-                        wants.restart = e.is_fatal();
-                        return;
-                    }
-                    self.in_txn = true;
-                }
-                let id = record_id(p, offset);
-                let timestamp = i64::try_from(now).unwrap_or(0);
-                if self
-                    .acc
-                    .append(
-                        &destination,
-                        timestamp,
-                        None,
-                        Some(&id.to_be_bytes()),
-                        &[],
-                        now,
-                    )
-                    .is_err()
-                {
-                    more = true;
-                    break;
-                }
-                wants.acted = true;
-                self.txn_records += 1;
-                this_poll += 1;
+                out.push(ConsumerRecord {
+                    topic: std::sync::Arc::clone(&topic),
+                    partition: tp.partition,
+                    offset,
+                    timestamp: 0,
+                    timestamp_type: crate::TimestampType::CreateTime,
+                    key: None,
+                    value: None,
+                    headers: Vec::new(),
+                });
                 next = offset + 1;
             }
-            self.positions.insert(p, Some(next));
-        }
-        if self.in_txn && (self.txn_records >= self.commit_every || !more) {
-            self.send_offsets(now, wants);
-        }
-    }
-
-    fn send_offsets(&mut self, now: Millis, wants: &mut Wants) {
-        let offsets = self
-            .positions
-            .iter()
-            .filter_map(|(&p, position)| {
-                position.map(|offset| OffsetToCommit {
-                    partition: TopicPartition::new(self.source_topic.as_str(), p),
-                    offset,
-                    metadata: None,
-                })
-            })
-            .collect();
-        let group = self.member.group_metadata();
-        self.start(
-            Kind::Offsets,
-            TxnCall::SendOffsets { offsets, group },
-            now,
-            wants,
-        );
-    }
-
-    fn start(&mut self, kind: Kind, call: TxnCall, now: Millis, wants: &mut Wants) {
-        wants.acted = true;
-        wants.notes.push(format!("call {}", call.name()));
-        match self.engine.start_call(call, now) {
-            Ok(id) => self.running = Some((id, kind)),
-            Err(e) => {
-                wants.notes.push(format!("{kind:?} refused: {e}"));
-                match (kind, self.engine.transaction_state()) {
-                    (Kind::Commit | Kind::Offsets, Some(TxnState::AbortableError)) => {
-                        self.start(Kind::Abort, TxnCall::Abort, now, wants);
-                    }
-                    _ => wants.restart = true,
-                }
+            self.positions.insert(tp.partition, Some(next));
+            if out.len() >= self.per_poll {
+                break;
             }
         }
+        if out.is_empty() {
+            return None;
+        }
+        self.note(format!(
+            "poll: {} records {:?}",
+            out.len(),
+            out.iter()
+                .map(|r| (r.partition, r.offset))
+                .collect::<Vec<_>>()
+        ));
+        Some(out)
     }
 
-    fn on_finished(
-        &mut self,
-        id: CallId,
-        result: Result<(), Error>,
-        now: Millis,
-        wants: &mut Wants,
-    ) {
-        let Some((_, kind)) = self.running.take_if(|(running, _)| *running == id) else {
-            return;
+    // ---- the producer ----
+
+    /// The engine took a step: the accumulator's send gate gets its answer (as the real
+    /// producer publishes it whenever it releases the engine's lock).
+    pub(super) fn engine_stepped(&mut self) {
+        self.acc.gate().publish(self.engine.check_send());
+        for (id, result) in self.engine.take_finished_calls() {
+            self.acted = true;
+            self.finished.insert(id, result);
+        }
+    }
+}
+
+/// The consumer side of a copier (see the module docs).
+pub(super) struct SimConsumer {
+    state: Rc<RefCell<CopierState>>,
+}
+
+impl CopySource for SimConsumer {
+    type Hold = SimHold;
+
+    fn now(&self) -> Instant {
+        self.state.borrow().at()
+    }
+
+    async fn poll_timeout(&mut self, timeout: Duration) -> Result<Option<ConsumerEvent>> {
+        let deadline = {
+            let mut state = self.state.borrow_mut();
+            state.begin_poll();
+            state.now + Millis::try_from(timeout.as_millis()).unwrap_or(Millis::MAX)
         };
-        wants.notes.push(format!("{kind:?} -> {result:?}"));
-        let fatal = self.engine.transaction_state() == Some(&TxnState::FatalError);
-        if fatal {
-            wants.restart = true;
-            return;
-        }
-        match (kind, result) {
-            (Kind::Init, Ok(())) => self.initialised = true,
-            (Kind::Init, Err(_)) => self.start(Kind::Init, TxnCall::Init, now, wants),
-            (Kind::Offsets, Ok(())) => self.start(Kind::Commit, TxnCall::Commit, now, wants),
-            (Kind::Offsets, Err(_)) => self.start(Kind::Abort, TxnCall::Abort, now, wants),
-            (Kind::Commit, Ok(())) => {
-                self.commits += 1;
-                self.in_txn = false;
-                self.txn_records = 0;
+        poll_fn(|_| {
+            let mut state = self.state.borrow_mut();
+            if let Some(event) = state.next_for_user() {
+                return Poll::Ready(Ok(Some(event)));
             }
-            (Kind::Commit, Err(_)) => {
-                if self.engine.transaction_state() == Some(&TxnState::AbortableError) {
-                    self.start(Kind::Abort, TxnCall::Abort, now, wants);
-                } else {
-                    // Timed out: only the same call may learn the outcome (T1, T4).
-                    self.start(Kind::Commit, TxnCall::Commit, now, wants);
-                }
+            if state.now >= deadline {
+                state.acted = true;
+                return Poll::Ready(Ok(None));
             }
-            (Kind::Abort, Ok(())) => {
-                self.aborts += 1;
-                self.in_txn = false;
-                self.txn_records = 0;
-                for position in self.positions.values_mut() {
-                    *position = None;
-                }
+            Poll::Pending
+        })
+        .await
+    }
+
+    fn assignment(&self) -> Vec<TopicPartition> {
+        self.state.borrow().member.owned()
+    }
+
+    fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<()> {
+        let mut state = self.state.borrow_mut();
+        let Some(position) = state.positions.get_mut(&partition.partition) else {
+            return Err(Error::InvalidState(format!(
+                "seek: {partition:?} is not assigned to this consumer"
+            )));
+        };
+        *position = Some(offset);
+        state.note(format!("seek {partition:?} to {offset}"));
+        Ok(())
+    }
+
+    async fn hold_generation(&self) -> SimHold {
+        // The heartbeat in flight is answered first (at most a request timeout), so the
+        // metadata is the coordinator's.
+        let deadline = self.state.borrow().now + super::HEARTBEAT_TIMEOUT_MS;
+        poll_fn(|_| {
+            let state = self.state.borrow();
+            if state.heartbeat.is_none() || state.now >= deadline {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
             }
-            (Kind::Abort, Err(_)) => self.start(Kind::Abort, TxnCall::Abort, now, wants),
+        })
+        .await;
+        let mut state = self.state.borrow_mut();
+        let limit = Millis::try_from(state.member.heartbeat_interval().as_millis())
+            .unwrap_or(Millis::MAX)
+            .max(MIN_HOLD_MS);
+        let until = state.now + limit;
+        state.hold_until = Some(state.hold_until.map_or(until, |t| t.max(until)));
+        state.holds += 1;
+        let metadata = state.member.group_metadata();
+        state.note(format!(
+            "hold generation {} of {}",
+            metadata.generation_id, metadata.member_id
+        ));
+        SimHold {
+            state: Rc::clone(&self.state),
+            metadata,
         }
     }
+}
+
+/// A generation hold of a [`SimConsumer`].
+pub(super) struct SimHold {
+    state: Rc<RefCell<CopierState>>,
+    metadata: ConsumerGroupMetadata,
+}
+
+impl CommitHold for SimHold {
+    fn metadata(&self) -> &ConsumerGroupMetadata {
+        &self.metadata
+    }
+
+    fn refused(&self, error: &Error) -> bool {
+        let Some(code) = error.code() else {
+            return false;
+        };
+        let mut state = self.state.borrow_mut();
+        if state.member.group_metadata() != self.metadata {
+            return false;
+        }
+        let at = state.at();
+        let applied = state.member.commit_refused(code, at);
+        if applied {
+            state.drop_unowned();
+            state.note(format!(
+                "offset commit refused ({code}): membership acts on it"
+            ));
+        }
+        applied
+    }
+}
+
+impl Drop for SimHold {
+    fn drop(&mut self) {
+        let mut state = self.state.borrow_mut();
+        state.holds = state.holds.saturating_sub(1);
+        if state.holds == 0 {
+            state.hold_until = None;
+        }
+        state.acted = true;
+    }
+}
+
+/// The producer side of a copier (see the module docs).
+pub(super) struct SimProducer {
+    state: Rc<RefCell<CopierState>>,
+}
+
+impl SimProducer {
+    /// Starts `call` and waits until the engine finished it.
+    async fn call(&self, call: TxnCall) -> Result<()> {
+        let name = call.name();
+        let aborting = call == TxnCall::Abort;
+        let failures = |state: &CopierState| {
+            let counters = state.engine.counters();
+            counters.records_failed + counters.records_indeterminate
+        };
+        let (id, failed_before) = {
+            let mut state = self.state.borrow_mut();
+            let failed_before = failures(&state);
+            let now = state.now;
+            let started = state.engine.start_call(call, now);
+            state.engine_stepped();
+            state.note(format!("call {name}: {started:?}"));
+            (started?, failed_before)
+        };
+        let result = poll_fn(|_| match self.state.borrow_mut().finished.remove(&id) {
+            Some(result) => Poll::Ready(result),
+            None => Poll::Pending,
+        })
+        .await;
+        let mut state = self.state.borrow_mut();
+        state.note(format!("{name} -> {result:?}"));
+        if result.is_ok() && aborting {
+            state.aborts += 1;
+            if failures(&state) > failed_before {
+                state.aborts_draining_failures += 1;
+            }
+        }
+        result
+    }
+
+    /// `Producer::init_transactions`.
+    async fn init_transactions(&self) -> Result<()> {
+        self.call(TxnCall::Init).await
+    }
+}
+
+impl CopySink for SimProducer {
+    fn begin_transaction(&self) -> Result<()> {
+        let mut state = self.state.borrow_mut();
+        let now = state.now;
+        let begun = state.engine.begin_transaction(now);
+        state.engine_stepped();
+        state.note(format!("begin transaction: {begun:?}"));
+        begun
+    }
+
+    async fn send(&self, record: Record) -> Result<DeliveryFuture> {
+        let state = &mut *self.state.borrow_mut();
+        let tp = TopicPartition::new(record.topic, record.partition.unwrap_or(0));
+        let now = state.now;
+        let timestamp = record
+            .timestamp
+            .unwrap_or_else(|| i64::try_from(now).unwrap_or(0));
+        let appended = state.acc.append(
+            &tp,
+            timestamp,
+            record.key.as_deref(),
+            record.value.as_deref(),
+            &record.headers,
+            now,
+        );
+        state.acted = true;
+        match appended {
+            Ok(appended) => Ok(DeliveryFuture::new(
+                appended.completion,
+                appended.index,
+                timestamp,
+            )),
+            Err(AppendError::Refused(error)) => {
+                state.note(format!("send refused: {error}"));
+                Err(error)
+            }
+            Err(AppendError::TooLarge { size, max, setting }) => {
+                Err(Error::RecordTooLarge { size, max, setting })
+            }
+            // The model's buffer (16 MiB) holds every run's records.
+            Err(AppendError::BufferFull) => Err(Error::Timeout("buffer.memory full".into())),
+        }
+    }
+
+    async fn send_offsets_to_transaction(
+        &self,
+        offsets: Vec<OffsetToCommit>,
+        group: &ConsumerGroupMetadata,
+    ) -> Result<()> {
+        self.call(TxnCall::SendOffsets {
+            offsets,
+            group: group.clone(),
+        })
+        .await
+    }
+
+    async fn commit_transaction(&self) -> Result<()> {
+        self.call(TxnCall::Commit).await
+    }
+
+    async fn abort_transaction(&self) -> Result<()> {
+        self.call(TxnCall::Abort).await
+    }
+}
+
+/// A copier's application: `init_transactions`, then the real [`CopyLoop`] step after step,
+/// copying source partition `p` into destination partition `p` (each record's value its
+/// [`record_id`]). It ends only with the producer's fatal error (the world restarts the
+/// copier then); otherwise the world's deadline ends the run, and a crash drops it.
+pub(super) fn application(
+    state: &Rc<RefCell<CopierState>>,
+    destination: &str,
+    commit_every: usize,
+    commit_interval: Duration,
+) -> Pin<Box<dyn Future<Output = Error>>> {
+    let consumer = SimConsumer {
+        state: Rc::clone(state),
+    };
+    let producer = SimProducer {
+        state: Rc::clone(state),
+    };
+    let state = Rc::clone(state);
+    let destination = destination.to_string();
+    Box::pin(async move {
+        let mut initialised = Err(Error::Timeout("init_transactions never ran".into()));
+        for _ in 0..INIT_ATTEMPTS {
+            initialised = producer.init_transactions().await;
+            match &initialised {
+                Err(e) if !e.is_fatal() => {}
+                _ => break,
+            }
+        }
+        if let Err(e) = initialised {
+            return e;
+        }
+        let transform = move |record: ConsumerRecord| {
+            let id = record_id(record.partition, record.offset);
+            ready(vec![
+                Record::to(destination.as_str())
+                    .partition(record.partition)
+                    .value(id.to_be_bytes().to_vec()),
+            ])
+        };
+        let mut copy_loop = CopyLoop::new(consumer, producer, transform)
+            .commit_every(commit_every, commit_interval);
+        // Bounded by the world: every step waits on virtual time or on an answer, and the
+        // world stops polling at its deadline.
+        loop {
+            match copy_loop.step().await {
+                Ok(Some(transaction)) => {
+                    let mut state = state.borrow_mut();
+                    state.note(format!(
+                        "committed {} records, consumed {:?}",
+                        transaction.records_in(),
+                        transaction
+                            .consumed
+                            .iter()
+                            .map(|c| (c.partition.partition, c.from, c.next))
+                            .collect::<Vec<_>>()
+                    ));
+                    state.commits += 1;
+                    state.transactions.push(transaction);
+                }
+                Ok(None) => {}
+                Err(e) if e.is_fatal() => return e,
+                Err(e) => {
+                    let mut state = state.borrow_mut();
+                    if matches!(e, Error::PartitionsLost { .. }) {
+                        state.lost_before_commit += 1;
+                    }
+                    state.note(format!("step failed: {e}"));
+                }
+            }
+        }
+    })
 }
 
 /// The id a copied record carries: its source partition and offset.
 pub fn record_id(partition: i32, offset: i64) -> u64 {
     (u64::from(partition.unsigned_abs()) << 32) | (u64::try_from(offset).unwrap_or(0) & 0xFFFF_FFFF)
+}
+
+/// One copier incarnation: its state and its application's future.
+pub(super) struct Copier {
+    pub(super) state: Rc<RefCell<CopierState>>,
+    pub(super) application: Pin<Box<dyn Future<Output = Error>>>,
 }
