@@ -310,7 +310,12 @@ impl ClassicMember {
             self.member_id.clear();
         }
         self.generation = -1;
-        self.events.clear();
+        // Events not yet handed over about partitions now lost are moot, but a `Lost` still
+        // queued from an earlier loss must reach the user (a refused commit right after a
+        // fenced heartbeat would otherwise swallow it, and the next event would be the
+        // rejoin's `Assigned`).
+        self.events
+            .retain(|e| matches!(e, MembershipEvent::Lost(_)));
         self.revoking.clear();
         if !self.owned.is_empty() {
             let lost = std::mem::take(&mut self.owned).into_iter().collect();
@@ -463,6 +468,10 @@ impl ClassicMember {
 
     /// See [`super::Membership::commit_refused`].
     pub fn commit_refused(&mut self, code: ErrorCode) -> bool {
+        if self.generation < 0 {
+            // Not in the group (already lost, or joining): nothing to act on.
+            return false;
+        }
         match code {
             ErrorCode::UNKNOWN_MEMBER_ID => self.lose_everything(true),
             ErrorCode::ILLEGAL_GENERATION => self.lose_everything(false),
@@ -895,5 +904,25 @@ mod tests {
         assert!(c.commit_refused(ErrorCode::REBALANCE_IN_PROGRESS));
         assert!(c.next_request_moves_generation(), "it rejoins");
         assert_eq!(c.fetchable().len(), 2, "keeping its partitions (KIP-429)");
+    }
+
+    #[test]
+    fn a_refused_commit_after_a_fenced_heartbeat_keeps_the_lost_event_first() {
+        let now = Instant::now();
+        let mut m = assigned_follower(now, &[0, 1, 2]);
+        heartbeat_answered(
+            &mut m,
+            now + Duration::from_secs(1),
+            ErrorCode::UNKNOWN_MEMBER_ID,
+        );
+        // The commit made with what the member had then (not in a group any more) changes
+        // nothing, and a second loss keeps the first one's event.
+        assert!(!m.commit_refused(ErrorCode::UNKNOWN_MEMBER_ID));
+        m.lose_everything(true);
+        assert_eq!(
+            m.next_event(),
+            Some(MembershipEvent::Lost(vec![tp(0), tp(1), tp(2)]))
+        );
+        assert_eq!(m.next_event(), None);
     }
 }

@@ -196,6 +196,10 @@ impl ConsumerMember {
 
     /// See [`super::Membership::commit_refused`].
     pub fn commit_refused(&mut self, code: ErrorCode, now: Instant) -> bool {
+        if self.epoch <= 0 {
+            // Not in the group (already lost, or joining): nothing to act on.
+            return false;
+        }
         match code {
             ErrorCode::UNKNOWN_MEMBER_ID | ErrorCode::FENCED_MEMBER_EPOCH => {
                 self.lose_everything();
@@ -355,8 +359,12 @@ impl ConsumerMember {
         self.subscription_sent = false;
         self.next_heartbeat = None;
         self.unverified = false;
-        // Events not yet handed over about partitions now lost are moot.
-        self.events.clear();
+        // Events not yet handed over about partitions now lost are moot, but a `Lost` still
+        // queued from an earlier loss must reach the user (a refused commit right after a
+        // fenced heartbeat would otherwise swallow it, and the next event would be the
+        // rejoin's `Assigned`).
+        self.events
+            .retain(|e| matches!(e, MembershipEvent::Lost(_)));
         if !lost.is_empty() {
             self.events.push_back(MembershipEvent::Lost(lost));
         }
