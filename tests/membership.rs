@@ -308,45 +308,24 @@ fn leaver_name(leaving: Leaving) -> &'static str {
 mod second_member_gets_partitions_promptly {
     use super::{Cluster, Departure, GroupProtocol, Leaving};
 
-    async fn incumbent_closes(cluster: Cluster, protocol: GroupProtocol) {
-        let how = Departure::Close;
-        let leaving = Leaving {
-            incumbent: true,
-            how,
+    /// One variant: who leaves (`incumbent`: the member that was there first) and how.
+    macro_rules! leaving_variant {
+        ($name:ident, $incumbent:expr, $how:ident) => {
+            async fn $name(cluster: Cluster, protocol: GroupProtocol) {
+                let leaving = Leaving {
+                    incumbent: $incumbent,
+                    how: Departure::$how,
+                };
+                super::second_member_gets_partitions_promptly(cluster, protocol, leaving).await;
+            }
+            on_both_protocols!($name, single);
         };
-        super::second_member_gets_partitions_promptly(cluster, protocol, leaving).await;
     }
-    on_both_protocols!(incumbent_closes, single);
 
-    async fn incumbent_dropped(cluster: Cluster, protocol: GroupProtocol) {
-        let how = Departure::Drop;
-        let leaving = Leaving {
-            incumbent: true,
-            how,
-        };
-        super::second_member_gets_partitions_promptly(cluster, protocol, leaving).await;
-    }
-    on_both_protocols!(incumbent_dropped, single);
-
-    async fn joiner_closes(cluster: Cluster, protocol: GroupProtocol) {
-        let how = Departure::Close;
-        let leaving = Leaving {
-            incumbent: false,
-            how,
-        };
-        super::second_member_gets_partitions_promptly(cluster, protocol, leaving).await;
-    }
-    on_both_protocols!(joiner_closes, single);
-
-    async fn joiner_dropped(cluster: Cluster, protocol: GroupProtocol) {
-        let how = Departure::Drop;
-        let leaving = Leaving {
-            incumbent: false,
-            how,
-        };
-        super::second_member_gets_partitions_promptly(cluster, protocol, leaving).await;
-    }
-    on_both_protocols!(joiner_dropped, single);
+    leaving_variant!(incumbent_closes, true, Close);
+    leaving_variant!(incumbent_dropped, true, Drop);
+    leaving_variant!(joiner_closes, false, Close);
+    leaving_variant!(joiner_dropped, false, Drop);
 }
 
 /// The value a copier writes for a source record: where it came from.
