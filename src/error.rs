@@ -205,7 +205,7 @@ pub enum Error {
     #[error("the consumer lost {} partition(s) the transaction read from (first: {}-{}); the transaction was aborted", partitions.len(), partitions.first().map_or("", |p| &*p.topic), partitions.first().map_or(-1, |p| p.partition))]
     PartitionsLost {
         /// The partitions.
-        partitions: Vec<crate::engine::TopicPartition>,
+        partitions: Vec<crate::types::TopicPartition>,
     },
 }
 

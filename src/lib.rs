@@ -62,6 +62,7 @@ pub mod protocol;
 #[cfg(feature = "sim")]
 #[doc(hidden)]
 pub mod sim;
+mod types;
 
 pub use client::config::CompressionConfig;
 pub use client::config::{Acks, ProducerBuilder, ProducerConfig};
@@ -76,13 +77,14 @@ pub use consumer::{
     AssignmentStrategy, Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord,
     GenerationHold, GroupProtocol, IsolationLevel, OffsetReset,
 };
-pub use engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, PendingOffsets, TxnState};
-pub use engine::{Counters, TopicPartition};
+pub use engine::Counters;
+pub use engine::transaction::TxnState;
 pub use error::{BrokerFailure, Error, Result};
 pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
 pub use protocol::error_code::ErrorCode;
 pub use protocol::record_batch::Header;
 pub use protocol::record_batch::{Codec, Compression, TimestampType};
+pub use types::{ConsumerGroupMetadata, OffsetToCommit, PendingOffsets, TopicPartition};
 
 /// The README's examples, compiled as doctests so they cannot drift from the API.
 #[cfg(doctest)]

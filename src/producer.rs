@@ -20,11 +20,13 @@ use crate::client::partitioner::{StickyPartitioner, partition_for_key};
 use crate::client::producer_shared::Shared;
 use crate::engine::accumulator::{Accumulator, AccumulatorConfig, AppendError};
 use crate::engine::completion::BatchCompletion;
-use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, TxnCall, TxnState};
-use crate::engine::{Counters, Engine, EngineConfig, TopicPartition, TransactionConfig};
+use crate::engine::transaction::{TxnCall, TxnState};
+use crate::engine::{Counters, Engine, EngineConfig, TransactionConfig};
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::Header;
+use crate::types::TopicPartition;
+use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 
 /// A record to send: a topic, an optional key and value, headers, and optionally an explicit
 /// partition and timestamp.

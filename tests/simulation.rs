@@ -11,7 +11,8 @@
 
 use std::ops::Range;
 
-use exactly::engine::{BrokerId, Millis, TopicPartition};
+use exactly::TopicPartition;
+use exactly::engine::{BrokerId, Millis};
 use exactly::protocol::error_code::ErrorCode;
 use exactly::sim::copy_loop;
 use exactly::sim::{

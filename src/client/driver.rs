@@ -15,9 +15,7 @@ use super::producer_shared::Shared;
 use crate::engine::accumulator::Accumulator;
 use crate::engine::reachability::Reachability;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
-use crate::engine::{
-    Action, BrokerId, Engine, Event, PartitionResponse, ProducerIdentity, RequestId, TopicPartition,
-};
+use crate::engine::{Action, Engine, Event, PartitionResponse, ProducerIdentity, RequestId};
 use crate::error::Error;
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
@@ -46,6 +44,7 @@ use crate::protocol::messages::txn_offset_commit::{
 use crate::protocol::record_batch::{Codec, SealedBatch};
 use crate::protocol::versions::BrokerApiVersions;
 use crate::protocol::{Decoder, Message};
+use crate::types::{BrokerId, TopicPartition};
 
 /// Produce v13 names topics by id; this producer names them, so it stays at v12.
 const PRODUCE_VERSION_CAP: i16 = 12;

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
-use crate::engine::{BrokerId, TopicPartition};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::metadata::MetadataResponse;
+use crate::types::{BrokerId, TopicPartition};
 
 /// What the producer knows about one topic.
 #[derive(Debug, Clone)]

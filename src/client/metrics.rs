@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::engine::Counters;
 use crate::engine::metrics::DeliveryMetrics;
-use crate::engine::{BrokerId, Counters};
+use crate::types::BrokerId;
 
 /// Where a broker connection stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

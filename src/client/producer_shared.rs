@@ -14,8 +14,9 @@ use super::metrics::{BrokerMetrics, ConnectionState, ProducerMetrics, SnapshotPa
 use super::partitioner::StickyPartitioner;
 use super::ready::MetadataAnswers;
 use crate::engine::accumulator::{Accumulator, SendGate};
-use crate::engine::{BrokerId, CallId, Engine, Millis};
+use crate::engine::{CallId, Engine};
 use crate::error::Error;
+use crate::types::{BrokerId, Millis};
 
 /// The engine under its lock. Dropping the guard publishes to the accumulator's
 /// [`SendGate`] whether `send` may append now, so every change of state the engine makes

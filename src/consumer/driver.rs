@@ -42,11 +42,11 @@ use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_requ
 use super::state::{Completion, ConsumerState, MembershipOrRecords, OFFSET_FETCH_VERSION_CAP};
 use crate::client::connection::BrokerLink;
 use crate::client::ready::first_metadata;
-use crate::engine::TopicPartition;
-use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic};
+use crate::types::TopicPartition;
+use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 
 /// How long `committed` waits out pending transactional commits (Java's
 /// `default.api.timeout.ms`).

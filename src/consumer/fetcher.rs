@@ -17,13 +17,13 @@ use tracing::debug;
 use super::ConsumerRecord;
 use super::config::{ConsumerConfig, IsolationLevel, OffsetReset};
 use super::records::PartitionReader;
-use crate::engine::TopicPartition;
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
 use crate::protocol::messages::list_offsets::{
     ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic,
 };
+use crate::types::TopicPartition;
 
 /// ListOffsets timestamps: the log start, and the end (the LSO under read_committed).
 pub(crate) const EARLIEST_TIMESTAMP: i64 = -2;

@@ -45,10 +45,10 @@ pub use config::{
     AssignmentStrategy, ConsumerBuilder, ConsumerConfig, GroupProtocol, IsolationLevel, OffsetReset,
 };
 
-use crate::engine::TopicPartition;
-use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::error::{Error, Result};
 use crate::protocol::record_batch::{Header, TimestampType};
+use crate::types::TopicPartition;
+use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 use driver::Driver;
 pub use driver::GenerationHold;
 use fetcher::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};

@@ -3,8 +3,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::engine::TopicPartition;
-use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::offset_commit::{
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -12,6 +10,8 @@ use crate::protocol::messages::offset_commit::{
 use crate::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchResponse,
 };
+use crate::types::TopicPartition;
+use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 
 /// OffsetCommit of `offsets` by the member `meta` (its generation, or member epoch under
 /// KIP-848, fences a member that no longer owns the partitions).

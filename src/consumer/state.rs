@@ -27,8 +27,6 @@ use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_requ
 use crate::client::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use crate::client::metadata::{ClusterMetadata, TopicMetadata};
 use crate::client::ready::{Probe, first_metadata};
-use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit};
-use crate::engine::{BrokerId, TopicPartition};
 use crate::error::{Error, ErrorChain, Result};
 use crate::protocol::ApiKey;
 use crate::protocol::error_code::ErrorCode;
@@ -39,6 +37,8 @@ use crate::protocol::messages::metadata::{
 };
 use crate::protocol::messages::offset_commit::OffsetCommitResponse;
 use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
+use crate::types::{BrokerId, TopicPartition};
+use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 
 /// Fetch v12 is the last version that names topics (v13+ use topic ids, KIP-516).
 const FETCH_VERSION_CAP: i16 = 12;

@@ -28,11 +28,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::completion::BatchCompletion;
-use super::{Millis, TopicPartition};
 use crate::error::Error;
 use crate::protocol::record_batch::{
     BatchBuilder, Compression, Header, RECORD_BATCH_HEADER_LEN, SealedBatch,
 };
+use crate::types::{Millis, TopicPartition};
 
 /// Sizes and times the accumulator works with.
 #[derive(Debug, Clone)]

@@ -9,8 +9,8 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 
-use super::TopicPartition;
 use crate::error::Error;
+use crate::types::TopicPartition;
 
 /// What the broker said about a whole batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

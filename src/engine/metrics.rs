@@ -4,7 +4,7 @@
 //! it is handed to the socket (KAFKA-21062's lag metric moved before the write succeeded).
 //! Times are the engine's milliseconds, so the simulation measures the same way.
 
-use super::Millis;
+use crate::types::Millis;
 
 /// Count, sum and maximum of one measured quantity.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

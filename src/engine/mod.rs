@@ -12,48 +12,16 @@ mod producer;
 pub(crate) mod reachability;
 pub mod transaction;
 
-use std::fmt;
-use std::sync::Arc;
-
 pub use producer::{CallId, Counters, Engine, EngineConfig, TransactionConfig};
 
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::SealedBatch;
-
-/// Milliseconds on the driver's monotonic clock (virtual time in the simulation).
-pub type Millis = u64;
-
-/// A broker's node id.
-pub type BrokerId = i32;
+use crate::types::TopicPartition;
+pub use crate::types::{BrokerId, Millis};
 
 /// Identifies one request the engine asked the driver to send.
 pub type RequestId = u64;
-
-/// A topic and partition.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    /// The topic name.
-    pub topic: Arc<str>,
-    /// The partition index.
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    /// A topic-partition.
-    pub fn new(topic: impl Into<Arc<str>>, partition: i32) -> Self {
-        Self {
-            topic: topic.into(),
-            partition,
-        }
-    }
-}
-
-impl fmt::Debug for TopicPartition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
 
 /// The producer id and epoch every batch is stamped with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

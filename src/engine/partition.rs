@@ -4,9 +4,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::RequestId;
 use super::completion::BatchCompletion;
-use super::{BrokerId, Millis, RequestId};
 use crate::protocol::record_batch::{SealedBatch, increment_sequence};
+use crate::types::{BrokerId, Millis};
 
 /// Where a stamped batch stands with the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

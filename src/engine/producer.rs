@@ -12,11 +12,10 @@ use super::completion::{BatchAck, BatchOutcome};
 use super::metrics::DeliveryMetrics;
 use super::partition::{PartitionState, ProducerBatch, WireState};
 use super::reachability::Reachability;
-use super::{
-    Action, BrokerId, Event, Millis, PartitionResponse, ProducerIdentity, RequestId, TopicPartition,
-};
+use super::{Action, Event, PartitionResponse, ProducerIdentity, RequestId};
 use crate::error::{Error, ErrorChain};
 use crate::protocol::error_code::ErrorCode;
+use crate::types::{BrokerId, Millis, TopicPartition};
 
 mod split;
 mod transactions;

@@ -530,9 +530,8 @@ fn without_idempotence_batches_carry_no_identity_and_nothing_waits_for_one() {
 
 mod transactions {
     use super::*;
-    use crate::engine::transaction::{
-        ConsumerGroupMetadata, OffsetToCommit, TxnCall, TxnRequest, TxnResponse, TxnState,
-    };
+    use crate::engine::transaction::{TxnCall, TxnRequest, TxnResponse, TxnState};
+    use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 
     fn transactional_harness() -> Harness {
         let mut h = Harness::new();

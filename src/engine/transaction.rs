@@ -2,11 +2,12 @@
 //! the calls a user makes, the consumer group metadata offsets are committed with (T3), and
 //! the coordinator requests and answers the engine exchanges with its driver.
 
-use std::collections::BTreeMap;
+use super::ProducerIdentity;
 
-use super::{BrokerId, ProducerIdentity, TopicPartition};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
+use crate::types::{BrokerId, TopicPartition};
+use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 
 /// Where a transactional producer stands (DESIGN rule T1).
 ///
@@ -74,126 +75,6 @@ impl TxnCall {
             TxnCall::Abort => "abort_transaction",
             TxnCall::SendOffsets { .. } => "send_offsets_to_transaction",
         }
-    }
-}
-
-/// A consumer group member's identity, sent with transactional offset commits so the group
-/// coordinator fences a member that no longer owns the partitions (KIP-447; the librdkafka
-/// rewind incident in the project's seeds).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ConsumerGroupMetadata {
-    /// The group id.
-    pub group_id: String,
-    /// The generation the member joined in (-1 if unknown: then no fencing by generation).
-    pub generation_id: i32,
-    /// The member id the coordinator assigned ("" if unknown).
-    pub member_id: String,
-    /// The static membership id, if the consumer uses one (KIP-345).
-    pub group_instance_id: Option<String>,
-}
-
-impl ConsumerGroupMetadata {
-    /// A member's metadata as its consumer reports it (KIP-447): the group, the generation
-    /// it joined in (under KIP-848 the member epoch), its member id and its static instance
-    /// id if any.
-    pub fn new(
-        group_id: impl Into<String>,
-        generation_id: i32,
-        member_id: impl Into<String>,
-        group_instance_id: Option<String>,
-    ) -> Self {
-        Self {
-            group_id: group_id.into(),
-            generation_id,
-            member_id: member_id.into(),
-            group_instance_id,
-        }
-    }
-
-    /// Metadata with only a group id: offsets commit without generation fencing (the
-    /// pre-KIP-447 behaviour; prefer the full metadata from your consumer).
-    pub fn group_only(group_id: impl Into<String>) -> Self {
-        Self {
-            group_id: group_id.into(),
-            generation_id: -1,
-            member_id: String::new(),
-            group_instance_id: None,
-        }
-    }
-}
-
-/// One partition's offset to commit with a transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct OffsetToCommit {
-    /// The consumed partition.
-    pub partition: TopicPartition,
-    /// The next offset to consume (last processed + 1).
-    pub offset: i64,
-    /// Optional metadata stored with the offset.
-    pub metadata: Option<String>,
-}
-
-impl OffsetToCommit {
-    /// The next offset to consume of `partition` (last processed + 1), without metadata.
-    pub fn new(partition: TopicPartition, offset: i64) -> Self {
-        Self {
-            partition,
-            offset,
-            metadata: None,
-        }
-    }
-
-    /// The same, with metadata stored beside the offset.
-    pub fn with_metadata(mut self, metadata: impl Into<String>) -> Self {
-        self.metadata = Some(metadata.into());
-        self
-    }
-}
-
-/// The offsets a consume-transform-produce loop has processed and not yet committed, per
-/// partition. A revoked partition's entry is dropped, so a rebalance never commits offsets
-/// for partitions this member no longer owns (the librdkafka rewind incident).
-#[derive(Debug, Clone, Default)]
-pub struct PendingOffsets {
-    next: BTreeMap<TopicPartition, i64>,
-}
-
-impl PendingOffsets {
-    /// Empty.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Records that the record at `offset` of `partition` was processed.
-    pub fn processed(&mut self, partition: TopicPartition, offset: i64) {
-        let next = self.next.entry(partition).or_insert(offset + 1);
-        *next = (*next).max(offset + 1);
-    }
-
-    /// Drops the entries of partitions taken away by a rebalance.
-    pub fn revoke<'a>(&mut self, partitions: impl IntoIterator<Item = &'a TopicPartition>) {
-        for p in partitions {
-            self.next.remove(p);
-        }
-    }
-
-    /// The offsets to send with the transaction, emptying the helper.
-    pub fn take(&mut self) -> Vec<OffsetToCommit> {
-        std::mem::take(&mut self.next)
-            .into_iter()
-            .map(|(partition, offset)| OffsetToCommit {
-                partition,
-                offset,
-                metadata: None,
-            })
-            .collect()
-    }
-
-    /// Whether there is nothing to commit.
-    pub fn is_empty(&self) -> bool {
-        self.next.is_empty()
     }
 }
 
@@ -339,20 +220,5 @@ mod tests {
         assert!(!TxnCall::Commit.allowed_in(&TxnState::AbortableError));
         assert!(TxnCall::Abort.allowed_in(&TxnState::AbortableError));
         assert!(!TxnCall::Abort.allowed_in(&TxnState::FatalError));
-    }
-
-    #[test]
-    fn pending_offsets_drop_revoked_partitions() {
-        let mut pending = PendingOffsets::new();
-        let a = TopicPartition::new("in", 0);
-        let b = TopicPartition::new("in", 1);
-        pending.processed(a.clone(), 10);
-        pending.processed(a.clone(), 12);
-        pending.processed(b.clone(), 3);
-        pending.revoke([&b]);
-        let offsets = pending.take();
-        assert_eq!(offsets.len(), 1);
-        assert_eq!((offsets[0].partition.clone(), offsets[0].offset), (a, 13));
-        assert!(pending.is_empty());
     }
 }

@@ -14,9 +14,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::engine::{BrokerId, Millis, PartitionResponse, ProducerIdentity, TopicPartition};
+use crate::engine::{PartitionResponse, ProducerIdentity};
+
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::{DecodedBatch, decode_batches, increment_sequence};
+use crate::types::{BrokerId, Millis, TopicPartition};
 
 use super::coordinator::{Coordinator, CoordinatorConfig};
 

@@ -13,9 +13,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::cluster::{Cluster, Marker};
+use crate::engine::ProducerIdentity;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
-use crate::engine::{BrokerId, Millis, ProducerIdentity, TopicPartition};
 use crate::protocol::error_code::ErrorCode;
+use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// The identity of an error answer.
 const NO_IDENTITY: ProducerIdentity = ProducerIdentity {
@@ -417,7 +418,7 @@ impl Cluster {
         identity: ProducerIdentity,
         generation_id: i32,
         member_id: &str,
-        offsets: &[crate::engine::transaction::OffsetToCommit],
+        offsets: &[crate::types::OffsetToCommit],
         now: Millis,
     ) -> ErrorCode {
         let Some(c) = &self.coordinator else {

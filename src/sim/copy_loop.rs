@@ -39,16 +39,14 @@ use crate::consumer::membership::TopicView;
 use crate::consumer::membership::kip848::ConsumerMember;
 use crate::engine::accumulator::Accumulator;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
-use crate::engine::{
-    Action, BrokerId, Engine, Event, Millis, PartitionResponse, RequestId, TopicPartition,
-    TransactionConfig,
-};
+use crate::engine::{Action, Engine, Event, PartitionResponse, RequestId, TransactionConfig};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
 };
 use crate::protocol::record_batch::SealedBatch;
+use crate::types::{BrokerId, Millis, TopicPartition};
 
 const SOURCE: &str = "src";
 const DESTINATION: &str = "dst";

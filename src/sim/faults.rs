@@ -4,8 +4,8 @@
 //! named scenario schedules itself.
 
 use super::entropy::Entropy;
-use crate::engine::{BrokerId, Millis, TopicPartition};
 use crate::protocol::error_code::ErrorCode;
+use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// Chances are per mille; intervals are mean virtual milliseconds between two occurrences
 /// (0: never).

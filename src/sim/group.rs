@@ -23,11 +23,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::engine::Millis;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, HeartbeatTopicPartitions,
 };
+use crate::types::Millis;
 
 /// The member epoch that leaves the group.
 const LEAVE_EPOCH: i32 = -1;

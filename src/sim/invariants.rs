@@ -5,11 +5,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::engine::Counters;
 use crate::engine::completion::BatchOutcome;
-use crate::engine::{Counters, Millis, TopicPartition};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::{SealedBatch, increment_sequence};
+use crate::types::{Millis, TopicPartition};
 
 use super::cluster::LogRecord;
 

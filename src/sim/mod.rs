@@ -52,8 +52,9 @@ pub use runner::{TxnEnd, TxnFate};
 pub use workload::{PlannedRecord, PlannedTransaction, Workload};
 
 use crate::engine::accumulator::AccumulatorConfig;
-use crate::engine::{Counters, EngineConfig, Millis, TopicPartition, TransactionConfig};
+use crate::engine::{Counters, EngineConfig, TransactionConfig};
 use crate::protocol::error_code::ErrorCode;
+use crate::types::{Millis, TopicPartition};
 
 /// Everything a run is made of.
 #[derive(Debug, Clone)]

@@ -34,13 +34,11 @@ use super::{Failure, Report, SimConfig, Stats};
 use crate::engine::accumulator::{Accumulator, AppendError};
 use crate::engine::completion::BatchCompletion;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
-use crate::engine::{
-    Action, BrokerId, Engine, Event, Millis, PartitionResponse, ProducerIdentity, RequestId,
-    TopicPartition,
-};
+use crate::engine::{Action, Engine, Event, PartitionResponse, ProducerIdentity, RequestId};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::{SealedBatch, increment_sequence};
+use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// Spontaneous faults, each recurring at its own mean interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

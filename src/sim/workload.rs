@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use super::entropy::Entropy;
-use crate::engine::{Millis, TopicPartition};
+use crate::types::{Millis, TopicPartition};
 
 /// One record of the plan.
 #[derive(Debug, Clone)]

@@ -25,14 +25,14 @@ use crate::consumer::assignor::{
     self, CONSUMER_PROTOCOL_TYPE, COOPERATIVE_STICKY, RANGE, Subscription,
 };
 use crate::consumer::sticky_assignor;
-use crate::engine::TopicPartition;
-use crate::engine::transaction::ConsumerGroupMetadata;
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::heartbeat::HeartbeatRequest;
 use crate::protocol::messages::join_group::{JoinGroupProtocol, JoinGroupRequest};
 use crate::protocol::messages::leave_group::{LeaveGroupRequest, LeavingMember};
 use crate::protocol::messages::sync_group::{SyncGroupAssignment, SyncGroupRequest};
+use crate::types::ConsumerGroupMetadata;
+use crate::types::TopicPartition;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Phase {

@@ -29,13 +29,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::{MembershipEvent, TopicView};
-use crate::engine::TopicPartition;
-use crate::engine::transaction::ConsumerGroupMetadata;
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, HeartbeatTopicPartitions,
 };
+use crate::types::ConsumerGroupMetadata;
+use crate::types::TopicPartition;
 
 /// A topic id (KIP-516).
 pub type TopicId = [u8; 16];

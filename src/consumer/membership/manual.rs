@@ -4,8 +4,8 @@
 //! accepts for a group without active members (the Java consumer's "simple consumer" commit
 //! with `assign`).
 
-use crate::engine::TopicPartition;
-use crate::engine::transaction::ConsumerGroupMetadata;
+use crate::types::ConsumerGroupMetadata;
+use crate::types::TopicPartition;
 
 /// The partitions assigned by hand, and the group (possibly none) offsets go to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,8 +19,6 @@ pub mod manual;
 
 use std::time::{Duration, Instant};
 
-use crate::engine::TopicPartition;
-use crate::engine::transaction::ConsumerGroupMetadata;
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::consumer_group_heartbeat::{
@@ -30,6 +28,8 @@ use crate::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
 use crate::protocol::messages::join_group::{JoinGroupRequest, JoinGroupResponse};
 use crate::protocol::messages::leave_group::LeaveGroupRequest;
 use crate::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
+use crate::types::ConsumerGroupMetadata;
+use crate::types::TopicPartition;
 
 /// A request a membership wants sent to the group coordinator.
 #[derive(Debug, Clone)]

@@ -20,12 +20,12 @@
 use tracing::warn;
 
 use super::Engine;
-use crate::engine::TopicPartition;
 use crate::engine::accumulator::Accumulator;
 use crate::engine::partition::{ProducerBatch, WireState};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::increment_sequence;
+use crate::types::TopicPartition;
 
 impl Engine {
     /// Replaces the batch at `position` of `tp`, rejected with `code`, by its two halves.

@@ -15,9 +15,10 @@ use crate::engine::transaction::{
     CoordinatorKey, TxnCall, TxnRequest, TxnResponse, TxnState, call_error, is_fatal_txn_error,
     is_retriable_txn_error, needs_new_coordinator,
 };
-use crate::engine::{Action, BrokerId, Millis, ProducerIdentity, RequestId, TopicPartition};
+use crate::engine::{Action, ProducerIdentity, RequestId};
 use crate::error::{Error, ErrorChain};
 use crate::protocol::error_code::ErrorCode;
+use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// Identifies one transactional call, to match its result.
 pub type CallId = u64;

@@ -28,12 +28,14 @@ use super::View;
 use crate::consumer::membership::MembershipEvent;
 use crate::consumer::membership::kip848::ConsumerMember;
 use crate::engine::accumulator::{Accumulator, AppendError};
-use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, TxnCall, TxnState};
-use crate::engine::{CallId, Engine, Millis, TopicPartition};
+use crate::engine::transaction::{TxnCall, TxnState};
+use crate::engine::{CallId, Engine};
 use crate::eos::endpoints::{CommitHold, CopySink, CopySource};
 use crate::eos::{CommittedTransaction, CopyLoop};
 use crate::error::{Error, Result};
 use crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatRequest;
+use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
+use crate::types::{Millis, TopicPartition};
 use crate::{ConsumerEvent, ConsumerRecord, DeliveryFuture, Record};
 
 /// The shortest a generation hold lasts before liveness wins (as the real consumer's).

@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 
 use super::Run;
 use crate::engine::CallId;
-use crate::engine::transaction::{ConsumerGroupMetadata, OffsetToCommit, TxnCall, TxnState};
-use crate::engine::{Millis, TopicPartition};
+use crate::engine::transaction::{TxnCall, TxnState};
 use crate::error::Error;
 use crate::sim::invariants::Violation;
 use crate::sim::workload::PlannedTransaction;
+use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
+use crate::types::{Millis, TopicPartition};
 
 /// How a planned transaction ended, as its calls reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
