@@ -5,6 +5,7 @@
 //! reachable in a millisecond test with a chosen fault schedule (DESIGN, layers).
 
 pub mod accumulator;
+mod backoff;
 pub mod completion;
 pub mod metrics;
 mod partition;
@@ -12,7 +13,8 @@ mod producer;
 pub(crate) mod reachability;
 pub mod transaction;
 
-pub use producer::{CallId, Counters, Engine, EngineConfig, TransactionConfig};
+pub use producer::{Counters, Engine, EngineConfig};
+pub use transaction::{CallId, TransactionConfig};
 
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
@@ -22,6 +24,28 @@ pub use crate::types::{BrokerId, Millis};
 
 /// Identifies one request the engine asked the driver to send.
 pub type RequestId = u64;
+
+/// Hands out request ids, from 1 up: one sequence for the engine's own requests and its
+/// transaction manager's, so an answer names exactly one of them.
+#[derive(Debug)]
+pub(crate) struct RequestIds {
+    next: RequestId,
+}
+
+impl Default for RequestIds {
+    fn default() -> Self {
+        Self { next: 1 }
+    }
+}
+
+impl RequestIds {
+    /// The next unused id.
+    pub fn allocate(&mut self) -> RequestId {
+        let id = self.next;
+        self.next += 1;
+        id
+    }
+}
 
 /// The producer id and epoch every batch is stamped with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,24 +3,24 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-use tracing::{debug, debug_span, error, info, warn};
+use tracing::{error, info, warn};
 
 use super::accumulator::Accumulator;
-use super::completion::{BatchAck, BatchOutcome};
+use super::backoff::RetryBackoff;
+use super::completion::BatchOutcome;
 use super::metrics::DeliveryMetrics;
 use super::partition::{PartitionState, ProducerBatch, WireState};
 use super::reachability::Reachability;
-use super::{Action, Event, PartitionResponse, ProducerIdentity, RequestId};
+use super::transaction::{TransactionConfig, TransactionManager};
+use super::{Action, Event, ProducerIdentity, RequestId, RequestIds};
 use crate::error::{Error, ErrorChain};
 use crate::protocol::error_code::ErrorCode;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
+mod answers;
+mod dispatch;
 mod split;
-mod transactions;
-
-pub use transactions::{CallId, TransactionConfig};
+mod transactional;
 
 /// The engine's settings (the delivery-related part of the producer configuration).
 #[derive(Debug, Clone)]
@@ -91,15 +91,6 @@ pub struct Counters {
     pub epoch: i16,
 }
 
-/// How a partition's batch goes out in a dispatch round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Sendable {
-    /// The first batch awaiting a retry, with the identity it carries (P2).
-    Retry,
-    /// The next queued batch, stamped now (P1).
-    Stamp,
-}
-
 #[derive(Debug)]
 enum Outstanding {
     Produce {
@@ -110,10 +101,6 @@ enum Outstanding {
         records: u64,
     },
     InitProducerId {
-        sent_ms: Millis,
-    },
-    /// A coordinator lookup or request of the transactional flow.
-    Txn {
         sent_ms: Millis,
     },
 }
@@ -133,34 +120,35 @@ pub struct Engine {
     /// Why the next identity must differ from the current one, if it must (P5, P7).
     bump_reason: Option<&'static str>,
     partitions: BTreeMap<TopicPartition, PartitionState>,
+    /// The engine's own requests awaiting an answer (the transaction manager keeps its own).
     outstanding: HashMap<RequestId, Outstanding>,
-    next_request: RequestId,
+    requests: RequestIds,
     metadata_wanted: bool,
     metadata_requested_at: Option<Millis>,
     flushing: bool,
     fatal: Option<Error>,
-    rng: SmallRng,
+    retry_backoff: RetryBackoff,
     counters: Counters,
     metrics: DeliveryMetrics,
     /// Brokers a quota throttled, and until when nothing is sent to them (KIP-219).
     throttled_until: HashMap<BrokerId, Millis>,
     actions: Vec<Action>,
-    txn: Option<transactions::Transactions>,
+    /// The transactional state, for a producer with a `transactional.id`.
+    txn: Option<TransactionManager>,
 }
 
 impl Engine {
     /// A new engine. `seed` drives the retry jitter, so a simulation seed replays exactly.
     pub fn new(config: EngineConfig, seed: u64) -> Self {
-        let txn = config
-            .transaction
-            .clone()
-            .map(transactions::Transactions::new);
+        let txn = config.transaction.clone().map(TransactionManager::new);
         // Without idempotence there is no producer id to ask for: batches go out at once,
         // stamped "no producer" (-1).
         let identity = (!config.idempotent).then_some(ProducerIdentity {
             producer_id: -1,
             epoch: -1,
         });
+        let retry_backoff =
+            RetryBackoff::new(config.retry_backoff_ms, config.retry_backoff_max_ms, seed);
         Self {
             txn,
             config,
@@ -172,12 +160,12 @@ impl Engine {
             bump_reason: None,
             partitions: BTreeMap::new(),
             outstanding: HashMap::new(),
-            next_request: 1,
+            requests: RequestIds::default(),
             metadata_wanted: false,
             metadata_requested_at: None,
             flushing: false,
             fatal: None,
-            rng: SmallRng::seed_from_u64(seed),
+            retry_backoff,
             counters: Counters {
                 producer_id: -1,
                 epoch: -1,
@@ -250,12 +238,6 @@ impl Engine {
     #[cfg(feature = "sim")]
     pub fn set_next_sequence(&mut self, partition: TopicPartition, sequence: i32) {
         self.partitions.entry(partition).or_default().next_sequence = sequence;
-    }
-
-    fn next_request_id(&mut self) -> RequestId {
-        let id = self.next_request;
-        self.next_request += 1;
-        id
     }
 
     /// Takes an event into account. Actions it leads to come out of the next [`Engine::poll`].
@@ -339,14 +321,15 @@ impl Engine {
                 Some(Outstanding::InitProducerId { .. }) => {
                     self.on_producer_id(request, Err(error), now, acc)
                 }
-                Some(Outstanding::Txn { .. }) => {
-                    self.on_txn_response(request, Err(error), now, acc)
+                None => {
+                    if self.take_txn_request(request) {
+                        self.on_txn_response(request, Err(error), now, acc);
+                    }
                 }
-                None => {}
             },
             Event::Fatal(error) => self.fail_fatally(error, acc),
             Event::Txn { request, result } => {
-                if self.outstanding.remove(&request).is_some() {
+                if self.take_txn_request(request) {
                     self.on_txn_response(request, result, now, acc);
                 }
             }
@@ -374,7 +357,7 @@ impl Engine {
             Err(error) if error.is_fatal() => self.fail_fatally(error, acc),
             Err(error) => {
                 self.identity_attempts += 1;
-                let delay = self.backoff(self.identity_attempts);
+                let delay = self.retry_backoff.delay(self.identity_attempts);
                 self.identity_streak.log_failure(
                     format_args!("InitProducerId (next attempt in {delay} ms)"),
                     &error,
@@ -391,190 +374,6 @@ impl Engine {
         self.counters.epoch = identity.epoch;
     }
 
-    fn on_partition_response(
-        &mut self,
-        request: RequestId,
-        response: PartitionResponse,
-        now: Millis,
-        acc: &Accumulator,
-    ) {
-        let Some(state) = self.partitions.get_mut(&response.partition) else {
-            return;
-        };
-        let Some(position) = state.position_of(request) else {
-            return;
-        };
-        let code = response.error;
-        let tp = &response.partition;
-        match code {
-            ErrorCode::NONE | ErrorCode::DUPLICATE_SEQUENCE_NUMBER => {
-                // NONE with the original offsets is how the broker answers a retry of a batch it
-                // already has; DUPLICATE_SEQUENCE_NUMBER says the same without offsets (P5).
-                let base_offset = if code == ErrorCode::NONE {
-                    response.base_offset
-                } else {
-                    -1
-                };
-                let batch = state
-                    .unacked
-                    .remove(position)
-                    .expect("position is in range");
-                if base_offset >= 0 {
-                    let last = base_offset + i64::from(batch.batch.record_count()) - 1;
-                    state.last_acked_offset = state.last_acked_offset.max(last);
-                }
-                state.confirmed = true;
-                state.last_ack_ms = now;
-                // Saturating: `send` stamps created_ms from its own clock read, which can come
-                // after the driver read the `now` it stamps and sends with (found by CI: an
-                // underflow panic in a debug build).
-                let queued_ms = batch
-                    .first_sent_ms
-                    .unwrap_or(now)
-                    .saturating_sub(batch.created_ms);
-                self.metrics.acked(
-                    now,
-                    u64::try_from(batch.batch.record_count()).unwrap_or(0),
-                    batch.batch.size_in_bytes() as u64,
-                    queued_ms,
-                );
-                debug!(partition = ?tp, base_offset, base_sequence = batch.batch.base_sequence(), "batch acknowledged");
-                let ack = BatchAck {
-                    base_offset,
-                    log_append_time: response.log_append_time,
-                };
-                Self::resolve(&mut self.counters, acc, batch, Ok(ack));
-            }
-            ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER => {
-                let batch = &mut state.unacked[position];
-                batch.attempt_failed(false);
-                // An earlier batch still unresolved explains the gap: it is being retried (P4).
-                // Otherwise the broker expects a sequence we did not send next: re-stamp under a
-                // new epoch (KIP-360; what the Java client does for an idempotent producer).
-                state.retry_at = now;
-                if position == 0 && !batch.behind_gap {
-                    warn!(partition = ?tp, base_sequence = batch.batch.base_sequence(), "out of order sequence on the next expected batch");
-                    state.diverged = true;
-                    self.sequence_broken("OUT_OF_ORDER_SEQUENCE_NUMBER on the next expected batch");
-                }
-            }
-            ErrorCode::INVALID_PRODUCER_EPOCH | ErrorCode::PRODUCER_FENCED
-                if self.txn.is_some() =>
-            {
-                // Another producer with our transactional id bumped the epoch (we are a zombie
-                // and must stop, T5), or the coordinator aborted our transaction on its
-                // timeout and bumped the epoch (KIP-588: abortable, recovered by the abort).
-                if self.fenced_in_transaction(code, "Produce", now, acc) {
-                    let error = Error::Broker {
-                        code,
-                        message: response.message,
-                    };
-                    self.reject_batch(&response.partition, position, error, acc);
-                }
-            }
-            ErrorCode::UNKNOWN_PRODUCER_ID | ErrorCode::INVALID_PRODUCER_EPOCH => {
-                // The broker lost (or never had) our producer state, e.g. after producer id
-                // expiration or retention removed our last batch: continuing the old sequence
-                // cannot work, so bump and re-send (P7; KIP-360). The batch was not appended.
-                warn!(partition = ?tp, %code, log_start_offset = response.log_start_offset, last_acked = state.last_acked_offset, "broker does not know our producer state");
-                state.unacked[position].attempt_failed(false);
-                state.diverged = true;
-                self.sequence_broken("broker lost the producer state");
-            }
-            ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE
-                if state.unacked[position].splittable() =>
-            {
-                self.split_rejected_batch(&response.partition, position, code, acc);
-            }
-            code if code.is_retriable() => {
-                // Appended to the leader but not yet replicated, or timed out while replicating:
-                // the batch may be in the log. Everything else retriable was rejected up front.
-                let maybe_written = matches!(
-                    code,
-                    ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                        | ErrorCode::REQUEST_TIMED_OUT
-                        | ErrorCode::KAFKA_STORAGE_ERROR
-                );
-                let batch = &mut state.unacked[position];
-                batch.attempt_failed(maybe_written);
-                let attempts = batch.attempts;
-                debug!(partition = ?tp, %code, attempts, "retriable produce error");
-                let delay = self.backoff(attempts);
-                let state = self.partitions.get_mut(tp).expect("partition exists");
-                state.retry_at = now + delay;
-                if code.invalidates_metadata() {
-                    state.leader = None;
-                    self.want_metadata();
-                }
-            }
-            code => {
-                let error = Error::Broker {
-                    code,
-                    message: response.message,
-                };
-                if error.is_fatal() {
-                    self.fail_fatally(error, acc);
-                    return;
-                }
-                warn!(partition = ?tp, %code, "batch rejected");
-                self.reject_batch(&response.partition, position, error, acc);
-            }
-        }
-    }
-
-    /// The broker rejected the batch at `position` of `tp` for good (e.g. MESSAGE_TOO_LARGE):
-    /// this attempt is not in the log. Its sequence was used on the wire, so every later batch
-    /// of this identity is out of order from now on: they go out again re-stamped after an
-    /// epoch bump (KAFKA-14034).
-    fn reject_batch(
-        &mut self,
-        tp: &TopicPartition,
-        position: usize,
-        error: Error,
-        acc: &Accumulator,
-    ) {
-        let Some(state) = self.partitions.get_mut(tp) else {
-            return;
-        };
-        let Some(batch) = state.unacked.remove(position) else {
-            return;
-        };
-        if batch.maybe_written {
-            // An earlier attempt may be in the log (its answer was lost, or the broker
-            // appended before failing): this answer does not make it "not written", so the
-            // record is indeterminate (P6, KAFKA-13574), and its sequence may be taken, so
-            // later batches are not behind a gap: if it is a gap, the broker answers them
-            // OUT_OF_ORDER_SEQUENCE_NUMBER and the bump handles them (P5). Found by the
-            // simulation (regression test `kafka_13574_non_retriable_error_on_a_retry` in
-            // tests/simulation.rs).
-            self.sequence_broken("a sent batch failed for good");
-            let error = Error::Indeterminate {
-                cause: std::sync::Arc::new(error),
-            };
-            Self::resolve(&mut self.counters, acc, batch, Err(error));
-            return;
-        }
-        if self.config.idempotent {
-            state.mark_gap_from(position);
-        }
-        self.sequence_broken("a sent batch failed for good");
-        Self::resolve(&mut self.counters, acc, batch, Err(error));
-    }
-
-    /// Marks the batches of an unanswered request: certainly not in the log when the request
-    /// was never written, otherwise unresolved (P5).
-    fn fail_request_batches(&mut self, request: RequestId, written: bool, now: Millis) {
-        let backoff = self.config.retry_backoff_ms;
-        for state in self.partitions.values_mut() {
-            for batch in state.unacked.iter_mut() {
-                if batch.wire == Some(WireState::InFlight(request)) {
-                    batch.attempt_failed(written);
-                    state.retry_at = state.retry_at.max(now + backoff);
-                }
-            }
-        }
-    }
-
     /// The sequence state of the current identity is broken (a sent batch failed for good or
     /// expired, or the broker disagrees): an idempotent producer bumps its epoch once the old
     /// one drained (P5, P7); a transactional one must abort the transaction (T5).
@@ -583,8 +382,8 @@ impl Engine {
             // No sequences, nothing to repair.
             return;
         }
-        if self.txn.is_some() {
-            self.make_abortable(Error::Broker {
+        if let Some(txn) = &mut self.txn {
+            txn.make_abortable(Error::Broker {
                 code: ErrorCode::TRANSACTION_ABORTABLE,
                 message: Some(reason.to_owned()),
             });
@@ -631,7 +430,7 @@ impl Engine {
         self.fail_everything(fatal, acc);
         // A transactional call waiting on this producer ends with the fatal error (P9).
         if let Some(txn) = &mut self.txn {
-            txn.state = crate::engine::transaction::TxnState::FatalError;
+            txn.enter_fatal();
         }
     }
 
@@ -663,7 +462,9 @@ impl Engine {
             }
         }
         self.fail_accumulated(acc, &error);
-        self.finish_call(Err(error));
+        if let Some(txn) = &mut self.txn {
+            txn.finish_call(Err(error));
+        }
     }
 
     /// Fails every record not yet put on the wire with [`Error::Purged`]: the accumulator's
@@ -690,17 +491,6 @@ impl Engine {
             acc.release(closed.batch.uncompressed_size_in_bytes());
             closed.completion.complete(Err(error.clone()));
         }
-    }
-
-    /// Exponential backoff with ±20% jitter from the seeded RNG.
-    fn backoff(&mut self, attempts: u32) -> Millis {
-        let exp = self
-            .config
-            .retry_backoff_ms
-            .saturating_mul(1u64 << attempts.saturating_sub(1).min(20));
-        let base = exp.min(self.config.retry_backoff_max_ms).max(1);
-        let jitter = base / 5;
-        base - jitter + self.rng.random_range(0..=2 * jitter)
     }
 
     /// Runs every decision that is due at `now` and returns the actions for the driver.
@@ -753,16 +543,18 @@ impl Engine {
     /// unresolved and the connection is closed (P9).
     fn expire_requests(&mut self, now: Millis, acc: &Accumulator) {
         let timeout = self.config.request_timeout_ms;
-        let mut expired: Vec<RequestId> = self
-            .outstanding
-            .iter()
-            .filter(|(_, o)| match o {
-                Outstanding::Produce { sent_ms, .. }
-                | Outstanding::InitProducerId { sent_ms }
-                | Outstanding::Txn { sent_ms } => sent_ms + timeout <= now,
-            })
-            .map(|(&id, _)| id)
-            .collect();
+        let mut expired: Vec<RequestId> =
+            self.outstanding
+                .iter()
+                .filter(|(_, o)| match o {
+                    Outstanding::Produce { sent_ms, .. }
+                    | Outstanding::InitProducerId { sent_ms } => sent_ms + timeout <= now,
+                })
+                .map(|(&id, _)| id)
+                .collect();
+        if let Some(txn) = &self.txn {
+            expired.extend(txn.expired_requests(now, timeout));
+        }
         // HashMap order is random; handle them in a fixed order so a seed replays exactly.
         expired.sort_unstable();
         for request in expired {
@@ -781,13 +573,14 @@ impl Engine {
                     self.identity_attempts += 1;
                     self.identity_retry_at = now + self.config.retry_backoff_ms;
                 }
-                Some(Outstanding::Txn { .. }) => {
-                    let error = Error::Timeout(format!(
-                        "coordinator request unanswered after {timeout} ms"
-                    ));
-                    self.on_txn_response(request, Err(error), now, acc);
+                None => {
+                    if self.take_txn_request(request) {
+                        let error = Error::Timeout(format!(
+                            "coordinator request unanswered after {timeout} ms"
+                        ));
+                        self.on_txn_response(request, Err(error), now, acc);
+                    }
                 }
-                None => {}
             }
         }
     }
@@ -908,7 +701,7 @@ impl Engine {
         if self.txn.is_some() || self.identity.is_some() || asked || now < self.identity_retry_at {
             return;
         }
-        let request = self.next_request_id();
+        let request = self.requests.allocate();
         self.outstanding
             .insert(request, Outstanding::InitProducerId { sent_ms: now });
         self.actions.push(Action::InitProducerId { request });
@@ -932,209 +725,6 @@ impl Engine {
         }
     }
 
-    /// Fills every free in-flight slot: round after round, each round building at most one
-    /// Produce request per broker with at most one batch per partition (Produce v3+ carries
-    /// one batch per partition), until no broker has a free slot or no partition has a
-    /// sendable batch. One request per broker per poll let a backlog's pipeline shrink to one
-    /// request after answers that arrived together (the liveness issue: 500 records behind
-    /// 300 ms of latency took 73 s and timed out).
-    fn dispatch(&mut self, now: Millis) {
-        let Some(identity) = self.identity else {
-            return;
-        };
-        // Bounded: a round that sends nothing ends the loop, and every round that sends puts a
-        // request on a broker that takes at most `max_in_flight` of them.
-        loop {
-            let round = self.sendable_round(now);
-            if round.is_empty() || !self.send_round(round, identity, now) {
-                break;
-            }
-        }
-    }
-
-    /// What one dispatch round would send, per broker: retries first and alone (after the
-    /// partition's pipeline drained, P4), then new batches to be stamped now (P1), up to
-    /// `max_in_flight` per partition and per broker and `max.request.size` per request.
-    /// Decides only; [`Engine::send_round`] acts. Empty after a poll: no slot is left unused
-    /// while something could use it (an invariant the simulation checks).
-    pub(crate) fn sendable_round(
-        &self,
-        now: Millis,
-    ) -> BTreeMap<BrokerId, Vec<(TopicPartition, Sendable)>> {
-        let mut round: BTreeMap<BrokerId, Vec<(TopicPartition, Sendable)>> = BTreeMap::new();
-        if self.identity.is_none() {
-            return round;
-        }
-        let mut broker_in_flight: HashMap<BrokerId, usize> = HashMap::new();
-        for o in self.outstanding.values() {
-            if let Outstanding::Produce { broker, .. } = o {
-                *broker_in_flight.entry(*broker).or_default() += 1;
-            }
-        }
-        let mut request_bytes: HashMap<BrokerId, usize> = HashMap::new();
-        let bumping = self.bump_reason.is_some();
-        let max_in_flight = self.config.max_in_flight;
-        for (tp, state) in &self.partitions {
-            let Some(broker) = state.leader else { continue };
-            let throttled = self.throttled_until.get(&broker).is_some_and(|&t| now < t);
-            if throttled
-                || state.diverged
-                || broker_in_flight.get(&broker).copied().unwrap_or(0) >= max_in_flight
-            {
-                continue;
-            }
-            let (sendable, size) = if state.has_retry() {
-                if state.in_flight() > 0 || now < state.retry_at {
-                    continue;
-                }
-                let Some(batch) = state.unacked.iter().find(|b| b.awaits_retry()) else {
-                    continue;
-                };
-                (Sendable::Retry, batch.batch.size_in_bytes())
-            } else {
-                let waiting_retry = state
-                    .unacked
-                    .iter()
-                    .any(|b| b.wire.is_some_and(|w| !matches!(w, WireState::InFlight(_))));
-                // A transactional producer sends new batches only inside a transaction, and
-                // under transactions v1 only to partitions the coordinator added to it (T2).
-                let txn_blocks = self.txn.as_ref().is_some_and(|t| !t.allows_dispatch(tp));
-                // A broker without state for this producer (a new producer id, or state
-                // expired after `producer.id.expiration.ms`) accepts any first sequence up to
-                // Kafka 4.4: a batch pipelined behind a first one rejected retriably would be
-                // appended ahead of it, and one behind a first one rejected for good would be
-                // re-stamped and written twice (P4; KAFKA-15591). So until the broker
-                // acknowledged a batch of this identity one batch goes alone (see
-                // `PartitionState::confirmed`). Found by the simulation (regression tests
-                // `kafka_15591_*` in tests/simulation.rs).
-                let opener_unconfirmed =
-                    self.config.idempotent && !state.unacked.is_empty() && !state.confirmed;
-                if bumping
-                    || txn_blocks
-                    || opener_unconfirmed
-                    || waiting_retry
-                    || state.in_flight() >= max_in_flight
-                    || now < state.retry_at
-                {
-                    continue;
-                }
-                let Some(next) = state.queued.front() else {
-                    continue;
-                };
-                (Sendable::Stamp, next.batch.size_in_bytes())
-            };
-            let bytes = request_bytes.entry(broker).or_default();
-            if *bytes > 0 && *bytes + size > self.config.max_request_size {
-                continue;
-            }
-            *bytes += size;
-            round
-                .entry(broker)
-                .or_default()
-                .push((tp.clone(), sendable));
-        }
-        round
-    }
-
-    /// Puts one round on the wire: one Produce request per broker. Returns whether it sent
-    /// anything.
-    fn send_round(
-        &mut self,
-        round: BTreeMap<BrokerId, Vec<(TopicPartition, Sendable)>>,
-        identity: ProducerIdentity,
-        now: Millis,
-    ) -> bool {
-        let mut sent = false;
-        for (broker, chosen) in round {
-            let request = self.next_request_id();
-            let span = debug_span!(
-                parent: None,
-                "kafka.produce_request",
-                messaging.system = "kafka",
-                messaging.operation.type = "send",
-                server.node_id = broker,
-                request,
-                batches = chosen.len(),
-            );
-            let mut batches = Vec::with_capacity(chosen.len());
-            for (tp, sendable) in chosen {
-                let Some(state) = self.partitions.get_mut(&tp) else {
-                    continue;
-                };
-                let batch = match sendable {
-                    Sendable::Retry => {
-                        let Some(batch) = state.unacked.iter_mut().find(|b| b.awaits_retry())
-                        else {
-                            continue;
-                        };
-                        batch.wire = Some(WireState::InFlight(request));
-                        batch.attempts += 1;
-                        self.counters.batch_retries += 1;
-                        self.metrics.records_retried +=
-                            u64::try_from(batch.batch.record_count()).unwrap_or(0);
-                        batch.span.follows_from(&span);
-                        debug!(partition = ?tp, base_sequence = batch.batch.base_sequence(), attempts = batch.attempts, "retrying batch");
-                        &batch.batch
-                    }
-                    Sendable::Stamp => {
-                        let Some(stamped) =
-                            state.stamp_next(identity.producer_id, identity.epoch, request, now)
-                        else {
-                            continue;
-                        };
-                        let batch = &stamped.batch;
-                        if stamped.span.is_none() {
-                            stamped.span = batch_span(&tp, batch.record_count());
-                        }
-                        // Recorded again at a re-stamp after an epoch bump (P2).
-                        stamped
-                            .span
-                            .record("messaging.kafka.producer_id", identity.producer_id);
-                        stamped
-                            .span
-                            .record("messaging.kafka.producer_epoch", identity.epoch);
-                        stamped
-                            .span
-                            .record("messaging.kafka.base_sequence", batch.base_sequence());
-                        stamped.span.follows_from(&span);
-                        debug!(partition = ?tp, producer_id = identity.producer_id, epoch = identity.epoch, base_sequence = batch.base_sequence(), records = batch.record_count(), "batch stamped");
-                        if let Some(txn) = &mut self.txn {
-                            txn.has_content = true;
-                        }
-                        batch
-                    }
-                };
-                batches.push((tp, batch.clone()));
-            }
-            if batches.is_empty() {
-                continue;
-            }
-            sent = true;
-            let partitions = batches.iter().map(|(tp, _)| tp.clone()).collect();
-            let records = batches
-                .iter()
-                .map(|(_, b)| u64::try_from(b.record_count()).unwrap_or(0))
-                .sum();
-            self.outstanding.insert(
-                request,
-                Outstanding::Produce {
-                    broker,
-                    sent_ms: now,
-                    partitions,
-                    records,
-                },
-            );
-            self.actions.push(Action::Produce {
-                request,
-                broker,
-                batches,
-                span,
-            });
-        }
-        sent
-    }
-
-    /// The earliest time after `now` at which [`Engine::poll`] has something to do without a
     /// new event (deadlines at or before `now` were handled by the poll that just ran).
     pub fn next_wakeup(&self, now: Millis, acc: &Accumulator) -> Option<Millis> {
         let mut wake: Option<Millis> = None;
@@ -1160,11 +750,14 @@ impl Engine {
         }
         for o in self.outstanding.values() {
             match o {
-                Outstanding::Produce { sent_ms, .. }
-                | Outstanding::InitProducerId { sent_ms }
-                | Outstanding::Txn { sent_ms } => {
+                Outstanding::Produce { sent_ms, .. } | Outstanding::InitProducerId { sent_ms } => {
                     consider(sent_ms + self.config.request_timeout_ms)
                 }
+            }
+        }
+        if let Some(txn) = &self.txn {
+            for sent_ms in txn.in_flight_sent_times() {
+                consider(sent_ms + self.config.request_timeout_ms);
             }
         }
         if self.identity.is_none() {
@@ -1173,7 +766,7 @@ impl Engine {
         for &until in self.throttled_until.values() {
             consider(until);
         }
-        if let Some(t) = self.transaction_wakeup(now) {
+        if let Some(t) = self.txn.as_ref().and_then(|txn| txn.wakeup(now)) {
             consider(t);
         }
         if self.metadata_wanted {
@@ -1184,22 +777,4 @@ impl Engine {
         }
         wake
     }
-}
-
-/// A batch's span, with the OpenTelemetry messaging attributes (semantic conventions for
-/// Kafka): the offset and the producer identity are recorded as they become known.
-fn batch_span(tp: &TopicPartition, records: i32) -> tracing::Span {
-    debug_span!(
-        parent: None,
-        "kafka.batch",
-        messaging.system = "kafka",
-        messaging.destination.name = %tp.topic,
-        messaging.kafka.destination.partition = tp.partition,
-        messaging.batch.message_count = records,
-        messaging.kafka.producer_id = tracing::field::Empty,
-        messaging.kafka.producer_epoch = tracing::field::Empty,
-        messaging.kafka.base_sequence = tracing::field::Empty,
-        messaging.kafka.message.offset = tracing::field::Empty,
-        error.type = tracing::field::Empty,
-    )
 }

@@ -1,0 +1,245 @@
+//! Dispatch: which batches go out in a poll, to which broker, stamped with what. Retries go
+//! first and alone once their partition's pipeline drained (P4); new batches are stamped at
+//! dispatch, never earlier (P1, the single stamping point `PartitionState::stamp_next`), up
+//! to `max.in.flight.requests.per.connection` per partition and broker and
+//! `max.request.size` per request.
+
+use std::collections::{BTreeMap, HashMap};
+
+use tracing::{debug, debug_span};
+
+use super::{Engine, Outstanding};
+use crate::engine::partition::WireState;
+use crate::engine::{Action, ProducerIdentity};
+use crate::types::{BrokerId, Millis, TopicPartition};
+
+/// How a partition's batch goes out in a dispatch round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sendable {
+    /// The first batch awaiting a retry, with the identity it carries (P2).
+    Retry,
+    /// The next queued batch, stamped now (P1).
+    Stamp,
+}
+
+impl Engine {
+    /// Fills every free in-flight slot: round after round, each round building at most one
+    /// Produce request per broker with at most one batch per partition (Produce v3+ carries
+    /// one batch per partition), until no broker has a free slot or no partition has a
+    /// sendable batch. One request per broker per poll let a backlog's pipeline shrink to one
+    /// request after answers that arrived together (the liveness issue: 500 records behind
+    /// 300 ms of latency took 73 s and timed out).
+    pub(super) fn dispatch(&mut self, now: Millis) {
+        let Some(identity) = self.identity else {
+            return;
+        };
+        // Bounded: a round that sends nothing ends the loop, and every round that sends puts a
+        // request on a broker that takes at most `max_in_flight` of them.
+        loop {
+            let round = self.sendable_round(now);
+            if round.is_empty() || !self.send_round(round, identity, now) {
+                break;
+            }
+        }
+    }
+
+    /// What one dispatch round would send, per broker: retries first and alone (after the
+    /// partition's pipeline drained, P4), then new batches to be stamped now (P1), up to
+    /// `max_in_flight` per partition and per broker and `max.request.size` per request.
+    /// Decides only; [`Engine::send_round`] acts. Empty after a poll: no slot is left unused
+    /// while something could use it (an invariant the simulation checks).
+    pub(crate) fn sendable_round(
+        &self,
+        now: Millis,
+    ) -> BTreeMap<BrokerId, Vec<(TopicPartition, Sendable)>> {
+        let mut round: BTreeMap<BrokerId, Vec<(TopicPartition, Sendable)>> = BTreeMap::new();
+        if self.identity.is_none() {
+            return round;
+        }
+        let mut broker_in_flight: HashMap<BrokerId, usize> = HashMap::new();
+        for o in self.outstanding.values() {
+            if let Outstanding::Produce { broker, .. } = o {
+                *broker_in_flight.entry(*broker).or_default() += 1;
+            }
+        }
+        let mut request_bytes: HashMap<BrokerId, usize> = HashMap::new();
+        let bumping = self.bump_reason.is_some();
+        let max_in_flight = self.config.max_in_flight;
+        for (tp, state) in &self.partitions {
+            let Some(broker) = state.leader else { continue };
+            let throttled = self.throttled_until.get(&broker).is_some_and(|&t| now < t);
+            if throttled
+                || state.diverged
+                || broker_in_flight.get(&broker).copied().unwrap_or(0) >= max_in_flight
+            {
+                continue;
+            }
+            let (sendable, size) = if state.has_retry() {
+                if state.in_flight() > 0 || now < state.retry_at {
+                    continue;
+                }
+                let Some(batch) = state.unacked.iter().find(|b| b.awaits_retry()) else {
+                    continue;
+                };
+                (Sendable::Retry, batch.batch.size_in_bytes())
+            } else {
+                let waiting_retry = state
+                    .unacked
+                    .iter()
+                    .any(|b| b.wire.is_some_and(|w| !matches!(w, WireState::InFlight(_))));
+                // A transactional producer sends new batches only inside a transaction, and
+                // under transactions v1 only to partitions the coordinator added to it (T2).
+                let txn_blocks = self.txn.as_ref().is_some_and(|t| !t.allows_dispatch(tp));
+                // A broker without state for this producer (a new producer id, or state
+                // expired after `producer.id.expiration.ms`) accepts any first sequence up to
+                // Kafka 4.4: a batch pipelined behind a first one rejected retriably would be
+                // appended ahead of it, and one behind a first one rejected for good would be
+                // re-stamped and written twice (P4; KAFKA-15591). So until the broker
+                // acknowledged a batch of this identity one batch goes alone (see
+                // `PartitionState::confirmed`). Found by the simulation (regression tests
+                // `kafka_15591_*` in tests/simulation.rs).
+                let opener_unconfirmed =
+                    self.config.idempotent && !state.unacked.is_empty() && !state.confirmed;
+                if bumping
+                    || txn_blocks
+                    || opener_unconfirmed
+                    || waiting_retry
+                    || state.in_flight() >= max_in_flight
+                    || now < state.retry_at
+                {
+                    continue;
+                }
+                let Some(next) = state.queued.front() else {
+                    continue;
+                };
+                (Sendable::Stamp, next.batch.size_in_bytes())
+            };
+            let bytes = request_bytes.entry(broker).or_default();
+            if *bytes > 0 && *bytes + size > self.config.max_request_size {
+                continue;
+            }
+            *bytes += size;
+            round
+                .entry(broker)
+                .or_default()
+                .push((tp.clone(), sendable));
+        }
+        round
+    }
+
+    /// Puts one round on the wire: one Produce request per broker. Returns whether it sent
+    /// anything.
+    fn send_round(
+        &mut self,
+        round: BTreeMap<BrokerId, Vec<(TopicPartition, Sendable)>>,
+        identity: ProducerIdentity,
+        now: Millis,
+    ) -> bool {
+        let mut sent = false;
+        for (broker, chosen) in round {
+            let request = self.requests.allocate();
+            let span = debug_span!(
+                parent: None,
+                "kafka.produce_request",
+                messaging.system = "kafka",
+                messaging.operation.type = "send",
+                server.node_id = broker,
+                request,
+                batches = chosen.len(),
+            );
+            let mut batches = Vec::with_capacity(chosen.len());
+            for (tp, sendable) in chosen {
+                let Some(state) = self.partitions.get_mut(&tp) else {
+                    continue;
+                };
+                let batch = match sendable {
+                    Sendable::Retry => {
+                        let Some(batch) = state.unacked.iter_mut().find(|b| b.awaits_retry())
+                        else {
+                            continue;
+                        };
+                        batch.wire = Some(WireState::InFlight(request));
+                        batch.attempts += 1;
+                        self.counters.batch_retries += 1;
+                        self.metrics.records_retried +=
+                            u64::try_from(batch.batch.record_count()).unwrap_or(0);
+                        batch.span.follows_from(&span);
+                        debug!(partition = ?tp, base_sequence = batch.batch.base_sequence(), attempts = batch.attempts, "retrying batch");
+                        &batch.batch
+                    }
+                    Sendable::Stamp => {
+                        let Some(stamped) =
+                            state.stamp_next(identity.producer_id, identity.epoch, request, now)
+                        else {
+                            continue;
+                        };
+                        let batch = &stamped.batch;
+                        if stamped.span.is_none() {
+                            stamped.span = batch_span(&tp, batch.record_count());
+                        }
+                        // Recorded again at a re-stamp after an epoch bump (P2).
+                        stamped
+                            .span
+                            .record("messaging.kafka.producer_id", identity.producer_id);
+                        stamped
+                            .span
+                            .record("messaging.kafka.producer_epoch", identity.epoch);
+                        stamped
+                            .span
+                            .record("messaging.kafka.base_sequence", batch.base_sequence());
+                        stamped.span.follows_from(&span);
+                        debug!(partition = ?tp, producer_id = identity.producer_id, epoch = identity.epoch, base_sequence = batch.base_sequence(), records = batch.record_count(), "batch stamped");
+                        if let Some(txn) = &mut self.txn {
+                            txn.batch_stamped();
+                        }
+                        batch
+                    }
+                };
+                batches.push((tp, batch.clone()));
+            }
+            if batches.is_empty() {
+                continue;
+            }
+            sent = true;
+            let partitions = batches.iter().map(|(tp, _)| tp.clone()).collect();
+            let records = batches
+                .iter()
+                .map(|(_, b)| u64::try_from(b.record_count()).unwrap_or(0))
+                .sum();
+            self.outstanding.insert(
+                request,
+                Outstanding::Produce {
+                    broker,
+                    sent_ms: now,
+                    partitions,
+                    records,
+                },
+            );
+            self.actions.push(Action::Produce {
+                request,
+                broker,
+                batches,
+                span,
+            });
+        }
+        sent
+    }
+}
+
+/// A batch's span, with the OpenTelemetry messaging attributes (semantic conventions for
+/// Kafka): the offset and the producer identity are recorded as they become known.
+fn batch_span(tp: &TopicPartition, records: i32) -> tracing::Span {
+    debug_span!(
+        parent: None,
+        "kafka.batch",
+        messaging.system = "kafka",
+        messaging.destination.name = %tp.topic,
+        messaging.kafka.destination.partition = tp.partition,
+        messaging.batch.message_count = records,
+        messaging.kafka.producer_id = tracing::field::Empty,
+        messaging.kafka.producer_epoch = tracing::field::Empty,
+        messaging.kafka.base_sequence = tracing::field::Empty,
+        messaging.kafka.message.offset = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
+}
