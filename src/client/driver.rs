@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
@@ -15,39 +14,17 @@ use super::producer_shared::Shared;
 use crate::engine::accumulator::Accumulator;
 use crate::engine::reachability::Reachability;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
-use crate::engine::{Action, Engine, Event, PartitionResponse, ProducerIdentity, RequestId};
+use crate::engine::wire::{self, CoordinatorMessage};
+use crate::engine::{Action, Engine, Event, RequestId};
 use crate::error::Error;
 use crate::protocol::Request;
-use crate::protocol::error_code::ErrorCode;
 use crate::protocol::frame::RequestFrame;
-use crate::protocol::messages::add_offsets_to_txn::{
-    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
-};
-use crate::protocol::messages::add_partitions_to_txn::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnTopic,
-    AddPartitionsToTxnTransaction, TopicPartitionErrors,
-};
-use crate::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
-use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
-use crate::protocol::messages::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse,
 };
-use crate::protocol::messages::produce::{
-    PartitionProduceData, ProduceRecords, ProduceRequest, ProduceResponse, TopicProduceData,
-    ZSTD_MIN_VERSION,
-};
-use crate::protocol::messages::txn_offset_commit::{
-    TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
-    TxnOffsetCommitResponse,
-};
-use crate::protocol::record_batch::{Codec, SealedBatch};
+use crate::protocol::record_batch::SealedBatch;
 use crate::protocol::versions::BrokerApiVersions;
-use crate::protocol::{Decoder, Message};
 use crate::types::{BrokerId, TopicPartition};
-
-/// Produce v13 names topics by id; this producer names them, so it stays at v12.
-const PRODUCE_VERSION_CAP: i16 = 12;
 
 /// Requests from producer handles to the driver task.
 #[derive(Debug)]
@@ -401,32 +378,21 @@ impl Driver {
             return;
         };
         let config = &self.shared.config;
-        let produce = ProduceRequest {
-            transactional_id: config.transactional_id.clone(),
-            acks: config.acks.as_i16(),
-            timeout_ms: i32::try_from(config.request_timeout_ms).unwrap_or(i32::MAX),
-            topic_data: group_by_topic(&batches),
-        };
+        let produce = wire::produce_request(
+            &batches,
+            config.transactional_id.clone(),
+            config.acks.as_i16(),
+            config.request_timeout_ms,
+        );
         let expects_response = produce.acks != 0;
-        // Transactional data under transactions v1 must not use Produce v12, which would add
-        // the partition to the transaction implicitly (KIP-890).
         let transactional_v1 =
             config.transactional_id.is_some() && !self.shared.lock_engine().transactions_v2();
-        let cap = if transactional_v1 {
-            11
-        } else {
-            PRODUCE_VERSION_CAP
-        };
+        let cap = wire::produce_version_cap(transactional_v1);
         let client_id = config.client_id.clone();
-        let zstd = batches.iter().any(|(_, b)| b.codec() == Codec::Zstd);
+        let zstd = wire::uses_zstd(&batches);
         link.send(
             Box::new(move |versions, correlation_id| {
-                let version = versions
-                    .negotiate::<ProduceRequest>(Some(cap))
-                    .ok_or_else(|| Error::broker(ErrorCode::UNSUPPORTED_VERSION))?;
-                if zstd && version < ZSTD_MIN_VERSION {
-                    return Err(zstd_unsupported(version));
-                }
+                let version = wire::produce_version(versions, cap, zstd)?;
                 // The batches' bytes are referenced, not copied (issue 13).
                 let frame =
                     RequestFrame::produce(&produce, version, correlation_id, Some(&client_id));
@@ -436,7 +402,7 @@ impl Driver {
                 let _answer = span.enter();
                 let event = match result {
                     Ok((version, body)) => {
-                        match decode_produce(&body, version, &batches, expects_response) {
+                        match wire::decode_produce(&body, version, &batches, expects_response) {
                             Ok((partitions, throttle_ms)) => Event::ProduceResponse {
                                 request,
                                 partitions,
@@ -475,45 +441,26 @@ impl Driver {
             );
         };
         self.next_any_broker += 1;
-        let (key_type, key) = match key {
-            CoordinatorKey::Transaction(id) => (FindCoordinatorRequest::KEY_TYPE_TRANSACTION, id),
-            CoordinatorKey::Group(id) => (FindCoordinatorRequest::KEY_TYPE_GROUP, id),
-        };
+        let body = wire::find_coordinator_request(key);
         let tx = self.inbound_tx.clone();
         let shared = Arc::clone(&self.shared);
         let client_id: Arc<str> = Arc::from(self.shared.config.client_id.as_str());
         tokio::spawn(async move {
-            let result = match link
-                .call(
-                    FindCoordinatorRequest::single(key_type, key),
-                    None,
-                    client_id,
-                )
-                .await
-            {
-                Ok(response) => match response.coordinators.into_iter().next() {
-                    Some(c) if c.error_code == 0 => {
-                        // The coordinator may not be in our metadata yet: remember its address.
-                        let address = format!("{}:{}", c.host, c.port);
-                        shared
-                            .metadata
-                            .write()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .brokers
-                            .entry(c.node_id)
-                            .or_insert(address);
-                        Ok(TxnResponse::Coordinator(c.node_id))
-                    }
-                    Some(c) => Err(Error::Broker {
-                        code: ErrorCode(c.error_code),
-                        message: c.error_message,
-                    }),
-                    None => Err(Error::Timeout(
-                        "FindCoordinator answered without a coordinator".into(),
-                    )),
-                },
+            let found = match link.call(body, None, client_id).await {
+                Ok(response) => wire::coordinator_answer(response),
                 Err(error) => Err(error),
             };
+            let result = found.map(|coordinator| {
+                // The coordinator may not be in our metadata yet: remember its address.
+                shared
+                    .metadata
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .brokers
+                    .entry(coordinator.node_id)
+                    .or_insert(coordinator.address);
+                TxnResponse::Coordinator(coordinator.node_id)
+            });
             let _ = tx.send(Inbound::Engine(Event::Txn { request, result }));
         });
     }
@@ -529,176 +476,40 @@ impl Driver {
         let transactional_id = config.transactional_id.clone().unwrap_or_default();
         let client_id: Arc<str> = Arc::from(config.client_id.as_str());
         let v2 = self.shared.lock_engine().transactions_v2();
-        // Transactions v1 caps EndTxn and TxnOffsetCommit at v4 (v5 means v2: KIP-890).
-        let txn_cap = if v2 { None } else { Some(4) };
+        let message =
+            CoordinatorMessage::new(body, transactional_id, config.transaction_timeout_ms);
+        let cap = message.version_cap(v2);
         let tx = &self.inbound_tx;
-        match body {
-            TxnRequest::InitProducerId { current } => {
-                let body = InitProducerIdRequest {
-                    transactional_id: Some(transactional_id),
-                    transaction_timeout_ms: i32::try_from(config.transaction_timeout_ms)
-                        .unwrap_or(i32::MAX),
-                    producer_id: current.map_or(-1, |c| c.producer_id),
-                    producer_epoch: current.map_or(-1, |c| c.epoch),
-                };
-                spawn_txn_call(
-                    tx,
-                    link,
-                    request,
-                    body,
-                    None,
-                    client_id,
-                    |r: InitProducerIdResponse, versions| {
-                        Ok(TxnResponse::InitProducerId {
-                            error: ErrorCode(r.error_code),
-                            identity: ProducerIdentity {
-                                producer_id: r.producer_id,
-                                epoch: r.producer_epoch,
-                            },
-                            transactions_v2: versions.transactions_v2(),
-                        })
-                    },
-                );
-            }
-            TxnRequest::AddPartitions {
-                identity,
+        match message {
+            CoordinatorMessage::InitProducerId(body) => spawn_txn_call(
+                tx,
+                link,
+                request,
+                body,
+                cap,
+                client_id,
+                wire::init_producer_id_answer,
+            ),
+            CoordinatorMessage::AddPartitions {
+                message,
                 partitions,
-            } => {
-                let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
-                for tp in &partitions {
-                    match topics.iter_mut().find(|t| *t.name == *tp.topic) {
-                        Some(t) => t.partitions.push(tp.partition),
-                        None => topics.push(AddPartitionsToTxnTopic {
-                            name: tp.topic.to_string(),
-                            partitions: vec![tp.partition],
-                        }),
-                    }
-                }
-                let body = AddPartitionsToTxnRequest {
-                    transactions: vec![AddPartitionsToTxnTransaction {
-                        transactional_id,
-                        producer_id: identity.producer_id,
-                        producer_epoch: identity.epoch,
-                        verify_only: false,
-                        topics,
-                    }],
-                };
-                // v4+ is the brokers' batched form; clients use at most v3.
-                spawn_txn_call(
-                    tx,
-                    link,
-                    request,
-                    body,
-                    Some(3),
-                    client_id,
-                    move |r: AddPartitionsToTxnResponse, _| {
-                        let top = ErrorCode(r.error_code);
-                        let mut results = partition_codes(
-                            r.results_by_transaction
-                                .into_iter()
-                                .flat_map(|t| t.topic_results)
-                                .collect(),
-                        );
-                        if !top.is_ok() || results.is_empty() {
-                            let code = if top.is_ok() {
-                                ErrorCode::UNKNOWN_SERVER_ERROR
-                            } else {
-                                top
-                            };
-                            results = partitions.into_iter().map(|tp| (tp, code)).collect();
-                        }
-                        Ok(TxnResponse::AddPartitions(results))
-                    },
-                );
+            } => spawn_txn_call(tx, link, request, message, cap, client_id, move |r, _| {
+                wire::add_partitions_answer(r, partitions)
+            }),
+            CoordinatorMessage::AddOffsets(body) => {
+                spawn_txn_call(tx, link, request, body, cap, client_id, |r, _| {
+                    wire::add_offsets_answer(r)
+                })
             }
-            TxnRequest::AddOffsets { identity, group_id } => {
-                let body = AddOffsetsToTxnRequest {
-                    transactional_id,
-                    producer_id: identity.producer_id,
-                    producer_epoch: identity.epoch,
-                    group_id,
-                };
-                spawn_txn_call(
-                    tx,
-                    link,
-                    request,
-                    body,
-                    None,
-                    client_id,
-                    |r: AddOffsetsToTxnResponse, _| {
-                        Ok(TxnResponse::AddOffsets(ErrorCode(r.error_code)))
-                    },
-                );
+            CoordinatorMessage::TxnOffsetCommit(body) => {
+                spawn_txn_call(tx, link, request, body, cap, client_id, |r, _| {
+                    wire::txn_offset_commit_answer(r)
+                })
             }
-            TxnRequest::TxnOffsetCommit {
-                identity,
-                group,
-                offsets,
-            } => {
-                let mut topics: Vec<TxnOffsetCommitRequestTopic> = Vec::new();
-                for o in offsets {
-                    let partition = TxnOffsetCommitRequestPartition {
-                        partition_index: o.partition.partition,
-                        committed_offset: o.offset,
-                        committed_leader_epoch: -1,
-                        committed_metadata: o.metadata,
-                    };
-                    match topics.iter_mut().find(|t| *t.name == *o.partition.topic) {
-                        Some(t) => t.partitions.push(partition),
-                        None => topics.push(TxnOffsetCommitRequestTopic {
-                            name: o.partition.topic.to_string(),
-                            partitions: vec![partition],
-                        }),
-                    }
-                }
-                let body = TxnOffsetCommitRequest {
-                    transactional_id,
-                    group_id: group.group_id,
-                    producer_id: identity.producer_id,
-                    producer_epoch: identity.epoch,
-                    generation_id: group.generation_id,
-                    member_id: group.member_id,
-                    group_instance_id: group.group_instance_id,
-                    topics,
-                };
-                spawn_txn_call(
-                    tx,
-                    link,
-                    request,
-                    body,
-                    txn_cap,
-                    client_id,
-                    |r: TxnOffsetCommitResponse, _| {
-                        Ok(TxnResponse::TxnOffsetCommit(partition_codes(r.topics)))
-                    },
-                );
-            }
-            TxnRequest::EndTxn { identity, commit } => {
-                let body = EndTxnRequest {
-                    transactional_id,
-                    producer_id: identity.producer_id,
-                    producer_epoch: identity.epoch,
-                    committed: commit,
-                };
-                spawn_txn_call(
-                    tx,
-                    link,
-                    request,
-                    body,
-                    txn_cap,
-                    client_id,
-                    |r: EndTxnResponse, _| {
-                        // v5 (transactions v2) carries the identity for the next transaction.
-                        let identity = (r.producer_id >= 0).then_some(ProducerIdentity {
-                            producer_id: r.producer_id,
-                            epoch: r.producer_epoch,
-                        });
-                        Ok(TxnResponse::EndTxn {
-                            error: ErrorCode(r.error_code),
-                            identity,
-                        })
-                    },
-                );
+            CoordinatorMessage::EndTxn(body) => {
+                spawn_txn_call(tx, link, request, body, cap, client_id, |r, _| {
+                    wire::end_txn_answer(r)
+                })
             }
         }
     }
@@ -712,27 +523,12 @@ impl Driver {
             }));
             return;
         };
-        let body = InitProducerIdRequest {
-            transactional_id: None,
-            transaction_timeout_ms: i32::try_from(self.shared.config.transaction_timeout_ms)
-                .unwrap_or(i32::MAX),
-            producer_id: -1,
-            producer_epoch: -1,
-        };
+        let body = wire::idempotent_init_producer_id(self.shared.config.transaction_timeout_ms);
         let client_id: Arc<str> = Arc::from(self.shared.config.client_id.as_str());
         self.next_any_broker += 1;
         tokio::spawn(async move {
             let result = match link.call(body, None, client_id).await {
-                Ok(InitProducerIdResponse {
-                    error_code: 0,
-                    producer_id,
-                    producer_epoch,
-                    ..
-                }) => Ok(ProducerIdentity {
-                    producer_id,
-                    epoch: producer_epoch,
-                }),
-                Ok(response) => Err(Error::broker(ErrorCode(response.error_code))),
+                Ok(response) => wire::producer_id_answer(response),
                 Err(error) => Err(error),
             };
             let _ = tx.send(Inbound::Engine(Event::ProducerId { request, result }));
@@ -746,7 +542,7 @@ impl Drop for Driver {
     }
 }
 
-/// Sends `call` to `link` in its own task and feeds the answer, mapped by `answer`, back to
+/// Sends `body` to `link` in its own task and feeds the answer, mapped by `answer`, back to
 /// the engine as the result of `request`.
 fn spawn_txn_call<R, F>(
     tx: &mpsc::UnboundedSender<Inbound>,
@@ -759,113 +555,14 @@ fn spawn_txn_call<R, F>(
 ) where
     R: Request + Send + 'static,
     R::Response: Send + 'static,
-    F: FnOnce(R::Response, &BrokerApiVersions) -> Result<TxnResponse, Error> + Send + 'static,
+    F: FnOnce(R::Response, &BrokerApiVersions) -> TxnResponse + Send + 'static,
 {
     let tx = tx.clone();
     tokio::spawn(async move {
-        let result = match link.call_with_versions(body, cap, client_id).await {
-            Ok((response, versions)) => answer(response, &versions),
-            Err(error) => Err(error),
-        };
+        let result = link
+            .call_with_versions(body, cap, client_id)
+            .await
+            .map(|(response, versions)| answer(response, &versions));
         let _ = tx.send(Inbound::Engine(Event::Txn { request, result }));
     });
-}
-
-fn partition_codes(topics: Vec<TopicPartitionErrors>) -> Vec<(TopicPartition, ErrorCode)> {
-    topics
-        .into_iter()
-        .flat_map(|t| {
-            let topic: Arc<str> = Arc::from(t.name.as_str());
-            t.partitions.into_iter().map(move |p| {
-                (
-                    TopicPartition::new(Arc::clone(&topic), p.partition_index),
-                    ErrorCode(p.error_code),
-                )
-            })
-        })
-        .collect()
-}
-
-/// Why zstd batches cannot go to a broker whose highest Produce version is `version`: as
-/// the Java client, an unsupported-version error (fatal, T5), which names the setting.
-fn zstd_unsupported(version: i16) -> Error {
-    Error::Broker {
-        code: ErrorCode::UNSUPPORTED_VERSION,
-        message: Some(format!(
-            "compression.type=zstd needs Produce v{ZSTD_MIN_VERSION} (Kafka 2.1+); \
-             this broker takes at most v{version}"
-        )),
-    }
-}
-
-/// Groups `(partition, batch)` pairs into Produce topic data, keeping their order.
-fn group_by_topic(batches: &[(TopicPartition, SealedBatch)]) -> Vec<TopicProduceData> {
-    let mut topics: Vec<TopicProduceData> = Vec::new();
-    for (tp, batch) in batches {
-        let partition = PartitionProduceData {
-            index: tp.partition,
-            // The stamped header (61 bytes, copied) and the body (shared, not copied).
-            records: Some(ProduceRecords::from_parts(vec![
-                Bytes::copy_from_slice(batch.header()),
-                batch.body().clone(),
-            ])),
-        };
-        match topics.iter_mut().find(|t| *t.name == *tp.topic) {
-            Some(topic) => topic.partition_data.push(partition),
-            None => topics.push(TopicProduceData {
-                name: tp.topic.to_string(),
-                partition_data: vec![partition],
-                ..TopicProduceData::default()
-            }),
-        }
-    }
-    topics
-}
-
-/// Maps a Produce response onto the request's partitions, with the broker's throttle time.
-/// With acks=0 there is no response: every batch counts as written with an unknown offset, as
-/// in the Java client.
-fn decode_produce(
-    body: &[u8],
-    version: i16,
-    batches: &[(TopicPartition, SealedBatch)],
-    expects_response: bool,
-) -> Result<(Vec<PartitionResponse>, u64), Error> {
-    if !expects_response {
-        let partitions = batches
-            .iter()
-            .map(|(tp, _)| PartitionResponse {
-                partition: tp.clone(),
-                error: ErrorCode::NONE,
-                base_offset: -1,
-                log_append_time: -1,
-                log_start_offset: -1,
-                message: None,
-            })
-            .collect();
-        return Ok((partitions, 0));
-    }
-    let mut d = Decoder::new(body);
-    let response = ProduceResponse::decode(&mut d, version)?;
-    d.finish("ProduceResponse")?;
-    let mut out = Vec::new();
-    for topic in response.responses {
-        for p in topic.partition_responses {
-            let Some((tp, _)) = batches
-                .iter()
-                .find(|(tp, _)| *tp.topic == *topic.name && tp.partition == p.index)
-            else {
-                continue;
-            };
-            out.push(PartitionResponse {
-                partition: tp.clone(),
-                error: ErrorCode(p.error_code),
-                base_offset: p.base_offset,
-                log_append_time: p.log_append_time_ms,
-                log_start_offset: p.log_start_offset,
-                message: p.error_message,
-            });
-        }
-    }
-    Ok((out, u64::try_from(response.throttle_time_ms).unwrap_or(0)))
 }

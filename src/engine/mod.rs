@@ -12,6 +12,7 @@ mod partition;
 mod producer;
 pub(crate) mod reachability;
 pub mod transaction;
+pub(crate) mod wire;
 
 pub use producer::{Counters, Engine, EngineConfig};
 pub use transaction::{CallId, TransactionConfig};
