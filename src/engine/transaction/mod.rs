@@ -1,9 +1,9 @@
-//! The transactional producer (rules T1–T5): one owner, [`TransactionManager`], holds every
+//! The transactional producer (rules T1–T5): one owner, `TransactionManager`, holds every
 //! transactional field and answers each coordinator response, the way Java's
 //! `TransactionManager` does beside its `Sender`. The idempotent core ([`crate::engine::Engine`])
 //! keeps the partitions, the batches and the identity they are stamped with; it holds a
 //! manager when the producer has a `transactional.id`, lends it what it needs to send
-//! ([`EngineParts`]), and carries out what only the core can do ([`ForEngine`]).
+//! (`EngineParts`), and carries out what only the core can do (`ForEngine`).
 //!
 //! - [`vocabulary`]: the states, the user's calls, the coordinator requests and answers, the
 //!   error classes (re-exported here, so `crate::engine::transaction::TxnState` names them);
