@@ -49,30 +49,22 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-#[doc(hidden)]
-pub mod client;
 mod consumer;
 #[doc(hidden)]
 pub mod engine;
 pub mod eos;
 pub mod error;
+#[doc(hidden)]
+pub mod net;
 mod producer;
 #[doc(hidden)]
 pub mod protocol;
+mod reachability;
 #[cfg(feature = "sim")]
 #[doc(hidden)]
 pub mod sim;
 mod types;
 
-pub use client::config::CompressionConfig;
-pub use client::config::{Acks, ProducerBuilder, ProducerConfig};
-pub use client::metrics::{BrokerMetrics, ConnectionState, ProducerMetrics};
-pub use client::secret::Secret;
-#[cfg(feature = "sasl-oauthbearer")]
-pub use client::security::{OAuthBearerToken, OAuthBearerTokenProvider};
-pub use client::security::{
-    Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, TlsConfig,
-};
 pub use consumer::{
     AssignmentStrategy, Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord,
     GenerationHold, GroupProtocol, IsolationLevel, OffsetReset,
@@ -80,6 +72,16 @@ pub use consumer::{
 pub use engine::Counters;
 pub use engine::transaction::TxnState;
 pub use error::{BrokerFailure, Error, Result};
+pub use net::connection::ConnectionState;
+pub use net::secret::Secret;
+#[cfg(feature = "sasl-oauthbearer")]
+pub use net::security::{OAuthBearerToken, OAuthBearerTokenProvider};
+pub use net::security::{
+    Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, TlsConfig,
+};
+pub use producer::config::CompressionConfig;
+pub use producer::config::{Acks, ProducerBuilder, ProducerConfig};
+pub use producer::metrics::{BrokerMetrics, ProducerMetrics};
 pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
 pub use protocol::error_code::ErrorCode;
 pub use protocol::record_batch::Header;

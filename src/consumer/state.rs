@@ -24,10 +24,10 @@ use super::membership::{
     Membership, MembershipEvent, MembershipRequest, MembershipResponse, TopicView,
 };
 use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
-use crate::client::connection::{BrokerLink, LinkConfig, LinkSecurity};
-use crate::client::metadata::{ClusterMetadata, TopicMetadata};
-use crate::client::ready::{Probe, first_metadata};
 use crate::error::{Error, ErrorChain, Result};
+use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};
+use crate::net::metadata::{ClusterMetadata, TopicMetadata};
+use crate::net::ready::{Probe, first_metadata};
 use crate::protocol::ApiKey;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::fetch::FetchResponse;

@@ -1,6 +1,6 @@
 //! The sans-I/O producer core: the accumulator, per-partition sequence state, retries, epoch
 //! bumps. Deterministic: no sockets, no tokio, no clock, no global RNG. It consumes
-//! [`Event`]s and produces [`Action`]s; the tokio driver in [`crate::client`] and the
+//! [`Event`]s and produces [`Action`]s; the producer's tokio driver (`crate::producer`) and the
 //! simulation in `sim` both drive this same code, so every retry path the driver can hit is
 //! reachable in a millisecond test with a chosen fault schedule (DESIGN, layers).
 
@@ -9,7 +9,6 @@ pub mod completion;
 pub mod metrics;
 mod partition;
 mod producer;
-pub(crate) mod reachability;
 pub mod transaction;
 
 pub use producer::{CallId, Counters, Engine, EngineConfig, TransactionConfig};

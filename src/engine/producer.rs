@@ -11,10 +11,10 @@ use super::accumulator::Accumulator;
 use super::completion::{BatchAck, BatchOutcome};
 use super::metrics::DeliveryMetrics;
 use super::partition::{PartitionState, ProducerBatch, WireState};
-use super::reachability::Reachability;
 use super::{Action, Event, PartitionResponse, ProducerIdentity, RequestId};
 use crate::error::{Error, ErrorChain};
 use crate::protocol::error_code::ErrorCode;
+use crate::reachability::Reachability;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 mod split;

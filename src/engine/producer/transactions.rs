@@ -10,7 +10,6 @@ use tracing::{info, warn};
 use super::{Engine, Outstanding};
 use crate::engine::accumulator::Accumulator;
 use crate::engine::partition::{ProducerBatch, WireState};
-use crate::engine::reachability::Reachability;
 use crate::engine::transaction::{
     CoordinatorKey, TxnCall, TxnRequest, TxnResponse, TxnState, call_error, is_fatal_txn_error,
     is_retriable_txn_error, needs_new_coordinator,
@@ -18,6 +17,7 @@ use crate::engine::transaction::{
 use crate::engine::{Action, ProducerIdentity, RequestId};
 use crate::error::{Error, ErrorChain};
 use crate::protocol::error_code::ErrorCode;
+use crate::reachability::Reachability;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// Identifies one transactional call, to match its result.

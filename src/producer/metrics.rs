@@ -6,37 +6,8 @@ use std::collections::BTreeMap;
 
 use crate::engine::Counters;
 use crate::engine::metrics::DeliveryMetrics;
+use crate::net::connection::ConnectionState;
 use crate::types::BrokerId;
-
-/// Where a broker connection stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConnectionState {
-    /// No connection yet, or connecting.
-    Connecting,
-    /// Connected and negotiated.
-    Connected,
-    /// The last attempt failed; waiting `reconnect.backoff` before the next.
-    BackingOff,
-}
-
-impl ConnectionState {
-    pub(crate) fn to_u8(self) -> u8 {
-        match self {
-            ConnectionState::Connecting => 0,
-            ConnectionState::Connected => 1,
-            ConnectionState::BackingOff => 2,
-        }
-    }
-
-    pub(crate) fn from_u8(value: u8) -> Self {
-        match value {
-            1 => ConnectionState::Connected,
-            2 => ConnectionState::BackingOff,
-            _ => ConnectionState::Connecting,
-        }
-    }
-}
 
 /// One broker's figures.
 #[derive(Debug, Clone, PartialEq, Eq)]

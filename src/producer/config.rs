@@ -16,25 +16,24 @@
 //! configuration. Every problem is an [`Error::Config`] naming the Kafka property.
 
 mod compression;
-pub(crate) mod properties;
 
 use std::str::FromStr;
 use std::time::Duration;
 
-pub use compression::CompressionConfig;
-use properties::{
+use crate::net::properties::{
     check_bootstrap_servers, config_error, list_entries, parse_bool, parse_number, unknown_property,
 };
+pub use compression::CompressionConfig;
 
 use tracing::debug;
 
-use super::secret::Secret;
+use crate::error::Error;
+use crate::net::secret::Secret;
 #[cfg(feature = "sasl-oauthbearer")]
-use super::security::OAuthBearerTokenProvider;
-use super::security::{
+use crate::net::security::OAuthBearerTokenProvider;
+use crate::net::security::{
     Pem, SECURITY_PROPERTY_NAMES, SaslMechanism, SecurityConfig, SecurityProtocol,
 };
-use crate::error::Error;
 use crate::protocol::record_batch::Compression;
 
 const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
@@ -247,7 +246,7 @@ impl ProducerConfig {
         K: AsRef<str>,
         V: AsRef<str>,
     {
-        properties::from_properties(props, Self::set, Self::validate)
+        crate::net::properties::from_properties(props, Self::set, Self::validate)
     }
 
     /// Sets one property by its Kafka name. The value is trimmed and parsed as Java's
@@ -285,7 +284,7 @@ impl ProducerConfig {
                 if let Some(result) = self.security.set(key, value) {
                     return result;
                 }
-                if properties::is_ignored_property(key) {
+                if crate::net::properties::is_ignored_property(key) {
                     debug!(
                         property = key,
                         "ignoring a setting that does not apply to this producer"

@@ -1,5 +1,12 @@
-//! The user-facing producer: [`Producer`], [`Record`], and the delivery future each `send`
-//! returns.
+//! The producer client: the user-facing [`Producer`], [`Record`] and the delivery future each
+//! `send` returns, over its configuration, partitioner, the tokio task that drives the
+//! sans-I/O engine (`driver`), the state the handle and the task share, and its metrics.
+
+pub mod config;
+pub(crate) mod driver;
+pub mod metrics;
+pub mod partitioner;
+pub(crate) mod shared;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,18 +18,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::client::config::{ProducerBuilder, ProducerConfig};
-use crate::client::connection::LinkSecurity;
-use crate::client::driver::{Command, Driver};
-use crate::client::metadata::{ClusterMetadata, TopicMetadata};
-use crate::client::metrics::ProducerMetrics;
-use crate::client::partitioner::{StickyPartitioner, partition_for_key};
-use crate::client::producer_shared::Shared;
 use crate::engine::accumulator::{Accumulator, AccumulatorConfig, AppendError};
 use crate::engine::completion::BatchCompletion;
 use crate::engine::transaction::{TxnCall, TxnState};
 use crate::engine::{Counters, Engine, EngineConfig, TransactionConfig};
 use crate::error::{Error, Result};
+use crate::net::connection::LinkSecurity;
+use crate::net::metadata::{ClusterMetadata, TopicMetadata};
+use crate::producer::config::{ProducerBuilder, ProducerConfig};
+use crate::producer::driver::{Command, Driver};
+use crate::producer::metrics::ProducerMetrics;
+use crate::producer::partitioner::{StickyPartitioner, partition_for_key};
+use crate::producer::shared::Shared;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::Header;
 use crate::types::TopicPartition;

@@ -10,13 +10,12 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
-use super::connection::{BrokerLink, LinkConfig, LinkSecurity};
-use super::producer_shared::Shared;
+use super::shared::Shared;
 use crate::engine::accumulator::Accumulator;
-use crate::engine::reachability::Reachability;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
 use crate::engine::{Action, Engine, Event, PartitionResponse, ProducerIdentity, RequestId};
 use crate::error::Error;
+use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::frame::RequestFrame;
@@ -44,6 +43,7 @@ use crate::protocol::messages::txn_offset_commit::{
 use crate::protocol::record_batch::{Codec, SealedBatch};
 use crate::protocol::versions::BrokerApiVersions;
 use crate::protocol::{Decoder, Message};
+use crate::reachability::Reachability;
 use crate::types::{BrokerId, TopicPartition};
 
 /// Produce v13 names topics by id; this producer names them, so it stays at v12.

@@ -37,13 +37,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::metrics::ConnectionState;
 use super::reconnect::ReconnectBackoff;
 use super::sasl::{self, SaslTransport};
 use super::security::{SaslConfig, SecurityConfig};
 #[cfg(feature = "tls")]
 use super::tls::TlsConnector;
-use crate::engine::reachability::{Reachability, ReachabilityChange};
 use crate::error::{Error, ErrorChain};
 use crate::protocol::frame::RequestFrame;
 use crate::protocol::header::{ResponseHeader, encode_request_frame};
@@ -51,6 +49,37 @@ use crate::protocol::messages::api_versions::{ApiVersionsRequest, ApiVersionsRes
 use crate::protocol::messages::sasl_authenticate::SaslAuthenticateRequest;
 use crate::protocol::versions::BrokerApiVersions;
 use crate::protocol::{Decoder, Message, Request};
+use crate::reachability::{Reachability, ReachabilityChange};
+
+/// Where a broker connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectionState {
+    /// No connection yet, or connecting.
+    Connecting,
+    /// Connected and negotiated.
+    Connected,
+    /// The last attempt failed; waiting `reconnect.backoff` before the next.
+    BackingOff,
+}
+
+impl ConnectionState {
+    pub(crate) fn to_u8(self) -> u8 {
+        match self {
+            ConnectionState::Connecting => 0,
+            ConnectionState::Connected => 1,
+            ConnectionState::BackingOff => 2,
+        }
+    }
+
+    pub(crate) fn from_u8(value: u8) -> Self {
+        match value {
+            1 => ConnectionState::Connected,
+            2 => ConnectionState::BackingOff,
+            _ => ConnectionState::Connecting,
+        }
+    }
+}
 
 /// What a broker connection runs over: a TCP stream, or a TLS session on one.
 trait BrokerStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}

@@ -10,8 +10,8 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use super::config::properties::config_error;
 use super::jaas;
+use super::properties::config_error;
 use super::secret::Secret;
 use crate::error::Error;
 

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::SaslClient;
-use crate::client::secret::Secret;
+use crate::net::secret::Secret;
 
 /// A bearer token and the SASL extensions to send with it (KIP-342).
 #[derive(Debug, Clone, PartialEq, Eq)]

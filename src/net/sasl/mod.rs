@@ -178,7 +178,7 @@ mod tests {
     use std::collections::VecDeque;
 
     use super::*;
-    use crate::client::secret::Secret;
+    use crate::net::secret::Secret;
     use crate::protocol::messages::sasl_authenticate::SaslAuthenticateResponse;
     use crate::protocol::messages::sasl_handshake::SaslHandshakeResponse;
     use crate::protocol::{Decoder, Message};

@@ -9,13 +9,14 @@ use std::time::Instant;
 use tokio::sync::{Notify, oneshot};
 
 use super::config::ProducerConfig;
-use super::metadata::ClusterMetadata;
-use super::metrics::{BrokerMetrics, ConnectionState, ProducerMetrics, SnapshotParts};
+use super::metrics::{BrokerMetrics, ProducerMetrics, SnapshotParts};
 use super::partitioner::StickyPartitioner;
-use super::ready::MetadataAnswers;
 use crate::engine::accumulator::{Accumulator, SendGate};
 use crate::engine::{CallId, Engine};
 use crate::error::Error;
+use crate::net::connection::ConnectionState;
+use crate::net::metadata::ClusterMetadata;
+use crate::net::ready::MetadataAnswers;
 use crate::types::{BrokerId, Millis};
 
 /// The engine under its lock. Dropping the guard publishes to the accumulator's
