@@ -60,7 +60,7 @@ async fn sarama_1430_broker_down_then_back() {
     for e in run.errors().into_iter().chain(later.errors()) {
         assert_ne!(
             e.code(),
-            Some(exactly::protocol::error_code::ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER),
+            Some(exactly::ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER),
             "OUT_OF_ORDER_SEQUENCE_NUMBER reached the user"
         );
     }

@@ -16,8 +16,8 @@ use std::process::{Command, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
-use exactly::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchTopic};
-use exactly::protocol::record_batch::{Codec, DecodedBatch, decode_batches};
+use exactly::__private::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchTopic};
+use exactly::__private::protocol::record_batch::{Codec, DecodedBatch, decode_batches};
 use exactly::{DeliveryFuture, Producer, Record};
 use support::group::RawConnection;
 use support::{Cluster, Isolation};

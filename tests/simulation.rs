@@ -1,4 +1,4 @@
-//! The deterministic simulation suite (`exactly::sim`): a seed sweep over random
+//! The deterministic simulation suite (`exactly::__private::sim`): a seed sweep over random
 //! configurations and fault schedules, a replay of one seed, and named regression scenarios
 //! for the retry-path bugs other producers shipped and for those the simulation found here.
 //!
@@ -11,14 +11,14 @@
 
 use std::ops::Range;
 
-use exactly::TopicPartition;
-use exactly::engine::{BrokerId, Millis};
-use exactly::protocol::error_code::ErrorCode;
-use exactly::sim::copy_loop;
-use exactly::sim::{
+use exactly::__private::protocol::error_code::ErrorCode;
+use exactly::__private::sim::copy_loop;
+use exactly::__private::sim::{
     self, Entropy, Fault, InjectedError, Outcome, PlannedTransaction, Report, SimConfig,
     TimedFault, TxnEnd, WireBatch,
 };
+use exactly::__private::{BrokerId, Millis};
+use exactly::TopicPartition;
 
 /// Seeds the sweep runs by default: a debug build runs about a hundred per second on one
 /// core, so this keeps the suite well under two minutes on two.

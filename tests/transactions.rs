@@ -11,7 +11,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use exactly::protocol::error_code::ErrorCode;
+use exactly::ErrorCode;
 use exactly::{ConsumerGroupMetadata, Error, OffsetToCommit, Producer, Record, TxnState};
 use support::group::GroupMember;
 use support::logs::Captured;

@@ -7,7 +7,7 @@
 //! bound): corrupt or hostile compressed records are typed errors, and what decompresses is
 //! re-encoded with the same codec.
 
-use exactly::protocol::record_batch::{
+use exactly::__private::protocol::record_batch::{
     BatchBuilder, Codec, Compression, DecodedBatch, decode_batch, decode_batches,
 };
 

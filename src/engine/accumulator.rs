@@ -297,6 +297,7 @@ impl Accumulator {
     }
 
     /// The settings it was made with.
+    #[cfg(feature = "internals")]
     pub fn config(&self) -> &AccumulatorConfig {
         &self.config
     }
@@ -319,6 +320,7 @@ impl Accumulator {
     /// Appends one record to `partition`'s open batch, opening a new batch if there is none or
     /// the record does not fit; `now` is the clock, for a new batch's linger start. A batch
     /// this closes is sealed here (the simulation's single-threaded path).
+    #[cfg(any(test, feature = "internals"))]
     #[allow(clippy::too_many_arguments)] // the record's parts, as `send` takes them
     pub fn append(
         &self,

@@ -109,6 +109,7 @@ impl BatchCompletion {
     /// The outcome of the whole batch, if it is resolved (`None` while pending, and for a
     /// split batch, whose records have their parts' outcomes: see
     /// [`BatchCompletion::record_outcome`]).
+    #[cfg(any(test, feature = "internals"))]
     pub fn outcome(&self) -> Option<BatchOutcome> {
         match self.settled.get()? {
             Settled::Done(outcome) => Some(outcome.clone()),
@@ -118,6 +119,7 @@ impl BatchCompletion {
 
     /// The outcome of the batch that holds the record at `index` (this one, or a part of it
     /// if it was split) with the record's index in that batch, once resolved.
+    #[cfg(any(test, feature = "internals"))]
     pub fn record_outcome(&self, index: i32) -> Option<(BatchOutcome, i32)> {
         match self.settled.get()? {
             Settled::Done(outcome) => Some((outcome.clone(), index)),

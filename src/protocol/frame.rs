@@ -80,6 +80,7 @@ impl RequestFrame {
     }
 
     /// The whole frame in one buffer (tests, and readers of the frame such as the simulation).
+    #[cfg(any(test, feature = "internals"))]
     pub fn to_bytes(&self) -> Bytes {
         let mut out = BytesMut::with_capacity(self.remaining);
         for part in &self.parts {

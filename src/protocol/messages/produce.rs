@@ -108,6 +108,7 @@ impl ProduceRecords {
     }
 
     /// Whether there are no bytes.
+    #[cfg(feature = "internals")]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

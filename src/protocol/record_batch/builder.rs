@@ -8,9 +8,9 @@ use crc32c::crc32c;
 
 use super::compression::{self, Codec, Compression};
 use super::crc;
-use super::decode::{ControlRecord, ControlRecordKind, DecodedRecord, decode_batch_bounded};
+use super::decode::{DecodedRecord, decode_batch_bounded};
 use super::{
-    BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, COMPRESSION_MASK, CONTROL, CRC_AT, CRC_FROM, Header,
+    BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, COMPRESSION_MASK, CRC_AT, CRC_FROM, Header,
     LAST_OFFSET_DELTA_AT, LOG_OVERHEAD, MAGIC, MAGIC_AT, MAX_TIMESTAMP_AT,
     NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
     PARTITION_LEADER_EPOCH_AT, PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_BATCH_HEADER_LEN,
@@ -181,11 +181,13 @@ impl BatchBuilder {
     }
 
     /// Records appended so far.
+    #[cfg(any(test, feature = "internals"))]
     pub fn record_count(&self) -> i32 {
         self.record_count
     }
 
     /// Whether no record has been appended.
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_empty(&self) -> bool {
         self.record_count == 0
     }
@@ -196,6 +198,7 @@ impl BatchBuilder {
     }
 
     /// Closes the batch uncompressed: see [`BatchBuilder::seal_compressed`].
+    #[cfg(any(test, feature = "internals"))]
     pub fn seal(self, transactional: bool) -> SealedBatch {
         self.seal_compressed(transactional, Compression::None)
     }
@@ -462,33 +465,4 @@ impl fmt::Debug for SealedBatch {
             .field("max_timestamp", &self.max_timestamp())
             .finish_non_exhaustive()
     }
-}
-
-/// A control batch holding one transaction marker, as a transaction coordinator has the
-/// partition leader write it at the end of a transaction (KIP-98): transactional and control
-/// bits set, base sequence -1, one record whose key is `version 0, type (0 abort, 1 commit)`
-/// and whose value is `version 0, coordinator epoch`. Producers never send these; the model
-/// broker and tests write them.
-pub fn encode_control_batch(
-    marker: ControlRecord,
-    timestamp: i64,
-    producer_id: i64,
-    producer_epoch: i16,
-) -> SealedBatch {
-    const CONTROL_RECORD_VERSION: i16 = 0;
-    let kind: i16 = match marker.kind {
-        ControlRecordKind::Abort => 0,
-        ControlRecordKind::Commit => 1,
-    };
-    let mut key = [0u8; 4];
-    key[..2].copy_from_slice(&CONTROL_RECORD_VERSION.to_be_bytes());
-    key[2..].copy_from_slice(&kind.to_be_bytes());
-    let mut value = [0u8; 6];
-    value[..2].copy_from_slice(&CONTROL_RECORD_VERSION.to_be_bytes());
-    value[2..].copy_from_slice(&marker.coordinator_epoch.to_be_bytes());
-    let mut builder = BatchBuilder::new(timestamp, 16);
-    builder.append(timestamp, Some(&key), Some(&value), &[]);
-    let mut sealed = builder.seal_with_attributes(TRANSACTIONAL | CONTROL, Compression::None);
-    sealed.stamp(producer_id, producer_epoch, NO_SEQUENCE);
-    sealed
 }

@@ -42,15 +42,24 @@ mod builder;
 pub mod compression;
 mod crc;
 mod decode;
+#[cfg(any(test, feature = "internals"))]
+mod markers;
 #[cfg(test)]
 mod tests;
 
-pub use builder::{BatchBuilder, SealedBatch, encode_control_batch};
+pub use builder::{BatchBuilder, SealedBatch};
 pub use compression::{Codec, Compression};
+pub use decode::{ControlRecordKind, TimestampType, decode_batch};
+// The rest of the codec's surface serves the crate's tests, fuzz targets and simulation (they
+// decode what the producer wrote, and write the markers a broker would).
+#[cfg(feature = "internals")]
+pub use decode::DecodedRecord;
+#[cfg(any(test, feature = "internals"))]
 pub use decode::{
-    ControlRecord, ControlRecordKind, DEFAULT_MAX_DECOMPRESSED_LEN, DecodedBatch, DecodedRecord,
-    TimestampType, decode_batch, decode_batch_bounded, decode_batches,
+    ControlRecord, DEFAULT_MAX_DECOMPRESSED_LEN, DecodedBatch, decode_batch_bounded, decode_batches,
 };
+#[cfg(any(test, feature = "internals"))]
+pub use markers::encode_control_batch;
 
 /// A record header: a UTF-8 key (Kafka's `String`, never null) and a nullable value.
 /// Keys may repeat within one record; order is kept.
