@@ -617,7 +617,7 @@ fn kafka_15591_after_producer_state_expired() {
     assert_eq!(report.counters.epoch_bumps, 0);
 }
 
-/// The liveness issue, bug 1: a burst behind 300 ms of latency, small batches, no linger.
+/// A pipeline that must stay full: a burst behind 300 ms of latency, small batches, no linger.
 /// With one Produce request per broker per poll the pipeline shrank toward one request and
 /// records timed out; every poll now fills every free in-flight slot, so the backlog drains
 /// at `batches / max_in_flight` round trips.
@@ -742,7 +742,7 @@ fn librdkafka_3575_tv2() {
     librdkafka_3575(true);
 }
 
-/// The liveness issue, bug 2: the coordinator's answers are lost for longer than
+/// A timed-out commit: the coordinator's answers are lost for longer than
 /// `max.block.ms` while the first transaction commits. The commit times out, the transaction
 /// stays Committing (an abort would be refused), and calling commit again returns the real
 /// outcome: committed, every record visible once, and the next transaction goes on.
@@ -830,7 +830,7 @@ fn call_whose_deadline_passed_in_flight_times_out() {
     }
 }
 
-// ---- the copy loop (issue 15) ----
+// ---- the copy loop ----
 
 fn copy_run(name: &str, config: copy_loop::CopyLoopConfig, seed: u64) -> copy_loop::CopyLoopReport {
     match copy_loop::run_copy_loop(config, Entropy::from_seed(seed)) {

@@ -650,7 +650,7 @@ impl ConsumerState {
 
     /// A request task ended without its completion (it cannot panic on network data; this is
     /// a bug): which request it carried is unknown, so the consumer stops rather than wait
-    /// for an answer that will never come (DESIGN P9).
+    /// for an answer that will never come (P9).
     pub fn task_failed(&mut self, e: &tokio::task::JoinError) {
         warn!("a consumer request task failed: {e}");
         self.fatal = Some(Error::InvalidState(format!(

@@ -1,4 +1,4 @@
-//! Conservative upstream → downstream offset translation (DESIGN rule O2, seed 000).
+//! Conservative upstream → downstream offset translation (rule O2 of ARCHITECTURE.md).
 //!
 //! MirrorMaker 2 translated a consumer group's upstream offset by adding the upstream distance
 //! from its last offset sync to the downstream offset of that sync, assuming both logs advance

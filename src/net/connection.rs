@@ -4,10 +4,10 @@
 //! Order matters: Produce requests to one broker carry consecutive sequences, so they are
 //! written in the order the engine emitted them, through one channel per broker. Each request
 //! learns whether it was written: a request that never reached the socket is "not written",
-//! which the engine treats as certainly not in the log (DESIGN rule P1), while one that was
+//! which the engine treats as certainly not in the log (rule P1), while one that was
 //! written and then lost its answer is "unresolved" (P5).
 //!
-//! The link is generic over the stream (DESIGN "Connections and security"): plain TCP or TLS,
+//! The link is generic over the stream (ARCHITECTURE.md): plain TCP or TLS,
 //! the framing, timeouts and written / not-written reporting are the same code. A SASL
 //! listener is authenticated right after ApiVersions, before any request of ours, and
 //! re-authenticated between requests when the broker set a session lifetime (KIP-368). An

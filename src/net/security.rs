@@ -1,6 +1,6 @@
 //! How the producer secures its connections: `security.protocol`, TLS trust and client
 //! certificates, and SASL credentials, under the Java client's property names (and the few
-//! librdkafka names people copy from Confluent Cloud or MSK snippets), issue 11.
+//! librdkafka names people copy from Confluent Cloud or MSK snippets).
 //!
 //! Only PEM key material is read (`ssl.truststore.type=PEM`, `ssl.keystore.type=PEM`): JKS and
 //! PKCS#12 stores are Java formats, and `keytool -exportcert -rfc` / `openssl pkcs12` turn them

@@ -88,7 +88,7 @@ pub const PROPERTY_NAMES: [&str; 25] = [
 
 /// The most batches an idempotent producer may have in flight per connection: the broker keeps
 /// the sequence numbers of the last 5 batches per producer and partition
-/// (`ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE`; DESIGN rule P4).
+/// (`ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE`; rule P4).
 pub const MAX_IN_FLIGHT_FOR_IDEMPOTENCE: usize = 5;
 
 /// The largest value of a Java `INT` property (`Type.INT` in `ProducerConfig`); several of them
@@ -334,7 +334,7 @@ impl ProducerConfig {
             return Err(config_error(MAX_IN_FLIGHT, "must be at least 1"));
         }
         // Java allows 0 (no batching); one record per batch defeats the per-batch design
-        // (DESIGN "Performance shape"), so we ask for at least one byte.
+        // (ARCHITECTURE.md, performance shape), so we ask for at least one byte.
         if self.batch_size == 0 {
             return Err(config_error(BATCH_SIZE, "must be at least 1"));
         }

@@ -1,6 +1,6 @@
 //! The tokio driver: one task that feeds the engine events, carries out its actions over the
 //! broker links, keeps metadata fresh and sleeps until the engine's next deadline. It decides
-//! nothing about delivery itself: that is the engine's job (DESIGN, layers).
+//! nothing about delivery itself: that is the engine's job (ARCHITECTURE.md, layers).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -188,7 +188,7 @@ impl Driver {
     /// Resolves whatever is still outstanding once the driver stops, whether because every
     /// handle was dropped or because the runtime shut its task down: records never written
     /// fail as not written ([`Error::Closed`]), records possibly written as indeterminate, so
-    /// no delivery future outlives the producer unresolved (DESIGN, lifecycle; P6).
+    /// no delivery future outlives the producer unresolved (P6, shutdown included).
     fn abandon(&mut self) {
         self.with_engine(|engine, acc| engine.abandon(Error::Closed, acc));
     }
@@ -212,7 +212,7 @@ impl Driver {
 
     fn receive(&mut self, inbound: Inbound) {
         let now = self.shared.now_ms();
-        // An authentication or certificate failure ends the producer (issue 11): every
+        // An authentication or certificate failure ends the producer (T5): every
         // pending delivery fails as not written, and no link retries.
         let security_failure = match &inbound {
             Inbound::Metadata {
@@ -427,7 +427,7 @@ impl Driver {
                 if zstd && version < ZSTD_MIN_VERSION {
                     return Err(zstd_unsupported(version));
                 }
-                // The batches' bytes are referenced, not copied (issue 13).
+                // The batches' bytes are referenced, not copied.
                 let frame =
                     RequestFrame::produce(&produce, version, correlation_id, Some(&client_id));
                 Ok((frame, version, expects_response))

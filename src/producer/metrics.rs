@@ -1,6 +1,6 @@
 //! The producer's metrics snapshot: what a service owner puts on a dashboard, under the
 //! Java producer's metric names where one exists, so existing dashboards and alerts carry
-//! over. Delivery figures move only on broker-confirmed outcomes (DESIGN rule P8).
+//! over. Delivery figures move only on broker-confirmed outcomes (rule P8).
 
 use std::collections::BTreeMap;
 

@@ -51,7 +51,7 @@ pub(crate) struct Shared {
     pub config: ProducerConfig,
     start: Instant,
     /// The producer's rules: taken by the driver's polls and by the transactional calls,
-    /// never by `send` (issue 13).
+    /// never by `send` (ARCHITECTURE.md, performance shape).
     engine: Mutex<Engine>,
     /// The batches `send` appends to, each partition behind its own lock.
     pub acc: Accumulator,

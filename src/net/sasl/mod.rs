@@ -6,7 +6,7 @@
 //! Any failure the broker reports (wrong password, unknown mechanism, a token it rejects) or
 //! that the mechanism detects (a SCRAM server that cannot prove it knows the password) is an
 //! [`Error::Authentication`]: fatal, since retrying the same credentials cannot succeed
-//! (DESIGN "Connections and security"). Network failures stay I/O errors (retriable).
+//! (ARCHITECTURE.md, connections and security). Network failures stay I/O errors (retriable).
 
 #[cfg(feature = "sasl-oauthbearer")]
 pub(crate) mod oauthbearer;

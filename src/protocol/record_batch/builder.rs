@@ -79,7 +79,7 @@ fn put_field<const N: usize>(
 
 /// An open batch: records are encoded straight into its body buffer as they are appended (no
 /// per-record allocation once the buffer has its capacity). It holds no producer id, epoch or
-/// sequence: those are given when the sealed batch is dispatched (DESIGN rule P1).
+/// sequence: those are given when the sealed batch is dispatched (rule P1).
 ///
 /// Every record's offset delta is its position in the batch, and its timestamp is stored
 /// relative to the base timestamp given at [`BatchBuilder::new`] (a record may be older than
@@ -286,7 +286,7 @@ impl BatchBuilder {
 }
 
 /// A closed batch: a 61-byte header plus an immutable body, so it can be written to the socket
-/// as two slices without copying, and re-stamped after an epoch bump (DESIGN rule P2) by
+/// as two slices without copying, and re-stamped after an epoch bump (rule P2) by
 /// rewriting only the header.
 #[derive(Clone)]
 pub struct SealedBatch {
@@ -421,7 +421,7 @@ impl SealedBatch {
     }
 
     /// The sequence of the last record: `base_sequence + record_count - 1`, wrapping from
-    /// `i32::MAX` to 0 as the broker does (DESIGN rule P3); [`NO_SEQUENCE`] if unstamped.
+    /// `i32::MAX` to 0 as the broker does (rule P3); [`NO_SEQUENCE`] if unstamped.
     pub fn last_sequence(&self) -> i32 {
         sequence_at(self.base_sequence(), self.record_count() - 1)
     }

@@ -2,7 +2,7 @@
 //! 0–2), in the wire formats Kafka's own clients write and read.
 //!
 //! Only the records section is compressed; the 61-byte header stays as it is, so a sealed batch
-//! is still stamped by rewriting its header and combining CRCs (DESIGN rule P1).
+//! is still stamped by rewriting its header and combining CRCs (rule P1).
 //!
 //! Decompression is bounded: every decoder is read through a reader that stops one byte past
 //! the caller's limit, and no size a hostile batch declares is trusted for an allocation, so a
