@@ -46,6 +46,8 @@
 //! sans-I/O producer engine, the network layer, the simulation) are private; ARCHITECTURE.md
 //! in the repository maps them.
 #![deny(unsafe_code)]
+// docs.rs (nightly, `--cfg docsrs`) marks each feature-gated item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 mod consumer;
@@ -96,6 +98,7 @@ pub use error::{BrokerFailure, Error, Result};
 pub use net::connection::ConnectionState;
 pub use net::secret::Secret;
 #[cfg(feature = "sasl-oauthbearer")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub use net::security::{OAuthBearerToken, OAuthBearerTokenProvider};
 pub use net::security::{
     Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, TlsConfig,

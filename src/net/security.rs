@@ -16,6 +16,7 @@ use super::secret::Secret;
 use crate::error::Error;
 
 #[cfg(feature = "sasl-oauthbearer")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub use super::sasl::oauthbearer::{OAuthBearerToken, OAuthBearerTokenProvider};
 
 const SECURITY_PROTOCOL: &str = "security.protocol";
@@ -204,6 +205,7 @@ pub struct SaslConfig {
     pub password: Option<Secret>,
     /// Where OAUTHBEARER tokens come from.
     #[cfg(feature = "sasl-oauthbearer")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
     pub token_provider: Option<OAuthBearerTokenProvider>,
 }
 

@@ -607,6 +607,7 @@ impl ProducerBuilder {
     /// SASL/OAUTHBEARER with tokens from `provider`, which is called for every authentication
     /// (each connection and each re-authentication), so it can hand out fresh tokens.
     #[cfg(feature = "sasl-oauthbearer")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
     pub fn sasl_oauthbearer(mut self, provider: OAuthBearerTokenProvider) -> Self {
         let sasl = &mut self.config.security.sasl;
         sasl.mechanism = Some(SaslMechanism::OAuthBearer);

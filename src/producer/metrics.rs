@@ -182,6 +182,7 @@ impl ProducerMetrics {
     /// `kafka.producer.node.requests-in-flight` and `kafka.producer.node.connection-state`
     /// (0 connecting, 1 connected, 2 backing off), labelled with `client_id` (and `node_id`).
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn publish(&self, client_id: &str) {
         for (name, value) in self.named() {
             let name = format!("kafka.producer.{name}");
