@@ -50,6 +50,41 @@ const END_ATTEMPTS: u32 = 5;
 /// `C` and `P` are always [`Consumer`] and [`Producer`] outside this crate (the traits they
 /// stand for are sealed); the crate's deterministic simulation runs this same loop over its
 /// model consumer and producer on virtual time.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use exactly::eos::CopyLoop;
+/// use exactly::{Consumer, ConsumerRecord, Producer, Record};
+///
+/// # async fn run() -> exactly::Result<()> {
+/// let mut consumer = Consumer::builder()
+///     .bootstrap("127.0.0.1:9092")
+///     .group_id("uppercase")
+///     .build()
+///     .await?;
+/// consumer.subscribe(["in"])?;
+/// let producer = Producer::builder()
+///     .bootstrap("127.0.0.1:9092")
+///     .transactional_id("uppercase-1") // one per copier instance
+///     .build()
+///     .await?;
+/// producer.init_transactions().await?;
+/// // Each source record becomes zero or more destination records; here one, upper-cased,
+/// // in the source record's partition so per-partition order carries over.
+/// let mut copier = CopyLoop::new(consumer, producer, |r: ConsumerRecord| async move {
+///     let value = r.value.map(|v| v.to_ascii_uppercase());
+///     vec![Record::to("out").partition(r.partition).value(value.unwrap_or_default())]
+/// })
+/// .commit_every(500, Duration::from_millis(50));
+/// for _ in 0..1_000 {
+///     // `Ok(None)`: nothing was consumed within one interval.
+///     if let Some(txn) = copier.step().await? {
+///         println!("committed {} → {}", txn.records_in(), txn.records_out());
+///     }
+/// }
+/// copier.close().await?; // commits what is open, then closes both clients
+/// # Ok(()) }
+/// ```
 pub struct CopyLoop<F, C = Consumer, P = Producer> {
     consumer: C,
     producer: P,
