@@ -23,8 +23,10 @@ mod zstd;
 use std::fmt;
 use std::io::Read;
 
-/// A compression codec as Attributes bits 0–2 name it.
+/// A compression codec as Attributes bits 0–2 name it. Non-exhaustive: the three bits leave
+/// room for codecs Kafka has not defined yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Codec {
     /// 0: the records are stored as they are.
     None,
