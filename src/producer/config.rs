@@ -570,6 +570,21 @@ impl ProducerBuilder {
 
     /// Authenticate with this client certificate chain and private key, both PEM files (mutual
     /// TLS; `ssl.certificate.location` and `ssl.key.location`).
+    ///
+    /// ```no_run
+    /// use exactly::{Producer, SecurityProtocol};
+    ///
+    /// # async fn run() -> exactly::Result<()> {
+    /// let producer = Producer::builder()
+    ///     .bootstrap("broker-1.internal:9093")
+    ///     .security_protocol(SecurityProtocol::Ssl)
+    ///     .ssl_ca_file("/etc/kafka/ca.pem") // the cluster's own CA, not the public roots
+    ///     .ssl_client_certificate_files("/etc/kafka/client.pem", "/etc/kafka/client.key")
+    ///     .build()
+    ///     .await?;
+    /// # let _ = producer;
+    /// # Ok(()) }
+    /// ```
     pub fn ssl_client_certificate_files(
         mut self,
         chain: impl Into<std::path::PathBuf>,
@@ -591,6 +606,22 @@ impl ProducerBuilder {
 
     /// SASL with a user name and password: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`
     /// (`sasl.mechanism` with `sasl.username` / `sasl.password` or `sasl.jaas.config`).
+    /// The password is kept as a [`Secret`]: no `Debug`, error or log shows it.
+    ///
+    /// ```no_run
+    /// use exactly::{Producer, SaslMechanism, SecurityProtocol};
+    ///
+    /// # async fn run() -> exactly::Result<()> {
+    /// let password = std::env::var("KAFKA_PASSWORD").unwrap_or_default();
+    /// let producer = Producer::builder()
+    ///     .bootstrap("b-1.msk.example:9096")
+    ///     .security_protocol(SecurityProtocol::SaslSsl)
+    ///     .sasl_credentials(SaslMechanism::ScramSha512, "svc-orders", password)
+    ///     .build()
+    ///     .await?;
+    /// # let _ = producer;
+    /// # Ok(()) }
+    /// ```
     pub fn sasl_credentials(
         mut self,
         mechanism: SaslMechanism,
@@ -606,6 +637,26 @@ impl ProducerBuilder {
 
     /// SASL/OAUTHBEARER with tokens from `provider`, which is called for every authentication
     /// (each connection and each re-authentication), so it can hand out fresh tokens.
+    ///
+    /// ```no_run
+    /// use exactly::{OAuthBearerToken, OAuthBearerTokenProvider, Producer, SecurityProtocol};
+    ///
+    /// # async fn fetch_token_from_identity_provider() -> Result<String, String> { Ok(String::new()) }
+    /// # async fn run() -> exactly::Result<()> {
+    /// let provider = OAuthBearerTokenProvider::new(|| async {
+    ///     // Ask the identity provider for a fresh JWT; an `Err` fails this authentication.
+    ///     let jwt = fetch_token_from_identity_provider().await?;
+    ///     Ok(OAuthBearerToken::new(jwt))
+    /// });
+    /// let producer = Producer::builder()
+    ///     .bootstrap("broker-1.internal:9094")
+    ///     .security_protocol(SecurityProtocol::SaslSsl)
+    ///     .sasl_oauthbearer(provider)
+    ///     .build()
+    ///     .await?;
+    /// # let _ = producer;
+    /// # Ok(()) }
+    /// ```
     #[cfg(feature = "sasl-oauthbearer")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
     pub fn sasl_oauthbearer(mut self, provider: OAuthBearerTokenProvider) -> Self {
