@@ -764,16 +764,9 @@ impl World {
 
     /// Lends the cluster copier `i`'s transaction coordinator state for `f`.
     fn with_coordinator<T>(&mut self, i: usize, f: impl FnOnce(&mut Cluster) -> T) -> T {
-        let slot = self.slots.get_mut(i).map(|s| &mut s.coordinator);
-        if let Some(slot) = slot {
-            std::mem::swap(&mut self.cluster.coordinator, slot);
-            let out = f(&mut self.cluster);
-            if let Some(slot) = self.slots.get_mut(i).map(|s| &mut s.coordinator) {
-                std::mem::swap(&mut self.cluster.coordinator, slot);
-            }
-            out
-        } else {
-            f(&mut self.cluster)
+        match self.slots.get_mut(i) {
+            Some(slot) => self.cluster.with_coordinator(&mut slot.coordinator, f),
+            None => f(&mut self.cluster),
         }
     }
 
