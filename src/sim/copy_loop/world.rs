@@ -105,7 +105,7 @@ pub(super) struct World {
     next_heartbeat_seq: u64,
     pub(super) now: Millis,
     base: Instant,
-    pub(super) trace: Trace,
+    trace: Trace,
     pub(super) report: CopyLoopReport,
     /// What the copiers' committed transactions reported.
     reported: Vec<CommittedTransaction>,
