@@ -36,7 +36,9 @@ pub mod copy_loop;
 pub mod entropy;
 pub mod faults;
 pub mod group;
+mod interpreter;
 pub mod invariants;
+mod network;
 mod runner;
 pub mod workload;
 
