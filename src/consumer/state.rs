@@ -24,10 +24,10 @@ use super::membership::{
     Membership, MembershipEvent, MembershipRequest, MembershipResponse, TopicView,
 };
 use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
-use crate::client::connection::{BrokerLink, LinkConfig, LinkSecurity};
-use crate::client::metadata::{ClusterMetadata, TopicMetadata};
-use crate::client::ready::{Probe, first_metadata};
 use crate::error::{Error, ErrorChain, Result};
+use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};
+use crate::net::metadata::{ClusterMetadata, TopicMetadata};
+use crate::net::ready::{Probe, first_metadata};
 use crate::protocol::ApiKey;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::fetch::FetchResponse;
@@ -650,7 +650,7 @@ impl ConsumerState {
 
     /// A request task ended without its completion (it cannot panic on network data; this is
     /// a bug): which request it carried is unknown, so the consumer stops rather than wait
-    /// for an answer that will never come (DESIGN P9).
+    /// for an answer that will never come (P9).
     pub fn task_failed(&mut self, e: &tokio::task::JoinError) {
         warn!("a consumer request task failed: {e}");
         self.fatal = Some(Error::InvalidState(format!(

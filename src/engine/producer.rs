@@ -1,5 +1,5 @@
 //! The idempotent producer's state machine: which batch goes out when, stamped with what, and
-//! what each answer means for it (DESIGN rules P1–P9).
+//! what each answer means for it (rules P1–P9 of ARCHITECTURE.md).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,11 +10,11 @@ use super::backoff::RetryBackoff;
 use super::completion::BatchOutcome;
 use super::metrics::DeliveryMetrics;
 use super::partition::{PartitionState, ProducerBatch, WireState};
-use super::reachability::Reachability;
 use super::transaction::{TransactionConfig, TransactionManager};
 use super::{Action, Event, ProducerIdentity, RequestId, RequestIds};
 use crate::error::{Error, ErrorChain};
 use crate::protocol::error_code::ErrorCode;
+use crate::reachability::Reachability;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 mod answers;
@@ -69,7 +69,7 @@ impl Default for EngineConfig {
 }
 
 /// Counters that move only on outcomes the broker confirmed, or on decisions the engine took
-/// (DESIGN rule P8): nothing here counts an attempt as a success.
+/// (rule P8): nothing here counts an attempt as a success.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Counters {
@@ -178,6 +178,7 @@ impl Engine {
     }
 
     /// The configuration.
+    #[cfg(any(test, feature = "internals"))]
     pub fn config(&self) -> &EngineConfig {
         &self.config
     }
@@ -204,6 +205,7 @@ impl Engine {
     }
 
     /// The producer id and epoch batches are stamped with now, once there is one.
+    #[cfg(any(test, feature = "internals"))]
     pub fn identity(&self) -> Option<ProducerIdentity> {
         self.identity
     }
@@ -225,6 +227,7 @@ impl Engine {
     }
 
     /// Records taken out of the accumulator that are not resolved yet.
+    #[cfg(any(test, feature = "internals"))]
     pub fn unresolved_batches(&self) -> usize {
         self.partitions
             .values()
@@ -435,8 +438,8 @@ impl Engine {
     }
 
     /// Resolves every record the engine and the accumulator hold because the producer is
-    /// going away: the last handle was dropped, or a close ran out of time (DESIGN,
-    /// lifecycle; P6). What never went out fails with `error` (not written); what went out
+    /// going away: the last handle was dropped, or a close ran out of time (P6,
+    /// shutdown included). What never went out fails with `error` (not written); what went out
     /// unconfirmed fails as indeterminate. The producer is unusable afterwards.
     pub fn abandon(&mut self, error: Error, acc: &Accumulator) {
         if self.fatal.is_none() {
@@ -725,6 +728,7 @@ impl Engine {
         }
     }
 
+    /// The earliest time after `now` at which [`Engine::poll`] has something to do without a
     /// new event (deadlines at or before `now` were handled by the poll that just ran).
     pub fn next_wakeup(&self, now: Millis, acc: &Accumulator) -> Option<Millis> {
         let mut wake: Option<Millis> = None;

@@ -532,5 +532,5 @@ fn without_idempotence_batches_carry_no_identity_and_nothing_waits_for_one() {
 mod transactions;
 
 /// What compression brings to the engine: batches the broker rejects as too large, split in
-/// two; a codec the broker's Produce versions cannot carry (issue 12).
+/// two; a codec the broker's Produce versions cannot carry.
 mod compression;

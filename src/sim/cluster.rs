@@ -7,8 +7,8 @@
 //! and its records appended with offsets; each simulated record's value starts with its
 //! unique id, which is what the invariant checkers follow.
 //!
-//! Transactional batches are verified with the model coordinator ([`super::coordinator`])
-//! before they are appended, and transaction markers take offsets between records (O1);
+//! Transactional batches are verified with the model coordinator ([`super::coordinator`],
+//! which writes its markers back through [`TxnLogs`]) before they are appended, and transaction markers take offsets between records (O1);
 //! [`PartitionModel::read_committed`] is what an `isolation.level=read_committed` consumer
 //! reads.
 
@@ -20,7 +20,8 @@ use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::{DecodedBatch, decode_batches, increment_sequence};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
-use super::coordinator::{Coordinator, CoordinatorConfig};
+use super::coordinator::{Coordinator, CoordinatorConfig, TxnLogs};
+use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
 
 /// The transactional bit of a record batch's attributes.
 const TRANSACTIONAL_ATTRIBUTE: i16 = 0x10;
@@ -195,7 +196,49 @@ pub struct Cluster {
     up: BTreeMap<BrokerId, bool>,
     pub(super) next_producer_id: i64,
     identities_handed_out: u64,
-    pub(super) coordinator: Option<Coordinator>,
+    coordinator: Option<Coordinator>,
+}
+
+/// The partition logs and the producer id counter, lent to the coordinator (what it writes
+/// through [`TxnLogs`]).
+struct Logs<'a> {
+    partitions: &'a mut BTreeMap<TopicPartition, PartitionModel>,
+    next_producer_id: &'a mut i64,
+}
+
+impl TxnLogs for Logs<'_> {
+    fn new_producer_id(&mut self) -> i64 {
+        let producer_id = *self.next_producer_id;
+        *self.next_producer_id += 1;
+        producer_id
+    }
+
+    /// A marker of a newer epoch moves the partition's producer state to it with the
+    /// sequence reset (as Kafka's `appendEndTxnMarker`).
+    fn write_marker(
+        &mut self,
+        partition: &TopicPartition,
+        identity: ProducerIdentity,
+        commit: bool,
+    ) {
+        let Some(p) = self.partitions.get_mut(partition) else {
+            return;
+        };
+        let offset = p.next_offset();
+        p.markers.push(Marker {
+            offset,
+            producer_id: identity.producer_id,
+            epoch: identity.epoch,
+            commit,
+        });
+        if let Some(entry) = p.producers.get_mut(&identity.producer_id)
+            && entry.epoch < identity.epoch
+        {
+            entry.epoch = identity.epoch;
+            entry.last_sequence = -1;
+            entry.cached.clear();
+        }
+    }
 }
 
 /// Whether `next` follows `last` in the sequence space, wrapping from `i32::MAX` to 0
@@ -366,6 +409,68 @@ impl Cluster {
             p.producers.retain(|_, e| e.last_offset >= log_start);
         }
         Some(p.log_start_offset)
+    }
+
+    /// The model coordinators, for a transactional run.
+    pub fn coordinator(&self) -> Option<&Coordinator> {
+        self.coordinator.as_ref()
+    }
+
+    /// Runs `f` with `coordinator` in place of the cluster's own, then puts both back: the
+    /// copy loop keeps one coordinator state per transactional id over shared logs.
+    pub fn with_coordinator<T>(
+        &mut self,
+        coordinator: &mut Option<Coordinator>,
+        f: impl FnOnce(&mut Cluster) -> T,
+    ) -> T {
+        std::mem::swap(&mut self.coordinator, coordinator);
+        let out = f(self);
+        std::mem::swap(&mut self.coordinator, coordinator);
+        out
+    }
+
+    /// The coordinator and the logs it writes to, borrowed apart.
+    fn coordinator_and_logs(&mut self) -> Option<(&mut Coordinator, Logs<'_>)> {
+        let coordinator = self.coordinator.as_mut()?;
+        let logs = Logs {
+            partitions: &mut self.partitions,
+            next_producer_id: &mut self.next_producer_id,
+        };
+        Some((coordinator, logs))
+    }
+
+    /// Moves the transaction coordinator (or the group coordinator) to `to`: requests to the
+    /// old one get NOT_COORDINATOR.
+    pub fn move_coordinator(&mut self, group: bool, to: BrokerId) {
+        if let Some(c) = &mut self.coordinator {
+            c.move_to(group, to);
+        }
+    }
+
+    /// FindCoordinator, answered by any live broker.
+    pub fn find_coordinator(&self, key: &CoordinatorKey) -> Option<BrokerId> {
+        self.coordinator.as_ref().map(|c| c.find(key))
+    }
+
+    /// Another producer instance with the same transactional id initialises (a zombie's
+    /// successor): the epoch is bumped, fencing the current one, and its open transaction is
+    /// aborted. Returns the new identity.
+    pub fn fence_transactional_id(&mut self, now: Millis) -> Option<ProducerIdentity> {
+        let (coordinator, mut logs) = self.coordinator_and_logs()?;
+        coordinator.fence(now, &mut logs)
+    }
+
+    /// A coordinator request that reached `broker`.
+    pub fn coordinator_request(
+        &mut self,
+        broker: BrokerId,
+        request: &TxnRequest,
+        now: Millis,
+    ) -> TxnResponse {
+        match self.coordinator_and_logs() {
+            Some((coordinator, mut logs)) => coordinator.request(broker, request, now, &mut logs),
+            None => TxnResponse::AddOffsets(ErrorCode::NOT_COORDINATOR),
+        }
     }
 
     /// Handles one partition's batch of a Produce request that reached `broker`.
@@ -681,5 +786,134 @@ mod tests {
                 .violation
                 .is_some()
         );
+    }
+
+    fn transactional_cluster(v2: bool) -> Cluster {
+        Cluster::new(ClusterConfig {
+            brokers: vec![1],
+            topics: vec![("t".into(), 1)],
+            legacy_producer_state: false,
+            producer_expiration_ms: 1000,
+            retention_ms: 1000,
+            first_producer_id: 7,
+            first_epoch: 0,
+            transactions: Some(CoordinatorConfig {
+                transactions_v2: v2,
+                ending_window_ms: 10,
+                generation_id: 2,
+                member_id: "m".into(),
+            }),
+        })
+    }
+
+    fn produce_transactional(
+        c: &mut Cluster,
+        id: u64,
+        identity: ProducerIdentity,
+        now: Millis,
+    ) -> ErrorCode {
+        let mut builder = BatchBuilder::new(0, 256);
+        builder.append(0, None, Some(&id.to_be_bytes()), &[]);
+        let mut sealed = builder.seal(true);
+        sealed.stamp(identity.producer_id, identity.epoch, 0);
+        let tp = TopicPartition::new("t", 0);
+        c.produce(1, &tp, &sealed.to_bytes(), now).response.error
+    }
+
+    fn end(c: &mut Cluster, identity: ProducerIdentity, commit: bool, now: Millis) -> TxnResponse {
+        c.coordinator_request(1, &TxnRequest::EndTxn { identity, commit }, now)
+    }
+
+    #[test]
+    fn v2_end_txn_bumps_and_recognises_its_retry() {
+        let mut c = transactional_cluster(true);
+        let init = TxnRequest::InitProducerId { current: None };
+        let TxnResponse::InitProducerId { identity, .. } = c.coordinator_request(1, &init, 0)
+        else {
+            panic!("InitProducerId answer expected");
+        };
+        assert_eq!(
+            produce_transactional(&mut c, 1, identity, 0),
+            ErrorCode::NONE
+        );
+        let TxnResponse::EndTxn {
+            error,
+            identity: Some(next),
+        } = end(&mut c, identity, true, 0)
+        else {
+            panic!("EndTxn v5 answers the new identity");
+        };
+        assert_eq!((error, next.epoch), (ErrorCode::NONE, identity.epoch + 1));
+        assert!(matches!(
+            end(&mut c, identity, true, 5),
+            TxnResponse::EndTxn {
+                error: ErrorCode::CONCURRENT_TRANSACTIONS,
+                ..
+            }
+        ));
+        assert!(matches!(
+            end(&mut c, identity, true, 20),
+            TxnResponse::EndTxn { error: ErrorCode::NONE, identity: Some(i) } if i == next
+        ));
+        assert!(matches!(
+            end(&mut c, identity, false, 20),
+            TxnResponse::EndTxn {
+                error: ErrorCode::INVALID_TXN_STATE,
+                ..
+            }
+        ));
+        // The next transaction (its first batch at sequence 0 of the new epoch) is aborted:
+        // only the first record is visible.
+        assert_eq!(produce_transactional(&mut c, 2, next, 25), ErrorCode::NONE);
+        assert!(matches!(
+            end(&mut c, next, false, 30),
+            TxnResponse::EndTxn {
+                error: ErrorCode::NONE,
+                ..
+            }
+        ));
+        let tp = TopicPartition::new("t", 0);
+        assert_eq!(c.partitions()[&tp].read_committed(), vec![1]);
+        // Commit and abort markers took offsets 1 and 3 (O1).
+        let offsets: Vec<i64> = c.partitions()[&tp]
+            .markers
+            .iter()
+            .map(|m| m.offset)
+            .collect();
+        assert_eq!(offsets, vec![1, 3]);
+    }
+
+    #[test]
+    fn v1_verifies_partitions_and_fences_a_zombie() {
+        let mut c = transactional_cluster(false);
+        let init = TxnRequest::InitProducerId { current: None };
+        let TxnResponse::InitProducerId { identity, .. } = c.coordinator_request(1, &init, 0)
+        else {
+            panic!("InitProducerId answer expected");
+        };
+        assert_eq!(
+            produce_transactional(&mut c, 1, identity, 0),
+            ErrorCode::TRANSACTION_ABORTABLE,
+            "not added to the transaction"
+        );
+        let tp = TopicPartition::new("t", 0);
+        let add = TxnRequest::AddPartitions {
+            identity,
+            partitions: vec![tp.clone()],
+        };
+        c.coordinator_request(1, &add, 0);
+        assert_eq!(
+            produce_transactional(&mut c, 1, identity, 0),
+            ErrorCode::NONE
+        );
+        assert!(c.fence_transactional_id(1).is_some());
+        assert!(matches!(
+            end(&mut c, identity, true, 50),
+            TxnResponse::EndTxn {
+                error: ErrorCode::PRODUCER_FENCED,
+                ..
+            }
+        ));
+        assert!(c.partitions()[&tp].read_committed().is_empty());
     }
 }

@@ -9,10 +9,13 @@
 //! Markers are written when EndTxn is accepted; the transaction then stays "ending" for a short
 //! window, during which the coordinator answers CONCURRENT_TRANSACTIONS, as Kafka does while
 //! it is in PrepareCommit/PrepareAbort.
+//!
+//! The coordinator reaches the partition logs only through [`TxnLogs`] (a marker appended, a
+//! producer id handed out), which the model cluster ([`super::cluster`]) implements: the
+//! cluster depends on the coordinator, never the other way round.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::cluster::{Cluster, Marker};
 use crate::engine::ProducerIdentity;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
 use crate::protocol::error_code::ErrorCode;
@@ -23,6 +26,20 @@ const NO_IDENTITY: ProducerIdentity = ProducerIdentity {
     producer_id: -1,
     epoch: -1,
 };
+
+/// What the coordinator needs of the partition logs behind it.
+pub trait TxnLogs {
+    /// A producer id never handed out before (InitProducerId, or a bump past the last epoch).
+    fn new_producer_id(&mut self) -> i64;
+    /// Appends a COMMIT (`commit`) or ABORT marker of `identity` to `partition` (a partition
+    /// the cluster does not have is skipped).
+    fn write_marker(
+        &mut self,
+        partition: &TopicPartition,
+        identity: ProducerIdentity,
+        commit: bool,
+    );
+}
 
 /// How the model coordinators behave.
 #[derive(Debug, Clone)]
@@ -174,12 +191,10 @@ fn start_transaction(entry: &mut TxnEntry, phase: Option<Phase>) {
 
 /// The identity after `identity`: epoch + 1, or a new producer id at epoch 0 when the epoch
 /// is exhausted.
-fn bumped(identity: ProducerIdentity, next_producer_id: &mut i64) -> ProducerIdentity {
+fn bumped(identity: ProducerIdentity, logs: &mut dyn TxnLogs) -> ProducerIdentity {
     if identity.epoch >= i16::MAX - 1 {
-        let producer_id = *next_producer_id;
-        *next_producer_id += 1;
         ProducerIdentity {
-            producer_id,
+            producer_id: logs.new_producer_id(),
             epoch: 0,
         }
     } else {
@@ -189,62 +204,55 @@ fn bumped(identity: ProducerIdentity, next_producer_id: &mut i64) -> ProducerIde
         }
     }
 }
-
-impl Cluster {
-    /// The model coordinators, for a transactional run.
-    pub fn coordinator(&self) -> Option<&Coordinator> {
-        self.coordinator.as_ref()
-    }
-
+impl Coordinator {
     /// Moves the transaction coordinator (or the group coordinator) to `to`: requests to the
     /// old one get NOT_COORDINATOR.
-    pub fn move_coordinator(&mut self, group: bool, to: BrokerId) {
-        if let Some(c) = &mut self.coordinator {
-            if group {
-                c.group_broker = to;
-            } else {
-                c.broker = to;
-            }
+    pub fn move_to(&mut self, group: bool, to: BrokerId) {
+        if group {
+            self.group_broker = to;
+        } else {
+            self.broker = to;
         }
     }
 
     /// FindCoordinator, answered by any live broker.
-    pub fn find_coordinator(&self, key: &CoordinatorKey) -> Option<BrokerId> {
-        let c = self.coordinator.as_ref()?;
-        Some(match key {
-            CoordinatorKey::Transaction(_) => c.broker,
-            CoordinatorKey::Group(_) => c.group_broker,
-        })
+    pub fn find(&self, key: &CoordinatorKey) -> BrokerId {
+        match key {
+            CoordinatorKey::Transaction(_) => self.broker,
+            CoordinatorKey::Group(_) => self.group_broker,
+        }
     }
 
     /// Another producer instance with the same transactional id initialises (a zombie's
     /// successor): the epoch is bumped, fencing the current one, and its open transaction is
     /// aborted. Returns the new identity.
-    pub fn fence_transactional_id(&mut self, now: Millis) -> Option<ProducerIdentity> {
-        self.coordinator.as_ref()?.identity()?;
-        let (code, identity) = self.init_transactional(None, now, true);
+    pub fn fence(&mut self, now: Millis, logs: &mut dyn TxnLogs) -> Option<ProducerIdentity> {
+        self.identity()?;
+        let (code, identity) = self.init_transactional(None, now, true, logs);
         code.is_ok().then_some(identity)
     }
 
     /// A coordinator request that reached `broker`.
-    pub fn coordinator_request(
+    pub fn request(
         &mut self,
         broker: BrokerId,
         request: &TxnRequest,
         now: Millis,
+        logs: &mut dyn TxnLogs,
     ) -> TxnResponse {
-        let Some(c) = &self.coordinator else {
-            return TxnResponse::AddOffsets(ErrorCode::NOT_COORDINATOR);
-        };
         let group = matches!(request, TxnRequest::TxnOffsetCommit { .. });
-        let here = if group { c.group_broker } else { c.broker };
-        let transactions_v2 = c.config.transactions_v2;
+        let here = if group {
+            self.group_broker
+        } else {
+            self.broker
+        };
+        let transactions_v2 = self.config.transactions_v2;
         let not_here = (here != broker).then_some(ErrorCode::NOT_COORDINATOR);
         match request {
             TxnRequest::InitProducerId { current } => {
                 let (error, identity) = match not_here {
                     Some(code) => (code, NO_IDENTITY),
-                    None => self.init_transactional(*current, now, false),
+                    None => self.init_transactional(*current, now, false, logs),
                 };
                 TxnResponse::InitProducerId {
                     error,
@@ -289,7 +297,7 @@ impl Cluster {
                     error,
                     identity: None,
                 },
-                None => self.end_txn(*identity, *commit, now),
+                None => self.end_txn(*identity, *commit, now, logs),
             },
         }
     }
@@ -302,31 +310,25 @@ impl Cluster {
         current: Option<ProducerIdentity>,
         now: Millis,
         fencer: bool,
+        logs: &mut dyn TxnLogs,
     ) -> (ErrorCode, ProducerIdentity) {
         let none = NO_IDENTITY;
-        let Some(c) = &self.coordinator else {
-            return (ErrorCode::NOT_COORDINATOR, none);
-        };
-        let phase = c.phase(now);
-        let first_epoch = c.first_epoch;
+        let phase = self.phase(now);
         if matches!(phase, Some(Phase::Ending { .. })) && !fencer {
             return (ErrorCode::CONCURRENT_TRANSACTIONS, none);
         }
-        let Some(entry) = c.entry.clone() else {
+        let Some(entry) = self.entry.clone() else {
             let identity = ProducerIdentity {
-                producer_id: self.next_producer_id,
-                epoch: first_epoch,
+                producer_id: logs.new_producer_id(),
+                epoch: self.first_epoch,
             };
-            self.next_producer_id += 1;
-            if let Some(c) = &mut self.coordinator {
-                c.entry = Some(TxnEntry {
-                    identity,
-                    previous: None,
-                    phase: Phase::Empty,
-                    partitions: BTreeSet::new(),
-                    offsets: BTreeMap::new(),
-                });
-            }
+            self.entry = Some(TxnEntry {
+                identity,
+                previous: None,
+                phase: Phase::Empty,
+                partitions: BTreeSet::new(),
+                offsets: BTreeMap::new(),
+            });
             return (ErrorCode::NONE, identity);
         };
         if let Some(current) = current {
@@ -339,18 +341,13 @@ impl Cluster {
                 return (ErrorCode::PRODUCER_FENCED, none);
             }
         }
-        let identity = bumped(entry.identity, &mut self.next_producer_id);
+        let identity = bumped(entry.identity, logs);
         if phase == Some(Phase::Ongoing) {
             // The open transaction of the old epoch is aborted, with markers of the new one.
-            self.write_markers(&entry.partitions, entry.identity, true, false);
+            write_markers(logs, &entry.partitions, entry.identity, true, false);
+            self.aborts += 1;
         }
-        let Some(c) = &mut self.coordinator else {
-            return (ErrorCode::NOT_COORDINATOR, none);
-        };
-        if phase == Some(Phase::Ongoing) {
-            c.aborts += 1;
-        }
-        c.entry = Some(TxnEntry {
+        self.entry = Some(TxnEntry {
             identity,
             // Only the producer's own bump can be retried with the identity it replaced; after
             // a fencing init (another instance) the old identity is fenced for good.
@@ -369,11 +366,7 @@ impl Cluster {
     /// Checks the identity of a request inside a transaction: the current producer id and
     /// epoch, else fenced.
     fn check_identity(&self, identity: ProducerIdentity, now: Millis) -> Result<Phase, ErrorCode> {
-        let c = self
-            .coordinator
-            .as_ref()
-            .ok_or(ErrorCode::NOT_COORDINATOR)?;
-        let entry = c
+        let entry = self
             .entry
             .as_ref()
             .ok_or(ErrorCode::INVALID_PRODUCER_ID_MAPPING)?;
@@ -386,7 +379,8 @@ impl Cluster {
         if identity.epoch > entry.identity.epoch {
             return Err(ErrorCode::INVALID_PRODUCER_EPOCH);
         }
-        c.phase(now).ok_or(ErrorCode::INVALID_PRODUCER_ID_MAPPING)
+        self.phase(now)
+            .ok_or(ErrorCode::INVALID_PRODUCER_ID_MAPPING)
     }
 
     /// AddPartitionsToTxn / AddOffsetsToTxn (transactions v1).
@@ -403,7 +397,7 @@ impl Cluster {
         if matches!(phase, Phase::Ending { .. }) {
             return ErrorCode::CONCURRENT_TRANSACTIONS;
         }
-        if let Some(entry) = self.coordinator.as_mut().and_then(|c| c.entry.as_mut()) {
+        if let Some(entry) = self.entry.as_mut() {
             start_transaction(entry, Some(phase));
             entry.partitions.extend(partitions.iter().cloned());
         }
@@ -421,22 +415,19 @@ impl Cluster {
         offsets: &[crate::types::OffsetToCommit],
         now: Millis,
     ) -> ErrorCode {
-        let Some(c) = &self.coordinator else {
-            return ErrorCode::NOT_COORDINATOR;
-        };
-        if generation_id >= 0 && generation_id != c.config.generation_id {
+        if generation_id >= 0 && generation_id != self.config.generation_id {
             return ErrorCode::ILLEGAL_GENERATION;
         }
-        if !member_id.is_empty() && member_id != c.config.member_id {
+        if !member_id.is_empty() && member_id != self.config.member_id {
             return ErrorCode::UNKNOWN_MEMBER_ID;
         }
-        let v2 = c.config.transactions_v2;
+        let v2 = self.config.transactions_v2;
         let phase = match self.check_identity(identity, now) {
             Ok(phase) => phase,
             Err(ErrorCode::PRODUCER_FENCED) => return ErrorCode::INVALID_PRODUCER_EPOCH,
             Err(code) => return code,
         };
-        let Some(entry) = self.coordinator.as_mut().and_then(|c| c.entry.as_mut()) else {
+        let Some(entry) = self.entry.as_mut() else {
             return ErrorCode::INVALID_PRODUCER_ID_MAPPING;
         };
         match phase {
@@ -455,20 +446,23 @@ impl Cluster {
     /// EndTxn: markers into every partition of the transaction, offsets made visible on
     /// commit; transactions v2 bumps the epoch and answers the new identity. A retry finding
     /// the transaction already ended the same way gets NONE, the other way INVALID_TXN_STATE.
-    fn end_txn(&mut self, identity: ProducerIdentity, commit: bool, now: Millis) -> TxnResponse {
+    fn end_txn(
+        &mut self,
+        identity: ProducerIdentity,
+        commit: bool,
+        now: Millis,
+        logs: &mut dyn TxnLogs,
+    ) -> TxnResponse {
         let answer = |error: ErrorCode, identity: Option<ProducerIdentity>| TxnResponse::EndTxn {
             error,
             identity,
         };
-        let Some(c) = &self.coordinator else {
-            return answer(ErrorCode::NOT_COORDINATOR, None);
-        };
-        let v2 = c.config.transactions_v2;
-        let window = c.config.ending_window_ms;
-        let Some(entry) = c.entry.clone() else {
+        let v2 = self.config.transactions_v2;
+        let window = self.config.ending_window_ms;
+        let Some(entry) = self.entry.clone() else {
             return answer(ErrorCode::INVALID_PRODUCER_ID_MAPPING, None);
         };
-        let phase = c.phase(now);
+        let phase = self.phase(now);
         let same_outcome = |phase: Option<Phase>| match phase {
             Some(Phase::Complete { commit: ended }) => Some(ended == commit),
             _ => None,
@@ -497,7 +491,7 @@ impl Cluster {
             }
             _ => {
                 let new_identity = if v2 {
-                    bumped(entry.identity, &mut self.next_producer_id)
+                    bumped(entry.identity, logs)
                 } else {
                     entry.identity
                 };
@@ -506,18 +500,15 @@ impl Cluster {
                 } else {
                     BTreeSet::new()
                 };
-                self.write_markers(&partitions, entry.identity, v2, commit);
-                let Some(c) = &mut self.coordinator else {
-                    return answer(ErrorCode::NOT_COORDINATOR, None);
-                };
+                write_markers(logs, &partitions, entry.identity, v2, commit);
                 if commit {
-                    c.commits += 1;
+                    self.commits += 1;
                     let offsets = entry.offsets.clone();
-                    c.committed_offsets.extend(offsets);
+                    self.committed_offsets.extend(offsets);
                 } else {
-                    c.aborts += 1;
+                    self.aborts += 1;
                 }
-                c.entry = Some(TxnEntry {
+                self.entry = Some(TxnEntry {
                     identity: new_identity,
                     previous: if v2 {
                         Some(entry.identity)
@@ -535,170 +526,27 @@ impl Cluster {
             }
         }
     }
-
-    /// Writes a marker of `identity`'s producer id into each partition, with the next epoch
-    /// when the transaction ends with a bump (TV2, fencing; on epoch exhaustion the marker
-    /// still carries the old producer id, at the last epoch). A marker of a newer epoch moves
-    /// the partition's producer state to it with the sequence reset (as Kafka's
-    /// `appendEndTxnMarker`).
-    fn write_markers(
-        &mut self,
-        partitions: &BTreeSet<TopicPartition>,
-        identity: ProducerIdentity,
-        bump: bool,
-        commit: bool,
-    ) {
-        let identity = ProducerIdentity {
-            producer_id: identity.producer_id,
-            epoch: if bump {
-                identity.epoch.saturating_add(1)
-            } else {
-                identity.epoch
-            },
-        };
-        for tp in partitions {
-            let Some(p) = self.partitions.get_mut(tp) else {
-                continue;
-            };
-            let offset = p.next_offset();
-            p.markers.push(Marker {
-                offset,
-                producer_id: identity.producer_id,
-                epoch: identity.epoch,
-                commit,
-            });
-            if let Some(entry) = p.producers.get_mut(&identity.producer_id)
-                && entry.epoch < identity.epoch
-            {
-                entry.epoch = identity.epoch;
-                entry.last_sequence = -1;
-                entry.cached.clear();
-            }
-        }
-    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::record_batch::BatchBuilder;
-    use crate::sim::cluster::ClusterConfig;
-
-    fn cluster(v2: bool) -> Cluster {
-        Cluster::new(ClusterConfig {
-            brokers: vec![1],
-            topics: vec![("t".into(), 1)],
-            legacy_producer_state: false,
-            producer_expiration_ms: 1000,
-            retention_ms: 1000,
-            first_producer_id: 7,
-            first_epoch: 0,
-            transactions: Some(CoordinatorConfig {
-                transactions_v2: v2,
-                ending_window_ms: 10,
-                generation_id: 2,
-                member_id: "m".into(),
-            }),
-        })
-    }
-
-    fn produce(c: &mut Cluster, id: u64, identity: ProducerIdentity, now: Millis) -> ErrorCode {
-        let mut builder = BatchBuilder::new(0, 256);
-        builder.append(0, None, Some(&id.to_be_bytes()), &[]);
-        let mut sealed = builder.seal(true);
-        sealed.stamp(identity.producer_id, identity.epoch, 0);
-        let tp = TopicPartition::new("t", 0);
-        c.produce(1, &tp, &sealed.to_bytes(), now).response.error
-    }
-
-    fn end(c: &mut Cluster, identity: ProducerIdentity, commit: bool, now: Millis) -> TxnResponse {
-        c.coordinator_request(1, &TxnRequest::EndTxn { identity, commit }, now)
-    }
-
-    #[test]
-    fn v2_end_txn_bumps_and_recognises_its_retry() {
-        let mut c = cluster(true);
-        let init = TxnRequest::InitProducerId { current: None };
-        let TxnResponse::InitProducerId { identity, .. } = c.coordinator_request(1, &init, 0)
-        else {
-            panic!("InitProducerId answer expected");
-        };
-        assert_eq!(produce(&mut c, 1, identity, 0), ErrorCode::NONE);
-        let TxnResponse::EndTxn {
-            error,
-            identity: Some(next),
-        } = end(&mut c, identity, true, 0)
-        else {
-            panic!("EndTxn v5 answers the new identity");
-        };
-        assert_eq!((error, next.epoch), (ErrorCode::NONE, identity.epoch + 1));
-        assert!(matches!(
-            end(&mut c, identity, true, 5),
-            TxnResponse::EndTxn {
-                error: ErrorCode::CONCURRENT_TRANSACTIONS,
-                ..
-            }
-        ));
-        assert!(matches!(
-            end(&mut c, identity, true, 20),
-            TxnResponse::EndTxn { error: ErrorCode::NONE, identity: Some(i) } if i == next
-        ));
-        assert!(matches!(
-            end(&mut c, identity, false, 20),
-            TxnResponse::EndTxn {
-                error: ErrorCode::INVALID_TXN_STATE,
-                ..
-            }
-        ));
-        // The next transaction (its first batch at sequence 0 of the new epoch) is aborted:
-        // only the first record is visible.
-        assert_eq!(produce(&mut c, 2, next, 25), ErrorCode::NONE);
-        assert!(matches!(
-            end(&mut c, next, false, 30),
-            TxnResponse::EndTxn {
-                error: ErrorCode::NONE,
-                ..
-            }
-        ));
-        let tp = TopicPartition::new("t", 0);
-        assert_eq!(c.partitions()[&tp].read_committed(), vec![1]);
-        // Commit and abort markers took offsets 1 and 3 (O1).
-        let offsets: Vec<i64> = c.partitions()[&tp]
-            .markers
-            .iter()
-            .map(|m| m.offset)
-            .collect();
-        assert_eq!(offsets, vec![1, 3]);
-    }
-
-    #[test]
-    fn v1_verifies_partitions_and_fences_a_zombie() {
-        let mut c = cluster(false);
-        let init = TxnRequest::InitProducerId { current: None };
-        let TxnResponse::InitProducerId { identity, .. } = c.coordinator_request(1, &init, 0)
-        else {
-            panic!("InitProducerId answer expected");
-        };
-        assert_eq!(
-            produce(&mut c, 1, identity, 0),
-            ErrorCode::TRANSACTION_ABORTABLE,
-            "not added to the transaction"
-        );
-        let tp = TopicPartition::new("t", 0);
-        let add = TxnRequest::AddPartitions {
-            identity,
-            partitions: vec![tp.clone()],
-        };
-        c.coordinator_request(1, &add, 0);
-        assert_eq!(produce(&mut c, 1, identity, 0), ErrorCode::NONE);
-        assert!(c.fence_transactional_id(1).is_some());
-        assert!(matches!(
-            end(&mut c, identity, true, 50),
-            TxnResponse::EndTxn {
-                error: ErrorCode::PRODUCER_FENCED,
-                ..
-            }
-        ));
-        assert!(c.partitions()[&tp].read_committed().is_empty());
+/// Writes a marker of `identity`'s producer id into each partition, with the next epoch when
+/// the transaction ends with a bump (TV2, fencing; on epoch exhaustion the marker still
+/// carries the old producer id, at the last epoch).
+fn write_markers(
+    logs: &mut dyn TxnLogs,
+    partitions: &BTreeSet<TopicPartition>,
+    identity: ProducerIdentity,
+    bump: bool,
+    commit: bool,
+) {
+    let identity = ProducerIdentity {
+        producer_id: identity.producer_id,
+        epoch: if bump {
+            identity.epoch.saturating_add(1)
+        } else {
+            identity.epoch
+        },
+    };
+    for tp in partitions {
+        logs.write_marker(tp, identity, commit);
     }
 }

@@ -27,8 +27,8 @@ impl Engine {
     /// Produce request per broker with at most one batch per partition (Produce v3+ carries
     /// one batch per partition), until no broker has a free slot or no partition has a
     /// sendable batch. One request per broker per poll let a backlog's pipeline shrink to one
-    /// request after answers that arrived together (the liveness issue: 500 records behind
-    /// 300 ms of latency took 73 s and timed out).
+    /// request after answers that arrived together (500 records behind 300 ms of latency
+    /// took 73 s, and some timed out).
     pub(super) fn dispatch(&mut self, now: Millis) {
         let Some(identity) = self.identity else {
             return;

@@ -47,7 +47,7 @@ pub(super) struct CallProgress {
     pub end_txn_maybe_landed: bool,
     /// A commit or abort whose caller got a timeout: it goes on resolving against the
     /// coordinator, and only the same call is valid until it returns the real outcome (T1,
-    /// T4; the liveness issue's bug 2, and what the Java client requires).
+    /// T4, as the Java client requires: an abort instead could race a commit that landed).
     pub timed_out: bool,
     /// How a timed-out call ended, kept for the caller who calls it again.
     pub outcome: Option<Result<(), Error>>,
@@ -252,7 +252,7 @@ impl TransactionManager {
             // The coordinator decides how the transaction ends, not our deadline: the call goes
             // on in the background and only the same call is valid, which returns the real
             // outcome (T1, T4). Going back to InTransaction let an abort race a commit that
-            // had landed, leaving a state no call could leave (the liveness issue, bug 2).
+            // had landed, leaving a state no call could leave.
             call.timed_out = true;
             let error = Error::Timeout(format!(
                 "{message}; it goes on: call {} again for the outcome",
@@ -267,8 +267,7 @@ impl TransactionManager {
     /// can only be aborted (P5, P7 for transactional producers), and under v1 the epoch must
     /// be bumped after the abort. Returns the error calls get while the state is
     /// AbortableError: it says `is_abortable()`, so an error and the state it leaves agree
-    /// (T4; the liveness issue found INVALID_TXN_STATE returned while the state was
-    /// AbortableError).
+    /// (T4; INVALID_TXN_STATE was once returned while the state was AbortableError).
     pub fn make_abortable(&mut self, cause: Error) -> Option<Error> {
         self.bump_after_abort = true;
         // From Aborting too: an abort whose EndTxn failed for good must stay retriable by the

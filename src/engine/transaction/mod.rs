@@ -15,9 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::backoff::RetryBackoff;
 use super::metrics::DeliveryMetrics;
-use super::reachability::Reachability;
 use super::{Action, ProducerIdentity, RequestId, RequestIds};
 use crate::error::Error;
+use crate::reachability::Reachability;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 mod calls;

@@ -1,6 +1,6 @@
 //! The tokio driver: one task that feeds the engine events, carries out its actions over the
 //! broker links, keeps metadata fresh and sleeps until the engine's next deadline. It decides
-//! nothing about delivery itself: that is the engine's job (DESIGN, layers).
+//! nothing about delivery itself: that is the engine's job (ARCHITECTURE.md, layers).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,14 +9,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
-use super::connection::{BrokerLink, LinkConfig, LinkSecurity};
-use super::producer_shared::Shared;
+use super::shared::Shared;
 use crate::engine::accumulator::Accumulator;
-use crate::engine::reachability::Reachability;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
 use crate::engine::wire::{self, CoordinatorMessage};
 use crate::engine::{Action, Engine, Event, RequestId};
 use crate::error::Error;
+use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use crate::protocol::Request;
 use crate::protocol::frame::RequestFrame;
 use crate::protocol::messages::metadata::{
@@ -24,6 +23,7 @@ use crate::protocol::messages::metadata::{
 };
 use crate::protocol::record_batch::SealedBatch;
 use crate::protocol::versions::BrokerApiVersions;
+use crate::reachability::Reachability;
 use crate::types::{BrokerId, TopicPartition};
 
 /// Requests from producer handles to the driver task.
@@ -165,7 +165,7 @@ impl Driver {
     /// Resolves whatever is still outstanding once the driver stops, whether because every
     /// handle was dropped or because the runtime shut its task down: records never written
     /// fail as not written ([`Error::Closed`]), records possibly written as indeterminate, so
-    /// no delivery future outlives the producer unresolved (DESIGN, lifecycle; P6).
+    /// no delivery future outlives the producer unresolved (P6, shutdown included).
     fn abandon(&mut self) {
         self.with_engine(|engine, acc| engine.abandon(Error::Closed, acc));
     }
@@ -189,7 +189,7 @@ impl Driver {
 
     fn receive(&mut self, inbound: Inbound) {
         let now = self.shared.now_ms();
-        // An authentication or certificate failure ends the producer (issue 11): every
+        // An authentication or certificate failure ends the producer (T5): every
         // pending delivery fails as not written, and no link retries.
         let security_failure = match &inbound {
             Inbound::Metadata {
@@ -393,7 +393,7 @@ impl Driver {
         link.send(
             Box::new(move |versions, correlation_id| {
                 let version = wire::produce_version(versions, cap, zstd)?;
-                // The batches' bytes are referenced, not copied (issue 13).
+                // The batches' bytes are referenced, not copied.
                 let frame =
                     RequestFrame::produce(&produce, version, correlation_id, Some(&client_id));
                 Ok((frame, version, expects_response))
