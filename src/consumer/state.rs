@@ -3,12 +3,13 @@
 //! membership state machine, the fetch positions and their buffers, and the requests they ask
 //! for. Every method is synchronous and runs under the consumer's lock; the requests it
 //! starts run in the background task's [`JoinSet`], and their answers come back through
-//! [`ConsumerState::complete`].
+//! [`ConsumerState::complete`]. Its time is [`Millis`] on the driver's monotonic clock, as the
+//! membership's and the producer engine's: the driver reads the clock, this decides.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
@@ -37,7 +38,7 @@ use crate::protocol::messages::metadata::{
 };
 use crate::protocol::messages::offset_commit::OffsetCommitResponse;
 use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
-use crate::types::{BrokerId, TopicPartition};
+use crate::types::{BrokerId, Millis, TopicPartition};
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 
 /// Fetch v12 is the last version that names topics (v13+ use topic ids, KIP-516).
@@ -45,7 +46,7 @@ const FETCH_VERSION_CAP: i16 = 12;
 /// OffsetFetch v10 names topics by id (Kafka 4.2).
 pub(crate) const OFFSET_FETCH_VERSION_CAP: i16 = 9;
 /// The shortest a generation hold lasts before liveness wins (see `ConsumerState::hold`).
-const MIN_HOLD: Duration = Duration::from_secs(1);
+const MIN_HOLD_MS: Millis = 1_000;
 
 /// A finished request.
 pub(crate) enum Completion {
@@ -140,10 +141,10 @@ pub(crate) struct ConsumerState {
     topic_ids: HashMap<[u8; 16], Arc<str>>,
     metadata_stale: bool,
     metadata_in_flight: bool,
-    metadata_retry_at: Option<Instant>,
+    metadata_retry_at: Option<Millis>,
     coordinator: Option<BrokerLink>,
     coordinator_in_flight: bool,
-    coordinator_retry_at: Option<Instant>,
+    coordinator_retry_at: Option<Millis>,
     membership: Membership,
     membership_in_flight: bool,
     /// Whether the group (when there is one) speaks KIP-848: a consumer that goes back from
@@ -154,21 +155,21 @@ pub(crate) struct ConsumerState {
     /// matches it here against every topic of the metadata (refreshed at
     /// `metadata.max.age.ms`), and `subscription` holds the topics it matched.
     pattern: Option<TopicPattern>,
-    metadata_refresh_at: Option<Instant>,
+    metadata_refresh_at: Option<Millis>,
     /// Auto-commit: the positions at the start of the latest `poll` (what earlier polls
     /// handed out), the offsets last committed, when the next commit is due, whether one is
     /// in flight.
     consumed: HashMap<TopicPartition, i64>,
     auto_committed: HashMap<TopicPartition, i64>,
-    auto_commit_at: Instant,
+    auto_commit_at: Millis,
     auto_commit_in_flight: bool,
     fetcher: Fetcher,
     committed_in_flight: bool,
-    committed_retry_at: Option<Instant>,
+    committed_retry_at: Option<Millis>,
     listing: HashSet<TopicPartition>,
-    list_retry_at: Option<Instant>,
+    list_retry_at: Option<Millis>,
     fetching: HashSet<BrokerId>,
-    fetch_retry_at: Option<Instant>,
+    fetch_retry_at: Option<Millis>,
     /// An error for the next `poll` (not fatal: e.g. no offset under `auto.offset.reset=none`).
     pending_error: Option<Error>,
     /// The coordinator's address (for the link `close` leaves on).
@@ -179,13 +180,13 @@ pub(crate) struct ConsumerState {
     /// Calls to `poll` under way (their futures not yet finished or dropped).
     polls_in_progress: usize,
     /// When a `poll` last began or ended: the start of the `max.poll.interval.ms` budget.
-    last_poll: Instant,
+    last_poll: Millis,
     /// The member left the group for exceeding `max.poll.interval.ms`; the next `poll` rejoins.
     left_for_poll_timeout: bool,
     /// Generation holds taken by offset commits, and until when they keep
     /// generation-moving requests back.
     holds: usize,
-    hold_until: Option<Instant>,
+    hold_until: Option<Millis>,
     /// A fatal error: every later call returns it.
     fatal: Option<Error>,
 }
@@ -210,8 +211,8 @@ fn new_member_id() -> String {
 
 impl ConsumerState {
     /// Connects to the bootstrap servers, reads the cluster's API versions and picks the
-    /// group protocol.
-    pub async fn connect(config: ConsumerConfig) -> Result<Self> {
+    /// group protocol; `now` reads the driver's clock once that is done.
+    pub async fn connect(config: ConsumerConfig, now: impl FnOnce() -> Millis) -> Result<Self> {
         let link_config = LinkConfig::new(
             config.client_id.clone(),
             Duration::from_millis(config.request_timeout_ms),
@@ -248,7 +249,8 @@ impl ConsumerState {
         } else {
             Membership::Manual(ManualAssignment::new(String::new(), &[]))
         };
-        let auto_commit_at = Instant::now() + config.auto_commit_interval();
+        let now = now();
+        let auto_commit_at = now.saturating_add(config.auto_commit_interval_millis());
         Ok(Self {
             client_id,
             link_config,
@@ -284,7 +286,7 @@ impl ConsumerState {
             coordinator_address: None,
             polled_once: false,
             polls_in_progress: 0,
-            last_poll: Instant::now(),
+            last_poll: now,
             left_for_poll_timeout: false,
             holds: 0,
             hold_until: None,
@@ -488,14 +490,15 @@ impl ConsumerState {
         }
     }
 
-    fn backoff(&self) -> Duration {
-        self.config.retry_backoff()
+    /// When a request that failed at `now` may go again (`retry.backoff.ms` later).
+    fn after_backoff(&self, now: Millis) -> Millis {
+        now.saturating_add(self.config.retry_backoff_millis())
     }
 
     /// A `poll` begins: revocations handed over at the previous one are given up now (the
     /// user had that whole time to commit them), the processing timer restarts
     /// (`max.poll.interval.ms`), and a member that left for exceeding it rejoins.
-    pub fn begin_poll(&mut self, now: Instant) -> Result<()> {
+    pub fn begin_poll(&mut self, now: Millis) -> Result<()> {
         if let Some(e) = &self.fatal {
             return Err(e.clone());
         }
@@ -525,7 +528,7 @@ impl ConsumerState {
     }
 
     /// A `poll` ended (returned, or its future was dropped).
-    pub fn end_poll(&mut self, now: Instant) {
+    pub fn end_poll(&mut self, now: Millis) {
         self.polls_in_progress = self.polls_in_progress.saturating_sub(1);
         self.last_poll = now;
     }
@@ -563,7 +566,7 @@ impl ConsumerState {
 
     /// The background task's turn: leaves the group if the application stopped polling, then
     /// starts every request that is due.
-    pub fn maintain(&mut self, now: Instant, tasks: &mut JoinSet<Completion>) {
+    pub fn maintain(&mut self, now: Millis, tasks: &mut JoinSet<Completion>) {
         if self.fatal.is_some() {
             return;
         }
@@ -577,12 +580,11 @@ impl ConsumerState {
     /// has not called `poll` within it leaves the group, so its partitions move to a member
     /// that makes progress, and it learns `Lost` at its next `poll`, which rejoins. The Java
     /// consumer's heartbeat thread does the same ("consumer poll timeout has expired").
-    fn check_poll_interval(&mut self, now: Instant, tasks: &mut JoinSet<Completion>) {
+    fn check_poll_interval(&mut self, now: Millis, tasks: &mut JoinSet<Completion>) {
         if self.polls_in_progress > 0 || !self.polled_once || self.left_for_poll_timeout {
             return;
         }
-        let budget = Duration::from_millis(self.config.max_poll_interval_ms);
-        if now.saturating_duration_since(self.last_poll) < budget {
+        if now.saturating_sub(self.last_poll) < self.config.max_poll_interval_ms {
             return;
         }
         warn!(
@@ -612,10 +614,13 @@ impl ConsumerState {
     }
 
     /// When the background task must look again, at the latest.
-    pub fn next_wake(&self, now: Instant) -> Instant {
-        let poll_budget_ends =
-            (self.polled_once && self.polls_in_progress == 0 && !self.left_for_poll_timeout)
-                .then(|| self.last_poll + Duration::from_millis(self.config.max_poll_interval_ms));
+    pub fn next_wake(&self, now: Millis) -> Millis {
+        let budget_running =
+            self.polled_once && self.polls_in_progress == 0 && !self.left_for_poll_timeout;
+        let poll_budget_ends = budget_running.then(|| {
+            self.last_poll
+                .saturating_add(self.config.max_poll_interval_ms)
+        });
         [
             self.membership.next_deadline(),
             self.metadata_retry_at,
@@ -636,8 +641,8 @@ impl ConsumerState {
         // (which wakes the task); counting it would spin.
         .filter(|t| *t > now)
         .min()
-        .unwrap_or(now + Duration::from_secs(1))
-        .max(now + Duration::from_millis(1))
+        .unwrap_or(now + 1_000)
+        .max(now + 1)
     }
 
     /// Drops what is buffered for partitions this member no longer owns, at once: a fenced
@@ -668,9 +673,9 @@ impl ConsumerState {
     /// Holds the generation for an offset commit (see [`super::driver::GenerationHold`]):
     /// until `release_hold`, or for at most one heartbeat interval (at least a second), no
     /// request that may move the generation is started. Returns the metadata to commit with.
-    pub fn hold(&mut self, now: Instant) -> ConsumerGroupMetadata {
-        let limit = self.membership.heartbeat_interval().max(MIN_HOLD);
-        let until = now + limit;
+    pub fn hold(&mut self, now: Millis) -> ConsumerGroupMetadata {
+        let limit = self.membership.heartbeat_interval_ms().max(MIN_HOLD_MS);
+        let until = now.saturating_add(limit);
         self.hold_until = Some(self.hold_until.map_or(until, |t| t.max(until)));
         self.holds += 1;
         self.membership.group_metadata()
@@ -685,7 +690,7 @@ impl ConsumerState {
     }
 
     /// Whether a hold keeps generation-moving requests back now.
-    fn generation_held(&self, now: Instant) -> bool {
+    fn generation_held(&self, now: Millis) -> bool {
         self.hold_until.is_some_and(|until| until > now)
             && self.membership.next_request_moves_generation()
     }
@@ -700,7 +705,7 @@ impl ConsumerState {
         &mut self,
         code: ErrorCode,
         metadata: &ConsumerGroupMetadata,
-        now: Instant,
+        now: Millis,
     ) -> bool {
         if self.membership.group_metadata() != *metadata {
             return false;
@@ -735,12 +740,12 @@ impl ConsumerState {
         }
     }
 
-    fn due(at: Option<Instant>, now: Instant) -> bool {
+    fn due(at: Option<Millis>, now: Millis) -> bool {
         at.is_none_or(|t| t <= now)
     }
 
     /// Starts every request that is due and not already in flight.
-    fn start_work(&mut self, now: Instant, tasks: &mut JoinSet<Completion>) {
+    fn start_work(&mut self, now: Millis, tasks: &mut JoinSet<Completion>) {
         let view = View {
             metadata: &self.metadata,
             ids: &self.topic_ids,
@@ -848,7 +853,7 @@ impl ConsumerState {
     fn start_auto_commit(
         &mut self,
         coordinator: &BrokerLink,
-        now: Instant,
+        now: Millis,
         tasks: &mut JoinSet<Completion>,
     ) {
         if !self.config.enable_auto_commit
@@ -858,7 +863,7 @@ impl ConsumerState {
         {
             return;
         }
-        self.auto_commit_at = now + self.config.auto_commit_interval();
+        self.auto_commit_at = now.saturating_add(self.config.auto_commit_interval_millis());
         let offsets = self.offsets_to_auto_commit(&self.consumed);
         if offsets.is_empty() {
             return;
@@ -935,7 +940,7 @@ impl ConsumerState {
         offsets: Vec<OffsetToCommit>,
         metadata: &ConsumerGroupMetadata,
         result: Result<OffsetCommitResponse>,
-        now: Instant,
+        now: Millis,
     ) {
         self.auto_commit_in_flight = false;
         self.release_hold();
@@ -949,7 +954,7 @@ impl ConsumerState {
             Err(e) => {
                 debug!("auto-commit failed: {e}");
                 self.coordinator = None;
-                self.auto_commit_at = now + self.backoff();
+                self.auto_commit_at = self.after_backoff(now);
                 return;
             }
         };
@@ -965,7 +970,7 @@ impl ConsumerState {
                 if code != ErrorCode::STALE_MEMBER_EPOCH {
                     self.coordinator = None;
                 }
-                self.auto_commit_at = now + self.backoff();
+                self.auto_commit_at = self.after_backoff(now);
             }
             Some(code) => {
                 warn!(%code, "auto-commit refused");
@@ -977,7 +982,7 @@ impl ConsumerState {
     fn start_committed_lookup(
         &mut self,
         coordinator: &BrokerLink,
-        now: Instant,
+        now: Millis,
         tasks: &mut JoinSet<Completion>,
     ) {
         if self.committed_in_flight || !Self::due(self.committed_retry_at, now) {
@@ -1007,7 +1012,7 @@ impl ConsumerState {
         });
     }
 
-    fn start_resets(&mut self, now: Instant, tasks: &mut JoinSet<Completion>) {
+    fn start_resets(&mut self, now: Millis, tasks: &mut JoinSet<Completion>) {
         if !Self::due(self.list_retry_at, now) {
             return;
         }
@@ -1034,7 +1039,7 @@ impl ConsumerState {
         }
     }
 
-    fn start_fetches(&mut self, now: Instant, tasks: &mut JoinSet<Completion>) {
+    fn start_fetches(&mut self, now: Millis, tasks: &mut JoinSet<Completion>) {
         if !Self::due(self.fetch_retry_at, now) {
             return;
         }
@@ -1071,10 +1076,10 @@ impl ConsumerState {
     }
 
     /// Acts on what an answer asks for.
-    fn follow_up(&mut self, followup: Followup, retry_at: RetryTimer, now: Instant) {
+    fn follow_up(&mut self, followup: Followup, retry_at: RetryTimer, now: Millis) {
         self.metadata_stale |= followup.refresh_metadata;
         if followup.retry {
-            let at = Some(now + self.backoff());
+            let at = Some(self.after_backoff(now));
             match retry_at {
                 RetryTimer::Fetch => self.fetch_retry_at = at,
                 RetryTimer::List => self.list_retry_at = at,
@@ -1087,7 +1092,7 @@ impl ConsumerState {
     }
 
     /// Applies a finished request.
-    pub fn complete(&mut self, completion: Completion, now: Instant) {
+    pub fn complete(&mut self, completion: Completion, now: Millis) {
         match completion {
             Completion::Metadata(result) => {
                 self.metadata_in_flight = false;
@@ -1097,15 +1102,15 @@ impl ConsumerState {
                         if self.pattern.is_some() {
                             self.match_pattern(&response);
                             self.metadata_refresh_at =
-                                Some(now + Duration::from_millis(self.config.metadata_max_age_ms));
+                                Some(now.saturating_add(self.config.metadata_max_age_ms));
                         }
                         self.metadata_stale = false;
                         // Unknown leaders are asked again, not in a tight loop.
-                        self.metadata_retry_at = Some(now + self.backoff());
+                        self.metadata_retry_at = Some(self.after_backoff(now));
                     }
                     Err(e) => {
                         debug!("consumer metadata request failed: {}", ErrorChain(&e));
-                        self.metadata_retry_at = Some(now + self.backoff());
+                        self.metadata_retry_at = Some(self.after_backoff(now));
                     }
                 }
             }
@@ -1117,7 +1122,7 @@ impl ConsumerState {
                     Ok((address, _node)) => self.set_coordinator(address),
                     Err(e) => {
                         debug!("FindCoordinator failed: {}", ErrorChain(&e));
-                        self.coordinator_retry_at = Some(now + self.backoff());
+                        self.coordinator_retry_at = Some(self.after_backoff(now));
                     }
                 }
             }
@@ -1147,7 +1152,8 @@ impl ConsumerState {
                             return;
                         }
                         self.coordinator = None;
-                        self.membership.on_request_failed(now, self.backoff());
+                        self.membership
+                            .on_request_failed(now, self.config.retry_backoff_millis());
                     }
                 }
             }
@@ -1169,7 +1175,7 @@ impl ConsumerState {
                             return;
                         }
                         self.metadata_stale = true;
-                        self.fetch_retry_at = Some(now + self.backoff());
+                        self.fetch_retry_at = Some(self.after_backoff(now));
                     }
                 }
             }
@@ -1195,7 +1201,7 @@ impl ConsumerState {
                     Err(e) => {
                         debug!("ListOffsets failed: {}", ErrorChain(&e));
                         self.metadata_stale = true;
-                        self.list_retry_at = Some(now + self.backoff());
+                        self.list_retry_at = Some(self.after_backoff(now));
                     }
                 }
             }
@@ -1234,14 +1240,14 @@ impl ConsumerState {
         &mut self,
         partitions: Vec<TopicPartition>,
         result: Result<OffsetFetchResponse>,
-        now: Instant,
+        now: Millis,
     ) {
         let response = match result {
             Ok(r) => r,
             Err(e) => {
                 debug!("OffsetFetch failed: {}", ErrorChain(&e));
                 self.coordinator = None;
-                self.committed_retry_at = Some(now + self.backoff());
+                self.committed_retry_at = Some(self.after_backoff(now));
                 return;
             }
         };
@@ -1256,7 +1262,7 @@ impl ConsumerState {
                 }
                 // UNSTABLE_OFFSET_COMMIT: a transaction that commits offsets is pending; the
                 // answer comes once it completes (KIP-447).
-                self.committed_retry_at = Some(now + self.backoff());
+                self.committed_retry_at = Some(self.after_backoff(now));
                 return;
             }
         };
@@ -1269,14 +1275,9 @@ impl ConsumerState {
         &self.config
     }
 
-    /// For `wait_ready`: the bootstrap links and how to probe them until `deadline`.
-    pub fn readiness_probe(&self, deadline: Instant) -> (Vec<BrokerLink>, Probe) {
-        let probe = Probe {
-            request_timeout: self.config.request_timeout(),
-            retry_backoff: self.backoff(),
-            deadline: Some(deadline),
-        };
-        (self.bootstrap.clone(), probe)
+    /// The bootstrap servers' links (for `wait_ready`).
+    pub fn bootstrap_links(&self) -> Vec<BrokerLink> {
+        self.bootstrap.clone()
     }
 
     /// The client id requests carry.
@@ -1347,7 +1348,7 @@ fn group_membership(config: &ConsumerConfig, kip848: bool) -> Membership {
             config.group_instance_id.clone(),
             i32::try_from(config.session_timeout_ms).unwrap_or(i32::MAX),
             rebalance_timeout_ms,
-            Duration::from_millis(config.heartbeat_interval_ms),
+            config.heartbeat_interval_ms,
             config.partition_assignment_strategy,
         ))
     }
