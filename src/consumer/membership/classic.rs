@@ -19,10 +19,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use super::{MembershipEvent, MembershipRequest, MembershipResponse, TopicView};
-use crate::consumer::AssignmentStrategy;
 use crate::consumer::assignor::{
     self, CONSUMER_PROTOCOL_TYPE, COOPERATIVE_STICKY, RANGE, Subscription,
 };
+use crate::consumer::config::AssignmentStrategy;
 use crate::consumer::sticky_assignor;
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;

@@ -26,7 +26,6 @@ use std::time::Duration;
 
 use tracing::debug;
 
-use super::ConsumerRecord;
 use super::config::{ConsumerConfig, GroupProtocol};
 use super::fetcher::{Fetched, Fetcher};
 use super::membership::classic::ClassicMember;
@@ -35,6 +34,7 @@ use super::membership::manual::ManualAssignment;
 use super::membership::{
     Membership, MembershipEvent, MembershipRequest, MembershipResponse, TopicView,
 };
+use super::records::ConsumerRecord;
 use crate::client::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use crate::client::metadata::{ClusterMetadata, TopicMetadata};
 use crate::client::ready::{Probe, first_metadata};
