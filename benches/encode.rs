@@ -14,7 +14,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use exactly::protocol::record_batch::{BatchBuilder, SealedBatch};
+use exactly::__private::protocol::record_batch::{BatchBuilder, SealedBatch};
 
 /// The batch sizes the benchmark fills: about what a high-throughput producer sets
 /// `batch.size` to, and Kafka's default.

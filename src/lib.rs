@@ -42,37 +42,52 @@
 //! [`eos::OffsetTranslator`] turns a group's source offsets into destination offsets that never
 //! skip a record (the MirrorMaker 2 offset translation bug, KAFKA-12468).
 //!
-//! The modules `client`, `engine` and `protocol` are the crate's layers (the tokio driver,
-//! the sans-I/O producer core and the wire codec). They are public for the crate's own
-//! tests, fuzz targets and benchmarks and hidden from this documentation: they are not a
-//! stable API. Everything meant for users is re-exported here.
+//! Everything meant for users is re-exported here. The crate's layers (the wire codec, the
+//! sans-I/O producer engine, the network layer, the simulation) are private; ARCHITECTURE.md
+//! in the repository maps them.
 #![deny(unsafe_code)]
+// docs.rs (nightly, `--cfg docsrs`) marks each feature-gated item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
-#[doc(hidden)]
-pub mod client;
 mod consumer;
-#[doc(hidden)]
-pub mod engine;
+mod engine;
 pub mod eos;
 pub mod error;
+mod net;
 mod producer;
-#[doc(hidden)]
-pub mod protocol;
+mod protocol;
+mod reachability;
 #[cfg(feature = "sim")]
-#[doc(hidden)]
-pub mod sim;
+mod sim;
 mod types;
 
-pub use client::config::CompressionConfig;
-pub use client::config::{Acks, ProducerBuilder, ProducerConfig};
-pub use client::metrics::{BrokerMetrics, ConnectionState, ProducerMetrics};
-pub use client::secret::Secret;
-#[cfg(feature = "sasl-oauthbearer")]
-pub use client::security::{OAuthBearerToken, OAuthBearerTokenProvider};
-pub use client::security::{
-    Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, TlsConfig,
-};
+/// The crate's layers, for its own tests, fuzz targets and benchmarks: **not a stable API**.
+/// Anything here may change or go in any release, patch releases included; the `internals`
+/// feature that opens it is not for applications (docs.rs does not build it).
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod __private {
+    /// The sans-I/O producer engine.
+    pub mod engine {
+        pub use crate::engine::*;
+    }
+    /// The network layer both clients share.
+    pub mod net {
+        pub use crate::net::*;
+    }
+    /// The wire codec.
+    pub mod protocol {
+        pub use crate::protocol::*;
+    }
+    /// The deterministic simulation.
+    #[cfg(feature = "sim")]
+    pub mod sim {
+        pub use crate::sim::*;
+    }
+    pub use crate::types::{BrokerId, Millis};
+}
+
 pub use consumer::{
     AssignmentStrategy, Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord,
     GenerationHold, GroupProtocol, IsolationLevel, OffsetReset,
@@ -80,6 +95,17 @@ pub use consumer::{
 pub use engine::Counters;
 pub use engine::transaction::TxnState;
 pub use error::{BrokerFailure, Error, Result};
+pub use net::connection::ConnectionState;
+pub use net::secret::Secret;
+#[cfg(feature = "sasl-oauthbearer")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
+pub use net::security::{OAuthBearerToken, OAuthBearerTokenProvider};
+pub use net::security::{
+    Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, TlsConfig,
+};
+pub use producer::config::CompressionConfig;
+pub use producer::config::{Acks, ProducerBuilder, ProducerConfig};
+pub use producer::metrics::{BrokerMetrics, ProducerMetrics};
 pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
 pub use protocol::error_code::ErrorCode;
 pub use protocol::record_batch::Header;

@@ -60,7 +60,7 @@ async fn sarama_1430_broker_down_then_back() {
     for e in run.errors().into_iter().chain(later.errors()) {
         assert_ne!(
             e.code(),
-            Some(exactly::protocol::error_code::ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER),
+            Some(exactly::ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER),
             "OUT_OF_ORDER_SEQUENCE_NUMBER reached the user"
         );
     }
@@ -333,8 +333,8 @@ async fn full_buffer_waits_then_resumes() {
     run.verify_log(&cluster, &topic);
 }
 
-/// The liveness issue, bug 1: 500 records in 200-byte batches with no linger, behind 300 ms
-/// of latency on the broker's answers. Every free in-flight slot must be used (DESIGN,
+/// A pipeline that must stay full: 500 records in 200-byte batches with no linger, behind 300 ms
+/// of latency on the broker's answers. Every free in-flight slot must be used (ARCHITECTURE.md,
 /// performance shape), so the backlog drains in `batches / max.in.flight` round trips per
 /// partition (within 1.25x), and no record times out for want of a slot.
 async fn backlog_drains_with_a_full_pipeline(partitions: i32) {

@@ -1,4 +1,4 @@
-//! Compression against real Kafka (issue 12): what we compress, Kafka's own readers (the Java
+//! Compression against real Kafka: what we compress, Kafka's own readers (the Java
 //! console consumer and kcat/librdkafka) read back exactly once and in order, through a proxy
 //! cut; what the Java producer compresses, our decoder reads; a compressed batch larger than
 //! the topic allows is split; transactions work with compressed batches on both transaction
@@ -16,8 +16,8 @@ use std::process::{Command, Stdio};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
-use exactly::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchTopic};
-use exactly::protocol::record_batch::{Codec, DecodedBatch, decode_batches};
+use exactly::__private::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchTopic};
+use exactly::__private::protocol::record_batch::{Codec, DecodedBatch, decode_batches};
 use exactly::{DeliveryFuture, Producer, Record};
 use support::group::RawConnection;
 use support::{Cluster, Isolation};

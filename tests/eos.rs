@@ -252,8 +252,8 @@ impl Copier {
 }
 
 /// Collects commits until `total` source records were reported committed, checking that the
-/// group's committed offsets never go backwards (seed 001) and that a commit's own offsets are
-/// never above what the group holds right after it.
+/// group's committed offsets never go backwards (confluent-kafka-go #209) and that a commit's
+/// own offsets are never above what the group holds right after it.
 struct Progress {
     commits: mpsc::UnboundedReceiver<Commit>,
     copied: usize,
@@ -276,7 +276,7 @@ impl Progress {
             let highest = self.highest.entry(range.partition.clone()).or_insert(-1);
             assert!(
                 range.next >= *highest,
-                "seed 001: {}-{} committed {} after {} had been committed",
+                "rewind (confluent-kafka-go #209): {}-{} committed {} after {} had been committed",
                 range.partition.topic,
                 range.partition.partition,
                 range.next,
@@ -293,7 +293,7 @@ impl Progress {
                 .map(|c| c.next);
             assert!(
                 offset.is_some() && *offset >= mine,
-                "seed 001: the group holds {offset:?} for {partition:?} right after we committed {mine:?}"
+                "rewind (confluent-kafka-go #209): the group holds {offset:?} for {partition:?} right after we committed {mine:?}"
             );
         }
         self.copied += commit.transaction.records_in();
@@ -460,11 +460,11 @@ async fn copy_exactly_once_with_kill_tv1() {
     copy_with_kill(cluster).await;
 }
 
-/// Seed 001 (librdkafka rewound committed offsets during rolling deploys): three copiers are
-/// restarted one after another while copying. The group's committed offsets, read after every
-/// commit, never move backwards; nothing is lost or duplicated.
+/// confluent-kafka-go #209 (librdkafka rewound committed offsets during rolling deploys): three
+/// copiers are restarted one after another while copying. The group's committed offsets, read
+/// after every commit, never move backwards; nothing is lost or duplicated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_001_rolling_restart_never_rewinds() {
+async fn confluent_kafka_go_209_rolling_restart_never_rewinds() {
     let Some(cluster) = Cluster::single() else {
         return;
     };
@@ -495,7 +495,7 @@ async fn seed_001_rolling_restart_never_rewinds() {
                     let before = last.insert(p.clone(), offset).unwrap_or(-1);
                     assert!(
                         offset >= before,
-                        "seed 001: {p:?} went from {before} back to {offset}"
+                        "rewind (confluent-kafka-go #209): {p:?} went from {before} back to {offset}"
                     );
                 }
                 reads += 1;
@@ -662,13 +662,13 @@ fn end_offset(cluster: &Cluster, topic: &str, partition: i32) -> i64 {
         .unwrap_or_else(|| panic!("kcat -Q printed {text:?}"))
 }
 
-/// Seed 000 (MirrorMaker 2's offset translation): the source has committed and aborted
+/// KAFKA-12468 (MirrorMaker 2's offset translation): the source has committed and aborted
 /// transactions (markers and aborted records take offsets) and the transform drops some records
 /// and doubles others. For every source offset, the translated destination offset is at most
 /// the destination offset of the first copy of a record at or after it, and the lag computed
 /// from it is never negative. MM2's extrapolation is shown to fail on the same data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_000_translation_is_conservative() {
+async fn kafka_12468_translation_is_conservative() {
     let Some(cluster) = Cluster::single() else {
         return;
     };

@@ -9,7 +9,7 @@ mod record_batch;
 mod response;
 
 use bytes::Bytes;
-use exactly::protocol::record_batch::{
+use exactly::__private::protocol::record_batch::{
     BatchBuilder, Codec, ControlRecord, ControlRecordKind, Header, encode_control_batch,
 };
 use rand::rngs::SmallRng;
@@ -142,7 +142,7 @@ fn valid_inputs_include_compressed_batches() {
     let codecs: std::collections::HashSet<u8> = (0..500)
         .flat_map(|_| {
             let input = valid_record_batches(&mut m);
-            exactly::protocol::record_batch::decode_batches(&input)
+            exactly::__private::protocol::record_batch::decode_batches(&input)
                 .expect("valid")
                 .into_iter()
                 .map(|b| b.codec().id())

@@ -1,4 +1,4 @@
-//! The producer's lifecycle against real Kafka (DESIGN, lifecycle; P6): dropping every
+//! The producer's lifecycle against real Kafka (P6, shutdown included): dropping every
 //! handle, a bounded close, purge and a cancelled commit each leave every delivery future
 //! resolved, with outcomes the log (read by kcat) agrees with.
 //!

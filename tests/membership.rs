@@ -40,7 +40,7 @@ use support::members::{
 };
 use tracing::instrument::WithSubscriber;
 
-/// The record size of the measurements.
+/// Small records, so one Fetch answer buffers thousands of them per partition.
 const RECORD_BYTES: usize = 100;
 /// How long a service's loop sleeps after each `poll` and commit (its "processing").
 const PACE: Duration = Duration::from_millis(100);

@@ -1,4 +1,4 @@
-//! TLS and SASL against the test bed's security listeners (issue 11; `scripts/testbed`): SSL,
+//! TLS and SASL against the test bed's security listeners (`scripts/testbed`): SSL,
 //! SSL with client certificates required, SASL_SSL (PLAIN, SCRAM-SHA-256/512) and
 //! SASL_PLAINTEXT with OAUTHBEARER, each behind its own Toxiproxy proxy. Every produce test
 //! reads the topic back with kcat (librdkafka) over the same listener, with the same kind of
@@ -27,7 +27,7 @@ use support::logs::Captured;
 use support::{Cluster, Isolation, in_ci, kcat_read_with};
 
 const RESOLVE_LIMIT: Duration = Duration::from_secs(90);
-/// How fast an authentication or certificate failure must reach the user (issue 11).
+/// How fast an authentication or certificate failure must reach the user (T5).
 const FATAL_WITHIN: Duration = Duration::from_secs(5);
 
 /// The security side of the test bed, from the variables `scripts/testbed up` exports.

@@ -1,4 +1,4 @@
-//! The deterministic simulation suite (`exactly::sim`): a seed sweep over random
+//! The deterministic simulation suite (`exactly::__private::sim`): a seed sweep over random
 //! configurations and fault schedules, a replay of one seed, and named regression scenarios
 //! for the retry-path bugs other producers shipped and for those the simulation found here.
 //!
@@ -11,14 +11,14 @@
 
 use std::ops::Range;
 
-use exactly::TopicPartition;
-use exactly::engine::{BrokerId, Millis};
-use exactly::protocol::error_code::ErrorCode;
-use exactly::sim::copy_loop;
-use exactly::sim::{
+use exactly::__private::protocol::error_code::ErrorCode;
+use exactly::__private::sim::copy_loop;
+use exactly::__private::sim::{
     self, Entropy, Fault, InjectedError, Outcome, PlannedTransaction, Report, SimConfig,
     TimedFault, TxnEnd, WireBatch,
 };
+use exactly::__private::{BrokerId, Millis};
+use exactly::TopicPartition;
 
 /// Seeds the sweep runs by default: a debug build runs about a hundred per second on one
 /// core, so this keeps the suite well under two minutes on two.
@@ -617,7 +617,7 @@ fn kafka_15591_after_producer_state_expired() {
     assert_eq!(report.counters.epoch_bumps, 0);
 }
 
-/// The liveness issue, bug 1: a burst behind 300 ms of latency, small batches, no linger.
+/// A pipeline that must stay full: a burst behind 300 ms of latency, small batches, no linger.
 /// With one Produce request per broker per poll the pipeline shrank toward one request and
 /// records timed out; every poll now fills every free in-flight slot, so the backlog drains
 /// at `batches / max_in_flight` round trips.
@@ -742,7 +742,7 @@ fn librdkafka_3575_tv2() {
     librdkafka_3575(true);
 }
 
-/// The liveness issue, bug 2: the coordinator's answers are lost for longer than
+/// A timed-out commit: the coordinator's answers are lost for longer than
 /// `max.block.ms` while the first transaction commits. The commit times out, the transaction
 /// stays Committing (an abort would be refused), and calling commit again returns the real
 /// outcome: committed, every record visible once, and the next transaction goes on.
@@ -830,7 +830,7 @@ fn call_whose_deadline_passed_in_flight_times_out() {
     }
 }
 
-// ---- the copy loop (issue 15) ----
+// ---- the copy loop ----
 
 fn copy_run(name: &str, config: copy_loop::CopyLoopConfig, seed: u64) -> copy_loop::CopyLoopReport {
     match copy_loop::run_copy_loop(config, Entropy::from_seed(seed)) {

@@ -11,7 +11,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use exactly::protocol::error_code::ErrorCode;
+use exactly::ErrorCode;
 use exactly::{ConsumerGroupMetadata, Error, OffsetToCommit, Producer, Record, TxnState};
 use support::group::GroupMember;
 use support::logs::Captured;
@@ -505,7 +505,7 @@ async fn calls_in_the_wrong_state_fail_and_send_nothing() {
     );
 }
 
-/// The liveness issue, bug 2: the coordinator's answers are dropped for longer than
+/// A timed-out commit: the coordinator's answers are dropped for longer than
 /// `max.block.ms` while a commit runs. The commit times out and leaves the transaction
 /// Committing: only commit is valid, and calling it again returns the real outcome.
 async fn timed_out_commit(cluster: &Cluster, name: &str) -> BlindCommit {
@@ -585,7 +585,7 @@ async fn commit_timeout_then_abort_is_refused(cluster: Cluster) {
 }
 on_both_versions!(commit_timeout_then_abort_is_refused);
 
-/// The liveness issue: a transaction that outlives `transaction.timeout.ms` is aborted by
+/// A transaction that outlives `transaction.timeout.ms` is aborted by
 /// the coordinator, which bumps the epoch. Committing it fails with an error that says the
 /// transaction must be aborted, and why, in agreement with the state. On transactions v2 the
 /// abort recovers (the coordinator takes the retried EndTxn(abort) and hands out the next

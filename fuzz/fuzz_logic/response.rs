@@ -6,7 +6,7 @@
 //! the type implements), the rest is the body. Decoding must never panic; whatever decodes must
 //! re-encode to bytes that decode again.
 
-use exactly::protocol::messages::{
+use exactly::__private::protocol::messages::{
     add_offsets_to_txn::AddOffsetsToTxnResponse, add_partitions_to_txn::AddPartitionsToTxnResponse,
     api_versions::ApiVersionsResponse, consumer_group_heartbeat::ConsumerGroupHeartbeatResponse,
     end_txn::EndTxnResponse, fetch::FetchResponse, find_coordinator::FindCoordinatorResponse,
@@ -18,7 +18,7 @@ use exactly::protocol::messages::{
     sasl_handshake::SaslHandshakeResponse, sync_group::SyncGroupResponse,
     txn_offset_commit::TxnOffsetCommitResponse,
 };
-use exactly::protocol::{Decoder, Message};
+use exactly::__private::protocol::{Decoder, Message};
 
 /// The version of `M` that `selector` picks.
 fn version_of<M: Message>(selector: u8) -> i16 {

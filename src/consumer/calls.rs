@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::membership::{MembershipRequest, MembershipResponse};
-use crate::client::connection::BrokerLink;
 use crate::error::{Error, Result};
+use crate::net::connection::BrokerLink;
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;

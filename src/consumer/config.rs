@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use tracing::debug;
 
-use crate::client::config::properties::{
+use crate::error::Error;
+use crate::net::properties::{
     self, check_bootstrap_servers, config_error, list_entries, parse_bool, parse_choice,
     parse_number, unknown_property,
 };
-use crate::client::security::{SECURITY_PROPERTY_NAMES, SecurityConfig};
-use crate::error::Error;
+use crate::net::security::{SECURITY_PROPERTY_NAMES, SecurityConfig};
 use crate::types::Millis;
 
 const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";

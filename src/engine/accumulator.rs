@@ -1,14 +1,14 @@
 //! The accumulator: per-partition open batches that `send` appends into on the caller's task,
-//! encoding each record straight into the batch buffer (DESIGN, performance shape).
+//! encoding each record straight into the batch buffer (ARCHITECTURE.md, performance shape).
 //!
-//! It is shared by every `send` and the engine without an outer lock (issue 13): each
+//! It is shared by every `send` and the engine without an outer lock: each
 //! partition has its own short lock ([`PartitionSlot`]), the memory account is atomic, and the
 //! engine's "may `send` append now" answer is published to a [`SendGate`] that appends check
 //! under their partition's lock. The engine keeps its own lock for its rules and takes a
 //! partition's lock only to move closed batches out, so a caller appending in a tight loop
 //! never waits for a poll of the engine, nor the engine for more than one append. The
 //! simulation drives the same accumulator single-threaded. Batches here hold no producer id,
-//! epoch or sequence: those are stamped when a batch is drained into a request (DESIGN rule
+//! epoch or sequence: those are stamped when a batch is drained into a request (rule
 //! P1).
 //!
 //! With compression, a batch is compressed when it is closed, and `batch.size` is a target for
@@ -188,7 +188,7 @@ impl OpenBatch {
 }
 
 /// One partition's batches: the open one `send` appends to and the closed ones waiting for the
-/// engine, behind the partition's own lock (DESIGN, performance shape: one short
+/// engine, behind the partition's own lock (ARCHITECTURE.md, performance shape: one short
 /// per-partition lock at most). Callers appending to different partitions never meet, and
 /// the engine takes each lock only to move closed batches out.
 #[derive(Debug)]
@@ -297,6 +297,7 @@ impl Accumulator {
     }
 
     /// The settings it was made with.
+    #[cfg(feature = "internals")]
     pub fn config(&self) -> &AccumulatorConfig {
         &self.config
     }
@@ -319,6 +320,7 @@ impl Accumulator {
     /// Appends one record to `partition`'s open batch, opening a new batch if there is none or
     /// the record does not fit; `now` is the clock, for a new batch's linger start. A batch
     /// this closes is sealed here (the simulation's single-threaded path).
+    #[cfg(any(test, feature = "internals"))]
     #[allow(clippy::too_many_arguments)] // the record's parts, as `send` takes them
     pub fn append(
         &self,
@@ -349,7 +351,7 @@ impl Accumulator {
 
     /// Runs `f` on the slot of `partition` (made on its first record) under the table's read
     /// lock: the per-record path borrows the slot instead of cloning its `Arc` (two atomic
-    /// operations per record fewer; the table lookup was 4% of issue 13's profile).
+    /// operations per record fewer; the table lookup was 4% of the send path's profile).
     fn with_slot<R>(
         &self,
         partition: &TopicPartition,

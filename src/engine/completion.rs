@@ -1,6 +1,6 @@
 //! One completion per batch, shared by the delivery futures of its records (as the Java
 //! client's `ProduceRequestResult`): a record's future is an index into its batch's outcome,
-//! not a channel of its own (DESIGN, performance shape).
+//! not a channel of its own (ARCHITECTURE.md, performance shape).
 //!
 //! A batch the broker rejects as too large is split in two (Java's `splitAndReenqueue`); its
 //! completion then forwards each record to the part that holds it, so every record keeps its
@@ -22,7 +22,7 @@ pub struct BatchAck {
     pub log_append_time: i64,
 }
 
-/// The outcome of a batch: every record of it resolves from this (DESIGN rule P6).
+/// The outcome of a batch: every record of it resolves from this (rule P6).
 pub type BatchOutcome = Result<BatchAck, Error>;
 
 /// How a batch left the pending state; set once.
@@ -49,7 +49,7 @@ enum Settled {
 #[derive(Debug)]
 pub struct BatchCompletion {
     /// The batch's partition, kept here once per batch rather than in every record's
-    /// future (issue 13: a loop holding a million futures holds a million of them).
+    /// future (a loop holding a million futures holds a million of them).
     partition: TopicPartition,
     settled: OnceLock<Settled>,
     wakers: Mutex<Vec<Waker>>,
@@ -109,6 +109,7 @@ impl BatchCompletion {
     /// The outcome of the whole batch, if it is resolved (`None` while pending, and for a
     /// split batch, whose records have their parts' outcomes: see
     /// [`BatchCompletion::record_outcome`]).
+    #[cfg(any(test, feature = "internals"))]
     pub fn outcome(&self) -> Option<BatchOutcome> {
         match self.settled.get()? {
             Settled::Done(outcome) => Some(outcome.clone()),
@@ -118,6 +119,7 @@ impl BatchCompletion {
 
     /// The outcome of the batch that holds the record at `index` (this one, or a part of it
     /// if it was split) with the record's index in that batch, once resolved.
+    #[cfg(any(test, feature = "internals"))]
     pub fn record_outcome(&self, index: i32) -> Option<(BatchOutcome, i32)> {
         match self.settled.get()? {
             Settled::Done(outcome) => Some((outcome.clone(), index)),

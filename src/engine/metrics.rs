@@ -1,6 +1,6 @@
 //! Delivery figures the engine measures: latencies, sizes, throttling and a recent ack rate.
 //! Like [`Counters`](super::Counters), they move only on answers the broker gave or decisions
-//! the engine took (DESIGN rule P8): a record counts as sent when it is acknowledged, not when
+//! the engine took (rule P8): a record counts as sent when it is acknowledged, not when
 //! it is handed to the socket (KAFKA-21062's lag metric moved before the write succeeded).
 //! Times are the engine's milliseconds, so the simulation measures the same way.
 

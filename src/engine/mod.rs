@@ -1,15 +1,14 @@
 //! The sans-I/O producer core: the accumulator, per-partition sequence state, retries, epoch
 //! bumps. Deterministic: no sockets, no tokio, no clock, no global RNG. It consumes
-//! [`Event`]s and produces [`Action`]s; the tokio driver in [`crate::client`] and the
+//! [`Event`]s and produces [`Action`]s; the producer's tokio driver (`crate::producer`) and the
 //! simulation in `sim` both drive this same code, so every retry path the driver can hit is
-//! reachable in a millisecond test with a chosen fault schedule (DESIGN, layers).
+//! reachable in a millisecond test with a chosen fault schedule (ARCHITECTURE.md, layers).
 
 pub mod accumulator;
 pub mod completion;
 pub mod metrics;
 mod partition;
 mod producer;
-pub(crate) mod reachability;
 pub mod transaction;
 
 pub use producer::{CallId, Counters, Engine, EngineConfig, TransactionConfig};
@@ -78,7 +77,7 @@ pub enum Event {
         result: Result<transaction::TxnResponse, Error>,
     },
     /// The driver met a failure no retry can fix (a broker rejected our credentials or we
-    /// rejected its certificate): the producer fails fatally (T5; issue 11).
+    /// rejected its certificate): the producer fails fatally (T5).
     Fatal(Error),
     /// A request got no answer: the connection failed or was closed.
     RequestFailed {
@@ -101,7 +100,7 @@ pub enum Action {
         request: RequestId,
         /// The partition leader to send to.
         broker: BrokerId,
-        /// The stamped batches, all of one producer id and epoch (DESIGN rule P2).
+        /// The stamped batches, all of one producer id and epoch (rule P2).
         batches: Vec<(TopicPartition, SealedBatch)>,
         /// The request's tracing span (`kafka.produce_request`; disabled unless a subscriber
         /// wants DEBUG spans of `exactly`), which each batch's span follows from. The driver

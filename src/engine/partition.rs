@@ -18,7 +18,7 @@ pub(crate) enum WireState {
     /// it was never written.
     NotWritten,
     /// Sent, and its answer lost (timeout, disconnect): it may or may not be in the log
-    /// (DESIGN rule P5: "unresolved").
+    /// (rule P5: "unresolved").
     Unresolved,
 }
 
@@ -158,7 +158,7 @@ impl PartitionState {
     }
 
     /// Stamps the next queued batch with `(producer_id, epoch, next_sequence)` and moves it to
-    /// `unacked`, in flight in `request` (DESIGN rule P1: a sequence is taken only here).
+    /// `unacked`, in flight in `request` (rule P1: a sequence is taken only here).
     pub fn stamp_next(
         &mut self,
         producer_id: i64,
@@ -183,7 +183,7 @@ impl PartitionState {
 
     /// Un-stamps the batches at the end of `unacked` that are certainly not in the log, so
     /// that they take their sequences again when next dispatched: a send that never reached
-    /// the broker consumes no sequence (DESIGN rule P1, Sarama #1430). Only valid while
+    /// the broker consumes no sequence (rule P1, Sarama #1430). Only valid while
     /// nothing of this partition is in flight, which the caller checks.
     pub fn unstamp_unwritten_tail(&mut self) {
         while let Some(last) = self.unacked.back() {

@@ -1,5 +1,5 @@
 //! The idempotent producer's state machine: which batch goes out when, stamped with what, and
-//! what each answer means for it (DESIGN rules P1–P9).
+//! what each answer means for it (rules P1–P9 of ARCHITECTURE.md).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -11,10 +11,10 @@ use super::accumulator::Accumulator;
 use super::completion::{BatchAck, BatchOutcome};
 use super::metrics::DeliveryMetrics;
 use super::partition::{PartitionState, ProducerBatch, WireState};
-use super::reachability::Reachability;
 use super::{Action, Event, PartitionResponse, ProducerIdentity, RequestId};
 use crate::error::{Error, ErrorChain};
 use crate::protocol::error_code::ErrorCode;
+use crate::reachability::Reachability;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 mod split;
@@ -69,7 +69,7 @@ impl Default for EngineConfig {
 }
 
 /// Counters that move only on outcomes the broker confirmed, or on decisions the engine took
-/// (DESIGN rule P8): nothing here counts an attempt as a success.
+/// (rule P8): nothing here counts an attempt as a success.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Counters {
@@ -636,8 +636,8 @@ impl Engine {
     }
 
     /// Resolves every record the engine and the accumulator hold because the producer is
-    /// going away: the last handle was dropped, or a close ran out of time (DESIGN,
-    /// lifecycle; P6). What never went out fails with `error` (not written); what went out
+    /// going away: the last handle was dropped, or a close ran out of time (P6,
+    /// shutdown included). What never went out fails with `error` (not written); what went out
     /// unconfirmed fails as indeterminate. The producer is unusable afterwards.
     pub fn abandon(&mut self, error: Error, acc: &Accumulator) {
         if self.fatal.is_none() {
@@ -936,8 +936,8 @@ impl Engine {
     /// Produce request per broker with at most one batch per partition (Produce v3+ carries
     /// one batch per partition), until no broker has a free slot or no partition has a
     /// sendable batch. One request per broker per poll let a backlog's pipeline shrink to one
-    /// request after answers that arrived together (the liveness issue: 500 records behind
-    /// 300 ms of latency took 73 s and timed out).
+    /// request after answers that arrived together (500 records behind
+    /// 300 ms of latency took 73 s, and some timed out).
     fn dispatch(&mut self, now: Millis) {
         let Some(identity) = self.identity else {
             return;

@@ -1121,5 +1121,5 @@ mod transactions {
 }
 
 /// What compression brings to the engine: batches the broker rejects as too large, split in
-/// two; a codec the broker's Produce versions cannot carry (issue 12).
+/// two; a codec the broker's Produce versions cannot carry.
 mod compression;

@@ -1,4 +1,4 @@
-//! Transaction vocabulary: the state machine's states and valid transitions (DESIGN rule T1),
+//! Transaction vocabulary: the state machine's states and valid transitions (rule T1),
 //! the calls a user makes, the consumer group metadata offsets are committed with (T3), and
 //! the coordinator requests and answers the engine exchanges with its driver.
 
@@ -9,7 +9,7 @@ use crate::protocol::error_code::ErrorCode;
 use crate::types::{BrokerId, TopicPartition};
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 
-/// Where a transactional producer stands (DESIGN rule T1).
+/// Where a transactional producer stands (rule T1).
 ///
 /// ```text
 /// Uninitialized --init--> Ready --begin--> InTransaction --commit--> Committing --> Ready
@@ -160,7 +160,7 @@ pub enum TxnResponse {
     },
 }
 
-/// Errors that end the producer (DESIGN rule T5).
+/// Errors that end the producer (rule T5).
 pub fn is_fatal_txn_error(code: ErrorCode) -> bool {
     matches!(
         code,

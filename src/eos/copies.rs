@@ -1,5 +1,5 @@
 //! What a committed transaction of the copy loop did: for every source record it consumed,
-//! the exact destination records it produced (DESIGN rule O1: the offsets come from the
+//! the exact destination records it produced (rule O1: the offsets come from the
 //! producer's delivery futures, which resolve only once the transaction is committed).
 
 use crate::TopicPartition;

@@ -10,8 +10,8 @@
 //! risking the rebalance timeout, so it aborts whatever a revoke interrupts (its `End`);
 //! committing is possible here because the revocation waits for us, and it keeps the work.
 //! `Lost` partitions already belong to someone else: the transaction, which holds output made
-//! from them, is aborted, and their offsets are dropped (seed 001: librdkafka committed offsets
-//! stored under an old assignment after a rebalance and rewound the group).
+//! from them, is aborted, and their offsets are dropped (confluent-kafka-go #209: librdkafka
+//! committed offsets stored under an old assignment after a rebalance and rewound the group).
 //!
 //! After an abort the consumer's positions are past input whose output was just thrown away.
 //! Like franz-go's `End`, which resets the client to the committed offsets after an abort, the
@@ -30,7 +30,7 @@ use crate::{
 };
 
 /// How often a commit or abort that timed out is called again before the loop gives up
-/// (DESIGN rule T4: after a timeout only the same call is valid, and it returns the outcome).
+/// (rule T4: after a timeout only the same call is valid, and it returns the outcome).
 const END_ATTEMPTS: u32 = 5;
 
 /// An exactly-once copier: reads records with a [`Consumer`] (read_committed), turns each into
@@ -39,7 +39,7 @@ const END_ATTEMPTS: u32 = 5;
 /// `records` records or `interval` (see [`CopyLoop::commit_every`]).
 ///
 /// Drive it with [`CopyLoop::step`], which returns what each committed transaction did
-/// (exact source → destination offsets, DESIGN rule O1), ready for an
+/// (exact source → destination offsets, rule O1), ready for an
 /// [`OffsetTranslator`](super::OffsetTranslator).
 ///
 /// The consumer must be subscribed and the producer's transactions initialised
@@ -50,6 +50,41 @@ const END_ATTEMPTS: u32 = 5;
 /// `C` and `P` are always [`Consumer`] and [`Producer`] outside this crate (the traits they
 /// stand for are sealed); the crate's deterministic simulation runs this same loop over its
 /// model consumer and producer on virtual time.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use exactly::eos::CopyLoop;
+/// use exactly::{Consumer, ConsumerRecord, Producer, Record};
+///
+/// # async fn run() -> exactly::Result<()> {
+/// let mut consumer = Consumer::builder()
+///     .bootstrap("127.0.0.1:9092")
+///     .group_id("uppercase")
+///     .build()
+///     .await?;
+/// consumer.subscribe(["in"])?;
+/// let producer = Producer::builder()
+///     .bootstrap("127.0.0.1:9092")
+///     .transactional_id("uppercase-1") // one per copier instance
+///     .build()
+///     .await?;
+/// producer.init_transactions().await?;
+/// // Each source record becomes zero or more destination records; here one, upper-cased,
+/// // in the source record's partition so per-partition order carries over.
+/// let mut copier = CopyLoop::new(consumer, producer, |r: ConsumerRecord| async move {
+///     let value = r.value.map(|v| v.to_ascii_uppercase());
+///     vec![Record::to("out").partition(r.partition).value(value.unwrap_or_default())]
+/// })
+/// .commit_every(500, Duration::from_millis(50));
+/// for _ in 0..1_000 {
+///     // `Ok(None)`: nothing was consumed within one interval.
+///     if let Some(txn) = copier.step().await? {
+///         println!("committed {} → {}", txn.records_in(), txn.records_out());
+///     }
+/// }
+/// copier.close().await?; // commits what is open, then closes both clients
+/// # Ok(()) }
+/// ```
 pub struct CopyLoop<F, C = Consumer, P = Producer> {
     consumer: C,
     producer: P,
@@ -346,7 +381,7 @@ where
             self.committed.insert(o.partition.clone(), o.offset);
         }
         // The delivery futures resolve once the transaction is committed (the commit flushed
-        // every record): their offsets are exact (DESIGN rule O1).
+        // every record): their offsets are exact (rule O1).
         let mut copies = Vec::with_capacity(open.copies.len());
         for (source, acks) in open.copies {
             let mut destinations = Vec::with_capacity(acks.len());
@@ -437,7 +472,7 @@ where
 }
 
 /// Calls `end` (a commit or an abort) again while it times out: after a timeout only the same
-/// call is valid, and calling it again returns the real outcome (DESIGN rules T1, T4).
+/// call is valid, and calling it again returns the real outcome (rules T1, T4).
 async fn end_with_retries<E, EFut>(mut end: E) -> Result<()>
 where
     E: FnMut() -> EFut,

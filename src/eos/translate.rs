@@ -1,4 +1,4 @@
-//! Conservative upstream → downstream offset translation (DESIGN rule O2, seed 000).
+//! Conservative upstream → downstream offset translation (rule O2 of ARCHITECTURE.md).
 //!
 //! MirrorMaker 2 translated a consumer group's upstream offset by adding the upstream distance
 //! from its last offset sync to the downstream offset of that sync, assuming both logs advance
@@ -40,6 +40,26 @@ use crate::TopicPartition;
 /// Precision is traded for safety as in KAFKA-12468: a consumer that switches over may re-read
 /// a few records, never miss one. Memory grows with the records recorded; bound it with
 /// [`OffsetTranslator::forget_before`].
+///
+/// ```
+/// use exactly::TopicPartition;
+/// use exactly::eos::{CommittedTransaction, OffsetTranslator};
+///
+/// # fn learn(committed: &[CommittedTransaction]) {
+/// let mut translator = OffsetTranslator::new();
+/// for transaction in committed {
+///     // What `CopyLoop::step` returned for each committed transaction.
+///     translator.record(transaction);
+/// }
+/// let source = TopicPartition::new("in", 0);
+/// let destination = TopicPartition::new("out", 0);
+/// // A downstream consumer group takes over from an upstream one whose committed offset on
+/// // `in-0` is 42: start it here, or (None) from the destination's beginning.
+/// let start = translator.translate(&source, 42, &destination);
+/// # let _ = start;
+/// # }
+/// # learn(&[]);
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct OffsetTranslator {
     /// Per source partition, the stretches `[from, to)` known transactions consumed, merged

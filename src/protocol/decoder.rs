@@ -84,10 +84,6 @@ impl<'a> Decoder<'a> {
     pub fn i16(&mut self, context: &'static str) -> Result<i16, DecodeError> {
         Ok(i16::from_be_bytes(self.array(context)?))
     }
-    /// UINT16.
-    pub fn u16(&mut self, context: &'static str) -> Result<u16, DecodeError> {
-        Ok(u16::from_be_bytes(self.array(context)?))
-    }
     /// INT32.
     pub fn i32(&mut self, context: &'static str) -> Result<i32, DecodeError> {
         Ok(i32::from_be_bytes(self.array(context)?))
@@ -99,10 +95,6 @@ impl<'a> Decoder<'a> {
     /// INT64.
     pub fn i64(&mut self, context: &'static str) -> Result<i64, DecodeError> {
         Ok(i64::from_be_bytes(self.array(context)?))
-    }
-    /// FLOAT64.
-    pub fn f64(&mut self, context: &'static str) -> Result<f64, DecodeError> {
-        Ok(f64::from_be_bytes(self.array(context)?))
     }
     /// UUID (16 raw bytes).
     pub fn uuid(&mut self, context: &'static str) -> Result<[u8; 16], DecodeError> {
@@ -257,21 +249,6 @@ impl<'a> Decoder<'a> {
         context: &'static str,
     ) -> Result<Option<Bytes>, DecodeError> {
         self.nullable_bytes_inner(flexible, true, context)
-    }
-
-    /// Like [`Decoder::nullable_bytes`] but borrows from the input instead of copying.
-    pub fn nullable_bytes_slice(
-        &mut self,
-        flexible: bool,
-        context: &'static str,
-    ) -> Result<Option<&'a [u8]>, DecodeError> {
-        let len = if flexible {
-            self.compact_len(true, context)?
-        } else {
-            let raw = self.i32(context)?;
-            self.length(i64::from(raw), true, context)?
-        };
-        len.map(|n| self.take(n, context)).transpose()
     }
 
     fn nullable_bytes_inner(

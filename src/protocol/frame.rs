@@ -1,6 +1,6 @@
 //! A request frame as the byte strings to write in order, so a Produce request's record
-//! batches go to the socket straight from the buffers they were encoded into (DESIGN,
-//! performance shape: batch buffers go on the wire without being copied again; issue 13).
+//! batches go to the socket straight from the buffers they were encoded into
+//! (ARCHITECTURE.md, performance shape: batch buffers go on the wire without another copy).
 //!
 //! The frame is a [`Buf`] whose [`Buf::chunks_vectored`] hands every part to the writer at
 //! once: tokio's `write_all_buf` then writes a Produce request with one `writev` over the
@@ -80,6 +80,7 @@ impl RequestFrame {
     }
 
     /// The whole frame in one buffer (tests, and readers of the frame such as the simulation).
+    #[cfg(any(test, feature = "internals"))]
     pub fn to_bytes(&self) -> Bytes {
         let mut out = BytesMut::with_capacity(self.remaining);
         for part in &self.parts {

@@ -36,26 +36,6 @@ impl RequestHeader {
             out.put_empty_tagged_fields();
         }
     }
-
-    /// Reads a header written by [`RequestHeader::encode`] (the model broker reads requests).
-    pub fn decode(
-        d: &mut Decoder<'_>,
-        flexible_of: impl Fn(i16, i16) -> bool,
-    ) -> Result<Self, DecodeError> {
-        let api_key = d.i16("RequestHeader.api_key")?;
-        let api_version = d.i16("RequestHeader.api_version")?;
-        let correlation_id = d.i32("RequestHeader.correlation_id")?;
-        let client_id = d.nullable_string(false, "RequestHeader.client_id")?;
-        if flexible_of(api_key, api_version) {
-            d.skip_tagged_fields("RequestHeader.tagged_fields")?;
-        }
-        Ok(Self {
-            api_key,
-            api_version,
-            correlation_id,
-            client_id,
-        })
-    }
 }
 
 /// The header every response starts with.
@@ -72,6 +52,7 @@ impl ResponseHeader {
     }
 
     /// Writes the header (v1 when `v1`).
+    #[cfg(feature = "internals")]
     pub fn encode<B: BufMut>(&self, v1: bool, out: &mut B) {
         out.put_i32(self.correlation_id);
         if v1 {
@@ -109,22 +90,6 @@ pub fn encode_request_frame<R: Request>(
     let size = (out.len() - 4) as i32;
     out[..4].copy_from_slice(&size.to_be_bytes());
     out
-}
-
-/// Decodes the body of a response frame (without its 4-byte size prefix) to the response of
-/// `R` at `version`, returning its correlation id with it.
-pub fn decode_response_frame<R: Request>(
-    frame: &[u8],
-    version: i16,
-) -> Result<(i32, R::Response), DecodeError> {
-    let mut d = Decoder::new(frame);
-    let header = ResponseHeader::decode(
-        &mut d,
-        ResponseHeader::is_v1(R::API_KEY as i16, R::is_flexible(version)),
-    )?;
-    let body = R::Response::decode(&mut d, version)?;
-    d.finish("response frame")?;
-    Ok((header.correlation_id, body))
 }
 
 /// Fails with [`DecodeErrorKind::UnsupportedVersion`] unless `M` implements `version`.

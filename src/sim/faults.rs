@@ -243,7 +243,7 @@ const IDENTITY_ERRORS: [ErrorCode; 3] = [
     ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
 ];
 
-/// A fatal code (DESIGN rule T5) for runs that allow one.
+/// A fatal code (rule T5) for runs that allow one.
 const FATAL_ERROR: ErrorCode = ErrorCode::CLUSTER_AUTHORIZATION_FAILED;
 
 /// An injected Produce error, or `None` for a normal answer.

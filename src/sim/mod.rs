@@ -7,8 +7,8 @@
 //! ([`workload`]). Invariant checkers ([`invariants`]) run after every step and at the end:
 //! no duplicate, no acknowledged record missing, send order kept, definite failures absent,
 //! every future resolved once and in time, one identity per request, contiguous sequences,
-//! fresh sequences after every epoch bump, counters that match the futures (DESIGN rules
-//! P1–P9, O1).
+//! fresh sequences after every epoch bump, counters that match the futures (rules
+//! P1–P9, O1 of ARCHITECTURE.md).
 //!
 //! About 30% of the generated runs are transactional ([`SimConfig::make_transactional`]): the
 //! cluster gets a model transaction coordinator and group coordinator ([`coordinator`],
@@ -19,7 +19,7 @@
 //! partially visible, offsets only of committed transactions; every call resolves in time
 //! (T1–T5, P9).
 //!
-//! The copy loop of exactly-once pipelines ([`copy_loop`], issue 15) runs apart from the
+//! The copy loop of exactly-once pipelines ([`copy_loop`]) runs apart from the
 //! producer runs, for a quarter of the sweep's seeds: 2–3 copiers, each the real
 //! [`crate::eos::CopyLoop`] over the real KIP-848 member state machine against a model group
 //! coordinator ([`group`]: member epochs, revocation before reassignment, session expiry,

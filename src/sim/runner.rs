@@ -341,8 +341,8 @@ impl Run {
                 return Err(self.fail(violation));
             }
             let actions = self.engine.poll(self.now, &self.acc);
-            // A poll fills every free in-flight slot (DESIGN, performance shape): what one more
-            // dispatch round would send is nothing (the liveness issue's pipeline collapse).
+            // A poll fills every free in-flight slot (ARCHITECTURE.md, performance shape): what
+            // one more dispatch round would send is nothing (else the pipeline shrinks to one).
             let unused = self.engine.sendable_round(self.now);
             if !unused.is_empty() {
                 return Err(self.fail(format!(

@@ -12,40 +12,42 @@
 use std::fmt::Debug;
 
 use bytes::Bytes;
-use exactly::protocol::Message;
-use exactly::protocol::messages::consumer_group_heartbeat::{
+use exactly::__private::protocol::Message;
+use exactly::__private::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, HeartbeatTopicPartitions,
 };
-use exactly::protocol::messages::fetch::{
+use exactly::__private::protocol::messages::fetch::{
     AbortedTransaction, EpochEndOffset, FetchPartition, FetchPartitionResponse, FetchRequest,
     FetchResponse, FetchTopic, FetchTopicResponse, ForgottenTopic, ReplicaState, SnapshotId,
 };
-use exactly::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
-use exactly::protocol::messages::join_group::{
+use exactly::__private::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
+use exactly::__private::protocol::messages::join_group::{
     JoinGroupMember, JoinGroupProtocol, JoinGroupRequest, JoinGroupResponse,
 };
-use exactly::protocol::messages::leave_group::{
+use exactly::__private::protocol::messages::leave_group::{
     LeaveGroupRequest, LeaveGroupResponse, LeavingMember, LeavingMemberResponse,
 };
-use exactly::protocol::messages::list_offsets::{
+use exactly::__private::protocol::messages::list_offsets::{
     ListOffsetsPartition, ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse,
     ListOffsetsTopic, ListOffsetsTopicResponse,
 };
-use exactly::protocol::messages::metadata::BrokerEndpoint;
-use exactly::protocol::messages::offset_commit::{
+use exactly::__private::protocol::messages::metadata::BrokerEndpoint;
+use exactly::__private::protocol::messages::offset_commit::{
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
     OffsetCommitResponse, PartitionError, TopicPartitionErrors,
 };
-use exactly::protocol::messages::offset_fetch::{
+use exactly::__private::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchResponse,
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
 };
-use exactly::protocol::messages::produce::LeaderIdAndEpoch;
-use exactly::protocol::messages::sasl_authenticate::{
+use exactly::__private::protocol::messages::produce::LeaderIdAndEpoch;
+use exactly::__private::protocol::messages::sasl_authenticate::{
     SaslAuthenticateRequest, SaslAuthenticateResponse,
 };
-use exactly::protocol::messages::sasl_handshake::{SaslHandshakeRequest, SaslHandshakeResponse};
-use exactly::protocol::messages::sync_group::{
+use exactly::__private::protocol::messages::sasl_handshake::{
+    SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use exactly::__private::protocol::messages::sync_group::{
     SyncGroupAssignment, SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::messages as kp;

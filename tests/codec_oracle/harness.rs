@@ -5,9 +5,9 @@ use std::fmt::Debug;
 use std::str::FromStr;
 
 use bytes::{Bytes, BytesMut};
-use exactly::protocol::messages::metadata::BrokerEndpoint;
-use exactly::protocol::messages::produce::LeaderIdAndEpoch;
-use exactly::protocol::{Decoder, Message};
+use exactly::__private::protocol::messages::metadata::BrokerEndpoint;
+use exactly::__private::protocol::messages::produce::LeaderIdAndEpoch;
+use exactly::__private::protocol::{Decoder, Message};
 use kafka_protocol::messages::{self as kp, BrokerId, GroupId, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 

@@ -24,33 +24,33 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use exactly::protocol::Message;
-use exactly::protocol::messages::add_offsets_to_txn::{
+use exactly::__private::protocol::Message;
+use exactly::__private::protocol::messages::add_offsets_to_txn::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
 };
-use exactly::protocol::messages::add_partitions_to_txn::{
+use exactly::__private::protocol::messages::add_partitions_to_txn::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnResult,
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction, PartitionError, TopicPartitionErrors,
 };
-use exactly::protocol::messages::api_versions::{
+use exactly::__private::protocol::messages::api_versions::{
     ApiVersion, ApiVersionsRequest, ApiVersionsResponse, FinalizedFeatureKey, SupportedFeatureKey,
 };
-use exactly::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
-use exactly::protocol::messages::find_coordinator::{
+use exactly::__private::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
+use exactly::__private::protocol::messages::find_coordinator::{
     Coordinator, FindCoordinatorRequest, FindCoordinatorResponse,
 };
-use exactly::protocol::messages::init_producer_id::{
+use exactly::__private::protocol::messages::init_producer_id::{
     InitProducerIdRequest, InitProducerIdResponse,
 };
-use exactly::protocol::messages::metadata::{
+use exactly::__private::protocol::messages::metadata::{
     AUTHORIZED_OPERATIONS_OMITTED, BrokerEndpoint, MetadataRequest, MetadataRequestTopic,
     MetadataResponse, MetadataResponsePartition, MetadataResponseTopic,
 };
-use exactly::protocol::messages::produce::{
+use exactly::__private::protocol::messages::produce::{
     BatchIndexAndErrorMessage, LeaderIdAndEpoch, PartitionProduceData, PartitionProduceResponse,
     ProduceRequest, ProduceResponse, TopicProduceData, TopicProduceResponse,
 };
-use exactly::protocol::messages::txn_offset_commit::{
+use exactly::__private::protocol::messages::txn_offset_commit::{
     TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
     TxnOffsetCommitResponse,
 };

@@ -16,7 +16,7 @@
 //!   truncated input is compared.
 
 use bytes::{Bytes, BytesMut};
-use exactly::protocol::record_batch::{
+use exactly::__private::protocol::record_batch::{
     BatchBuilder, ControlRecord, ControlRecordKind, DecodedBatch, Header, TimestampType,
     decode_batches, encode_control_batch,
 };

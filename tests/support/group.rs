@@ -8,13 +8,15 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use bytes::Bytes;
+use exactly::__private::protocol::header::{ResponseHeader, encode_request_frame};
+use exactly::__private::protocol::messages::find_coordinator::FindCoordinatorRequest;
+use exactly::__private::protocol::messages::join_group::{JoinGroupProtocol, JoinGroupRequest};
+use exactly::__private::protocol::messages::offset_fetch::{
+    OffsetFetchRequest, OffsetFetchRequestTopic,
+};
+use exactly::__private::protocol::messages::sync_group::{SyncGroupAssignment, SyncGroupRequest};
+use exactly::__private::protocol::{Decoder, Message, Request};
 use exactly::ConsumerGroupMetadata;
-use exactly::protocol::header::{ResponseHeader, encode_request_frame};
-use exactly::protocol::messages::find_coordinator::FindCoordinatorRequest;
-use exactly::protocol::messages::join_group::{JoinGroupProtocol, JoinGroupRequest};
-use exactly::protocol::messages::offset_fetch::{OffsetFetchRequest, OffsetFetchRequestTopic};
-use exactly::protocol::messages::sync_group::{SyncGroupAssignment, SyncGroupRequest};
-use exactly::protocol::{Decoder, Message, Request};
 
 /// MEMBER_ID_REQUIRED: the first JoinGroup (v4+) only hands out a member id (KIP-394).
 const MEMBER_ID_REQUIRED: i16 = 79;

@@ -16,7 +16,7 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 pub struct Logged {
     /// Its level.
     pub level: Level,
-    /// Its target (the module that logged it, e.g. `exactly::client::connection`).
+    /// Its target (the module that logged it, e.g. `exactly::net::connection`).
     pub target: String,
     /// The formatted message.
     pub message: String,

@@ -9,6 +9,8 @@
 
 pub mod captured;
 pub mod delivery;
+// A foreign group member speaking the raw protocol, through the crate's codec.
+#[cfg(feature = "internals")]
 pub mod group;
 pub mod java_group;
 pub mod members;

@@ -10,8 +10,8 @@
 //!   `range`) rebalance protocol.
 //! - [`manual`]: no membership: partitions assigned by the application.
 //!
-//! Both keep the rule the copy loop relies on (DESIGN "Consuming for exactly-once
-//! pipelines"): a partition leaves this member only after the user was handed a
+//! Both keep the rule the copy loop relies on (M3 of ARCHITECTURE.md): a partition leaves
+//! this member only after the user was handed a
 //! [`MembershipEvent::Revoked`] for it *and* called `poll` again ([`Membership::on_poll`]);
 //! until then it stays owned, its offsets may be committed, and the coordinator is not told.
 

@@ -12,12 +12,12 @@ use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use super::{Completion, ConsumerState, OFFSET_FETCH_VERSION_CAP, View};
-use crate::client::connection::BrokerLink;
 use crate::consumer::calls::{call, find_coordinator, membership_call};
 use crate::consumer::fetcher::{Fetched, Followup};
 use crate::consumer::membership::{Membership, MembershipResponse, TopicView};
 use crate::consumer::offsets::{committed_offsets, offset_fetch_request};
 use crate::error::{Error, ErrorChain, Result};
+use crate::net::connection::BrokerLink;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::metadata::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse,

@@ -10,10 +10,10 @@ use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use super::{Completion, ConsumerState};
-use crate::client::connection::BrokerLink;
 use crate::consumer::calls::call;
 use crate::consumer::offsets::offset_commit_request;
 use crate::error::Result;
+use crate::net::connection::BrokerLink;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::offset_commit::OffsetCommitResponse;
 use crate::types::{ConsumerGroupMetadata, Millis, OffsetToCommit, TopicPartition};

@@ -35,10 +35,10 @@ use super::membership::{
     Membership, MembershipEvent, MembershipRequest, MembershipResponse, TopicView,
 };
 use super::records::ConsumerRecord;
-use crate::client::connection::{BrokerLink, LinkConfig, LinkSecurity};
-use crate::client::metadata::{ClusterMetadata, TopicMetadata};
-use crate::client::ready::{Probe, first_metadata};
 use crate::error::{Error, Result};
+use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};
+use crate::net::metadata::{ClusterMetadata, TopicMetadata};
+use crate::net::ready::{Probe, first_metadata};
 use crate::protocol::ApiKey;
 use crate::protocol::messages::fetch::FetchResponse;
 use crate::protocol::messages::list_offsets::{ListOffsetsRequest, ListOffsetsResponse};

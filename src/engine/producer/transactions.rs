@@ -1,4 +1,4 @@
-//! The transactional producer's flow on top of the idempotent engine (DESIGN rules T1–T5):
+//! The transactional producer's flow on top of the idempotent engine (T1–T5, ARCHITECTURE.md):
 //! coordinator discovery, InitProducerId with a transactional id, partition registration
 //! (transactions v1), offsets, commit and abort, and how batch outcomes feed the state.
 
@@ -10,7 +10,6 @@ use tracing::{info, warn};
 use super::{Engine, Outstanding};
 use crate::engine::accumulator::Accumulator;
 use crate::engine::partition::{ProducerBatch, WireState};
-use crate::engine::reachability::Reachability;
 use crate::engine::transaction::{
     CoordinatorKey, TxnCall, TxnRequest, TxnResponse, TxnState, call_error, is_fatal_txn_error,
     is_retriable_txn_error, needs_new_coordinator,
@@ -18,6 +17,7 @@ use crate::engine::transaction::{
 use crate::engine::{Action, ProducerIdentity, RequestId};
 use crate::error::{Error, ErrorChain};
 use crate::protocol::error_code::ErrorCode;
+use crate::reachability::Reachability;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// Identifies one transactional call, to match its result.
@@ -67,7 +67,7 @@ struct CallProgress {
     end_txn_maybe_landed: bool,
     /// A commit or abort whose caller got a timeout: it goes on resolving against the
     /// coordinator, and only the same call is valid until it returns the real outcome (T1,
-    /// T4; the liveness issue's bug 2, and what the Java client requires).
+    /// T4, as the Java client requires: an abort instead could race a commit that landed).
     timed_out: bool,
     /// How a timed-out call ended, kept for the caller who calls it again.
     outcome: Option<Result<(), Error>>,
@@ -369,7 +369,7 @@ impl Engine {
     /// can only be aborted (P5, P7 for transactional producers), and under v1 the epoch must
     /// be bumped after the abort. Returns the error calls get while the state is
     /// AbortableError: it says `is_abortable()`, so an error and the state it leaves agree
-    /// (T4; the liveness issue found INVALID_TXN_STATE returned while the state was
+    /// (T4; INVALID_TXN_STATE was once returned while the state was
     /// AbortableError).
     pub(super) fn make_abortable(&mut self, cause: Error) -> Option<Error> {
         let txn = self.txn.as_mut()?;
@@ -507,7 +507,7 @@ impl Engine {
             // The coordinator decides how the transaction ends, not our deadline: the call goes
             // on in the background and only the same call is valid, which returns the real
             // outcome (T1, T4). Going back to InTransaction let an abort race a commit that
-            // had landed, leaving a state no call could leave (the liveness issue, bug 2).
+            // had landed, leaving a state no call could leave.
             call.timed_out = true;
             let error = Error::Timeout(format!(
                 "{message}; it goes on: call {} again for the outcome",

@@ -21,7 +21,7 @@ use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite}
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FindCoordinatorRequest {
     /// v1+: what the keys are: [`Self::KEY_TYPE_GROUP`] (the only kind v0 knows),
-    /// [`Self::KEY_TYPE_TRANSACTION`] (KIP-98) or [`Self::KEY_TYPE_SHARE`] (v6, KIP-932).
+    /// or [`Self::KEY_TYPE_TRANSACTION`] (KIP-98).
     pub key_type: i8,
     /// The keys (group ids or transactional ids). v4+ send them all (`CoordinatorKeys`,
     /// KIP-699); v0–3 have a single `Key` field and send exactly one, the first (an empty list
@@ -34,8 +34,6 @@ impl FindCoordinatorRequest {
     pub const KEY_TYPE_GROUP: i8 = 0;
     /// Key type of a transactional id (KIP-98).
     pub const KEY_TYPE_TRANSACTION: i8 = 1;
-    /// Key type of a share group (v6+, KIP-932).
-    pub const KEY_TYPE_SHARE: i8 = 2;
 
     /// A request for the coordinator of one key.
     pub fn single(key_type: i8, key: impl Into<String>) -> Self {

@@ -11,7 +11,9 @@
 
 use bytes::BufMut;
 
-pub use super::add_partitions_to_txn::{PartitionError, TopicPartitionErrors};
+#[cfg(any(test, feature = "internals"))]
+pub use super::add_partitions_to_txn::PartitionError;
+pub use super::add_partitions_to_txn::TopicPartitionErrors;
 use super::fields::{TopicKey, TopicRef, put_topic_entry, read_topic_entry};
 use crate::protocol::header::check_version;
 use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};

@@ -83,7 +83,7 @@ pub struct PartitionProduceData {
 /// A partition's records in a Produce request: byte strings written back to back under one
 /// length prefix. The producer passes a stamped batch's 61-byte header and its body as two
 /// parts, so the body reaches the socket without being copied into one buffer first
-/// ([`crate::protocol::frame::RequestFrame::produce`]; issue 13).
+/// ([`crate::protocol::frame::RequestFrame::produce`]).
 #[derive(Debug, Clone, Default)]
 pub struct ProduceRecords {
     parts: Vec<Bytes>,
@@ -108,6 +108,7 @@ impl ProduceRecords {
     }
 
     /// Whether there are no bytes.
+    #[cfg(feature = "internals")]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -8,9 +8,9 @@ use crc32c::crc32c;
 
 use super::compression::{self, Codec, Compression};
 use super::crc;
-use super::decode::{ControlRecord, ControlRecordKind, DecodedRecord, decode_batch_bounded};
+use super::decode::{DecodedRecord, decode_batch_bounded};
 use super::{
-    BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, COMPRESSION_MASK, CONTROL, CRC_AT, CRC_FROM, Header,
+    BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, COMPRESSION_MASK, CRC_AT, CRC_FROM, Header,
     LAST_OFFSET_DELTA_AT, LOG_OVERHEAD, MAGIC, MAGIC_AT, MAX_TIMESTAMP_AT,
     NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
     PARTITION_LEADER_EPOCH_AT, PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_BATCH_HEADER_LEN,
@@ -79,7 +79,7 @@ fn put_field<const N: usize>(
 
 /// An open batch: records are encoded straight into its body buffer as they are appended (no
 /// per-record allocation once the buffer has its capacity). It holds no producer id, epoch or
-/// sequence: those are given when the sealed batch is dispatched (DESIGN rule P1).
+/// sequence: those are given when the sealed batch is dispatched (rule P1).
 ///
 /// Every record's offset delta is its position in the batch, and its timestamp is stored
 /// relative to the base timestamp given at [`BatchBuilder::new`] (a record may be older than
@@ -181,11 +181,13 @@ impl BatchBuilder {
     }
 
     /// Records appended so far.
+    #[cfg(any(test, feature = "internals"))]
     pub fn record_count(&self) -> i32 {
         self.record_count
     }
 
     /// Whether no record has been appended.
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_empty(&self) -> bool {
         self.record_count == 0
     }
@@ -196,6 +198,7 @@ impl BatchBuilder {
     }
 
     /// Closes the batch uncompressed: see [`BatchBuilder::seal_compressed`].
+    #[cfg(any(test, feature = "internals"))]
     pub fn seal(self, transactional: bool) -> SealedBatch {
         self.seal_compressed(transactional, Compression::None)
     }
@@ -283,7 +286,7 @@ impl BatchBuilder {
 }
 
 /// A closed batch: a 61-byte header plus an immutable body, so it can be written to the socket
-/// as two slices without copying, and re-stamped after an epoch bump (DESIGN rule P2) by
+/// as two slices without copying, and re-stamped after an epoch bump (rule P2) by
 /// rewriting only the header.
 #[derive(Clone)]
 pub struct SealedBatch {
@@ -418,7 +421,7 @@ impl SealedBatch {
     }
 
     /// The sequence of the last record: `base_sequence + record_count - 1`, wrapping from
-    /// `i32::MAX` to 0 as the broker does (DESIGN rule P3); [`NO_SEQUENCE`] if unstamped.
+    /// `i32::MAX` to 0 as the broker does (rule P3); [`NO_SEQUENCE`] if unstamped.
     pub fn last_sequence(&self) -> i32 {
         sequence_at(self.base_sequence(), self.record_count() - 1)
     }
@@ -462,33 +465,4 @@ impl fmt::Debug for SealedBatch {
             .field("max_timestamp", &self.max_timestamp())
             .finish_non_exhaustive()
     }
-}
-
-/// A control batch holding one transaction marker, as a transaction coordinator has the
-/// partition leader write it at the end of a transaction (KIP-98): transactional and control
-/// bits set, base sequence -1, one record whose key is `version 0, type (0 abort, 1 commit)`
-/// and whose value is `version 0, coordinator epoch`. Producers never send these; the model
-/// broker and tests write them.
-pub fn encode_control_batch(
-    marker: ControlRecord,
-    timestamp: i64,
-    producer_id: i64,
-    producer_epoch: i16,
-) -> SealedBatch {
-    const CONTROL_RECORD_VERSION: i16 = 0;
-    let kind: i16 = match marker.kind {
-        ControlRecordKind::Abort => 0,
-        ControlRecordKind::Commit => 1,
-    };
-    let mut key = [0u8; 4];
-    key[..2].copy_from_slice(&CONTROL_RECORD_VERSION.to_be_bytes());
-    key[2..].copy_from_slice(&kind.to_be_bytes());
-    let mut value = [0u8; 6];
-    value[..2].copy_from_slice(&CONTROL_RECORD_VERSION.to_be_bytes());
-    value[2..].copy_from_slice(&marker.coordinator_epoch.to_be_bytes());
-    let mut builder = BatchBuilder::new(timestamp, 16);
-    builder.append(timestamp, Some(&key), Some(&value), &[]);
-    let mut sealed = builder.seal_with_attributes(TRANSACTIONAL | CONTROL, Compression::None);
-    sealed.stamp(producer_id, producer_epoch, NO_SEQUENCE);
-    sealed
 }

@@ -4,9 +4,11 @@ use bytes::Bytes;
 use crc32c::crc32c;
 
 use super::compression::{self, Codec, DecompressError};
+#[cfg(any(test, feature = "internals"))]
+use super::sequence_at;
 use super::{
     COMPRESSION_MASK, CONTROL, Header, LOG_OVERHEAD, MAGIC, RECORD_BATCH_HEADER_LEN,
-    TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL, sequence_at,
+    TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL,
 };
 use crate::protocol::decoder::Decoder;
 use crate::protocol::error::{DecodeError, DecodeErrorKind};
@@ -114,6 +116,7 @@ impl DecodedBatch {
     }
 
     /// The codec the records were compressed with (attribute bits 0–2).
+    #[cfg(any(test, feature = "internals"))]
     pub fn codec(&self) -> Codec {
         // The decoder only returns batches whose codec it knows.
         Codec::from_id((self.attributes & COMPRESSION_MASK) as u8).unwrap_or(Codec::None)
@@ -136,12 +139,14 @@ impl DecodedBatch {
 
     /// The sequence of the last record, wrapping from `i32::MAX` to 0 as the broker does;
     /// -1 for a batch without sequence.
+    #[cfg(any(test, feature = "internals"))]
     pub fn last_sequence(&self) -> i32 {
         sequence_at(self.base_sequence, self.last_offset_delta)
     }
 
     /// The sequence of `record`, a record of this batch (wrapping as the broker does); -1
     /// for a batch without sequence.
+    #[cfg(any(test, feature = "internals"))]
     pub fn record_sequence(&self, record: &DecodedRecord) -> i32 {
         sequence_at(self.base_sequence, record.offset_delta)
     }
@@ -212,6 +217,7 @@ impl DecodedBatch {
 /// large, or records that do not fill the batch exactly. Error offsets are relative to
 /// `bytes`, except inside compressed records, where they are relative to the decompressed
 /// records.
+#[cfg(any(test, feature = "internals"))]
 pub fn decode_batches(bytes: &[u8]) -> Result<Vec<DecodedBatch>, DecodeError> {
     let mut batches = Vec::new();
     let mut at = 0;

@@ -27,7 +27,7 @@
 //! The encoder ([`BatchBuilder`] → [`SealedBatch`]) is the producer's per-record hot path: a
 //! record is encoded straight into the open batch's body, and the CRC of the body is computed
 //! once at [`BatchBuilder::seal`]. Producer id, epoch and base sequence are written only when the
-//! batch is dispatched ([`SealedBatch::stamp`], DESIGN rules P1/P2); since the CRC covers those
+//! batch is dispatched ([`SealedBatch::stamp`], rules P1/P2); since the CRC covers those
 //! header fields, stamping combines the CRC of the 40 header bytes with the body's CRC (a
 //! CRC-32C combine, as `crc32c_combine` computes it but faster: see `crc.rs`) instead of
 //! rescanning the body.
@@ -42,15 +42,24 @@ mod builder;
 pub mod compression;
 mod crc;
 mod decode;
+#[cfg(any(test, feature = "internals"))]
+mod markers;
 #[cfg(test)]
 mod tests;
 
-pub use builder::{BatchBuilder, SealedBatch, encode_control_batch};
+pub use builder::{BatchBuilder, SealedBatch};
 pub use compression::{Codec, Compression};
+pub use decode::{ControlRecordKind, TimestampType, decode_batch};
+// The rest of the codec's surface serves the crate's tests, fuzz targets and simulation (they
+// decode what the producer wrote, and write the markers a broker would).
+#[cfg(feature = "internals")]
+pub use decode::DecodedRecord;
+#[cfg(any(test, feature = "internals"))]
 pub use decode::{
-    ControlRecord, ControlRecordKind, DEFAULT_MAX_DECOMPRESSED_LEN, DecodedBatch, DecodedRecord,
-    TimestampType, decode_batch, decode_batch_bounded, decode_batches,
+    ControlRecord, DEFAULT_MAX_DECOMPRESSED_LEN, DecodedBatch, decode_batch_bounded, decode_batches,
 };
+#[cfg(any(test, feature = "internals"))]
+pub use markers::encode_control_batch;
 
 /// A record header: a UTF-8 key (Kafka's `String`, never null) and a nullable value.
 /// Keys may repeat within one record; order is kept.
@@ -106,7 +115,7 @@ const TRANSACTIONAL: i16 = 0x10;
 const CONTROL: i16 = 0x20;
 
 /// The sequence number `increment` places after `sequence`, wrapping from `i32::MAX` to 0 as
-/// the broker does (Java's `DefaultRecordBatch.incrementSequence`; DESIGN rule P3).
+/// the broker does (Java's `DefaultRecordBatch.incrementSequence`; rule P3).
 ///
 /// Sequences live in `0..=i32::MAX`; a negative `increment` steps back with the same wrap, so
 /// `increment_sequence(0, -1) == i32::MAX`.

@@ -1,7 +1,7 @@
 //! The transactional application of a run: `init_transactions`, then each planned
 //! transaction (begin, its sends, maybe `send_offsets_to_transaction`, commit or abort; an
 //! abortable failure aborts; a timed-out call is called again), and the checks on what a
-//! read_committed consumer sees at the end (DESIGN rules T1–T5, P9).
+//! read_committed consumer sees at the end (rules T1–T5, P9).
 
 use std::collections::BTreeMap;
 
@@ -307,8 +307,8 @@ impl Run {
     }
 
     /// After a commit or abort timed out: every other call is refused and sends nothing, and
-    /// the same call is accepted: the state the timeout left has a way out (T1, T4; the
-    /// liveness issue's bug 2, where an abort after a timed-out commit wedged the producer).
+    /// the same call is accepted: the state the timeout left has a way out (T1, T4; an
+    /// abort after a timed-out commit once wedged the producer).
     fn call_again_after_timeout(&mut self, kind: Kind) -> Result<bool, Violation> {
         let (same, other) = match kind {
             Kind::Commit => (TxnCall::Commit, TxnCall::Abort),

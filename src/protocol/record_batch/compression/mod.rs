@@ -2,7 +2,7 @@
 //! 0–2), in the wire formats Kafka's own clients write and read.
 //!
 //! Only the records section is compressed; the 61-byte header stays as it is, so a sealed batch
-//! is still stamped by rewriting its header and combining CRCs (DESIGN rule P1).
+//! is still stamped by rewriting its header and combining CRCs (rule P1).
 //!
 //! Decompression is bounded: every decoder is read through a reader that stops one byte past
 //! the caller's limit, and no size a hostile batch declares is trusted for an allocation, so a
@@ -23,8 +23,10 @@ mod zstd;
 use std::fmt;
 use std::io::Read;
 
-/// A compression codec as Attributes bits 0–2 name it.
+/// A compression codec as Attributes bits 0–2 name it. Non-exhaustive: the three bits leave
+/// room for codecs Kafka has not defined yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Codec {
     /// 0: the records are stored as they are.
     None,

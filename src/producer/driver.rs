@@ -1,6 +1,6 @@
 //! The tokio driver: one task that feeds the engine events, carries out its actions over the
 //! broker links, keeps metadata fresh and sleeps until the engine's next deadline. It decides
-//! nothing about delivery itself: that is the engine's job (DESIGN, layers).
+//! nothing about delivery itself: that is the engine's job (ARCHITECTURE.md, layers).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,13 +10,12 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
-use super::connection::{BrokerLink, LinkConfig, LinkSecurity};
-use super::producer_shared::Shared;
+use super::shared::Shared;
 use crate::engine::accumulator::Accumulator;
-use crate::engine::reachability::Reachability;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
 use crate::engine::{Action, Engine, Event, PartitionResponse, ProducerIdentity, RequestId};
 use crate::error::Error;
+use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::frame::RequestFrame;
@@ -44,6 +43,7 @@ use crate::protocol::messages::txn_offset_commit::{
 use crate::protocol::record_batch::{Codec, SealedBatch};
 use crate::protocol::versions::BrokerApiVersions;
 use crate::protocol::{Decoder, Message};
+use crate::reachability::Reachability;
 use crate::types::{BrokerId, TopicPartition};
 
 /// Produce v13 names topics by id; this producer names them, so it stays at v12.
@@ -188,7 +188,7 @@ impl Driver {
     /// Resolves whatever is still outstanding once the driver stops, whether because every
     /// handle was dropped or because the runtime shut its task down: records never written
     /// fail as not written ([`Error::Closed`]), records possibly written as indeterminate, so
-    /// no delivery future outlives the producer unresolved (DESIGN, lifecycle; P6).
+    /// no delivery future outlives the producer unresolved (P6, shutdown included).
     fn abandon(&mut self) {
         self.with_engine(|engine, acc| engine.abandon(Error::Closed, acc));
     }
@@ -212,7 +212,7 @@ impl Driver {
 
     fn receive(&mut self, inbound: Inbound) {
         let now = self.shared.now_ms();
-        // An authentication or certificate failure ends the producer (issue 11): every
+        // An authentication or certificate failure ends the producer (T5): every
         // pending delivery fails as not written, and no link retries.
         let security_failure = match &inbound {
             Inbound::Metadata {
@@ -427,7 +427,7 @@ impl Driver {
                 if zstd && version < ZSTD_MIN_VERSION {
                     return Err(zstd_unsupported(version));
                 }
-                // The batches' bytes are referenced, not copied (issue 13).
+                // The batches' bytes are referenced, not copied.
                 let frame =
                     RequestFrame::produce(&produce, version, correlation_id, Some(&client_id));
                 Ok((frame, version, expects_response))

@@ -4,10 +4,10 @@
 //! Order matters: Produce requests to one broker carry consecutive sequences, so they are
 //! written in the order the engine emitted them, through one channel per broker. Each request
 //! learns whether it was written: a request that never reached the socket is "not written",
-//! which the engine treats as certainly not in the log (DESIGN rule P1), while one that was
+//! which the engine treats as certainly not in the log (rule P1), while one that was
 //! written and then lost its answer is "unresolved" (P5).
 //!
-//! The link is generic over the stream (DESIGN "Connections and security"): plain TCP or TLS,
+//! The link is generic over the stream (ARCHITECTURE.md): plain TCP or TLS,
 //! the framing, timeouts and written / not-written reporting are the same code. A SASL
 //! listener is authenticated right after ApiVersions, before any request of ours, and
 //! re-authenticated between requests when the broker set a session lifetime (KIP-368). An
@@ -37,13 +37,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::metrics::ConnectionState;
 use super::reconnect::ReconnectBackoff;
 use super::sasl::{self, SaslTransport};
 use super::security::{SaslConfig, SecurityConfig};
 #[cfg(feature = "tls")]
 use super::tls::TlsConnector;
-use crate::engine::reachability::{Reachability, ReachabilityChange};
 use crate::error::{Error, ErrorChain};
 use crate::protocol::frame::RequestFrame;
 use crate::protocol::header::{ResponseHeader, encode_request_frame};
@@ -51,6 +49,37 @@ use crate::protocol::messages::api_versions::{ApiVersionsRequest, ApiVersionsRes
 use crate::protocol::messages::sasl_authenticate::SaslAuthenticateRequest;
 use crate::protocol::versions::BrokerApiVersions;
 use crate::protocol::{Decoder, Message, Request};
+use crate::reachability::{Reachability, ReachabilityChange};
+
+/// Where a broker connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectionState {
+    /// No connection yet, or connecting.
+    Connecting,
+    /// Connected and negotiated.
+    Connected,
+    /// The last attempt failed; waiting `reconnect.backoff` before the next.
+    BackingOff,
+}
+
+impl ConnectionState {
+    pub(crate) fn to_u8(self) -> u8 {
+        match self {
+            ConnectionState::Connecting => 0,
+            ConnectionState::Connected => 1,
+            ConnectionState::BackingOff => 2,
+        }
+    }
+
+    pub(crate) fn from_u8(value: u8) -> Self {
+        match value {
+            1 => ConnectionState::Connected,
+            2 => ConnectionState::BackingOff,
+            _ => ConnectionState::Connecting,
+        }
+    }
+}
 
 /// What a broker connection runs over: a TCP stream, or a TLS session on one.
 trait BrokerStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}

@@ -21,7 +21,7 @@ use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256, Sha512};
 
 use super::SaslClient;
-use crate::client::secret::Secret;
+use crate::net::secret::Secret;
 
 /// Kafka's minimum iteration count for both SCRAM mechanisms (`ScramMechanism.minIterations`),
 /// also RFC 7677's floor: fewer would let a server weaken the stored key.

@@ -10,10 +10,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::SaslClient;
-use crate::client::secret::Secret;
+use crate::net::secret::Secret;
 
 /// A bearer token and the SASL extensions to send with it (KIP-342).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub struct OAuthBearerToken {
     /// The token (a JWT for Kafka's validators). Never printed.
     pub value: Secret,
@@ -39,12 +40,14 @@ impl OAuthBearerToken {
 }
 
 /// The future a token provider returns: the token, or why there is none.
+#[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub type TokenFuture = Pin<Box<dyn Future<Output = Result<OAuthBearerToken, String>> + Send>>;
 
 /// Where OAUTHBEARER tokens come from: an async function the application supplies, called for
 /// every authentication (each new connection and each KIP-368 re-authentication), so it can
 /// refresh tokens as they near expiry.
 #[derive(Clone)]
+#[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub struct OAuthBearerTokenProvider(Arc<dyn Fn() -> TokenFuture + Send + Sync>);
 
 impl OAuthBearerTokenProvider {

@@ -1,42 +1,13 @@
 //! The producer's metrics snapshot: what a service owner puts on a dashboard, under the
 //! Java producer's metric names where one exists, so existing dashboards and alerts carry
-//! over. Delivery figures move only on broker-confirmed outcomes (DESIGN rule P8).
+//! over. Delivery figures move only on broker-confirmed outcomes (rule P8).
 
 use std::collections::BTreeMap;
 
 use crate::engine::Counters;
 use crate::engine::metrics::DeliveryMetrics;
+use crate::net::connection::ConnectionState;
 use crate::types::BrokerId;
-
-/// Where a broker connection stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConnectionState {
-    /// No connection yet, or connecting.
-    Connecting,
-    /// Connected and negotiated.
-    Connected,
-    /// The last attempt failed; waiting `reconnect.backoff` before the next.
-    BackingOff,
-}
-
-impl ConnectionState {
-    pub(crate) fn to_u8(self) -> u8 {
-        match self {
-            ConnectionState::Connecting => 0,
-            ConnectionState::Connected => 1,
-            ConnectionState::BackingOff => 2,
-        }
-    }
-
-    pub(crate) fn from_u8(value: u8) -> Self {
-        match value {
-            1 => ConnectionState::Connected,
-            2 => ConnectionState::BackingOff,
-            _ => ConnectionState::Connecting,
-        }
-    }
-}
 
 /// One broker's figures.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,6 +182,7 @@ impl ProducerMetrics {
     /// `kafka.producer.node.requests-in-flight` and `kafka.producer.node.connection-state`
     /// (0 connecting, 1 connected, 2 backing off), labelled with `client_id` (and `node_id`).
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn publish(&self, client_id: &str) {
         for (name, value) in self.named() {
             let name = format!("kafka.producer.{name}");

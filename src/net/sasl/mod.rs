@@ -6,7 +6,7 @@
 //! Any failure the broker reports (wrong password, unknown mechanism, a token it rejects) or
 //! that the mechanism detects (a SCRAM server that cannot prove it knows the password) is an
 //! [`Error::Authentication`]: fatal, since retrying the same credentials cannot succeed
-//! (DESIGN "Connections and security"). Network failures stay I/O errors (retriable).
+//! (ARCHITECTURE.md, connections and security). Network failures stay I/O errors (retriable).
 
 #[cfg(feature = "sasl-oauthbearer")]
 pub(crate) mod oauthbearer;
@@ -178,7 +178,7 @@ mod tests {
     use std::collections::VecDeque;
 
     use super::*;
-    use crate::client::secret::Secret;
+    use crate::net::secret::Secret;
     use crate::protocol::messages::sasl_authenticate::SaslAuthenticateResponse;
     use crate::protocol::messages::sasl_handshake::SaslHandshakeResponse;
     use crate::protocol::{Decoder, Message};

@@ -9,13 +9,14 @@ use std::time::Instant;
 use tokio::sync::{Notify, oneshot};
 
 use super::config::ProducerConfig;
-use super::metadata::ClusterMetadata;
-use super::metrics::{BrokerMetrics, ConnectionState, ProducerMetrics, SnapshotParts};
+use super::metrics::{BrokerMetrics, ProducerMetrics, SnapshotParts};
 use super::partitioner::StickyPartitioner;
-use super::ready::MetadataAnswers;
 use crate::engine::accumulator::{Accumulator, SendGate};
 use crate::engine::{CallId, Engine};
 use crate::error::Error;
+use crate::net::connection::ConnectionState;
+use crate::net::metadata::ClusterMetadata;
+use crate::net::ready::MetadataAnswers;
 use crate::types::{BrokerId, Millis};
 
 /// The engine under its lock. Dropping the guard publishes to the accumulator's
@@ -50,7 +51,7 @@ pub(crate) struct Shared {
     pub config: ProducerConfig,
     start: Instant,
     /// The producer's rules: taken by the driver's polls and by the transactional calls,
-    /// never by `send` (issue 13).
+    /// never by `send` (ARCHITECTURE.md, performance shape).
     engine: Mutex<Engine>,
     /// The batches `send` appends to, each partition behind its own lock.
     pub acc: Accumulator,

@@ -1,6 +1,6 @@
 //! `sasl.jaas.config`: the one-line JAAS entry Java clients carry their SASL credentials in,
 //! e.g. `org.apache.kafka.common.security.plain.PlainLoginModule required username="u"
-//! password="p";` — parsed so a user's existing properties work as they are (issue 11).
+//! password="p";` — parsed so a user's existing properties work as they are.
 //!
 //! The grammar is the one Kafka's `JaasConfig` reads with Java's `StreamTokenizer`: a login
 //! module class, a control flag (`required`, `requisite`, `sufficient`, `optional`), then

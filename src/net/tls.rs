@@ -345,7 +345,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::client::secret::Secret;
+    use crate::net::secret::Secret;
 
     fn setting_of(result: Result<TlsConnector, Error>) -> String {
         match result {

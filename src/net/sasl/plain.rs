@@ -2,7 +2,7 @@
 //! authorization id (act as the authenticated user). The broker answers with an empty message.
 
 use super::SaslClient;
-use crate::client::secret::Secret;
+use crate::net::secret::Secret;
 
 /// The client side of one PLAIN exchange.
 pub(crate) struct PlainClient {

@@ -1,6 +1,6 @@
 //! How the producer secures its connections: `security.protocol`, TLS trust and client
 //! certificates, and SASL credentials, under the Java client's property names (and the few
-//! librdkafka names people copy from Confluent Cloud or MSK snippets), issue 11.
+//! librdkafka names people copy from Confluent Cloud or MSK snippets).
 //!
 //! Only PEM key material is read (`ssl.truststore.type=PEM`, `ssl.keystore.type=PEM`): JKS and
 //! PKCS#12 stores are Java formats, and `keytool -exportcert -rfc` / `openssl pkcs12` turn them
@@ -10,12 +10,13 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use super::config::properties::config_error;
 use super::jaas;
+use super::properties::config_error;
 use super::secret::Secret;
 use crate::error::Error;
 
 #[cfg(feature = "sasl-oauthbearer")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub use super::sasl::oauthbearer::{OAuthBearerToken, OAuthBearerTokenProvider};
 
 const SECURITY_PROTOCOL: &str = "security.protocol";
@@ -204,6 +205,7 @@ pub struct SaslConfig {
     pub password: Option<Secret>,
     /// Where OAUTHBEARER tokens come from.
     #[cfg(feature = "sasl-oauthbearer")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
     pub token_provider: Option<OAuthBearerTokenProvider>,
 }
 

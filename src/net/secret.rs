@@ -1,5 +1,5 @@
-//! A password, key or token that must never be printed (DESIGN "Connections and security";
-//! issue 11): `Debug` and `Display` show a placeholder, so a secret inside a configuration, an
+//! A password, key or token that must never be printed (ARCHITECTURE.md, connections
+//! and security): `Debug` and `Display` show a placeholder, so a secret inside a configuration, an
 //! error or a tracing event cannot leak by formatting.
 
 use std::fmt;

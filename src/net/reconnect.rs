@@ -5,7 +5,7 @@
 //! down for a minute sees tens of attempts, not hundreds, and many clients do not reconnect
 //! in lockstep. The log says when a broker becomes unreachable and when it is back, with the
 //! count of failed attempts in between, instead of one WARN per attempt (about 2,400 lines
-//! during one 70 s cut before): see [`crate::engine::reachability`].
+//! during one 70 s cut before): see [`crate::reachability`].
 
 use std::time::Duration;
 
@@ -54,7 +54,7 @@ impl ReconnectBackoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::reachability::{Reachability, ReachabilityChange};
+    use crate::reachability::{Reachability, ReachabilityChange};
 
     #[test]
     fn backoff_grows_and_is_capped() {

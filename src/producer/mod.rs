@@ -1,5 +1,12 @@
-//! The user-facing producer: [`Producer`], [`Record`], and the delivery future each `send`
-//! returns.
+//! The producer client: the user-facing [`Producer`], [`Record`] and the delivery future each
+//! `send` returns, over its configuration, partitioner, the tokio task that drives the
+//! sans-I/O engine (`driver`), the state the handle and the task share, and its metrics.
+
+pub mod config;
+pub(crate) mod driver;
+pub mod metrics;
+pub mod partitioner;
+pub(crate) mod shared;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,18 +18,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::client::config::{ProducerBuilder, ProducerConfig};
-use crate::client::connection::LinkSecurity;
-use crate::client::driver::{Command, Driver};
-use crate::client::metadata::{ClusterMetadata, TopicMetadata};
-use crate::client::metrics::ProducerMetrics;
-use crate::client::partitioner::{StickyPartitioner, partition_for_key};
-use crate::client::producer_shared::Shared;
 use crate::engine::accumulator::{Accumulator, AccumulatorConfig, AppendError};
 use crate::engine::completion::BatchCompletion;
 use crate::engine::transaction::{TxnCall, TxnState};
 use crate::engine::{Counters, Engine, EngineConfig, TransactionConfig};
 use crate::error::{Error, Result};
+use crate::net::connection::LinkSecurity;
+use crate::net::metadata::{ClusterMetadata, TopicMetadata};
+use crate::producer::config::{ProducerBuilder, ProducerConfig};
+use crate::producer::driver::{Command, Driver};
+use crate::producer::metrics::ProducerMetrics;
+use crate::producer::partitioner::{StickyPartitioner, partition_for_key};
+use crate::producer::shared::Shared;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::Header;
 use crate::types::TopicPartition;
@@ -90,7 +97,7 @@ impl Record {
     }
 }
 
-/// Where a record landed (DESIGN rule O1: the offset is exact).
+/// Where a record landed (rule O1: the offset is exact).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RecordMetadata {
@@ -107,7 +114,7 @@ pub struct RecordMetadata {
 
 /// Resolves once the broker confirmed the record, or with an error saying whether it may
 /// still have been written ([`Error::is_indeterminate`]). Every send resolves exactly once
-/// (DESIGN rule P6).
+/// (rule P6).
 #[derive(Debug)]
 #[must_use = "a delivery future tells whether the record was written"]
 pub struct DeliveryFuture {
@@ -307,7 +314,7 @@ impl Producer {
     pub async fn send(&self, record: Record) -> Result<DeliveryFuture> {
         // A caller that never yields otherwise (the loop users write first, with buffer
         // space to spare) yields here once its task's tokio budget is spent, so the driver
-        // runs even on a `current_thread` runtime and the pipeline stays full (issue 13).
+        // runs even on a `current_thread` runtime and the pipeline stays full.
         // Before anything is handed over, so dropping the future here loses nothing.
         tokio::task::coop::consume_budget().await;
         // A fatal error is checked with the transaction state by the append below (the
@@ -357,7 +364,7 @@ impl Producer {
             let space = shared.space.notified();
             let appended = {
                 let _in_send = span.enter();
-                // Only the partition's lock: the engine's is never taken here (issue 13). A
+                // Only the partition's lock: the engine's is never taken here. A
                 // transactional producer accepts records only inside a transaction (T1): the
                 // append checks the engine's published answer under that lock.
                 shared.acc.append_deferring_seal(
@@ -636,7 +643,7 @@ impl Producer {
     }
 
     /// Counters that move only on broker-confirmed outcomes, and the current producer id and
-    /// epoch (DESIGN rule P8).
+    /// epoch (rule P8).
     pub fn counters(&self) -> Counters {
         self.inner.shared.lock_engine().counters().clone()
     }
@@ -797,7 +804,7 @@ fn now_epoch_ms() -> i64 {
 
 /// `topic` as a shared name, reusing the last one made on this thread when it is the same:
 /// the per-record allocation (and free) of the name was one of the send path's top costs
-/// (issue 13's profile), and most loops send to one topic.
+/// (in a profile of the send path), and most loops send to one topic.
 fn shared_topic_name(topic: &str) -> Arc<str> {
     thread_local! {
         static LAST: std::cell::RefCell<Option<Arc<str>>> = const { std::cell::RefCell::new(None) };

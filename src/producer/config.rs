@@ -16,25 +16,24 @@
 //! configuration. Every problem is an [`Error::Config`] naming the Kafka property.
 
 mod compression;
-pub(crate) mod properties;
 
 use std::str::FromStr;
 use std::time::Duration;
 
-pub use compression::CompressionConfig;
-use properties::{
+use crate::net::properties::{
     check_bootstrap_servers, config_error, list_entries, parse_bool, parse_number, unknown_property,
 };
+pub use compression::CompressionConfig;
 
 use tracing::debug;
 
-use super::secret::Secret;
+use crate::error::Error;
+use crate::net::secret::Secret;
 #[cfg(feature = "sasl-oauthbearer")]
-use super::security::OAuthBearerTokenProvider;
-use super::security::{
+use crate::net::security::OAuthBearerTokenProvider;
+use crate::net::security::{
     Pem, SECURITY_PROPERTY_NAMES, SaslMechanism, SecurityConfig, SecurityProtocol,
 };
-use crate::error::Error;
 use crate::protocol::record_batch::Compression;
 
 const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
@@ -89,7 +88,7 @@ pub const PROPERTY_NAMES: [&str; 25] = [
 
 /// The most batches an idempotent producer may have in flight per connection: the broker keeps
 /// the sequence numbers of the last 5 batches per producer and partition
-/// (`ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE`; DESIGN rule P4).
+/// (`ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE`; rule P4).
 pub const MAX_IN_FLIGHT_FOR_IDEMPOTENCE: usize = 5;
 
 /// The largest value of a Java `INT` property (`Type.INT` in `ProducerConfig`); several of them
@@ -247,7 +246,7 @@ impl ProducerConfig {
         K: AsRef<str>,
         V: AsRef<str>,
     {
-        properties::from_properties(props, Self::set, Self::validate)
+        crate::net::properties::from_properties(props, Self::set, Self::validate)
     }
 
     /// Sets one property by its Kafka name. The value is trimmed and parsed as Java's
@@ -285,7 +284,7 @@ impl ProducerConfig {
                 if let Some(result) = self.security.set(key, value) {
                     return result;
                 }
-                if properties::is_ignored_property(key) {
+                if crate::net::properties::is_ignored_property(key) {
                     debug!(
                         property = key,
                         "ignoring a setting that does not apply to this producer"
@@ -335,7 +334,7 @@ impl ProducerConfig {
             return Err(config_error(MAX_IN_FLIGHT, "must be at least 1"));
         }
         // Java allows 0 (no batching); one record per batch defeats the per-batch design
-        // (DESIGN "Performance shape"), so we ask for at least one byte.
+        // (ARCHITECTURE.md, performance shape), so we ask for at least one byte.
         if self.batch_size == 0 {
             return Err(config_error(BATCH_SIZE, "must be at least 1"));
         }
@@ -608,6 +607,7 @@ impl ProducerBuilder {
     /// SASL/OAUTHBEARER with tokens from `provider`, which is called for every authentication
     /// (each connection and each re-authentication), so it can hand out fresh tokens.
     #[cfg(feature = "sasl-oauthbearer")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
     pub fn sasl_oauthbearer(mut self, provider: OAuthBearerTokenProvider) -> Self {
         let sasl = &mut self.config.security.sasl;
         sasl.mechanism = Some(SaslMechanism::OAuthBearer);
