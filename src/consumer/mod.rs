@@ -35,10 +35,8 @@ mod state;
 pub(crate) mod sticky_assignor;
 mod stream;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_core::Stream;
 
 pub use config::{
@@ -46,13 +44,13 @@ pub use config::{
 };
 
 use crate::error::{Error, Result};
-use crate::protocol::record_batch::{Header, TimestampType};
 use crate::types::TopicPartition;
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 use driver::Driver;
 pub use driver::GenerationHold;
 use fetcher::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use membership::MembershipEvent;
+pub use records::ConsumerRecord;
 use state::MembershipOrRecords;
 use stream::PollStream;
 
@@ -70,36 +68,6 @@ pub enum ConsumerEvent {
     /// Partitions already gone (the member was fenced or its session expired): their offsets
     /// must not be committed; another member may own them already.
     Lost(Vec<TopicPartition>),
-}
-
-/// One consumed record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ConsumerRecord {
-    /// The topic.
-    pub topic: Arc<str>,
-    /// The partition.
-    pub partition: i32,
-    /// The record's offset.
-    pub offset: i64,
-    /// The record's timestamp, in milliseconds since the epoch: see `timestamp_type`.
-    pub timestamp: i64,
-    /// What the timestamp is: the producer's create time, or the broker's log append time
-    /// (topics with `message.timestamp.type=LogAppendTime`; the batch attributes' bit 3).
-    pub timestamp_type: TimestampType,
-    /// The key.
-    pub key: Option<Bytes>,
-    /// The value (`None`: a tombstone).
-    pub value: Option<Bytes>,
-    /// The headers, in order.
-    pub headers: Vec<Header>,
-}
-
-impl ConsumerRecord {
-    /// The record's topic and partition.
-    pub fn topic_partition(&self) -> TopicPartition {
-        TopicPartition::new(Arc::clone(&self.topic), self.partition)
-    }
 }
 
 /// A Kafka consumer, reading committed records by default: a member of a consumer group
@@ -294,7 +262,7 @@ impl Consumer {
     /// Cancel safety: dropping the stream, or a future awaiting its next item, loses no
     /// record: an item is taken from the consumer in the step that returns it.
     pub fn records(&mut self) -> impl Stream<Item = Result<ConsumerRecord>> + '_ {
-        PollStream::new(self, 1, |found| match found {
+        PollStream::new(&mut self.driver, 1, |found| match found {
             MembershipOrRecords::Records(mut records) => records.pop(),
             MembershipOrRecords::Membership(_) => None,
         })
@@ -304,7 +272,7 @@ impl Consumer {
     ///
     /// Cancel safety: as [`Consumer::records`].
     pub fn events(&mut self) -> impl Stream<Item = Result<ConsumerEvent>> + '_ {
-        PollStream::new(self, usize::MAX, |found| Some(found.into()))
+        PollStream::new(&mut self.driver, usize::MAX, |found| Some(found.into()))
     }
 
     /// Waits for the next event: records, or a rebalance event. A Revoked event's partitions

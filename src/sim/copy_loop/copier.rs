@@ -47,7 +47,8 @@ const INIT_ATTEMPTS: u32 = 1_000;
 /// application and the world (single-threaded: borrowed only inside a poll or a world step,
 /// never across an await).
 pub(super) struct CopierState {
-    /// Virtual time, and the instant it counts from (the membership's clock).
+    /// Virtual time (the membership's clock, passed as it is), and the instant it counts
+    /// from for the copy loop's clock ([`CopySource::now`] is an `Instant`).
     now: Millis,
     base: Instant,
     member: ConsumerMember,
@@ -125,6 +126,7 @@ impl CopierState {
         }
     }
 
+    /// The virtual time as the copy loop's `Instant`.
     fn at(&self) -> Instant {
         self.base + Duration::from_millis(self.now)
     }
@@ -190,8 +192,7 @@ impl CopierState {
         if !self.polled_once || self.heartbeat.is_some() || held {
             return None;
         }
-        let at = self.at();
-        let request = self.member.poll_request(at)?;
+        let request = self.member.poll_request(now)?;
         self.heartbeat = Some(seq);
         self.acted = true;
         Some(request)
@@ -216,9 +217,8 @@ impl CopierState {
         self.now = now;
         self.heartbeat = None;
         self.acted = true;
-        let at = self.at();
         self.member
-            .on_response(response, at, &View)
+            .on_response(response, now, &View)
             .map_err(|e| format!("the member failed fatally: {e}"))?;
         // A fenced member's positions go at once, not when `Lost` is handed over.
         self.drop_unowned();
@@ -233,16 +233,14 @@ impl CopierState {
         self.now = now;
         self.heartbeat = None;
         self.acted = true;
-        let at = self.at();
-        self.member.on_request_failed(at, Duration::from_millis(50));
+        self.member.on_request_failed(now, 50);
         true
     }
 
     // ---- the consumer's application side ----
 
     fn begin_poll(&mut self) {
-        let at = self.at();
-        self.member.on_poll(at);
+        self.member.on_poll(self.now);
         self.drop_unowned();
         self.polled_once = true;
         self.acted = true;
@@ -393,9 +391,7 @@ impl CopySource for SimConsumer {
         })
         .await;
         let mut state = self.state.borrow_mut();
-        let limit = Millis::try_from(state.member.heartbeat_interval().as_millis())
-            .unwrap_or(Millis::MAX)
-            .max(MIN_HOLD_MS);
+        let limit = state.member.heartbeat_interval_ms().max(MIN_HOLD_MS);
         let until = state.now + limit;
         state.hold_until = Some(state.hold_until.map_or(until, |t| t.max(until)));
         state.holds += 1;
@@ -430,8 +426,8 @@ impl CommitHold for SimHold {
         if state.member.group_metadata() != self.metadata {
             return false;
         }
-        let at = state.at();
-        let applied = state.member.commit_refused(code, at);
+        let now = state.now;
+        let applied = state.member.commit_refused(code, now);
         if applied {
             state.drop_unowned();
             state.note(format!(
