@@ -46,7 +46,7 @@ use crate::net::ready::{Probe, first_metadata};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic};
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
-use crate::types::{Millis, TopicPartition};
+use crate::types::{Millis, MonotonicClock, TopicPartition};
 
 /// How long `committed` waits out pending transactional commits (Java's
 /// `default.api.timeout.ms`).
@@ -57,37 +57,10 @@ const COMMIT_ATTEMPTS: usize = 10;
 /// `request.timeout.ms`.
 const LOOKUP_ATTEMPTS: usize = 20;
 
-/// The consumer's monotonic clock: the [`Millis`] its state machines run on (as the producer
-/// engine runs on its driver's), read here at the edge, and back to an [`Instant`] for the
-/// background task's timer.
-#[derive(Debug, Clone, Copy)]
-struct Clock {
-    start: Instant,
-}
-
-impl Clock {
-    /// A clock at 0 now.
-    fn start() -> Self {
-        Self {
-            start: Instant::now(),
-        }
-    }
-
-    /// Milliseconds since the start.
-    fn now(&self) -> Millis {
-        Millis::try_from(self.start.elapsed().as_millis()).unwrap_or(Millis::MAX)
-    }
-
-    /// The instant `at` milliseconds after the start.
-    fn instant(&self, at: Millis) -> Instant {
-        self.start + Duration::from_millis(at)
-    }
-}
-
 /// What the application's calls and the background task share.
 struct Shared {
     state: Mutex<ConsumerState>,
-    clock: Clock,
+    clock: MonotonicClock,
     /// The background task applied something a waiting `poll` may want.
     changed: Notify,
     /// The application changed something the background task must act on.
@@ -139,10 +112,16 @@ impl Drop for Driver {
 }
 
 impl Driver {
+    /// Milliseconds on the consumer's monotonic clock, the one its state machines and poll
+    /// timeouts run on.
+    pub(crate) fn now(&self) -> Millis {
+        self.shared.clock.now()
+    }
+
     /// Connects to the bootstrap servers, picks the group protocol and starts the background
     /// task (which sends nothing to the group before the first `poll`).
     pub async fn connect(config: ConsumerConfig) -> Result<Self> {
-        let clock = Clock::start();
+        let clock = MonotonicClock::start();
         let state = ConsumerState::connect(config, || clock.now()).await?;
         let uses_kip848 = state.uses_kip848();
         let shared = Arc::new(Shared {

@@ -93,6 +93,12 @@ impl std::fmt::Debug for Consumer {
 }
 
 impl Consumer {
+    /// Milliseconds on the consumer's monotonic clock (what the copy loop measures its commit
+    /// interval on).
+    pub(crate) fn clock_now(&self) -> crate::types::Millis {
+        self.driver.now()
+    }
+
     /// A builder with the default configuration.
     pub fn builder() -> ConsumerBuilder {
         ConsumerBuilder::new()

@@ -22,7 +22,7 @@ use std::future::{Future, poll_fn, ready};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::View;
 use crate::consumer::membership::MembershipEvent;
@@ -47,10 +47,8 @@ const INIT_ATTEMPTS: u32 = 1_000;
 /// application and the world (single-threaded: borrowed only inside a poll or a world step,
 /// never across an await).
 pub(super) struct CopierState {
-    /// Virtual time (the membership's clock, passed as it is), and the instant it counts
-    /// from for the copy loop's clock ([`CopySource::now`] is an `Instant`).
+    /// Virtual time: the membership's clock and the copy loop's ([`CopySource::now`]).
     now: Millis,
-    base: Instant,
     member: ConsumerMember,
     /// The sequence number of the heartbeat in flight.
     heartbeat: Option<u64>,
@@ -93,7 +91,6 @@ impl CopierState {
     #[allow(clippy::too_many_arguments)] // the parts of a copier, as the world makes them
     pub(super) fn new(
         now: Millis,
-        base: Instant,
         member: ConsumerMember,
         per_poll: usize,
         source_topic: &str,
@@ -103,7 +100,6 @@ impl CopierState {
     ) -> Self {
         Self {
             now,
-            base,
             member,
             heartbeat: None,
             polled_once: false,
@@ -124,11 +120,6 @@ impl CopierState {
             lost_before_commit: 0,
             aborts_draining_failures: 0,
         }
-    }
-
-    /// The virtual time as the copy loop's `Instant`.
-    fn at(&self) -> Instant {
-        self.base + Duration::from_millis(self.now)
     }
 
     fn note(&mut self, line: String) {
@@ -337,8 +328,8 @@ pub(super) struct SimConsumer {
 impl CopySource for SimConsumer {
     type Hold = SimHold;
 
-    fn now(&self) -> Instant {
-        self.state.borrow().at()
+    fn now(&self) -> Millis {
+        self.state.borrow().now
     }
 
     async fn poll_timeout(&mut self, timeout: Duration) -> Result<Option<ConsumerEvent>> {
