@@ -79,6 +79,41 @@ pub enum ConsumerEvent {
 /// runtime that built it) heartbeats and fetches meanwhile. Dropping the consumer without
 /// [`Consumer::close`] stops both at once; the member then expires after the session timeout
 /// and its partitions move.
+///
+/// An at-least-once reader that commits what it processed, and drops what it can no longer
+/// commit when partitions are revoked or lost:
+///
+/// ```no_run
+/// use exactly::{Consumer, ConsumerEvent, OffsetReset, PendingOffsets};
+///
+/// # async fn run() -> exactly::Result<()> {
+/// let mut consumer = Consumer::builder()
+///     .bootstrap("127.0.0.1:9092")
+///     .group_id("billing")
+///     .auto_offset_reset(OffsetReset::Earliest)
+///     .build()
+///     .await?;
+/// consumer.subscribe(["orders"])?;
+/// let mut processed = PendingOffsets::new();
+/// for _ in 0..1_000 {
+///     match consumer.poll().await? {
+///         ConsumerEvent::Records(records) => {
+///             for record in records {
+///                 println!("{}-{}@{}", record.topic, record.partition, record.offset);
+///                 processed.processed(record.topic_partition(), record.offset);
+///             }
+///             consumer.commit(&processed.take()).await?;
+///         }
+///         // Commit what is done before the partitions go; nothing of a lost one.
+///         ConsumerEvent::Revoked(_) => consumer.commit(&processed.take()).await?,
+///         ConsumerEvent::Lost(partitions) => processed.revoke(&partitions),
+///         ConsumerEvent::Assigned(_) => {}
+///         _ => {}
+///     }
+/// }
+/// consumer.close().await?; // leaves the group, so the partitions move at once
+/// # Ok(()) }
+/// ```
 pub struct Consumer {
     driver: Driver,
     request_timeout: Duration,
