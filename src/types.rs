@@ -6,9 +6,42 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Milliseconds on the driver's monotonic clock (virtual time in the simulation).
 pub type Millis = u64;
+
+/// A duration in whole milliseconds, saturating.
+pub(crate) fn millis(duration: Duration) -> Millis {
+    Millis::try_from(duration.as_millis()).unwrap_or(Millis::MAX)
+}
+
+/// The monotonic clock a client's sans-I/O core runs on: [`Millis`] since the client started,
+/// read at the edge by its tokio driver (the simulation gives the same cores virtual time
+/// instead), and back to an [`Instant`] for the driver's timers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MonotonicClock {
+    start: Instant,
+}
+
+impl MonotonicClock {
+    /// A clock at 0 now.
+    pub(crate) fn start() -> Self {
+        Self {
+            start: Instant::now(),
+        }
+    }
+
+    /// Milliseconds since the start.
+    pub(crate) fn now(&self) -> Millis {
+        millis(self.start.elapsed())
+    }
+
+    /// The instant `at` milliseconds after the start.
+    pub(crate) fn instant(&self, at: Millis) -> Instant {
+        self.start + Duration::from_millis(at)
+    }
+}
 
 /// A broker's node id.
 pub type BrokerId = i32;

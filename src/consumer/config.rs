@@ -14,6 +14,7 @@ use crate::net::properties::{
     parse_number, unknown_property,
 };
 use crate::net::security::{SECURITY_PROPERTY_NAMES, SecurityConfig};
+use crate::types::Millis;
 
 const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
 const GROUP_ID: &str = "group.id";
@@ -409,11 +410,17 @@ impl ConsumerConfig {
     }
 
     pub(crate) fn retry_backoff(&self) -> Duration {
-        Duration::from_millis(self.retry_backoff_ms.max(1))
+        Duration::from_millis(self.retry_backoff_millis())
     }
 
-    pub(crate) fn auto_commit_interval(&self) -> Duration {
-        Duration::from_millis(self.auto_commit_interval_ms.max(1))
+    /// `retry.backoff.ms`, at least one, on the state machines' clock.
+    pub(crate) fn retry_backoff_millis(&self) -> Millis {
+        self.retry_backoff_ms.max(1)
+    }
+
+    /// `auto.commit.interval.ms`, at least one, on the state machines' clock.
+    pub(crate) fn auto_commit_interval_millis(&self) -> Millis {
+        self.auto_commit_interval_ms.max(1)
     }
 
     /// Whether the consumer has a group (to subscribe, look up committed offsets, commit).

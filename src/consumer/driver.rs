@@ -30,7 +30,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio::task::{JoinHandle, JoinSet};
@@ -42,15 +42,15 @@ use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_requ
 use super::state::{Completion, ConsumerState, MembershipOrRecords, OFFSET_FETCH_VERSION_CAP};
 use crate::error::{Error, Result};
 use crate::net::connection::BrokerLink;
-use crate::net::ready::first_metadata;
+use crate::net::ready::{Probe, first_metadata};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic};
-use crate::types::TopicPartition;
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
+use crate::types::{Millis, MonotonicClock, TopicPartition};
 
 /// How long `committed` waits out pending transactional commits (Java's
 /// `default.api.timeout.ms`).
-const COMMITTED_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+const COMMITTED_TIMEOUT: Duration = Duration::from_secs(60);
 /// Attempts of one `commit` (coordinator moves, a stale epoch) within `request.timeout.ms`.
 const COMMIT_ATTEMPTS: usize = 10;
 /// Rounds of one `offsets_for_times` (metadata look-ups, moved leaders) within
@@ -60,6 +60,7 @@ const LOOKUP_ATTEMPTS: usize = 20;
 /// What the application's calls and the background task share.
 struct Shared {
     state: Mutex<ConsumerState>,
+    clock: MonotonicClock,
     /// The background task applied something a waiting `poll` may want.
     changed: Notify,
     /// The application changed something the background task must act on.
@@ -111,13 +112,21 @@ impl Drop for Driver {
 }
 
 impl Driver {
+    /// Milliseconds on the consumer's monotonic clock, the one its state machines and poll
+    /// timeouts run on.
+    pub(crate) fn now(&self) -> Millis {
+        self.shared.clock.now()
+    }
+
     /// Connects to the bootstrap servers, picks the group protocol and starts the background
     /// task (which sends nothing to the group before the first `poll`).
     pub async fn connect(config: ConsumerConfig) -> Result<Self> {
-        let state = ConsumerState::connect(config).await?;
+        let clock = MonotonicClock::start();
+        let state = ConsumerState::connect(config, || clock.now()).await?;
         let uses_kip848 = state.uses_kip848();
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
+            clock,
             changed: Notify::new(),
             wake: Notify::new(),
         });
@@ -167,8 +176,8 @@ impl Driver {
 
 /// What a foreground call needs of the settings, read under the lock once.
 struct CallSettings {
-    timeout: std::time::Duration,
-    backoff: std::time::Duration,
+    timeout: Duration,
+    backoff: Duration,
     client_id: Arc<str>,
 }
 
@@ -259,7 +268,7 @@ impl Handle {
         limit: usize,
     ) -> Result<Option<MembershipOrRecords>> {
         self.auto_commit_now(false).await;
-        self.shared.lock().begin_poll(Instant::now())?;
+        self.shared.lock().begin_poll(self.shared.clock.now())?;
         let _polling = PollInProgress(&self.shared);
         // The poll may have given revoked partitions up: the coordinator hears of it now.
         self.changed_here();
@@ -284,7 +293,7 @@ impl Handle {
     /// there is (a commit with it may then be refused, which is safe).
     pub async fn hold_generation(&self, deadline: Instant) -> GenerationHold {
         self.wait_for(deadline, |s| !s.generation_moving()).await;
-        let metadata = self.shared.lock().hold(Instant::now());
+        let metadata = self.shared.lock().hold(self.shared.clock.now());
         GenerationHold {
             shared: Arc::clone(&self.shared),
             metadata,
@@ -293,12 +302,16 @@ impl Handle {
 
     /// Connects, authenticates and fetches metadata through the bootstrap servers, round
     /// after round until one answers or `timeout` passes.
-    pub async fn wait_ready(&self, timeout: std::time::Duration) -> Result<()> {
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<()> {
         self.fatal()?;
         let (bootstrap, probe, client_id) = {
             let state = self.shared.lock();
-            let (bootstrap, probe) = state.readiness_probe(Instant::now() + timeout);
-            (bootstrap, probe, state.client_id())
+            let probe = Probe {
+                request_timeout: state.config().request_timeout(),
+                retry_backoff: state.config().retry_backoff(),
+                deadline: Some(Instant::now() + timeout),
+            };
+            (state.bootstrap_links(), probe, state.client_id())
         };
         first_metadata(&bootstrap, &client_id, probe)
             .await
@@ -606,7 +619,7 @@ struct PollInProgress<'a>(&'a Shared);
 
 impl Drop for PollInProgress<'_> {
     fn drop(&mut self) {
-        self.0.lock().end_poll(Instant::now());
+        self.0.lock().end_poll(self.0.clock.now());
     }
 }
 
@@ -650,10 +663,10 @@ impl GenerationHold {
         let Some(code) = error.code() else {
             return false;
         };
-        let applied = self
-            .shared
-            .lock()
-            .commit_refused(code, &self.metadata, Instant::now());
+        let applied =
+            self.shared
+                .lock()
+                .commit_refused(code, &self.metadata, self.shared.clock.now());
         if applied {
             self.shared.wake.notify_one();
             self.shared.changed.notify_one();
@@ -677,16 +690,16 @@ async fn run(shared: Arc<Shared>) {
     loop {
         let wake_at = {
             let mut state = shared.lock();
-            let now = Instant::now();
+            let now = shared.clock.now();
             state.maintain(now, &mut tasks);
-            state.next_wake(now)
+            shared.clock.instant(state.next_wake(now))
         };
         shared.changed.notify_one();
         tokio::select! {
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                 let mut state = shared.lock();
                 match done {
-                    Ok(completion) => state.complete(completion, Instant::now()),
+                    Ok(completion) => state.complete(completion, shared.clock.now()),
                     Err(e) => state.task_failed(&e),
                 }
             }

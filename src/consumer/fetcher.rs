@@ -14,9 +14,8 @@ use std::sync::Arc;
 
 use tracing::debug;
 
-use super::ConsumerRecord;
 use super::config::{ConsumerConfig, IsolationLevel, OffsetReset};
-use super::records::PartitionReader;
+use super::records::{ConsumerRecord, PartitionReader};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};

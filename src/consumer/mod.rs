@@ -35,10 +35,8 @@ mod state;
 pub(crate) mod sticky_assignor;
 mod stream;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_core::Stream;
 
 pub use config::{
@@ -46,13 +44,13 @@ pub use config::{
 };
 
 use crate::error::{Error, Result};
-use crate::protocol::record_batch::{Header, TimestampType};
 use crate::types::TopicPartition;
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 use driver::Driver;
 pub use driver::GenerationHold;
 use fetcher::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use membership::MembershipEvent;
+pub use records::ConsumerRecord;
 use state::MembershipOrRecords;
 use stream::PollStream;
 
@@ -72,36 +70,6 @@ pub enum ConsumerEvent {
     Lost(Vec<TopicPartition>),
 }
 
-/// One consumed record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ConsumerRecord {
-    /// The topic.
-    pub topic: Arc<str>,
-    /// The partition.
-    pub partition: i32,
-    /// The record's offset.
-    pub offset: i64,
-    /// The record's timestamp, in milliseconds since the epoch: see `timestamp_type`.
-    pub timestamp: i64,
-    /// What the timestamp is: the producer's create time, or the broker's log append time
-    /// (topics with `message.timestamp.type=LogAppendTime`; the batch attributes' bit 3).
-    pub timestamp_type: TimestampType,
-    /// The key.
-    pub key: Option<Bytes>,
-    /// The value (`None`: a tombstone).
-    pub value: Option<Bytes>,
-    /// The headers, in order.
-    pub headers: Vec<Header>,
-}
-
-impl ConsumerRecord {
-    /// The record's topic and partition.
-    pub fn topic_partition(&self) -> TopicPartition {
-        TopicPartition::new(Arc::clone(&self.topic), self.partition)
-    }
-}
-
 /// A Kafka consumer, reading committed records by default: a member of a consumer group
 /// ([`Consumer::subscribe`], [`Consumer::subscribe_pattern`]) or of none, with partitions
 /// assigned by hand ([`Consumer::assign`]).
@@ -111,6 +79,41 @@ impl ConsumerRecord {
 /// runtime that built it) heartbeats and fetches meanwhile. Dropping the consumer without
 /// [`Consumer::close`] stops both at once; the member then expires after the session timeout
 /// and its partitions move.
+///
+/// An at-least-once reader that commits what it processed, and drops what it can no longer
+/// commit when partitions are revoked or lost:
+///
+/// ```no_run
+/// use exactly::{Consumer, ConsumerEvent, OffsetReset, PendingOffsets};
+///
+/// # async fn run() -> exactly::Result<()> {
+/// let mut consumer = Consumer::builder()
+///     .bootstrap("127.0.0.1:9092")
+///     .group_id("billing")
+///     .auto_offset_reset(OffsetReset::Earliest)
+///     .build()
+///     .await?;
+/// consumer.subscribe(["orders"])?;
+/// let mut processed = PendingOffsets::new();
+/// for _ in 0..1_000 {
+///     match consumer.poll().await? {
+///         ConsumerEvent::Records(records) => {
+///             for record in records {
+///                 println!("{}-{}@{}", record.topic, record.partition, record.offset);
+///                 processed.processed(record.topic_partition(), record.offset);
+///             }
+///             consumer.commit(&processed.take()).await?;
+///         }
+///         // Commit what is done before the partitions go; nothing of a lost one.
+///         ConsumerEvent::Revoked(_) => consumer.commit(&processed.take()).await?,
+///         ConsumerEvent::Lost(partitions) => processed.revoke(&partitions),
+///         ConsumerEvent::Assigned(_) => {}
+///         _ => {}
+///     }
+/// }
+/// consumer.close().await?; // leaves the group, so the partitions move at once
+/// # Ok(()) }
+/// ```
 pub struct Consumer {
     driver: Driver,
     request_timeout: Duration,
@@ -125,6 +128,12 @@ impl std::fmt::Debug for Consumer {
 }
 
 impl Consumer {
+    /// Milliseconds on the consumer's monotonic clock (what the copy loop measures its commit
+    /// interval on).
+    pub(crate) fn clock_now(&self) -> crate::types::Millis {
+        self.driver.now()
+    }
+
     /// A builder with the default configuration.
     pub fn builder() -> ConsumerBuilder {
         ConsumerBuilder::new()
@@ -294,7 +303,7 @@ impl Consumer {
     /// Cancel safety: dropping the stream, or a future awaiting its next item, loses no
     /// record: an item is taken from the consumer in the step that returns it.
     pub fn records(&mut self) -> impl Stream<Item = Result<ConsumerRecord>> + '_ {
-        PollStream::new(self, 1, |found| match found {
+        PollStream::new(&mut self.driver, 1, |found| match found {
             MembershipOrRecords::Records(mut records) => records.pop(),
             MembershipOrRecords::Membership(_) => None,
         })
@@ -304,7 +313,7 @@ impl Consumer {
     ///
     /// Cancel safety: as [`Consumer::records`].
     pub fn events(&mut self) -> impl Stream<Item = Result<ConsumerEvent>> + '_ {
-        PollStream::new(self, usize::MAX, |found| Some(found.into()))
+        PollStream::new(&mut self.driver, usize::MAX, |found| Some(found.into()))
     }
 
     /// Waits for the next event: records, or a rebalance event. A Revoked event's partitions

@@ -8,17 +8,50 @@
 //! producer's ABORT marker; control batches (the markers) are never delivered. This is the
 //! Java consumer's `CompletedFetch` logic, written from the KIP. Records at or past the last
 //! stable offset are never delivered even if a broker sent them.
+//!
+//! [`ConsumerRecord`], what a record becomes for the application, lives here with the
+//! decoding that makes it.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::ConsumerRecord;
 use super::config::IsolationLevel;
 use crate::protocol::DecodeError;
 use crate::protocol::messages::fetch::AbortedTransaction;
-use crate::protocol::record_batch::{ControlRecordKind, decode_batch};
+use crate::protocol::record_batch::{ControlRecordKind, Header, TimestampType, decode_batch};
+use crate::types::TopicPartition;
+
+/// One consumed record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConsumerRecord {
+    /// The topic.
+    pub topic: Arc<str>,
+    /// The partition.
+    pub partition: i32,
+    /// The record's offset.
+    pub offset: i64,
+    /// The record's timestamp, in milliseconds since the epoch: see `timestamp_type`.
+    pub timestamp: i64,
+    /// What the timestamp is: the producer's create time, or the broker's log append time
+    /// (topics with `message.timestamp.type=LogAppendTime`; the batch attributes' bit 3).
+    pub timestamp_type: TimestampType,
+    /// The key.
+    pub key: Option<Bytes>,
+    /// The value (`None`: a tombstone).
+    pub value: Option<Bytes>,
+    /// The headers, in order.
+    pub headers: Vec<Header>,
+}
+
+impl ConsumerRecord {
+    /// The record's topic and partition.
+    pub fn topic_partition(&self) -> TopicPartition {
+        TopicPartition::new(Arc::clone(&self.topic), self.partition)
+    }
+}
 
 /// One fetched partition's answer, decoded a batch at a time as records are taken: a Fetch
 /// answer can carry `max.partition.fetch.bytes` of records per partition (thousands), and

@@ -12,8 +12,7 @@ use std::task::{Context, Poll};
 
 use futures_core::Stream;
 
-use super::Consumer;
-use super::driver::Handle;
+use super::driver::{Driver, Handle};
 use super::state::MembershipOrRecords;
 use crate::error::Result;
 
@@ -23,8 +22,8 @@ const SKIPS_PER_CALL: usize = 64;
 
 type PollFuture = Pin<Box<dyn Future<Output = Result<Option<MembershipOrRecords>>> + Send>>;
 
-/// A stream of `poll`s of one consumer, borrowed mutably for the stream's life (as `poll`
-/// borrows it), each keeping what `pick` makes of it.
+/// A stream of `poll`s of one consumer, whose driver it borrows mutably for the stream's life
+/// (as `poll` borrows the consumer), each keeping what `pick` makes of it.
 pub(crate) struct PollStream<'a, T> {
     handle: Handle,
     /// The most records one poll takes.
@@ -32,21 +31,21 @@ pub(crate) struct PollStream<'a, T> {
     /// What an answer of `poll` yields (`None`: nothing, ask again).
     pick: fn(MembershipOrRecords) -> Option<T>,
     pending: Option<PollFuture>,
-    _consumer: PhantomData<&'a mut Consumer>,
+    _driver: PhantomData<&'a mut Driver>,
 }
 
 impl<'a, T> PollStream<'a, T> {
     pub(crate) fn new(
-        consumer: &'a mut Consumer,
+        driver: &'a mut Driver,
         limit: usize,
         pick: fn(MembershipOrRecords) -> Option<T>,
     ) -> Self {
         Self {
-            handle: consumer.driver.handle(),
+            handle: driver.handle(),
             limit,
             pick,
             pending: None,
-            _consumer: PhantomData,
+            _driver: PhantomData,
         }
     }
 }

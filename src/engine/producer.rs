@@ -105,7 +105,7 @@ enum Outstanding {
     },
 }
 
-/// The idempotent producer engine. See the module documentation of [`crate::engine`].
+/// The idempotent producer engine. See the module documentation of `crate::engine`.
 #[derive(Debug)]
 pub struct Engine {
     config: EngineConfig,

@@ -20,10 +20,11 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::copies::{CommittedTransaction, ConsumedRange, PartitionOffset, RecordCopy};
 use super::endpoints::{CommitHold, CopySink, CopySource};
+use crate::types::{Millis, millis};
 use crate::{
     Consumer, ConsumerEvent, ConsumerRecord, DeliveryFuture, Error, PendingOffsets, Producer,
     Record, Result, TopicPartition,
@@ -111,7 +112,7 @@ impl<F, C: std::fmt::Debug, P: std::fmt::Debug> std::fmt::Debug for CopyLoop<F, 
 
 /// The transaction being filled.
 struct OpenTransaction {
-    began: Instant,
+    began: Millis,
     pending: PendingOffsets,
     /// Per partition read in it, where it began reading (a seek there re-reads its input).
     from: BTreeMap<TopicPartition, i64>,
@@ -177,18 +178,22 @@ where
     /// it during a send or a commit leaves the transaction's outcome to the producer (see
     /// [`Producer::commit_transaction`]).
     pub async fn step(&mut self) -> Result<Option<CommittedTransaction>> {
-        let idle_until = self.consumer.now() + self.commit_interval;
+        let idle_until = self
+            .consumer
+            .now()
+            .saturating_add(millis(self.commit_interval));
         loop {
             let wait = match &self.open {
                 Some(open) => {
-                    let age = self.consumer.now().saturating_duration_since(open.began);
+                    let age = Duration::from_millis(self.consumer.now().saturating_sub(open.began));
                     if open.copies.len() >= self.commit_records || age >= self.commit_interval {
                         return self.commit_or_abort(&[]).await.map(Some);
                     }
                     self.commit_interval - age
                 }
                 None => {
-                    let left = idle_until.saturating_duration_since(self.consumer.now());
+                    let left =
+                        Duration::from_millis(idle_until.saturating_sub(self.consumer.now()));
                     if left.is_zero() {
                         return Ok(None);
                     }

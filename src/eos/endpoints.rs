@@ -6,8 +6,9 @@
 //! producer.
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::types::Millis;
 use crate::{
     Consumer, ConsumerEvent, ConsumerGroupMetadata, DeliveryFuture, Error, GenerationHold,
     OffsetToCommit, Producer, Record, Result, TopicPartition,
@@ -18,11 +19,10 @@ pub trait CopySource {
     /// What [`CopySource::hold_generation`] gives.
     type Hold: CommitHold;
 
-    /// The clock the loop measures its commit interval on: the one the source's poll
-    /// timeout runs on (the simulation's is virtual).
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
+    /// The clock the loop measures its commit interval on, in milliseconds: the one the
+    /// source's poll timeout runs on (the consumer's monotonic clock; the simulation's
+    /// virtual time), as the engine and the consumer's state machines take it.
+    fn now(&self) -> Millis;
 
     /// [`Consumer::poll_timeout`].
     fn poll_timeout(
@@ -74,6 +74,10 @@ pub trait CopySink {
 
 impl CopySource for Consumer {
     type Hold = GenerationHold;
+
+    fn now(&self) -> Millis {
+        self.clock_now()
+    }
 
     async fn poll_timeout(&mut self, timeout: Duration) -> Result<Option<ConsumerEvent>> {
         Consumer::poll_timeout(self, timeout).await

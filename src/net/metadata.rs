@@ -1,4 +1,4 @@
-//! The cluster metadata the producer needs: broker addresses and, per topic, its partitions'
+//! The cluster metadata a client needs: broker addresses and, per topic, its partitions'
 //! leaders (or the error the broker gave for the topic).
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! How the producer secures its connections: `security.protocol`, TLS trust and client
+//! How a client secures its connections: `security.protocol`, TLS trust and client
 //! certificates, and SASL credentials, under the Java client's property names (and the few
 //! librdkafka names people copy from Confluent Cloud or MSK snippets).
 //!

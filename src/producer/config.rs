@@ -35,6 +35,7 @@ use crate::net::security::{
     Pem, SECURITY_PROPERTY_NAMES, SaslMechanism, SecurityConfig, SecurityProtocol,
 };
 use crate::protocol::record_batch::Compression;
+use crate::types::millis;
 
 const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
 const CLIENT_ID: &str = "client.id";
@@ -698,11 +699,6 @@ fn check_wire_string(setting: &str, value: &str) -> Result<(), Error> {
         ));
     }
     Ok(())
-}
-
-/// A duration in whole milliseconds, saturating.
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use std::time::Instant;
 
 use tokio::sync::{Notify, oneshot};
 
@@ -17,7 +16,7 @@ use crate::error::Error;
 use crate::net::connection::ConnectionState;
 use crate::net::metadata::ClusterMetadata;
 use crate::net::ready::MetadataAnswers;
-use crate::types::{BrokerId, Millis};
+use crate::types::{BrokerId, Millis, MonotonicClock};
 
 /// The engine under its lock. Dropping the guard publishes to the accumulator's
 /// [`SendGate`] whether `send` may append now, so every change of state the engine makes
@@ -49,7 +48,7 @@ impl Drop for EngineGuard<'_> {
 
 pub(crate) struct Shared {
     pub config: ProducerConfig,
-    start: Instant,
+    clock: MonotonicClock,
     /// The producer's rules: taken by the driver's polls and by the transactional calls,
     /// never by `send` (ARCHITECTURE.md, performance shape).
     engine: Mutex<Engine>,
@@ -87,7 +86,7 @@ impl Shared {
     ) -> Self {
         Self {
             config,
-            start: Instant::now(),
+            clock: MonotonicClock::start(),
             engine: Mutex::new(engine),
             acc,
             sticky: Mutex::new(sticky),
@@ -106,7 +105,7 @@ impl Shared {
 
     /// Milliseconds since the producer started, on the monotonic clock the engine runs on.
     pub fn now_ms(&self) -> Millis {
-        self.start.elapsed().as_millis() as Millis
+        self.clock.now()
     }
 
     pub fn lock_engine(&self) -> EngineGuard<'_> {

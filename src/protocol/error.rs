@@ -1,4 +1,4 @@
-//! The one error every decoder in [`crate::protocol`] returns.
+//! The one error every decoder in `crate::protocol` returns.
 
 use thiserror::Error;
 

@@ -17,13 +17,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use super::{MembershipEvent, MembershipRequest, MembershipResponse, TopicView};
-use crate::consumer::AssignmentStrategy;
 use crate::consumer::assignor::{
     self, CONSUMER_PROTOCOL_TYPE, COOPERATIVE_STICKY, RANGE, Subscription,
 };
+use crate::consumer::config::AssignmentStrategy;
 use crate::consumer::sticky_assignor;
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
@@ -32,7 +31,10 @@ use crate::protocol::messages::join_group::{JoinGroupProtocol, JoinGroupRequest}
 use crate::protocol::messages::leave_group::{LeaveGroupRequest, LeavingMember};
 use crate::protocol::messages::sync_group::{SyncGroupAssignment, SyncGroupRequest};
 use crate::types::ConsumerGroupMetadata;
-use crate::types::TopicPartition;
+use crate::types::{Millis, TopicPartition};
+
+/// How soon a request goes again after a retriable error in a rebalance.
+const REBALANCE_RETRY_MS: Millis = 100;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Phase {
@@ -58,7 +60,7 @@ pub struct ClassicMember {
     instance_id: Option<String>,
     session_timeout_ms: i32,
     rebalance_timeout_ms: i32,
-    heartbeat_interval: Duration,
+    heartbeat_interval_ms: Millis,
     subscription: Vec<String>,
     generation: i32,
     phase: Phase,
@@ -69,7 +71,7 @@ pub struct ClassicMember {
     revoking: BTreeSet<TopicPartition>,
     events: VecDeque<MembershipEvent>,
     in_flight: bool,
-    next_at: Option<Instant>,
+    next_at: Option<Millis>,
     leaving: bool,
     /// Left for exceeding `max.poll.interval.ms`: nothing is sent until the next `on_poll`.
     paused_until_poll: bool,
@@ -82,7 +84,7 @@ impl ClassicMember {
         instance_id: Option<String>,
         session_timeout_ms: i32,
         rebalance_timeout_ms: i32,
-        heartbeat_interval: Duration,
+        heartbeat_interval_ms: Millis,
         strategy: AssignmentStrategy,
     ) -> Self {
         Self {
@@ -91,7 +93,7 @@ impl ClassicMember {
             instance_id,
             session_timeout_ms,
             rebalance_timeout_ms,
-            heartbeat_interval,
+            heartbeat_interval_ms,
             subscription: Vec::new(),
             generation: -1,
             phase: Phase::Unjoined,
@@ -150,7 +152,7 @@ impl ClassicMember {
 
     /// The user called `poll`: once the `Revoked` event was taken, its partitions are given
     /// up and the member rejoins.
-    pub fn on_poll(&mut self, _now: Instant) {
+    pub fn on_poll(&mut self, _now: Millis) {
         if self.paused_until_poll {
             self.paused_until_poll = false;
             self.leaving = false;
@@ -221,11 +223,7 @@ impl ClassicMember {
     }
 
     /// The request to send now, if one is due.
-    pub fn poll_request(
-        &mut self,
-        now: Instant,
-        view: &dyn TopicView,
-    ) -> Option<MembershipRequest> {
+    pub fn poll_request(&mut self, now: Millis, view: &dyn TopicView) -> Option<MembershipRequest> {
         if self.in_flight
             || self.leaving
             || self.paused_until_poll
@@ -299,9 +297,9 @@ impl ClassicMember {
         Some(request)
     }
 
-    fn retry(&mut self, now: Instant, phase: Phase) {
+    fn retry(&mut self, now: Millis, phase: Phase) {
         self.phase = phase;
-        self.next_at = Some(now + Duration::from_millis(100));
+        self.next_at = Some(now + REBALANCE_RETRY_MS);
     }
 
     /// Fenced: what was owned is lost; rejoin.
@@ -326,7 +324,7 @@ impl ClassicMember {
     }
 
     /// The coordinator's answer. An `Err` is fatal.
-    pub fn on_response(&mut self, response: MembershipResponse, now: Instant) -> Result<(), Error> {
+    pub fn on_response(&mut self, response: MembershipResponse, now: Millis) -> Result<(), Error> {
         self.in_flight = false;
         if self.leaving {
             return Ok(());
@@ -383,7 +381,7 @@ impl ClassicMember {
                         self.events.push_back(MembershipEvent::Assigned(added));
                     }
                     self.phase = Phase::Stable;
-                    self.next_at = Some(now + self.heartbeat_interval);
+                    self.next_at = Some(now + self.heartbeat_interval_ms);
                 }
                 ErrorCode::UNKNOWN_MEMBER_ID => self.lose_everything(true),
                 ErrorCode::ILLEGAL_GENERATION => self.lose_everything(false),
@@ -391,7 +389,7 @@ impl ClassicMember {
                 code => return Err(Error::broker(code)),
             },
             MembershipResponse::Heartbeat(r) => match ErrorCode(r.error_code) {
-                ErrorCode::NONE => self.next_at = Some(now + self.heartbeat_interval),
+                ErrorCode::NONE => self.next_at = Some(now + self.heartbeat_interval_ms),
                 ErrorCode::REBALANCE_IN_PROGRESS => self.rebalance_started(),
                 ErrorCode::UNKNOWN_MEMBER_ID => self.lose_everything(true),
                 ErrorCode::ILLEGAL_GENERATION => self.lose_everything(false),
@@ -403,11 +401,11 @@ impl ClassicMember {
         Ok(())
     }
 
-    /// The request in flight got no answer: send it again after `backoff` (a join or sync
+    /// The request in flight got no answer: send it again after `backoff_ms` (a join or sync
     /// starts over with a join).
-    pub fn on_request_failed(&mut self, now: Instant, backoff: Duration) {
+    pub fn on_request_failed(&mut self, now: Millis, backoff_ms: Millis) {
         self.in_flight = false;
-        self.next_at = Some(now + backoff);
+        self.next_at = Some(now.saturating_add(backoff_ms));
         if matches!(self.phase, Phase::Joining | Phase::SyncSent) {
             self.phase = Phase::Unjoined;
         }
@@ -451,7 +449,7 @@ impl ClassicMember {
     }
 
     /// When the next request is due.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub fn next_deadline(&self) -> Option<Millis> {
         if self.in_flight { None } else { self.next_at }
     }
 
@@ -492,8 +490,8 @@ impl ClassicMember {
     }
 
     /// The heartbeat interval (`heartbeat.interval.ms`).
-    pub fn heartbeat_interval(&self) -> Duration {
-        self.heartbeat_interval
+    pub fn heartbeat_interval_ms(&self) -> Millis {
+        self.heartbeat_interval_ms
     }
 
     /// LeaveGroup, if the member is in the group (a static member does not leave: KIP-345).
@@ -565,14 +563,14 @@ mod tests {
     }
 
     /// An eager `range` member of group `g` subscribed to `t` (session 6 s, rebalance 30 s,
-    /// backoff 500 ms).
+    /// heartbeat interval 500 ms).
     fn subscribed_member() -> ClassicMember {
         let mut m = ClassicMember::new(
             "g".into(),
             None,
             6000,
             30_000,
-            Duration::from_millis(500),
+            500,
             AssignmentStrategy::Range,
         );
         m.subscribe(vec!["t".into()]);
@@ -581,7 +579,7 @@ mod tests {
 
     /// A follower (`m2`, led by `m1`) that joined at `now` and was given `partitions` of `t`,
     /// its Assigned event taken.
-    fn assigned_follower(now: Instant, partitions: &[i32]) -> ClassicMember {
+    fn assigned_follower(now: Millis, partitions: &[i32]) -> ClassicMember {
         let mut m = subscribed_member();
         m.poll_request(now, &View).unwrap();
         m.on_response(
@@ -605,7 +603,7 @@ mod tests {
     }
 
     /// Sends the heartbeat due at `at` and answers it with `error`.
-    fn heartbeat_answered(m: &mut ClassicMember, at: Instant, error: ErrorCode) {
+    fn heartbeat_answered(m: &mut ClassicMember, at: Millis, error: ErrorCode) {
         m.poll_request(at, &View).unwrap();
         m.on_response(
             MembershipResponse::Heartbeat(HeartbeatResponse {
@@ -619,7 +617,7 @@ mod tests {
 
     #[test]
     fn leader_joins_assigns_and_heartbeats() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = subscribed_member();
         let Some(MembershipRequest::Join(join)) = m.poll_request(now, &View) else {
             panic!("a join first");
@@ -673,7 +671,7 @@ mod tests {
             "heartbeat not due yet"
         );
         assert!(matches!(
-            m.poll_request(now + Duration::from_millis(500), &View),
+            m.poll_request(now + 500, &View),
             Some(MembershipRequest::Heartbeat(_))
         ));
     }
@@ -690,7 +688,7 @@ mod tests {
 
     #[test]
     fn the_leader_waits_for_partition_counts_before_assigning() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = subscribed_member();
         m.poll_request(now, &View).unwrap();
         m.on_response(
@@ -708,9 +706,9 @@ mod tests {
 
     #[test]
     fn rebalance_revokes_everything_and_rejoins_after_the_next_poll() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = assigned_follower(now, &[2, 3]);
-        let later = now + Duration::from_secs(1);
+        let later = now + 1_000;
         heartbeat_answered(&mut m, later, ErrorCode::REBALANCE_IN_PROGRESS);
         assert!(
             m.fetchable().is_empty(),
@@ -741,9 +739,9 @@ mod tests {
 
     #[test]
     fn fenced_member_loses_its_partitions() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = assigned_follower(now, &[1]);
-        let later = now + Duration::from_secs(1);
+        let later = now + 1_000;
         heartbeat_answered(&mut m, later, ErrorCode::UNKNOWN_MEMBER_ID);
         assert_eq!(m.next_event(), Some(MembershipEvent::Lost(vec![tp(1)])));
         let Some(MembershipRequest::Join(join)) = m.poll_request(later, &View) else {
@@ -762,13 +760,13 @@ mod tests {
     }
 
     /// A cooperative follower that owns `parts` at generation 7.
-    fn cooperative_member_owning(parts: &[i32], now: Instant) -> ClassicMember {
+    fn cooperative_member_owning(parts: &[i32], now: Millis) -> ClassicMember {
         let mut m = ClassicMember::new(
             "g".into(),
             None,
             6000,
             30_000,
-            Duration::from_millis(500),
+            500,
             AssignmentStrategy::CooperativeSticky,
         );
         m.subscribe(vec!["t".into()]);
@@ -793,7 +791,7 @@ mod tests {
     }
 
     /// A follower's JoinGroup answered (led by `m1`), then its SyncGroup with `partitions`.
-    fn join_and_sync(m: &mut ClassicMember, at: Instant, partitions: &[i32]) {
+    fn join_and_sync(m: &mut ClassicMember, at: Millis, partitions: &[i32]) {
         m.on_response(MembershipResponse::Join(join_response("m2", "m1", &[])), at)
             .unwrap();
         m.poll_request(at, &View).unwrap();
@@ -802,9 +800,9 @@ mod tests {
 
     #[test]
     fn cooperative_rebalance_keeps_partitions_and_revokes_only_the_moved_ones() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = cooperative_member_owning(&[0, 1, 2, 3], now);
-        let later = now + Duration::from_secs(1);
+        let later = now + 1_000;
         heartbeat_answered(&mut m, later, ErrorCode::REBALANCE_IN_PROGRESS);
         // No revocation before the join, and fetching goes on (KIP-429).
         assert_eq!(m.next_event(), None);
@@ -834,7 +832,7 @@ mod tests {
         assert_eq!(m.fetchable(), vec![tp(0), tp(1)]);
         assert!(
             !matches!(
-                m.poll_request(later + Duration::from_secs(1), &View),
+                m.poll_request(later + 1_000, &View),
                 Some(MembershipRequest::Join(_))
             ),
             "no rejoin before the next poll"
@@ -853,9 +851,9 @@ mod tests {
 
     #[test]
     fn cooperative_sync_adds_only_the_new_partitions() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = cooperative_member_owning(&[0], now);
-        let later = now + Duration::from_secs(1);
+        let later = now + 1_000;
         heartbeat_answered(&mut m, later, ErrorCode::REBALANCE_IN_PROGRESS);
         m.poll_request(later, &View).unwrap();
         join_and_sync(&mut m, later, &[0, 2]);
@@ -866,7 +864,7 @@ mod tests {
 
     #[test]
     fn a_member_past_its_poll_budget_leaves_loses_everything_and_rejoins_at_the_next_poll() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = assigned_follower(now, &[0, 1]);
         let leave = m.leave_until_next_poll().expect("a LeaveGroup");
         assert_eq!(leave.member_id, "m2");
@@ -875,7 +873,7 @@ mod tests {
             Some(MembershipEvent::Lost(vec![tp(0), tp(1)]))
         );
         assert!(m.owned().is_empty());
-        let later = now + Duration::from_secs(1);
+        let later = now + 1_000;
         assert!(
             m.poll_request(later, &View).is_none(),
             "nothing before the next poll"
@@ -889,7 +887,7 @@ mod tests {
 
     #[test]
     fn a_refused_commit_acts_on_the_membership_at_once() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = assigned_follower(now, &[0]);
         assert!(m.commit_refused(ErrorCode::ILLEGAL_GENERATION));
         assert_eq!(m.next_event(), Some(MembershipEvent::Lost(vec![tp(0)])));
@@ -908,13 +906,9 @@ mod tests {
 
     #[test]
     fn a_refused_commit_after_a_fenced_heartbeat_keeps_the_lost_event_first() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = assigned_follower(now, &[0, 1, 2]);
-        heartbeat_answered(
-            &mut m,
-            now + Duration::from_secs(1),
-            ErrorCode::UNKNOWN_MEMBER_ID,
-        );
+        heartbeat_answered(&mut m, now + 1_000, ErrorCode::UNKNOWN_MEMBER_ID);
         // The commit made with what the member had then (not in a group any more) changes
         // nothing, and a second loss keeps the first one's event.
         assert!(!m.commit_refused(ErrorCode::UNKNOWN_MEMBER_ID));

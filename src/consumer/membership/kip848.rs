@@ -26,7 +26,6 @@
 //! `assignment epoch <= client epoch <= broker epoch` per partition, which removes that race.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::{Duration, Instant};
 
 use super::{MembershipEvent, TopicView};
 use crate::error::Error;
@@ -35,7 +34,7 @@ use crate::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, HeartbeatTopicPartitions,
 };
 use crate::types::ConsumerGroupMetadata;
-use crate::types::TopicPartition;
+use crate::types::{Millis, TopicPartition};
 
 /// A topic id (KIP-516).
 pub type TopicId = [u8; 16];
@@ -58,7 +57,9 @@ const LEAVE_EPOCH: i32 = -1;
 /// expires (KIP-848, as KIP-345 for the classic protocol).
 const STATIC_LEAVE_EPOCH: i32 = -2;
 /// The heartbeat interval until the coordinator tells its own.
-const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(3);
+const DEFAULT_HEARTBEAT_INTERVAL_MS: Millis = 3_000;
+/// How soon a heartbeat goes again after the coordinator moved or is loading.
+const COORDINATOR_RETRY_MS: Millis = 100;
 
 /// One member of a KIP-848 consumer group.
 #[derive(Debug)]
@@ -94,8 +95,8 @@ pub struct ConsumerMember {
     /// Handed to the user as `Revoked`; owned until the next `on_poll`.
     revoking: BTreeSet<TopicPartition>,
     events: VecDeque<MembershipEvent>,
-    heartbeat_interval: Duration,
-    next_heartbeat: Option<Instant>,
+    heartbeat_interval_ms: Millis,
+    next_heartbeat: Option<Millis>,
     leaving: bool,
     /// Left for exceeding `max.poll.interval.ms`: nothing is sent until the next `on_poll`.
     paused_until_poll: bool,
@@ -132,7 +133,7 @@ impl ConsumerMember {
             target: None,
             revoking: BTreeSet::new(),
             events: VecDeque::new(),
-            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            heartbeat_interval_ms: DEFAULT_HEARTBEAT_INTERVAL_MS,
             next_heartbeat: None,
             leaving: false,
             paused_until_poll: false,
@@ -173,7 +174,7 @@ impl ConsumerMember {
 
     /// The user called `poll`: the revoked partitions are given up now, and the next
     /// heartbeat (sent at once) tells the coordinator.
-    pub fn on_poll(&mut self, _now: Instant) {
+    pub fn on_poll(&mut self, _now: Millis) {
         for partition in std::mem::take(&mut self.revoking) {
             self.owned.remove(&partition);
         }
@@ -195,7 +196,7 @@ impl ConsumerMember {
     }
 
     /// See [`super::Membership::commit_refused`].
-    pub fn commit_refused(&mut self, code: ErrorCode, now: Instant) -> bool {
+    pub fn commit_refused(&mut self, code: ErrorCode, now: Millis) -> bool {
         if self.epoch <= 0 {
             // Not in the group (already lost, or joining): nothing to act on.
             return false;
@@ -218,8 +219,8 @@ impl ConsumerMember {
     }
 
     /// The heartbeat interval in force (the coordinator's, once it answered).
-    pub fn heartbeat_interval(&self) -> Duration {
-        self.heartbeat_interval
+    pub fn heartbeat_interval_ms(&self) -> Millis {
+        self.heartbeat_interval_ms
     }
 
     fn owned_set(&self) -> OwnedSet {
@@ -230,7 +231,7 @@ impl ConsumerMember {
     }
 
     /// The heartbeat to send now, if one is due.
-    pub fn poll_request(&mut self, now: Instant) -> Option<ConsumerGroupHeartbeatRequest> {
+    pub fn poll_request(&mut self, now: Millis) -> Option<ConsumerGroupHeartbeatRequest> {
         if self.in_flight.is_some() || self.leaving || self.paused_until_poll {
             return None;
         }
@@ -291,7 +292,7 @@ impl ConsumerMember {
     pub fn on_response(
         &mut self,
         response: ConsumerGroupHeartbeatResponse,
-        now: Instant,
+        now: Millis,
         _view: &dyn TopicView,
     ) -> Result<(), Error> {
         let sent = self.in_flight.take();
@@ -309,9 +310,9 @@ impl ConsumerMember {
                 if let Ok(ms) = u64::try_from(response.heartbeat_interval_ms)
                     && ms > 0
                 {
-                    self.heartbeat_interval = Duration::from_millis(ms);
+                    self.heartbeat_interval_ms = ms;
                 }
-                self.next_heartbeat = Some(now + self.heartbeat_interval);
+                self.next_heartbeat = Some(now + self.heartbeat_interval_ms);
                 if let Some(sent) = sent {
                     if sent.owned.is_some() {
                         self.owned_sent = sent.owned;
@@ -338,7 +339,7 @@ impl ConsumerMember {
             ErrorCode::NOT_COORDINATOR
             | ErrorCode::COORDINATOR_NOT_AVAILABLE
             | ErrorCode::COORDINATOR_LOAD_IN_PROGRESS => {
-                self.next_heartbeat = Some(now + Duration::from_millis(100));
+                self.next_heartbeat = Some(now + COORDINATOR_RETRY_MS);
                 Ok(())
             }
             _ => Err(Error::Broker {
@@ -371,7 +372,7 @@ impl ConsumerMember {
     }
 
     /// The request in flight got no answer.
-    pub fn on_request_failed(&mut self, now: Instant, backoff: Duration) {
+    pub fn on_request_failed(&mut self, now: Millis, backoff_ms: Millis) {
         self.in_flight = None;
         // The lost answer may have carried an assignment the coordinator will not repeat
         // unless this member lists what it owns again: the next heartbeat is a full one
@@ -379,7 +380,7 @@ impl ConsumerMember {
         // way). Found by the simulation's copy loop: a lost answer granting a partition at an
         // unchanged epoch left the partition unowned for good (seed 48).
         self.owned_sent = None;
-        self.next_heartbeat = Some(now + backoff);
+        self.next_heartbeat = Some(now.saturating_add(backoff_ms));
     }
 
     /// The next event: a queued one, or the next step of reconciliation (revocations first).
@@ -464,7 +465,7 @@ impl ConsumerMember {
     }
 
     /// When the next heartbeat is due.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub fn next_deadline(&self) -> Option<Millis> {
         if self.in_flight.is_some() {
             return None;
         }
@@ -556,7 +557,7 @@ mod tests {
 
     #[test]
     fn join_assign_and_acknowledge() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = member();
         let join = m.poll_request(now).unwrap();
         assert_eq!(join.member_epoch, 0);
@@ -581,7 +582,7 @@ mod tests {
         m.on_response(answer(1, None), now, &View).unwrap();
         // Nothing is due until the interval passes; then a heartbeat without changes.
         assert!(m.poll_request(now).is_none());
-        let hb = m.poll_request(now + Duration::from_millis(500)).unwrap();
+        let hb = m.poll_request(now + 500).unwrap();
         assert_eq!(wire_owned(&hb), None);
         assert_eq!(hb.subscribed_topic_names, None);
     }
@@ -591,7 +592,7 @@ mod tests {
     /// member already (the coordinator read the list as their revocation).
     #[test]
     fn nothing_is_taken_while_a_heartbeat_listing_the_owned_partitions_is_in_flight() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = member();
         m.poll_request(now).unwrap();
         m.on_response(answer(1, Some(vec![0])), now, &View).unwrap();
@@ -603,7 +604,7 @@ mod tests {
         m.on_response(answer(2, Some(vec![0, 1, 2])), now, &View)
             .unwrap();
         // A full heartbeat (after a failed one) goes out before the user polls again.
-        m.on_request_failed(now, Duration::ZERO);
+        m.on_request_failed(now, 0);
         let full = m.poll_request(now).unwrap();
         assert_eq!(wire_owned(&full), Some(vec![0]));
         assert_eq!(m.next_event(&View), None, "partitions 1 and 2 wait");
@@ -620,7 +621,7 @@ mod tests {
     #[test]
     #[cfg(feature = "pattern-subscription")]
     fn a_regex_subscription_is_sent_and_dropped_when_topics_replace_it() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = member();
         m.subscribe_regex("t.*".into());
         let join = m.poll_request(now).unwrap();
@@ -651,7 +652,7 @@ mod tests {
 
     #[test]
     fn revocation_is_acknowledged_only_after_the_next_poll() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = member();
         m.poll_request(now).unwrap();
         m.on_response(answer(1, Some(vec![0, 1, 2])), now, &View)
@@ -660,7 +661,7 @@ mod tests {
         m.poll_request(now).unwrap();
         m.on_response(answer(1, None), now, &View).unwrap();
         // The coordinator takes partition 2 (and 1) away.
-        let later = now + Duration::from_millis(500);
+        let later = now + 500;
         m.poll_request(later).unwrap();
         m.on_response(answer(2, Some(vec![0])), later, &View)
             .unwrap();
@@ -683,7 +684,7 @@ mod tests {
 
     #[test]
     fn fenced_member_loses_everything_and_rejoins_with_epoch_zero() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = member();
         m.poll_request(now).unwrap();
         m.on_response(answer(4, Some(vec![3])), now, &View).unwrap();
@@ -714,7 +715,7 @@ mod tests {
 
     #[test]
     fn unknown_topic_ids_wait_for_metadata_and_fatal_errors_surface() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = member();
         m.poll_request(now).unwrap();
         let mut r = answer(1, None);
@@ -726,7 +727,7 @@ mod tests {
         assert!(m.unknown_topic_ids(&View));
         assert_eq!(m.next_event(&View), None);
 
-        m.poll_request(now + Duration::from_secs(1)).unwrap();
+        m.poll_request(now + 1_000).unwrap();
         let err = m
             .on_response(
                 ConsumerGroupHeartbeatResponse {
@@ -748,16 +749,16 @@ mod tests {
 
     #[test]
     fn a_failed_request_is_retried_with_the_same_changes() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = member();
         m.poll_request(now).unwrap();
-        m.on_request_failed(now, Duration::from_millis(100));
+        m.on_request_failed(now, 100);
         assert!(m.poll_request(now).is_some(), "a join is always due");
         m.on_response(answer(1, Some(vec![0])), now, &View).unwrap();
         m.next_event(&View).unwrap();
         let ack = m.poll_request(now).unwrap();
         assert_eq!(wire_owned(&ack), Some(vec![0]));
-        m.on_request_failed(now, Duration::from_millis(100));
+        m.on_request_failed(now, 100);
         let again = m.poll_request(now).unwrap();
         assert_eq!(wire_owned(&again), Some(vec![0]), "the ack is sent again");
         // Leaving: epoch -1.
@@ -767,7 +768,7 @@ mod tests {
     }
 
     /// A member that owns `partitions` at epoch 1, its assignment acknowledged.
-    fn member_owning(now: Instant, partitions: Vec<i32>) -> ConsumerMember {
+    fn member_owning(now: Millis, partitions: Vec<i32>) -> ConsumerMember {
         let mut m = member();
         m.poll_request(now).unwrap();
         m.on_response(answer(1, Some(partitions)), now, &View)
@@ -780,7 +781,7 @@ mod tests {
 
     #[test]
     fn a_member_past_its_poll_budget_leaves_and_rejoins_at_the_next_poll() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = member_owning(now, vec![0, 1]);
         let leave = m.leave_until_next_poll().expect("a leaving heartbeat");
         assert_eq!(leave.member_epoch, LEAVE_EPOCH);
@@ -788,7 +789,7 @@ mod tests {
             m.next_event(&View),
             Some(MembershipEvent::Lost(vec![tp(0), tp(1)]))
         );
-        let later = now + Duration::from_secs(10);
+        let later = now + 10_000;
         assert!(
             m.poll_request(later).is_none(),
             "nothing before the next poll"
@@ -801,7 +802,7 @@ mod tests {
 
     #[test]
     fn a_stale_epoch_commit_holds_delivery_until_a_heartbeat_answers() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = member_owning(now, vec![0]);
         assert!(m.commit_refused(ErrorCode::ILLEGAL_GENERATION, now));
         assert!(
@@ -823,7 +824,7 @@ mod tests {
 
     #[test]
     fn a_subscription_changed_while_the_heartbeat_carrying_the_old_one_flies_is_sent_again() {
-        let now = Instant::now();
+        let now: Millis = 0;
         let mut m = member_owning(now, vec![0]);
         m.subscribe(vec!["t".into(), "u".into()]);
         let carrying = m.poll_request(now).expect("the new subscription goes out");

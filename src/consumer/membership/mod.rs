@@ -1,5 +1,7 @@
 //! Group membership, sans-I/O: state machines that take responses and time and give requests
-//! and rebalance events, so the simulation can drive them as the tokio side does.
+//! and rebalance events, so the simulation can drive them as the tokio side does. Time is
+//! [`Millis`], as for the producer engine: the consumer driver's monotonic milliseconds, or
+//! the simulation's virtual time, which it passes as it is.
 //!
 //! - [`kip848`]: the KIP-848 consumer protocol (ConsumerGroupHeartbeat; the coordinator
 //!   assigns, the member reconciles incrementally).
@@ -17,8 +19,6 @@ pub mod classic;
 pub mod kip848;
 pub mod manual;
 
-use std::time::{Duration, Instant};
-
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::consumer_group_heartbeat::{
@@ -29,7 +29,7 @@ use crate::protocol::messages::join_group::{JoinGroupRequest, JoinGroupResponse}
 use crate::protocol::messages::leave_group::LeaveGroupRequest;
 use crate::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
 use crate::types::ConsumerGroupMetadata;
-use crate::types::TopicPartition;
+use crate::types::{Millis, TopicPartition};
 
 /// A request a membership wants sent to the group coordinator.
 #[derive(Debug, Clone)]
@@ -109,7 +109,7 @@ impl Membership {
     }
 
     /// The user called `poll`: partitions revoked at the previous `poll` are now given up.
-    pub fn on_poll(&mut self, now: Instant) {
+    pub fn on_poll(&mut self, now: Millis) {
         match self {
             Membership::Consumer(m) => m.on_poll(now),
             Membership::Classic(m) => m.on_poll(now),
@@ -118,11 +118,7 @@ impl Membership {
     }
 
     /// The next request to send, if one is due and none is in flight.
-    pub fn poll_request(
-        &mut self,
-        now: Instant,
-        view: &dyn TopicView,
-    ) -> Option<MembershipRequest> {
+    pub fn poll_request(&mut self, now: Millis, view: &dyn TopicView) -> Option<MembershipRequest> {
         match self {
             Membership::Consumer(m) => m
                 .poll_request(now)
@@ -136,7 +132,7 @@ impl Membership {
     pub fn on_response(
         &mut self,
         response: MembershipResponse,
-        now: Instant,
+        now: Millis,
         view: &dyn TopicView,
     ) -> Result<(), Error> {
         match (self, response) {
@@ -149,10 +145,10 @@ impl Membership {
     }
 
     /// The request in flight failed without an answer (network, timeout, coordinator moved).
-    pub fn on_request_failed(&mut self, now: Instant, backoff: Duration) {
+    pub fn on_request_failed(&mut self, now: Millis, backoff_ms: Millis) {
         match self {
-            Membership::Consumer(m) => m.on_request_failed(now, backoff),
-            Membership::Classic(m) => m.on_request_failed(now, backoff),
+            Membership::Consumer(m) => m.on_request_failed(now, backoff_ms),
+            Membership::Classic(m) => m.on_request_failed(now, backoff_ms),
             Membership::Manual(_) => {}
         }
     }
@@ -202,7 +198,7 @@ impl Membership {
     }
 
     /// When the membership next wants to send something (for the driver's timer).
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub fn next_deadline(&self) -> Option<Millis> {
         match self {
             Membership::Consumer(m) => m.next_deadline(),
             Membership::Classic(m) => m.next_deadline(),
@@ -229,7 +225,7 @@ impl Membership {
     /// classic protocol and, under KIP-848 (where Kafka 4.1 answers it to a TxnOffsetCommit
     /// whose epoch is merely stale), holds delivery back until a full heartbeat says which;
     /// classic REBALANCE_IN_PROGRESS rejoins. Returns whether the code was one of those.
-    pub fn commit_refused(&mut self, code: ErrorCode, now: Instant) -> bool {
+    pub fn commit_refused(&mut self, code: ErrorCode, now: Millis) -> bool {
         match self {
             Membership::Consumer(m) => m.commit_refused(code, now),
             Membership::Classic(m) => m.commit_refused(code),
@@ -249,11 +245,11 @@ impl Membership {
     }
 
     /// The heartbeat interval in force (KIP-848: the coordinator's).
-    pub fn heartbeat_interval(&self) -> Duration {
+    pub fn heartbeat_interval_ms(&self) -> Millis {
         match self {
-            Membership::Consumer(m) => m.heartbeat_interval(),
-            Membership::Classic(m) => m.heartbeat_interval(),
-            Membership::Manual(_) => Duration::ZERO,
+            Membership::Consumer(m) => m.heartbeat_interval_ms(),
+            Membership::Classic(m) => m.heartbeat_interval_ms(),
+            Membership::Manual(_) => 0,
         }
     }
 

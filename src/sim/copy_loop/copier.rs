@@ -22,7 +22,7 @@ use std::future::{Future, poll_fn, ready};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::View;
 use crate::consumer::membership::MembershipEvent;
@@ -47,9 +47,8 @@ const INIT_ATTEMPTS: u32 = 1_000;
 /// application and the world (single-threaded: borrowed only inside a poll or a world step,
 /// never across an await).
 pub(super) struct CopierState {
-    /// Virtual time, and the instant it counts from (the membership's clock).
+    /// Virtual time: the membership's clock and the copy loop's ([`CopySource::now`]).
     now: Millis,
-    base: Instant,
     member: ConsumerMember,
     /// The sequence number of the heartbeat in flight.
     heartbeat: Option<u64>,
@@ -92,7 +91,6 @@ impl CopierState {
     #[allow(clippy::too_many_arguments)] // the parts of a copier, as the world makes them
     pub(super) fn new(
         now: Millis,
-        base: Instant,
         member: ConsumerMember,
         per_poll: usize,
         source_topic: &str,
@@ -102,7 +100,6 @@ impl CopierState {
     ) -> Self {
         Self {
             now,
-            base,
             member,
             heartbeat: None,
             polled_once: false,
@@ -123,10 +120,6 @@ impl CopierState {
             lost_before_commit: 0,
             aborts_draining_failures: 0,
         }
-    }
-
-    fn at(&self) -> Instant {
-        self.base + Duration::from_millis(self.now)
     }
 
     fn note(&mut self, line: String) {
@@ -190,8 +183,7 @@ impl CopierState {
         if !self.polled_once || self.heartbeat.is_some() || held {
             return None;
         }
-        let at = self.at();
-        let request = self.member.poll_request(at)?;
+        let request = self.member.poll_request(now)?;
         self.heartbeat = Some(seq);
         self.acted = true;
         Some(request)
@@ -216,9 +208,8 @@ impl CopierState {
         self.now = now;
         self.heartbeat = None;
         self.acted = true;
-        let at = self.at();
         self.member
-            .on_response(response, at, &View)
+            .on_response(response, now, &View)
             .map_err(|e| format!("the member failed fatally: {e}"))?;
         // A fenced member's positions go at once, not when `Lost` is handed over.
         self.drop_unowned();
@@ -233,16 +224,14 @@ impl CopierState {
         self.now = now;
         self.heartbeat = None;
         self.acted = true;
-        let at = self.at();
-        self.member.on_request_failed(at, Duration::from_millis(50));
+        self.member.on_request_failed(now, 50);
         true
     }
 
     // ---- the consumer's application side ----
 
     fn begin_poll(&mut self) {
-        let at = self.at();
-        self.member.on_poll(at);
+        self.member.on_poll(self.now);
         self.drop_unowned();
         self.polled_once = true;
         self.acted = true;
@@ -339,8 +328,8 @@ pub(super) struct SimConsumer {
 impl CopySource for SimConsumer {
     type Hold = SimHold;
 
-    fn now(&self) -> Instant {
-        self.state.borrow().at()
+    fn now(&self) -> Millis {
+        self.state.borrow().now
     }
 
     async fn poll_timeout(&mut self, timeout: Duration) -> Result<Option<ConsumerEvent>> {
@@ -393,9 +382,7 @@ impl CopySource for SimConsumer {
         })
         .await;
         let mut state = self.state.borrow_mut();
-        let limit = Millis::try_from(state.member.heartbeat_interval().as_millis())
-            .unwrap_or(Millis::MAX)
-            .max(MIN_HOLD_MS);
+        let limit = state.member.heartbeat_interval_ms().max(MIN_HOLD_MS);
         let until = state.now + limit;
         state.hold_until = Some(state.hold_until.map_or(until, |t| t.max(until)));
         state.holds += 1;
@@ -430,8 +417,8 @@ impl CommitHold for SimHold {
         if state.member.group_metadata() != self.metadata {
             return false;
         }
-        let at = state.at();
-        let applied = state.member.commit_refused(code, at);
+        let now = state.now;
+        let applied = state.member.commit_refused(code, now);
         if applied {
             state.drop_unowned();
             state.note(format!(

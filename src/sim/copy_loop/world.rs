@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::copier::{self, Copier, CopierState, record_id};
 use super::{
@@ -104,7 +104,6 @@ pub(super) struct World {
     timeline: Timeline<Pending>,
     next_heartbeat_seq: u64,
     pub(super) now: Millis,
-    base: Instant,
     trace: Trace,
     pub(super) report: CopyLoopReport,
     /// What the copiers' committed transactions reported.
@@ -182,7 +181,6 @@ impl World {
             timeline: Timeline::new(),
             next_heartbeat_seq: 0,
             now: 0,
-            base: Instant::now(),
             report: CopyLoopReport::default(),
             reported: Vec::new(),
         };
@@ -541,7 +539,6 @@ impl World {
         member.subscribe(vec![SOURCE.into()]);
         let state = Rc::new(RefCell::new(CopierState::new(
             self.now,
-            self.base,
             member,
             self.config.records_per_poll,
             SOURCE,

@@ -1,0 +1,504 @@
+//! The background task's side of [`ConsumerState`]: on each turn it starts every request
+//! that is due and not in flight (metadata, FindCoordinator, the membership's heartbeat or
+//! rebalance round, committed-offset look-ups, resets, fetches, auto-commits) and computes
+//! when to look again; each answer comes back through [`ConsumerState::complete`], which
+//! applies it and sets the back-off timers of what failed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tracing::{debug, warn};
+
+use super::{Completion, ConsumerState, OFFSET_FETCH_VERSION_CAP, View};
+use crate::consumer::calls::{call, find_coordinator, membership_call};
+use crate::consumer::fetcher::{Fetched, Followup};
+use crate::consumer::membership::{Membership, MembershipResponse, TopicView};
+use crate::consumer::offsets::{committed_offsets, offset_fetch_request};
+use crate::error::{Error, ErrorChain, Result};
+use crate::net::connection::BrokerLink;
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::messages::metadata::{
+    MetadataRequest, MetadataRequestTopic, MetadataResponse,
+};
+use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
+use crate::types::{BrokerId, Millis, TopicPartition};
+
+/// Fetch v12 is the last version that names topics (v13+ use topic ids, KIP-516).
+const FETCH_VERSION_CAP: i16 = 12;
+
+/// The back-off timers an answer can set.
+#[derive(Debug, Clone, Copy)]
+enum RetryTimer {
+    Fetch,
+    List,
+    Committed,
+}
+
+impl ConsumerState {
+    /// The background task's turn: leaves the group if the application stopped polling, then
+    /// starts every request that is due.
+    pub fn maintain(&mut self, now: Millis, tasks: &mut JoinSet<Completion>) {
+        if self.fatal.is_some() {
+            return;
+        }
+        if self.membership.in_group() {
+            self.check_poll_interval(now, tasks);
+        }
+        self.start_work(now, tasks);
+    }
+
+    /// When the background task must look again, at the latest.
+    pub fn next_wake(&self, now: Millis) -> Millis {
+        let budget_running =
+            self.polled_once && self.polls_in_progress == 0 && !self.left_for_poll_timeout;
+        let poll_budget_ends = budget_running.then(|| {
+            self.last_poll
+                .saturating_add(self.config.max_poll_interval_ms)
+        });
+        [
+            self.membership.next_deadline(),
+            self.metadata_retry_at,
+            self.coordinator_retry_at,
+            self.committed_retry_at,
+            self.list_retry_at,
+            self.fetch_retry_at,
+            self.hold_until,
+            poll_budget_ends,
+            self.metadata_refresh_at,
+            self.config
+                .enable_auto_commit
+                .then_some(self.auto_commit_at),
+        ]
+        .into_iter()
+        .flatten()
+        // A timer already past was acted on by `maintain` or waits for an answer in flight
+        // (which wakes the task); counting it would spin.
+        .filter(|t| *t > now)
+        .min()
+        .unwrap_or(now + 1_000)
+        .max(now + 1)
+    }
+
+    /// A request task ended without its completion (it cannot panic on network data; this is
+    /// a bug): which request it carried is unknown, so the consumer stops rather than wait
+    /// for an answer that will never come (P9).
+    pub fn task_failed(&mut self, e: &tokio::task::JoinError) {
+        warn!("a consumer request task failed: {e}");
+        self.fatal = Some(Error::InvalidState(format!(
+            "a consumer request task failed: {e}"
+        )));
+    }
+
+    fn due(at: Option<Millis>, now: Millis) -> bool {
+        at.is_none_or(|t| t <= now)
+    }
+
+    /// Starts every request that is due and not already in flight.
+    fn start_work(&mut self, now: Millis, tasks: &mut JoinSet<Completion>) {
+        let view = View {
+            metadata: &self.metadata,
+            ids: &self.topic_ids,
+        };
+        let mut wanted: Vec<String> = self.subscription.clone();
+        match &self.membership {
+            Membership::Consumer(m) => {
+                if m.unknown_topic_ids(&view) {
+                    self.metadata_stale = true;
+                }
+            }
+            Membership::Classic(m) => {
+                let extra = m.wanted_topics();
+                if extra.iter().any(|t| view.partition_count(t).is_none()) {
+                    self.metadata_stale = true;
+                }
+                wanted.extend(extra);
+            }
+            Membership::Manual(_) => {}
+        }
+        for tp in self.fetcher.partitions() {
+            if self.leader_of(tp).is_none() {
+                self.metadata_stale = true;
+            }
+            wanted.push(tp.topic.to_string());
+        }
+        wanted.sort();
+        wanted.dedup();
+        if self.pattern.is_some() && Self::due(self.metadata_refresh_at, now) {
+            self.metadata_stale = true;
+        }
+        if self.metadata_stale && !self.metadata_in_flight && Self::due(self.metadata_retry_at, now)
+        {
+            self.metadata_in_flight = true;
+            let link = self.next_bootstrap();
+            // A pattern matches among every topic (and KIP-848 assigns topics by id whose
+            // names only the full metadata tells).
+            let topics = self.pattern.is_none().then(|| {
+                wanted
+                    .iter()
+                    .map(|t| MetadataRequestTopic {
+                        topic_id: [0; 16],
+                        name: Some(t.clone()),
+                    })
+                    .collect()
+            });
+            let request = MetadataRequest {
+                topics,
+                allow_auto_topic_creation: false,
+                ..MetadataRequest::default()
+            };
+            let timeout = self.config.request_timeout();
+            let client_id = Arc::clone(&self.client_id);
+            tasks.spawn(async move {
+                Completion::Metadata(call(&link, request, None, client_id, timeout).await)
+            });
+        }
+
+        if self.config.has_group()
+            && self.coordinator.is_none()
+            && !self.coordinator_in_flight
+            && Self::due(self.coordinator_retry_at, now)
+        {
+            self.coordinator_in_flight = true;
+            let link = self.next_bootstrap();
+            let group = self.config.group_id.clone();
+            let timeout = self.config.request_timeout();
+            let client_id = Arc::clone(&self.client_id);
+            tasks.spawn(async move {
+                Completion::Coordinator(find_coordinator(&link, group, client_id, timeout).await)
+            });
+        }
+
+        if let Some(coordinator) = self.coordinator.clone() {
+            if !self.membership_in_flight && self.polled_once && !self.generation_held(now) {
+                let view = View {
+                    metadata: &self.metadata,
+                    ids: &self.topic_ids,
+                };
+                if let Some(request) = self.membership.poll_request(now, &view) {
+                    self.membership_in_flight = true;
+                    let timeout = self.config.request_timeout();
+                    // A JoinGroup waits for the whole rebalance.
+                    let join_timeout =
+                        timeout + Duration::from_millis(self.config.max_poll_interval_ms);
+                    let client_id = Arc::clone(&self.client_id);
+                    let link = coordinator.clone();
+                    tasks.spawn(async move {
+                        Completion::Membership(
+                            membership_call(&link, request, client_id, timeout, join_timeout).await,
+                        )
+                    });
+                }
+            }
+            self.start_committed_lookup(&coordinator, now, tasks);
+            self.start_auto_commit(&coordinator, now, tasks);
+        }
+        self.start_resets(now, tasks);
+        self.start_fetches(now, tasks);
+    }
+
+    fn start_committed_lookup(
+        &mut self,
+        coordinator: &BrokerLink,
+        now: Millis,
+        tasks: &mut JoinSet<Completion>,
+    ) {
+        if self.committed_in_flight || !Self::due(self.committed_retry_at, now) {
+            return;
+        }
+        let partitions = self
+            .fetcher
+            .awaiting_committed(&self.membership.fetchable());
+        if partitions.is_empty() {
+            return;
+        }
+        self.committed_in_flight = true;
+        let request = offset_fetch_request(&self.config.group_id, &partitions);
+        let link = coordinator.clone();
+        let timeout = self.config.request_timeout();
+        let client_id = Arc::clone(&self.client_id);
+        tasks.spawn(async move {
+            let result = call(
+                &link,
+                request,
+                Some(OFFSET_FETCH_VERSION_CAP),
+                client_id,
+                timeout,
+            )
+            .await;
+            Completion::Committed { partitions, result }
+        });
+    }
+
+    fn start_resets(&mut self, now: Millis, tasks: &mut JoinSet<Completion>) {
+        if !Self::due(self.list_retry_at, now) {
+            return;
+        }
+        let mut by_leader: HashMap<BrokerId, Vec<TopicPartition>> = HashMap::new();
+        for tp in self.fetcher.awaiting_reset(&self.listing) {
+            match self.leader_of(&tp) {
+                Some(leader) => by_leader.entry(leader).or_default().push(tp),
+                None => self.metadata_stale = true,
+            }
+        }
+        for (leader, partitions) in by_leader {
+            let Some(link) = self.link_for(leader) else {
+                self.metadata_stale = true;
+                continue;
+            };
+            self.listing.extend(partitions.iter().cloned());
+            let request = self.fetcher.reset_request(&partitions);
+            let timeout = self.config.request_timeout();
+            let client_id = Arc::clone(&self.client_id);
+            tasks.spawn(async move {
+                let result = call(&link, request, None, client_id, timeout).await;
+                Completion::Listed { partitions, result }
+            });
+        }
+    }
+
+    fn start_fetches(&mut self, now: Millis, tasks: &mut JoinSet<Completion>) {
+        if !Self::due(self.fetch_retry_at, now) {
+            return;
+        }
+        let mut by_leader: HashMap<BrokerId, Vec<Fetched>> = HashMap::new();
+        for fetched in self.fetcher.to_fetch(&self.membership.fetchable()) {
+            match self.leader_of(&fetched.0) {
+                Some(leader) if !self.fetching.contains(&leader) => {
+                    by_leader.entry(leader).or_default().push(fetched);
+                }
+                Some(_) => {}
+                None => self.metadata_stale = true,
+            }
+        }
+        for (leader, fetched) in by_leader {
+            let Some(link) = self.link_for(leader) else {
+                self.metadata_stale = true;
+                continue;
+            };
+            self.fetching.insert(leader);
+            let request = self.fetcher.fetch_request(&fetched);
+            let timeout = self.config.request_timeout()
+                + Duration::from_millis(self.config.fetch_max_wait_ms);
+            let client_id = Arc::clone(&self.client_id);
+            tasks.spawn(async move {
+                let result =
+                    call(&link, request, Some(FETCH_VERSION_CAP), client_id, timeout).await;
+                Completion::Fetch {
+                    broker: leader,
+                    fetched,
+                    result,
+                }
+            });
+        }
+    }
+
+    /// Acts on what an answer asks for.
+    fn follow_up(&mut self, followup: Followup, retry_at: RetryTimer, now: Millis) {
+        self.metadata_stale |= followup.refresh_metadata;
+        if followup.retry {
+            let at = Some(self.after_backoff(now));
+            match retry_at {
+                RetryTimer::Fetch => self.fetch_retry_at = at,
+                RetryTimer::List => self.list_retry_at = at,
+                RetryTimer::Committed => self.committed_retry_at = at,
+            }
+        }
+        if let Some(e) = followup.error {
+            self.pending_error = Some(e);
+        }
+    }
+
+    /// Applies a finished request.
+    pub fn complete(&mut self, completion: Completion, now: Millis) {
+        match completion {
+            Completion::Metadata(result) => {
+                self.metadata_in_flight = false;
+                match result {
+                    Ok(response) => {
+                        self.apply_metadata(&response);
+                        if self.pattern.is_some() {
+                            self.match_pattern(&response);
+                            self.metadata_refresh_at =
+                                Some(now.saturating_add(self.config.metadata_max_age_ms));
+                        }
+                        self.metadata_stale = false;
+                        // Unknown leaders are asked again, not in a tight loop.
+                        self.metadata_retry_at = Some(self.after_backoff(now));
+                    }
+                    Err(e) => {
+                        debug!("consumer metadata request failed: {}", ErrorChain(&e));
+                        self.metadata_retry_at = Some(self.after_backoff(now));
+                    }
+                }
+            }
+            Completion::Coordinator(result) => {
+                self.coordinator_in_flight = false;
+                match result {
+                    // Its own link: a fetch waiting fetch.max.wait.ms must not delay
+                    // heartbeats.
+                    Ok((address, _node)) => self.set_coordinator(address),
+                    Err(e) => {
+                        debug!("FindCoordinator failed: {}", ErrorChain(&e));
+                        self.coordinator_retry_at = Some(self.after_backoff(now));
+                    }
+                }
+            }
+            Completion::Membership(result) => {
+                self.membership_in_flight = false;
+                match result {
+                    Ok(response) => {
+                        if coordinator_moved(&response) {
+                            self.coordinator = None;
+                        }
+                        let view = View {
+                            metadata: &self.metadata,
+                            ids: &self.topic_ids,
+                        };
+                        if let Err(e) = self.membership.on_response(response, now, &view) {
+                            warn!("group membership failed: {}", ErrorChain(&e));
+                            self.fatal = Some(e);
+                        }
+                        // A fenced member's buffered records go at once, not when `Lost` is
+                        // handed over.
+                        self.drop_unowned();
+                    }
+                    Err(e) => {
+                        debug!("group request failed: {}", ErrorChain(&e));
+                        if e.is_fatal() {
+                            self.fatal = Some(e);
+                            return;
+                        }
+                        self.coordinator = None;
+                        self.membership
+                            .on_request_failed(now, self.config.retry_backoff_millis());
+                    }
+                }
+            }
+            Completion::Fetch {
+                broker,
+                fetched,
+                result,
+            } => {
+                self.fetching.remove(&broker);
+                match result {
+                    Ok(response) => {
+                        let followup = self.fetcher.apply_fetch(response, fetched);
+                        self.follow_up(followup, RetryTimer::Fetch, now);
+                    }
+                    Err(e) => {
+                        debug!("fetch from broker {broker} failed: {}", ErrorChain(&e));
+                        if e.is_fatal() {
+                            self.fatal = Some(e);
+                            return;
+                        }
+                        self.metadata_stale = true;
+                        self.fetch_retry_at = Some(self.after_backoff(now));
+                    }
+                }
+            }
+            Completion::Left => {}
+            Completion::AutoCommitted {
+                offsets,
+                metadata,
+                result,
+            } => self.apply_auto_commit(offsets, &metadata, result, now),
+            Completion::Committed { partitions, result } => {
+                self.committed_in_flight = false;
+                self.apply_committed(partitions, result, now);
+            }
+            Completion::Listed { partitions, result } => {
+                for tp in &partitions {
+                    self.listing.remove(tp);
+                }
+                match result {
+                    Ok(response) => {
+                        let followup = self.fetcher.apply_listed(response);
+                        self.follow_up(followup, RetryTimer::List, now);
+                    }
+                    Err(e) => {
+                        debug!("ListOffsets failed: {}", ErrorChain(&e));
+                        self.metadata_stale = true;
+                        self.list_retry_at = Some(self.after_backoff(now));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Classic pattern subscription: the topics of a full metadata answer that match
+    /// (internal topics never do, as Java's `exclude.internal.topics`) become the
+    /// subscription, and the member rejoins when they changed.
+    fn match_pattern(&mut self, response: &MetadataResponse) {
+        let Some(pattern) = &self.pattern else {
+            return;
+        };
+        if !matches!(self.membership, Membership::Classic(_)) {
+            return;
+        }
+        let mut matched: Vec<String> = response
+            .topics
+            .iter()
+            .filter(|t| !t.is_internal && ErrorCode(t.error_code).is_ok())
+            .filter_map(|t| t.name.clone())
+            .filter(|name| pattern.is_match(name))
+            .collect();
+        matched.sort();
+        if matched != self.subscription {
+            debug!(
+                ?matched,
+                "pattern subscription: the matching topics changed"
+            );
+            self.subscription = matched.clone();
+            self.membership.subscribe(matched);
+        }
+    }
+
+    fn apply_committed(
+        &mut self,
+        partitions: Vec<TopicPartition>,
+        result: Result<OffsetFetchResponse>,
+        now: Millis,
+    ) {
+        let response = match result {
+            Ok(r) => r,
+            Err(e) => {
+                debug!("OffsetFetch failed: {}", ErrorChain(&e));
+                self.coordinator = None;
+                self.committed_retry_at = Some(self.after_backoff(now));
+                return;
+            }
+        };
+        let offsets = match committed_offsets(&response, &partitions) {
+            Ok(offsets) => offsets,
+            Err(code) => {
+                if matches!(
+                    code,
+                    ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE
+                ) {
+                    self.coordinator = None;
+                }
+                // UNSTABLE_OFFSET_COMMIT: a transaction that commits offsets is pending; the
+                // answer comes once it completes (KIP-447).
+                self.committed_retry_at = Some(self.after_backoff(now));
+                return;
+            }
+        };
+        let followup = self.fetcher.apply_committed(offsets);
+        self.follow_up(followup, RetryTimer::Committed, now);
+    }
+}
+
+fn coordinator_moved(response: &MembershipResponse) -> bool {
+    let code = match response {
+        MembershipResponse::ConsumerHeartbeat(r) => r.error_code,
+        MembershipResponse::Join(r) => r.error_code,
+        MembershipResponse::Sync(r) => r.error_code,
+        MembershipResponse::Heartbeat(r) => r.error_code,
+    };
+    matches!(
+        ErrorCode(code),
+        ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE
+    )
+}
