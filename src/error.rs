@@ -207,6 +207,18 @@ pub enum Error {
         /// The partitions.
         partitions: Vec<crate::types::TopicPartition>,
     },
+    /// The copy loop's transform failed on a record and the loop's policy is to fail
+    /// (`eos::TransformErrorPolicy::Fail`): the open transaction was aborted and the
+    /// partitions rewound, so the record is read again by the next step.
+    #[error("the transform failed on {}-{} at offset {offset}: {message}", partition.topic, partition.partition)]
+    Transform {
+        /// The source record's partition.
+        partition: crate::types::TopicPartition,
+        /// The source record's offset.
+        offset: i64,
+        /// What the transform said.
+        message: String,
+    },
 }
 
 /// The last failure of one broker address, in [`Error::NoBrokerAnswered`].

@@ -19,6 +19,7 @@ use exactly::__private::sim::{
 };
 use exactly::__private::{BrokerId, Millis};
 use exactly::TopicPartition;
+use exactly::eos::TransformErrorPolicy;
 
 /// Seeds the sweep runs by default: a debug build runs about a hundred per second on one
 /// core, so this keeps the suite well under two minutes on two.
@@ -131,13 +132,15 @@ fn add_copy_report(total: &mut copy_loop::CopyLoopReport, report: &copy_loop::Co
     total.fenced_heartbeats += report.fenced_heartbeats;
     total.expired_members += report.expired_members;
     total.crashes += report.crashes;
+    total.dead_lettered += report.dead_lettered;
+    total.skipped += report.skipped;
+    total.transform_failures += report.transform_failures;
 }
 
 #[test]
 fn replay_one_copy_loop_seed() {
     let seed = env_u64("EXACTLY_SIM_SEED").unwrap_or(1);
-    let mut entropy = Entropy::from_seed(seed ^ copy_loop::SEED_SALT);
-    let mut config = copy_loop::CopyLoopConfig::generate(&mut entropy);
+    let (mut config, entropy) = copy_loop::seed_run(seed);
     config.trace_lines =
         usize::try_from(env_u64("EXACTLY_SIM_TRACE").unwrap_or(200)).unwrap_or(200);
     println!("{config:?}");
@@ -985,4 +988,86 @@ fn copy_loop_seed_replays_exactly() {
         assert_eq!(first.digest, again.digest, "seed {seed}");
         assert!(first.records > 0);
     }
+}
+
+/// A transform that fails on about a fifth of the records, three at a time in flight and
+/// taking up to 20 ms each, under `policy`, over three copiers and four partitions with lost
+/// heartbeats and a crash. The world checks the end state (every record exactly once in the
+/// destination or, dead-lettered, in the dead-letter topic; skipped ones nowhere; per-partition
+/// order in both) and that the loop's counters match its reports.
+fn transform_fault_run(name: &str, policy: TransformErrorPolicy) -> copy_loop::CopyLoopReport {
+    let mut config = copy_loop::CopyLoopConfig::calm(3, 4, 40);
+    config.commit_every = 6;
+    config.heartbeat_request_loss = 50;
+    config.crashes = vec![copy_loop::Crash {
+        at: 900,
+        copier: 1,
+        down_ms: 400,
+    }];
+    config.transform = copy_loop::TransformFaults {
+        per_mille: 200,
+        salt: 11,
+        policy,
+        concurrency: 3,
+        max_delay_ms: 20,
+    };
+    copy_run(name, config, 17)
+}
+
+/// Dead letters go out in the copy transaction: every record the transform fails on is in the
+/// dead-letter topic exactly once (and never in the destination), the rest in the destination.
+#[test]
+fn copy_loop_dead_letters_exactly_once() {
+    let report = transform_fault_run(
+        "copy_loop_dead_letters_exactly_once",
+        TransformErrorPolicy::dead_letter("dst-dlq"),
+    );
+    assert!(report.dead_lettered > 0, "{report:?}");
+    assert_eq!(report.skipped, 0, "{report:?}");
+    assert!(report.records > 0 && report.records < 160, "{report:?}");
+}
+
+/// Skipped records are consumed and committed with nothing produced; the rest are copied once.
+#[test]
+fn copy_loop_skips_what_the_transform_fails_on() {
+    let report = transform_fault_run(
+        "copy_loop_skips_what_the_transform_fails_on",
+        TransformErrorPolicy::Skip,
+    );
+    assert!(report.skipped > 0, "{report:?}");
+    assert_eq!(report.dead_lettered, 0, "{report:?}");
+    assert!(report.records > 0 && report.records < 160, "{report:?}");
+}
+
+/// Under the default policy a failed transform fails the step (`Error::Transform`): the open
+/// transaction is aborted, its input rewound, and the record copied again once the transform
+/// passes (this transform fails each record once per copier): every record exactly once.
+#[test]
+fn copy_loop_failing_transform_aborts_and_rewinds() {
+    let report = transform_fault_run(
+        "copy_loop_failing_transform_aborts_and_rewinds",
+        TransformErrorPolicy::Fail,
+    );
+    assert_eq!(report.records, 160, "{report:?}");
+    assert!(report.transform_failures > 0, "{report:?}");
+    assert!(report.aborts >= report.transform_failures, "{report:?}");
+    assert_eq!(report.dead_lettered + report.skipped, 0, "{report:?}");
+}
+
+/// The transform's faults pick about `per_mille` of the records (by their ids), so the named
+/// runs' checks bite on a real share of their records.
+#[test]
+fn copy_loop_transform_faults_choose_a_share_of_the_records() {
+    let faults = copy_loop::TransformFaults {
+        per_mille: 200,
+        salt: 11,
+        policy: TransformErrorPolicy::Skip,
+        concurrency: 3,
+        max_delay_ms: 20,
+    };
+    let failing = (0..4)
+        .flat_map(|p| (0..200).map(move |o| copy_loop::record_id(p, o)))
+        .filter(|&id| copy_loop::transform_fails(&faults, id))
+        .count();
+    assert!((80..240).contains(&failing), "{failing} of 800");
 }

@@ -57,6 +57,11 @@ pub struct CommittedTransaction {
     pub copies: Vec<RecordCopy>,
     /// Per source partition, the stretch consumed and the offset committed to the group.
     pub consumed: Vec<ConsumedRange>,
+    /// The records the transform failed on that went to the dead-letter topic
+    /// ([`TransformErrorPolicy::DeadLetter`](super::TransformErrorPolicy::DeadLetter)), in
+    /// consumption order, each with its dead letter's place. They are in
+    /// [`CommittedTransaction::copies`] too, with no destination.
+    pub dead_letters: Vec<RecordCopy>,
 }
 
 impl CommittedTransaction {

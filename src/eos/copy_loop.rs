@@ -17,13 +17,22 @@
 //! Like franz-go's `End`, which resets the client to the committed offsets after an abort, the
 //! loop seeks every partition it still owns back to where the aborted transaction began
 //! reading it, so the aborted input is processed again, never skipped.
+//!
+//! A transform that fails is handled by the loop's [`TransformErrorPolicy`]. A dead letter is
+//! sent in the open transaction like any output, so it shares the transaction's fate: what
+//! rule T4 promises for the output (all visible once committed, none once aborted) holds for
+//! the dead letters too.
 
-use std::collections::BTreeMap;
-use std::future::Future;
+use std::collections::{BTreeMap, VecDeque};
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use super::copies::{CommittedTransaction, ConsumedRange, PartitionOffset, RecordCopy};
 use super::endpoints::{CommitHold, CopySink, CopySource};
+use super::transform::sealed::Sealed;
+use super::transform::{CopyLoopCounters, TransformErrorPolicy, TransformOutput, dead_letter};
 use crate::types::{Millis, millis};
 use crate::{
     Consumer, ConsumerEvent, ConsumerRecord, DeliveryFuture, Error, PendingOffsets, Producer,
@@ -38,6 +47,13 @@ const END_ATTEMPTS: u32 = 5;
 /// zero or more [`Record`]s with an async transform, writes them with a transactional
 /// [`Producer`] and commits the consumed offsets in the same transaction, every
 /// `records` records or `interval` (see [`CopyLoop::commit_every`]).
+///
+/// The transform's future gives `Vec<Record>`, or `Result<Vec<Record>, E>` with any
+/// `E: Display` when it can fail ([`TransformOutput`]); what happens to a record it failed on
+/// is the loop's [`TransformErrorPolicy`] ([`CopyLoop::on_transform_error`]: fail the step,
+/// skip the record, or send it to a dead-letter topic in the same transaction). Up to
+/// [`CopyLoop::transform_concurrency`] transforms of one poll's records run at once; their
+/// output is sent in consumption order all the same.
 ///
 /// Drive it with [`CopyLoop::step`], which returns what each committed transaction did
 /// (exact source → destination offsets, rule O1), ready for an
@@ -54,7 +70,7 @@ const END_ATTEMPTS: u32 = 5;
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use exactly::eos::CopyLoop;
+/// use exactly::eos::{CopyLoop, TransformErrorPolicy};
 /// use exactly::{Consumer, ConsumerRecord, Producer, Record};
 ///
 /// # async fn run() -> exactly::Result<()> {
@@ -72,10 +88,16 @@ const END_ATTEMPTS: u32 = 5;
 /// producer.init_transactions().await?;
 /// // Each source record becomes zero or more destination records; here one, upper-cased,
 /// // in the source record's partition so per-partition order carries over.
+/// // A record whose value is not UTF-8 fails the transform; the policy sends it, with the
+/// // error and its source coordinates in Kafka Connect's headers, to "out-dlq", in the same
+/// // transaction as the good output.
 /// let mut copier = CopyLoop::new(consumer, producer, |r: ConsumerRecord| async move {
-///     let value = r.value.map(|v| v.to_ascii_uppercase());
-///     vec![Record::to("out").partition(r.partition).value(value.unwrap_or_default())]
+///     let text = std::str::from_utf8(r.value.as_deref().unwrap_or_default())?;
+///     Ok::<_, std::str::Utf8Error>(vec![
+///         Record::to("out").partition(r.partition).value(text.to_uppercase()),
+///     ])
 /// })
+/// .on_transform_error(TransformErrorPolicy::dead_letter("out-dlq"))
 /// .commit_every(500, Duration::from_millis(50));
 /// for _ in 0..1_000 {
 ///     // `Ok(None)`: nothing was consumed within one interval.
@@ -92,6 +114,9 @@ pub struct CopyLoop<F, C = Consumer, P = Producer> {
     transform: F,
     commit_records: usize,
     commit_interval: Duration,
+    on_error: TransformErrorPolicy,
+    concurrency: usize,
+    counters: CopyLoopCounters,
     open: Option<OpenTransaction>,
     /// Per partition owned without interruption, the offset this loop last committed for it
     /// (the next to consume): where the next transaction begins reading it.
@@ -105,6 +130,9 @@ impl<F, C: std::fmt::Debug, P: std::fmt::Debug> std::fmt::Debug for CopyLoop<F, 
             .field("producer", &self.producer)
             .field("commit_records", &self.commit_records)
             .field("commit_interval", &self.commit_interval)
+            .field("on_error", &self.on_error)
+            .field("concurrency", &self.concurrency)
+            .field("counters", &self.counters)
             .field("open", &self.open.as_ref().map(|o| o.copies.len()))
             .finish_non_exhaustive()
     }
@@ -117,17 +145,38 @@ struct OpenTransaction {
     /// Per partition read in it, where it began reading (a seek there re-reads its input).
     from: BTreeMap<TopicPartition, i64>,
     copies: Vec<(PartitionOffset, Vec<DeliveryFuture>)>,
+    /// The records sent to the dead-letter topic, with their dead letter's delivery.
+    dead_letters: Vec<(PartitionOffset, DeliveryFuture)>,
+    skipped: u64,
+    /// A poll's records are being copied into it: a step dropped meanwhile (cancelled) left
+    /// some of them neither copied nor rewound, so the next step aborts it and rewinds.
+    copying: bool,
+}
+
+/// One record in the transform, in consumption order.
+struct Transforming<Fut: Future> {
+    at: PartitionOffset,
+    /// The source record, kept for its dead letter (only under that policy).
+    original: Option<ConsumerRecord>,
+    state: TransformState<Fut>,
+}
+
+enum TransformState<Fut: Future> {
+    Running(Pin<Box<Fut>>),
+    Done(Option<Fut::Output>),
 }
 
 impl<F, Fut, C, P> CopyLoop<F, C, P>
 where
     F: FnMut(ConsumerRecord) -> Fut,
-    Fut: Future<Output = Vec<Record>>,
+    Fut: Future,
+    Fut::Output: TransformOutput,
     C: CopySource,
     P: CopySink,
 {
     /// A loop copying what `consumer` reads through `transform` with `producer`, committing
-    /// every 1,000 records or 100 ms, whichever comes first.
+    /// every 1,000 records or 100 ms, whichever comes first, one transform at a time, failing
+    /// the step when the transform fails ([`TransformErrorPolicy::Fail`]).
     pub fn new(consumer: C, producer: P, transform: F) -> Self {
         Self {
             consumer,
@@ -135,6 +184,9 @@ where
             transform,
             commit_records: 1_000,
             commit_interval: Duration::from_millis(100),
+            on_error: TransformErrorPolicy::Fail,
+            concurrency: 1,
+            counters: CopyLoopCounters::default(),
             open: None,
             committed: BTreeMap::new(),
         }
@@ -146,6 +198,25 @@ where
         self.commit_records = records.max(1);
         self.commit_interval = interval;
         self
+    }
+
+    /// What to do with a record the transform failed on (default: fail the step).
+    pub fn on_transform_error(mut self, policy: TransformErrorPolicy) -> Self {
+        self.on_error = policy;
+        self
+    }
+
+    /// Runs up to `transforms` (at least 1; default 1) transforms of one poll's records at
+    /// once. Their output is sent in consumption order whatever order they finish in, so each
+    /// partition's records keep their source order in the destination.
+    pub fn transform_concurrency(mut self, transforms: usize) -> Self {
+        self.concurrency = transforms.max(1);
+        self
+    }
+
+    /// What the loop has done so far.
+    pub fn counters(&self) -> CopyLoopCounters {
+        self.counters
     }
 
     /// The consumer (for its assignment, positions or committed offsets).
@@ -174,10 +245,16 @@ where
     /// returned. After a fatal error ([`Error::is_fatal`], e.g. a newer producer with the same
     /// transactional id) the loop cannot go on.
     ///
+    /// A transform that failed under [`TransformErrorPolicy::Fail`] ends the step the same
+    /// way, with [`Error::Transform`].
+    ///
     /// Cancel safety: dropping the future while it waits for records loses nothing; dropping
-    /// it during a send or a commit leaves the transaction's outcome to the producer (see
-    /// [`Producer::commit_transaction`]).
+    /// it while a poll's records are transformed or sent makes the next step (or
+    /// [`CopyLoop::commit`]) abort the open transaction and rewind its input first, so nothing
+    /// half-copied is committed; dropping it during a commit leaves the transaction's outcome
+    /// to the producer (see [`Producer::commit_transaction`]).
     pub async fn step(&mut self) -> Result<Option<CommittedTransaction>> {
+        self.abort_interrupted().await?;
         let idle_until = self
             .consumer
             .now()
@@ -251,6 +328,7 @@ where
     ///
     /// As for [`CopyLoop::step`]: the error that ended the transaction, after the abort.
     pub async fn commit(&mut self) -> Result<Option<CommittedTransaction>> {
+        self.abort_interrupted().await?;
         if self.open.is_none() {
             return Ok(None);
         }
@@ -269,6 +347,9 @@ where
                 pending: PendingOffsets::new(),
                 from: BTreeMap::new(),
                 copies: Vec::new(),
+                dead_letters: Vec::new(),
+                skipped: 0,
+                copying: false,
             });
         }
         let Some(open) = self.open.as_mut() else {
@@ -287,35 +368,147 @@ where
                 .unwrap_or(record.offset);
             open.from.entry(partition).or_insert(start);
         }
-        for record in records {
-            let partition = record.topic_partition();
-            let offset = record.offset;
-            if self.committed.get(&partition).is_some_and(|&c| offset < c) {
-                // Already copied and committed by this loop: the consumer re-delivered it.
-                tracing::warn!(%partition.topic, partition.partition, offset, "skipping a record this loop already committed");
-                continue;
+        open.copying = true;
+        let mut waiting: VecDeque<ConsumerRecord> = records
+            .into_iter()
+            .filter(|record| {
+                let already = self
+                    .committed
+                    .get(&record.topic_partition())
+                    .is_some_and(|&c| record.offset < c);
+                if already {
+                    // Already copied and committed by this loop: the consumer re-delivered it.
+                    tracing::warn!(topic = %record.topic, record.partition, record.offset, "skipping a record this loop already committed");
+                }
+                !already
+            })
+            .collect();
+        let mut running: VecDeque<Transforming<Fut>> = VecDeque::new();
+        // Each turn starts transforms up to the bound, waits for the oldest (polling all of
+        // them meanwhile) and sends its output: consumption order is kept whatever order the
+        // transforms finish in. Bounded by the poll's records.
+        loop {
+            while running.len() < self.concurrency
+                && let Some(record) = waiting.pop_front()
+            {
+                let original = matches!(self.on_error, TransformErrorPolicy::DeadLetter { .. })
+                    .then(|| record.clone());
+                running.push_back(Transforming {
+                    at: PartitionOffset::new(record.topic_partition(), record.offset),
+                    original,
+                    state: TransformState::Running(Box::pin((self.transform)(record))),
+                });
             }
-            let outputs = (self.transform)(record).await;
-            let mut acks = Vec::with_capacity(outputs.len());
-            for output in outputs {
-                match self.producer.send(output).await {
-                    Ok(ack) => acks.push(ack),
-                    Err(e) => {
-                        let Some(open) = self.open.take() else {
-                            return Err(e);
-                        };
-                        return Err(self.fail(open, e, &[]).await);
+            if running.is_empty() {
+                break;
+            }
+            let output = poll_fn(|cx| {
+                for t in running.iter_mut() {
+                    if let TransformState::Running(future) = &mut t.state
+                        && let Poll::Ready(output) = future.as_mut().poll(cx)
+                    {
+                        t.state = TransformState::Done(Some(output));
                     }
                 }
-            }
-            let Some(open) = self.open.as_mut() else {
-                return Ok(());
+                match running.front_mut().map(|t| &mut t.state) {
+                    Some(TransformState::Done(output)) => Poll::Ready(output.take()),
+                    _ => Poll::Pending,
+                }
+            })
+            .await;
+            let Some(done) = running.pop_front() else {
+                break;
             };
-            open.pending.processed(partition.clone(), offset);
-            open.copies
-                .push((PartitionOffset::new(partition, offset), acks));
+            let Some(output) = output else {
+                break;
+            };
+            self.deliver(done.at, done.original, output.into_outputs())
+                .await?;
+        }
+        if let Some(open) = self.open.as_mut() {
+            open.copying = false;
         }
         Ok(())
+    }
+
+    /// Puts what the transform made of the record at `at` into the open transaction: its
+    /// output, or what the policy says for a failure.
+    async fn deliver(
+        &mut self,
+        at: PartitionOffset,
+        original: Option<ConsumerRecord>,
+        outputs: std::result::Result<Vec<Record>, String>,
+    ) -> Result<()> {
+        let (outputs, dead) = match outputs {
+            Ok(outputs) => (outputs, None),
+            Err(message) => match (&self.on_error, original) {
+                (TransformErrorPolicy::Skip, _) => {
+                    tracing::debug!(%at.partition.topic, at.partition.partition, at.offset, %message, "transform failed: skipping the record");
+                    if let Some(open) = self.open.as_mut() {
+                        open.skipped += 1;
+                    }
+                    (Vec::new(), None)
+                }
+                (TransformErrorPolicy::DeadLetter { topic }, Some(original)) => {
+                    tracing::debug!(%at.partition.topic, at.partition.partition, at.offset, %message, "transform failed: dead-lettering the record");
+                    (Vec::new(), Some(dead_letter(topic, original, &message)))
+                }
+                _ => {
+                    let error = Error::Transform {
+                        partition: at.partition.clone(),
+                        offset: at.offset,
+                        message,
+                    };
+                    let Some(open) = self.open.take() else {
+                        return Err(error);
+                    };
+                    return Err(self.fail(open, error, &[]).await);
+                }
+            },
+        };
+        let mut acks = Vec::with_capacity(outputs.len());
+        for output in outputs {
+            acks.push(self.send(output).await?);
+        }
+        let dead_ack = match dead {
+            Some(letter) => Some(self.send(letter).await?),
+            None => None,
+        };
+        let Some(open) = self.open.as_mut() else {
+            return Ok(());
+        };
+        open.pending.processed(at.partition.clone(), at.offset);
+        if let Some(ack) = dead_ack {
+            open.dead_letters.push((at.clone(), ack));
+        }
+        open.copies.push((at, acks));
+        Ok(())
+    }
+
+    /// Sends `record` in the open transaction; a failure aborts it (and rewinds).
+    async fn send(&mut self, record: Record) -> Result<DeliveryFuture> {
+        match self.producer.send(record).await {
+            Ok(ack) => Ok(ack),
+            Err(e) => {
+                let Some(open) = self.open.take() else {
+                    return Err(e);
+                };
+                Err(self.fail(open, e, &[]).await)
+            }
+        }
+    }
+
+    /// A step dropped while it copied left the open transaction half-filled: abort it and
+    /// rewind, so its input is copied again whole.
+    async fn abort_interrupted(&mut self) -> Result<()> {
+        let Some(open) = self.open.take_if(|open| open.copying) else {
+            return Ok(());
+        };
+        tracing::warn!(
+            records = open.copies.len(),
+            "a step was dropped while copying: aborting its transaction"
+        );
+        self.abort_and_rewind(open, &[]).await
     }
 
     /// Commits the open transaction; on failure aborts it and rewinds the partitions still
@@ -385,21 +578,23 @@ where
         for o in &offsets {
             self.committed.insert(o.partition.clone(), o.offset);
         }
+        self.counters.transactions_committed += 1;
+        self.counters.records_skipped += open.skipped;
+        self.counters.records_dead_lettered += open.dead_letters.len() as u64;
         // The delivery futures resolve once the transaction is committed (the commit flushed
         // every record): their offsets are exact (rule O1).
         let mut copies = Vec::with_capacity(open.copies.len());
         for (source, acks) in open.copies {
-            let mut destinations = Vec::with_capacity(acks.len());
-            for ack in acks {
-                let meta = ack.await?;
-                destinations.push(PartitionOffset::new(
-                    TopicPartition::new(meta.topic, meta.partition),
-                    meta.offset,
-                ));
-            }
             copies.push(RecordCopy {
                 source,
-                destinations,
+                destinations: delivered(acks).await?,
+            });
+        }
+        let mut dead_letters = Vec::with_capacity(open.dead_letters.len());
+        for (source, ack) in open.dead_letters {
+            dead_letters.push(RecordCopy {
+                source,
+                destinations: delivered([ack]).await?,
             });
         }
         let consumed = offsets
@@ -410,7 +605,11 @@ where
                 next: o.offset,
             })
             .collect();
-        Ok(CommittedTransaction { copies, consumed })
+        Ok(CommittedTransaction {
+            copies,
+            consumed,
+            dead_letters,
+        })
     }
 
     /// The loop's answer to a failed transaction: abort it unless the producer is dead, rewind,
@@ -442,6 +641,7 @@ where
         leaving: &[TopicPartition],
     ) -> Result<()> {
         end_with_retries(|| self.producer.abort_transaction()).await?;
+        self.counters.transactions_aborted += 1;
         let owned = self.consumer.assignment();
         for (partition, from) in open.from {
             if owned.contains(&partition) && !leaving.contains(&partition) {
@@ -456,7 +656,8 @@ where
 impl<F, Fut> CopyLoop<F>
 where
     F: FnMut(ConsumerRecord) -> Fut,
-    Fut: Future<Output = Vec<Record>>,
+    Fut: Future,
+    Fut::Output: TransformOutput,
 {
     /// Commits the open transaction (if any), then closes the consumer (leaving the group, so
     /// its partitions move at once) and the producer.
@@ -474,6 +675,19 @@ where
         producer_closed?;
         Ok(last)
     }
+}
+
+/// Where the records of `acks` landed, once their transaction committed (rule O1).
+async fn delivered(acks: impl IntoIterator<Item = DeliveryFuture>) -> Result<Vec<PartitionOffset>> {
+    let mut destinations = Vec::new();
+    for ack in acks {
+        let meta = ack.await?;
+        destinations.push(PartitionOffset::new(
+            TopicPartition::new(meta.topic, meta.partition),
+            meta.offset,
+        ));
+    }
+    Ok(destinations)
 }
 
 /// Calls `end` (a commit or an abort) again while it times out: after a timeout only the same

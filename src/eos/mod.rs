@@ -6,8 +6,10 @@
 mod copies;
 mod copy_loop;
 pub(crate) mod endpoints;
+mod transform;
 mod translate;
 
 pub use copies::{CommittedTransaction, ConsumedRange, PartitionOffset, RecordCopy};
 pub use copy_loop::CopyLoop;
+pub use transform::{CopyLoopCounters, TransformErrorPolicy, TransformOutput};
 pub use translate::OffsetTranslator;

@@ -224,6 +224,7 @@ mod tests {
                 from,
                 next,
             }],
+            dead_letters: Vec::new(),
         }
     }
 

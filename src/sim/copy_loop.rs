@@ -14,6 +14,16 @@
 //! once, in its partition's source order, every committed offset is the log end, and every
 //! copy a committed transaction of the loop reported is where it said (offsets are exact).
 //!
+//! The transform fails on some records ([`TransformFaults`], chosen by each record's value so
+//! a re-copy fails the same way) under each [`TransformErrorPolicy`], with several transforms
+//! in flight on some seeds. Then, at the end: under the dead-letter policy every source
+//! record is exactly once in the destination or exactly once in the dead-letter topic, never
+//! both, never neither, each partition's records in source order in both; under the skip
+//! policy every record the transform did not fail on is exactly once in the destination, and
+//! a record reported without output is one it failed on; a failure that fails the loop aborts
+//! the transaction and the record is copied again (rule T4: the aborted dead letters and output
+//! are never visible). The loop's counters equal what its committed transactions reported.
+//!
 //! The model transaction coordinator keeps one transactional id; a copier's requests are
 //! handled by lending the cluster that copier's own coordinator state (one per transactional
 //! id, as Kafka keeps one per id), so producer ids and logs are shared and nothing else is.
@@ -25,15 +35,20 @@ mod world;
 use std::sync::Arc;
 
 pub use copier::record_id;
+pub use copier::transform_fails;
 
 use super::Failure;
 use super::entropy::Entropy;
 use crate::consumer::membership::TopicView;
+use crate::eos::TransformErrorPolicy;
 use crate::types::Millis;
 use world::World;
 
 const SOURCE: &str = "src";
 const DESTINATION: &str = "dst";
+/// The dead-letter topic (one partition; listed after the destination so the destination's
+/// leaders are those of runs without it).
+const DEAD_LETTERS: &str = "dst-dlq";
 const SOURCE_ID: [u8; 16] = [7; 16];
 const GROUP: &str = "copy";
 /// How often the world polls every copier when nothing else happens: the loop's poll timeouts
@@ -93,6 +108,66 @@ pub struct CopyLoopConfig {
     pub deadline_ms: Millis,
     /// Trace lines a failure keeps.
     pub trace_lines: usize,
+    /// The transform's failures, the loop's policy and its concurrency.
+    pub transform: TransformFaults,
+}
+
+/// Which records the copy loop's transform fails on, what the loop does with them, and how
+/// the transforms run.
+#[derive(Debug, Clone)]
+pub struct TransformFaults {
+    /// Per mille of source records the transform fails on, chosen by the record's value (so
+    /// a re-copy, by any copier, fails the same way). Under [`TransformErrorPolicy::Fail`] a
+    /// record fails only on its first attempt in each copier incarnation, or the loop could
+    /// never pass it.
+    pub per_mille: u32,
+    /// Mixed into the choice, so seeds fail on different records.
+    pub salt: u64,
+    /// `CopyLoop::on_transform_error`.
+    pub policy: TransformErrorPolicy,
+    /// `CopyLoop::transform_concurrency`.
+    pub concurrency: usize,
+    /// The longest a transform takes, in virtual milliseconds (chosen by the record's value):
+    /// with several in flight they finish out of order.
+    pub max_delay_ms: Millis,
+}
+
+impl TransformFaults {
+    /// A transform that never fails and takes no time, one at a time.
+    pub fn none() -> Self {
+        Self {
+            per_mille: 0,
+            salt: 0,
+            policy: TransformErrorPolicy::Fail,
+            concurrency: 1,
+            max_delay_ms: 0,
+        }
+    }
+
+    /// Random faults: none on a quarter of the seeds; otherwise failures under one of the
+    /// policies (dead letters and skips most often), with transforms that take time and
+    /// several in flight on some.
+    pub fn generate(entropy: &mut Entropy) -> Self {
+        if entropy.chance(250) {
+            return Self::none();
+        }
+        let policy = match entropy.below(10) {
+            0..=4 => TransformErrorPolicy::dead_letter(DEAD_LETTERS),
+            5..=8 => TransformErrorPolicy::Skip,
+            _ => TransformErrorPolicy::Fail,
+        };
+        Self {
+            per_mille: u32::try_from(entropy.range(10, 250)).unwrap_or(10),
+            salt: entropy.below(u64::MAX),
+            policy,
+            concurrency: if entropy.chance(400) {
+                usize::try_from(entropy.range(2, 5)).unwrap_or(2)
+            } else {
+                1
+            },
+            max_delay_ms: entropy.range(0, 30),
+        }
+    }
 }
 
 impl CopyLoopConfig {
@@ -118,6 +193,7 @@ impl CopyLoopConfig {
             crashes: Vec::new(),
             deadline_ms: 300_000,
             trace_lines: 80,
+            transform: TransformFaults::none(),
         }
     }
 
@@ -186,20 +262,37 @@ pub struct CopyLoopReport {
     pub expired_members: u64,
     /// Revocations acknowledged by a poll.
     pub crashes: u64,
+    /// Source records sent to the dead-letter topic by committed transactions (as reported).
+    pub dead_lettered: u64,
+    /// Source records skipped by committed transactions (as reported).
+    pub skipped: u64,
+    /// Steps that failed with the transform's error (`Error::Transform`).
+    pub transform_failures: u64,
     /// A digest of the trace: equal digests, equal runs.
     pub digest: u64,
 }
 
 /// Runs the copy loop of `seed` (its own configuration, independent of [`SimConfig`](super::SimConfig)'s).
 pub fn run_copy_loop_seed(seed: u64) -> Result<CopyLoopReport, Failure> {
-    let mut entropy = Entropy::from_seed(seed ^ SEED_SALT);
-    let config = CopyLoopConfig::generate(&mut entropy);
+    let (config, entropy) = seed_run(seed);
     run_copy_loop(config, entropy)
+}
+
+/// The configuration of `seed`'s copy loop and the entropy its run draws from. The
+/// transform's faults come from an entropy of their own, so the rest of a seed's run (its
+/// configuration and fault schedule) is the one it had before the transform could fail.
+pub fn seed_run(seed: u64) -> (CopyLoopConfig, Entropy) {
+    let mut entropy = Entropy::from_seed(seed ^ SEED_SALT);
+    let mut config = CopyLoopConfig::generate(&mut entropy);
+    config.transform = TransformFaults::generate(&mut Entropy::from_seed(seed ^ TRANSFORM_SALT));
+    (config, entropy)
 }
 
 /// What a sweep seed is mixed with for its copy loop (so it differs from the seed's
 /// producer run).
 pub const SEED_SALT: u64 = 0xC0B1_1005;
+/// What a sweep seed is mixed with for its copy loop's transform faults.
+const TRANSFORM_SALT: u64 = 0x7F0A_D1E7;
 
 /// The command that replays the copy loop of `seed`.
 pub fn replay_command(seed: u64) -> String {

@@ -17,21 +17,21 @@
 //! A crash drops the application future and this state without leaving the group.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
-use std::future::{Future, poll_fn, ready};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
-use super::View;
+use super::{TransformFaults, View};
 use crate::consumer::membership::MembershipEvent;
 use crate::consumer::membership::kip848::ConsumerMember;
 use crate::engine::accumulator::{Accumulator, AppendError};
 use crate::engine::transaction::{TxnCall, TxnState};
 use crate::engine::{CallId, Engine};
 use crate::eos::endpoints::{CommitHold, CopySink, CopySource};
-use crate::eos::{CommittedTransaction, CopyLoop};
+use crate::eos::{CommittedTransaction, CopyLoop, CopyLoopCounters, TransformErrorPolicy};
 use crate::error::{Error, Result};
 use crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatRequest;
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
@@ -84,6 +84,13 @@ pub(super) struct CopierState {
     /// Aborts during which records of the transaction failed for good (a batch expired while
     /// the abort drained).
     pub(super) aborts_draining_failures: u64,
+    /// Source records the committed transactions reported dead-lettered, and skipped.
+    pub(super) dead_lettered: u64,
+    pub(super) skipped: u64,
+    /// Steps that failed with `Error::Transform`.
+    pub(super) transform_failures: u64,
+    /// The loop's counters disagreed with what it reported (the world fails the run).
+    pub(super) counter_mismatch: Option<String>,
 }
 
 impl CopierState {
@@ -119,6 +126,28 @@ impl CopierState {
             aborts: 0,
             lost_before_commit: 0,
             aborts_draining_failures: 0,
+            dead_lettered: 0,
+            skipped: 0,
+            transform_failures: 0,
+            counter_mismatch: None,
+        }
+    }
+
+    /// Checks the loop's counters against what this incarnation saw: its commits and aborts,
+    /// and the dead letters and skips its committed transactions reported.
+    fn check_counters(&mut self, counters: CopyLoopCounters) {
+        let seen = (self.commits, self.aborts, self.dead_lettered, self.skipped);
+        let counted = (
+            counters.transactions_committed,
+            counters.transactions_aborted,
+            counters.records_dead_lettered,
+            counters.records_skipped,
+        );
+        if seen != counted && self.counter_mismatch.is_none() {
+            self.counter_mismatch = Some(format!(
+                "the copy loop's counters (committed, aborted, dead-lettered, skipped) are \
+                 {counted:?}, its calls and reports say {seen:?}"
+            ));
         }
     }
 
@@ -284,7 +313,9 @@ impl CopierState {
                     timestamp: 0,
                     timestamp_type: crate::TimestampType::CreateTime,
                     key: None,
-                    value: None,
+                    value: Some(bytes::Bytes::copy_from_slice(
+                        &record_id(tp.partition, offset).to_be_bytes(),
+                    )),
                     headers: Vec::new(),
                 });
                 next = offset + 1;
@@ -552,13 +583,15 @@ impl CopySink for SimProducer {
 
 /// A copier's application: `init_transactions`, then the real [`CopyLoop`] step after step,
 /// copying source partition `p` into destination partition `p` (each record's value its
-/// [`record_id`]). It ends only with the producer's fatal error (the world restarts the
-/// copier then); otherwise the world's deadline ends the run, and a crash drops it.
+/// [`record_id`]) through a transform that fails as `faults` says. It ends only with the
+/// producer's fatal error (the world restarts the copier then); otherwise the world's
+/// deadline ends the run, and a crash drops it.
 pub(super) fn application(
     state: &Rc<RefCell<CopierState>>,
     destination: &str,
     commit_every: usize,
     commit_interval: Duration,
+    faults: &TransformFaults,
 ) -> Pin<Box<dyn Future<Output = Error>>> {
     let consumer = SimConsumer {
         state: Rc::clone(state),
@@ -568,6 +601,8 @@ pub(super) fn application(
     };
     let state = Rc::clone(state);
     let destination = destination.to_string();
+    let faults = faults.clone();
+    let faults_skip = faults.policy == TransformErrorPolicy::Skip;
     Box::pin(async move {
         let mut initialised = Err(Error::Timeout("init_transactions never ran".into()));
         for _ in 0..INIT_ATTEMPTS {
@@ -580,16 +615,39 @@ pub(super) fn application(
         if let Err(e) = initialised {
             return e;
         }
+        let clock = Rc::clone(&state);
+        let transform_faults = faults.clone();
+        let mut failed_once = BTreeSet::new();
         let transform = move |record: ConsumerRecord| {
             let id = record_id(record.partition, record.offset);
-            ready(vec![
-                Record::to(destination.as_str())
-                    .partition(record.partition)
-                    .value(id.to_be_bytes().to_vec()),
-            ])
+            let fails = transform_fails(&transform_faults, id)
+                && (transform_faults.policy != TransformErrorPolicy::Fail
+                    || failed_once.insert(id));
+            let until = clock.borrow().now + transform_delay(&transform_faults, id);
+            let clock = Rc::clone(&clock);
+            let output = Record::to(destination.as_str())
+                .partition(record.partition)
+                .value(id.to_be_bytes().to_vec());
+            async move {
+                poll_fn(|_| {
+                    if clock.borrow().now >= until {
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending
+                    }
+                })
+                .await;
+                if fails {
+                    Err(format!("record {id:#x} does not transform"))
+                } else {
+                    Ok(vec![output])
+                }
+            }
         };
         let mut copy_loop = CopyLoop::new(consumer, producer, transform)
-            .commit_every(commit_every, commit_interval);
+            .commit_every(commit_every, commit_interval)
+            .on_transform_error(faults.policy.clone())
+            .transform_concurrency(faults.concurrency);
         // Bounded by the world: every step waits on virtual time or on an answer, and the
         // world stops polling at its deadline.
         loop {
@@ -606,20 +664,49 @@ pub(super) fn application(
                             .collect::<Vec<_>>()
                     ));
                     state.commits += 1;
+                    state.dead_lettered += transaction.dead_letters.len() as u64;
+                    if faults_skip {
+                        state.skipped += transaction
+                            .copies
+                            .iter()
+                            .filter(|c| c.destinations.is_empty())
+                            .count() as u64;
+                    }
                     state.transactions.push(transaction);
+                    state.check_counters(copy_loop.counters());
                 }
                 Ok(None) => {}
                 Err(e) if e.is_fatal() => return e,
                 Err(e) => {
                     let mut state = state.borrow_mut();
-                    if matches!(e, Error::PartitionsLost { .. }) {
-                        state.lost_before_commit += 1;
+                    match e {
+                        Error::PartitionsLost { .. } => state.lost_before_commit += 1,
+                        Error::Transform { .. } => state.transform_failures += 1,
+                        _ => {}
                     }
                     state.note(format!("step failed: {e}"));
+                    state.check_counters(copy_loop.counters());
                 }
             }
         }
     })
+}
+
+/// Whether the transform of `faults` fails on the record with id `id` (by its value alone).
+pub fn transform_fails(faults: &TransformFaults, id: u64) -> bool {
+    mix(id ^ faults.salt) % 1_000 < u64::from(faults.per_mille)
+}
+
+/// How long the transform of `faults` takes on the record with id `id`.
+fn transform_delay(faults: &TransformFaults, id: u64) -> Millis {
+    (mix(id ^ faults.salt) >> 32) % (faults.max_delay_ms + 1)
+}
+
+/// SplitMix64's finaliser: a record id spread over all 64 bits.
+fn mix(x: u64) -> u64 {
+    let x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
 }
 
 /// The id a copied record carries: its source partition and offset.

@@ -16,16 +16,16 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use super::copier::{self, Copier, CopierState, record_id};
+use super::copier::{self, Copier, CopierState, record_id, transform_fails};
 use super::{
-    CopyLoopConfig, CopyLoopReport, DESTINATION, GROUP, HEARTBEAT_TIMEOUT_MS, SOURCE, SOURCE_ID,
-    TICK_MS,
+    CopyLoopConfig, CopyLoopReport, DEAD_LETTERS, DESTINATION, GROUP, HEARTBEAT_TIMEOUT_MS, SOURCE,
+    SOURCE_ID, TICK_MS,
 };
 use crate::consumer::membership::kip848::ConsumerMember;
 use crate::engine::accumulator::Accumulator;
 use crate::engine::transaction::CoordinatorKey;
 use crate::engine::{Engine, Event, TransactionConfig};
-use crate::eos::CommittedTransaction;
+use crate::eos::{CommittedTransaction, TransformErrorPolicy};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
@@ -112,7 +112,7 @@ pub(super) struct World {
 
 impl World {
     pub(super) fn new(config: CopyLoopConfig, mut entropy: Entropy) -> Self {
-        let mut sim = SimConfig::calm(&[(DESTINATION, config.partitions)], 2);
+        let mut sim = SimConfig::calm(&[(DESTINATION, config.partitions), (DEAD_LETTERS, 1)], 2);
         sim.make_transactional(config.transactions_v2, 2_000, Vec::new());
         let coordinator_config = CoordinatorConfig {
             transactions_v2: config.transactions_v2,
@@ -336,6 +336,9 @@ impl World {
             let (acted, notes) = state.take_progress();
             (actions, wake, acted, notes)
         };
+        if let Some(mismatch) = copier.state.borrow_mut().counter_mismatch.take() {
+            return Err(format!("copier {i}.{incarnation}: {mismatch}"));
+        }
         let mut acted = acted || !actions.is_empty() || heartbeat.is_some() || ended.is_some();
         for line in notes {
             self.note(format!("copier {i}.{incarnation}: {line}"));
@@ -551,6 +554,7 @@ impl World {
             DESTINATION,
             self.config.commit_every,
             Duration::from_millis(self.config.commit_interval_ms),
+            &self.config.transform,
         );
         if let Some(slot) = self.slots.get_mut(i) {
             slot.copier = Some(Copier { state, application });
@@ -564,11 +568,23 @@ impl World {
         self.report.aborts += state.aborts;
         self.report.lost_before_commit += state.lost_before_commit;
         self.report.aborts_draining_failures += state.aborts_draining_failures;
+        self.report.dead_lettered += state.dead_lettered;
+        self.report.skipped += state.skipped;
+        self.report.transform_failures += state.transform_failures;
         self.reported.extend(state.transactions.iter().cloned());
     }
 
+    /// Whether the loop's policy keeps the records the transform fails on out of the
+    /// destination (under `Fail` they fail once and are copied again).
+    fn failures_stay_out(&self) -> bool {
+        self.config.transform.policy != TransformErrorPolicy::Fail
+    }
+
     /// Every copy a committed transaction reported (offsets are exact) is one destination
-    /// record, visible read_committed at the offset reported, carrying the source record's id.
+    /// record, visible read_committed at the offset reported, carrying the source record's id;
+    /// a record the transform failed on (dead-letter and skip policies) has no destination,
+    /// and every dead letter reported is a record the transform fails on, visible in the
+    /// dead-letter topic at the offset reported.
     fn check_reported(&self) -> Result<(), Violation> {
         let visible: BTreeMap<&TopicPartition, BTreeMap<i64, u64>> = self
             .cluster
@@ -576,9 +592,38 @@ impl World {
             .iter()
             .map(|(tp, p)| (tp, p.read_committed_at().into_iter().collect()))
             .collect();
+        let faults = &self.config.transform;
+        for letter in self.reported.iter().flat_map(|t| &t.dead_letters) {
+            let source = &letter.source;
+            let id = record_id(source.partition.partition, source.offset);
+            let found = match letter.destinations.as_slice() {
+                [only] if &*only.partition.topic == DEAD_LETTERS => visible
+                    .get(&only.partition)
+                    .and_then(|records| records.get(&only.offset))
+                    .copied(),
+                _ => None,
+            };
+            if !transform_fails(faults, id) || found != Some(id) {
+                return Err(format!(
+                    "the loop reported {source:?} dead-lettered to {:?}, where read_committed has \
+                     {found:?} (the transform fails on it: {})",
+                    letter.destinations,
+                    transform_fails(faults, id)
+                ));
+            }
+        }
         for copy in self.reported.iter().flat_map(|t| &t.copies) {
             let source = &copy.source;
             let id = record_id(source.partition.partition, source.offset);
+            if self.failures_stay_out() && transform_fails(faults, id) {
+                if !copy.destinations.is_empty() {
+                    return Err(format!(
+                        "the transform failed on {source:?}, and the loop reported it copied to {:?}",
+                        copy.destinations
+                    ));
+                }
+                continue;
+            }
             let found = match copy.destinations.as_slice() {
                 [only] => visible
                     .get(&only.partition)
@@ -607,9 +652,42 @@ impl World {
             self.tally(&state.borrow());
         }
         self.check_reported()?;
+        let faults = &self.config.transform;
+        let dead_letters = self
+            .cluster
+            .partitions()
+            .get(&TopicPartition::new(DEAD_LETTERS, 0))
+            .map(|p| p.read_committed())
+            .unwrap_or_default();
+        let dead_letter_policy = matches!(faults.policy, TransformErrorPolicy::DeadLetter { .. });
+        let mut expected_dead = 0;
         for (p, offsets) in self.source.iter().enumerate() {
             let partition = i32::try_from(p).unwrap_or(0);
-            let expected: Vec<u64> = offsets.iter().map(|&o| record_id(partition, o)).collect();
+            let ids = offsets.iter().map(|&o| record_id(partition, o));
+            let (failed, expected): (Vec<u64>, Vec<u64>) = if self.failures_stay_out() {
+                ids.partition(|&id| transform_fails(faults, id))
+            } else {
+                (Vec::new(), ids.collect())
+            };
+            // Under the dead-letter policy the records the transform failed on are in the
+            // dead-letter topic exactly once, in their partition's source order.
+            let dead: Vec<u64> = dead_letters
+                .iter()
+                .copied()
+                .filter(|id| id >> 32 == u64::from(partition.unsigned_abs()))
+                .collect();
+            let expected_here = if dead_letter_policy {
+                failed
+            } else {
+                Vec::new()
+            };
+            if dead != expected_here {
+                return Err(format!(
+                    "dead letters of source partition {partition} read_committed are {dead:x?}, \
+                     expected {expected_here:x?}"
+                ));
+            }
+            expected_dead += expected_here.len();
             let tp = TopicPartition::new(DESTINATION, partition);
             let seen = self
                 .cluster
@@ -630,6 +708,12 @@ impl World {
                 ));
             }
             self.report.records += expected.len();
+        }
+        if dead_letters.len() != expected_dead {
+            return Err(format!(
+                "the dead-letter topic holds {} records, expected {expected_dead}",
+                dead_letters.len()
+            ));
         }
         Ok(())
     }
