@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use exactly::eos::{CommittedTransaction, CopyLoop, OffsetTranslator};
+use exactly::eos::{CommittedTransaction, CopyLoop, OffsetTranslator, TransformErrorPolicy};
 use exactly::{Consumer, ConsumerRecord, OffsetReset, Producer, Record, TopicPartition};
 use support::{Cluster, Isolation};
 use tokio::sync::mpsc;
@@ -372,14 +372,20 @@ async fn wait_until_committed(cluster: &Cluster, group: &str, source: &str, with
 /// Every committed source record is in the destination exactly once, in its source
 /// partition's order, in the same partition (read_committed, kcat).
 fn assert_exactly_once(cluster: &Cluster, source: &str, destination: &str) {
-    let expected = source_offsets(cluster, source);
+    assert_copied_once(cluster, destination, &source_offsets(cluster, source));
+}
+
+/// The destination holds a copy of each of the `expected` source offsets exactly once, per
+/// source partition in its order and in the same partition, and nothing else (read_committed,
+/// kcat).
+fn assert_copied_once(cluster: &Cluster, destination: &str, expected: &BTreeMap<i32, Vec<i64>>) {
     let mut copied: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
     for r in cluster.read_topic(destination, Isolation::ReadCommitted) {
         let (_, p, o) = parse_copy(r.value.as_deref().expect("a value"));
         assert_eq!(p, r.partition, "copied into the wrong partition");
         copied.entry(p).or_default().push(o);
     }
-    for (p, offsets) in &expected {
+    for (p, offsets) in expected {
         let got = copied.remove(p).unwrap_or_default();
         if &got != offsets {
             let mut seen = std::collections::BTreeSet::new();
@@ -835,4 +841,220 @@ async fn aborted_input_is_copied_again() {
     assert!(aborts >= 20, "only {aborts} transactions aborted");
     assert_eq!(copied, records);
     assert_exactly_once(&cluster, &source, &destination);
+}
+
+/// One dead letter as kcat read it (read_committed): its key, value and headers in order.
+struct DeadLetter {
+    key: Option<String>,
+    value: Option<String>,
+    headers: Vec<(String, String)>,
+}
+
+impl DeadLetter {
+    /// The first header named `name`.
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads `topic` with kcat (read_committed), headers included (kcat's JSON envelope lists
+/// them as a flat `[key, value, key, value, ...]` array).
+fn read_dead_letters(cluster: &Cluster, topic: &str) -> Vec<DeadLetter> {
+    let out = support::run_ok(
+        Command::new("kcat")
+            .args(["-C", "-b", &cluster.bootstrap, "-t", topic])
+            .args(["-o", "beginning", "-e", "-J", "-q"])
+            .args(["-X", "isolation.level=read_committed", "-m", "60"]),
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("kcat printed non-JSON {line:?}: {e}"));
+            let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+            let flat: Vec<String> = v
+                .get("headers")
+                .and_then(|h| h.as_array())
+                .map(|h| {
+                    h.iter()
+                        .map(|x| x.as_str().unwrap_or_default().to_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            DeadLetter {
+                key: text("key"),
+                value: text("payload"),
+                headers: flat
+                    .chunks(2)
+                    .map(|kv| (kv[0].clone(), kv.get(1).cloned().unwrap_or_default()))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// The dead-letter policy sends what the transform fails on to a dead-letter topic in the same
+/// transaction as the good output (KIP-298's headers; rule T4 for both). Every 13th source
+/// record does not parse; four transforms run at once and finish out of order; and once, late
+/// in a transaction that already holds dead letters and good output, the transform makes a
+/// record the producer refuses, so that transaction aborts. kcat (read_committed) then finds
+/// every bad record in the dead-letter topic exactly once, in its partition's order, with its
+/// key, value and headers and Connect's error headers; every good record in the destination
+/// exactly once, in order; and nothing of the aborted transaction (read_uncommitted shows its
+/// dead letters and output were written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letter_in_the_transaction() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let records = 2_000;
+    let (source, destination, group) = copy_topics(&cluster, "eos-dlq", PARTITIONS);
+    let dead_letters = support::unique_topic("eos-dlq-dead");
+    cluster.create_topic(&dead_letters, 1, 1, &[]);
+    let producer = support::producer_with(&cluster, &[("linger.ms", "5")], &[]).await;
+    let mut acks = Vec::with_capacity(records);
+    for i in 0..records {
+        let record = Record::to(&source)
+            .partition(i as i32 % PARTITIONS)
+            .key(format!("k{i}"))
+            .value(format!("{i}"))
+            .header("origin", format!("o{i}"));
+        acks.push(producer.send(record).await.expect("send"));
+    }
+    for ack in acks {
+        ack.await.expect("source record written");
+    }
+    producer.close().await.expect("close");
+    let bad = |value: &str| value.parse::<usize>().is_ok_and(|i| i % 13 == 0);
+
+    let consumer = consumer(&cluster, &group, &source).await;
+    let producer = transactional(&cluster, &support::unique_topic("eos-dlq-copier"), &[]).await;
+    let to = destination.clone();
+    let mut poisoned = false;
+    let mut copier = CopyLoop::new(consumer, producer, move |r: ConsumerRecord| {
+        let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
+        let i: usize = value.parse().unwrap_or_default();
+        // Once, at record 1,000 (past the first poll, amid other records), an output the producer
+        // refuses: after a pause, so the transaction's earlier records have reached the log.
+        let poison = i == 1_000 && !std::mem::replace(&mut poisoned, true);
+        let topic = if poison {
+            "not a topic!".to_owned()
+        } else {
+            to.clone()
+        };
+        async move {
+            tokio::time::sleep(Duration::from_millis(if poison {
+                1_000
+            } else {
+                (i % 3) as u64
+            }))
+            .await;
+            if bad(&value) {
+                return Err(format!("record {value} does not parse"));
+            }
+            Ok(vec![
+                Record::to(topic)
+                    .partition(r.partition)
+                    .value(copy_value("dlq", &r)),
+            ])
+        }
+    })
+    .on_transform_error(TransformErrorPolicy::dead_letter(&dead_letters))
+    .transform_concurrency(4)
+    .commit_every(300, Duration::from_millis(500));
+    let (mut copied, mut failed_steps) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while copied < records {
+        assert!(
+            Instant::now() < deadline,
+            "copied {copied} of {records} in 120 s"
+        );
+        match copier.step().await {
+            Ok(Some(txn)) => copied += txn.records_in(),
+            Ok(None) => {}
+            Err(e) => {
+                assert!(matches!(e, exactly::Error::InvalidTopic { .. }), "{e}");
+                failed_steps += 1;
+            }
+        }
+    }
+    let counters = copier.counters();
+    copier.close().await.expect("close");
+    assert_eq!(
+        failed_steps, 1,
+        "the poisoned record aborts one transaction"
+    );
+    assert_eq!(copied, records);
+
+    // The source as an independent reader sees it: which offsets are bad.
+    let mut good: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    let mut expected_dead: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for r in cluster.read_topic(&source, Isolation::ReadCommitted) {
+        let list = if bad(r.value.as_deref().unwrap_or_default()) {
+            &mut expected_dead
+        } else {
+            &mut good
+        };
+        list.entry(r.partition).or_default().push(r.offset);
+    }
+    let bad_records: usize = expected_dead.values().map(Vec::len).sum();
+    assert_eq!(bad_records, records.div_ceil(13));
+    assert_eq!(
+        counters.records_dead_lettered, bad_records as u64,
+        "{counters:?}"
+    );
+    assert_eq!(counters.records_skipped, 0, "{counters:?}");
+    assert_eq!(counters.transactions_aborted, 1, "{counters:?}");
+    assert!(counters.transactions_committed >= 2, "{counters:?}");
+    assert_copied_once(&cluster, &destination, &good);
+
+    let letters = read_dead_letters(&cluster, &dead_letters);
+    let mut dead: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for letter in &letters {
+        let header = |name: &str| {
+            letter
+                .header(name)
+                .unwrap_or_else(|| panic!("a dead letter without {name}: {:?}", letter.headers))
+        };
+        assert_eq!(header("__connect.errors.topic"), source);
+        assert_eq!(header("__connect.errors.stage"), "TRANSFORMATION");
+        let partition: i32 = header("__connect.errors.partition")
+            .parse()
+            .expect("partition");
+        let offset: i64 = header("__connect.errors.offset").parse().expect("offset");
+        let value = letter.value.as_deref().expect("the source value is kept");
+        assert!(bad(value), "a good record {value} was dead-lettered");
+        assert_eq!(
+            header("__connect.errors.exception.message"),
+            format!("record {value} does not parse")
+        );
+        assert_eq!(letter.key.as_deref(), Some(format!("k{value}").as_str()));
+        assert_eq!(letter.header("origin"), Some(format!("o{value}").as_str()));
+        dead.entry(partition).or_default().push(offset);
+    }
+    assert_eq!(
+        dead, expected_dead,
+        "each bad record once in the dead-letter topic, in its partition's order"
+    );
+    // The aborted transaction's dead letters and output reached the log and stay invisible.
+    let written = cluster
+        .read_topic(&dead_letters, Isolation::ReadUncommitted)
+        .len();
+    assert!(
+        written > letters.len(),
+        "the aborted transaction wrote no dead letter ({written} read_uncommitted)"
+    );
+    let output = cluster
+        .read_topic(&destination, Isolation::ReadUncommitted)
+        .len();
+    let good_records: usize = good.values().map(Vec::len).sum();
+    assert!(
+        output > good_records,
+        "the aborted transaction wrote no output ({output} read_uncommitted)"
+    );
 }
