@@ -1058,3 +1058,67 @@ async fn dead_letter_in_the_transaction() {
         "the aborted transaction wrote no output ({output} read_uncommitted)"
     );
 }
+
+/// A step dropped while its poll's records are still being transformed (a `timeout` around
+/// `step`) left records neither copied nor rewound in the open transaction; the next step
+/// aborts that transaction and rewinds, so nothing half-copied commits and no record is
+/// skipped: the destination holds every record exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_step_aborts_its_half_copied_transaction() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let records = 400;
+    let (source, destination, group) = copy_topics(&cluster, "eos-drop", PARTITIONS);
+    fill(&cluster, &source, records).await;
+
+    let consumer = consumer(&cluster, &group, &source).await;
+    let producer = transactional(&cluster, &support::unique_topic("eos-drop-copier"), &[]).await;
+    let to = destination.clone();
+    let calls = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&calls);
+    let mut copier = CopyLoop::new(consumer, producer, move |r: ConsumerRecord| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        let out = Record::to(&to)
+            .partition(r.partition)
+            .value(copy_value("drop", &r));
+        async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            vec![out]
+        }
+    })
+    .commit_every(100, Duration::from_millis(200));
+    // Dropped mid-copy: a poll brings many records, at 5 ms each, and a step that called the
+    // transform and did not end within 30 ms was dropped while copying. (Steps dropped while
+    // they wait for the group's first assignment do not count.) Bounded: 500 × 30 ms.
+    let mut dropped = 0;
+    let mut copied = 0;
+    for _ in 0..500 {
+        let before = calls.load(Ordering::Relaxed);
+        match tokio::time::timeout(Duration::from_millis(30), copier.step()).await {
+            Err(_) if calls.load(Ordering::Relaxed) > before => dropped += 1,
+            Err(_) => {}
+            Ok(stepped) => copied += stepped.expect("step").map_or(0, |t| t.records_in()),
+        }
+        if dropped >= 3 {
+            break;
+        }
+    }
+    assert!(dropped >= 1, "no step was dropped mid-copy");
+    // Copy on (bounded: a loop that lost records never reports them all).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while copied < records && Instant::now() < deadline {
+        if let Some(txn) = copier.step().await.expect("step") {
+            copied += txn.records_in();
+        }
+    }
+    let counters = copier.counters();
+    copier.close().await.expect("close");
+    assert_exactly_once(&cluster, &source, &destination);
+    assert_eq!(copied, records);
+    assert!(
+        counters.transactions_aborted >= 1,
+        "no half-copied transaction was aborted: {counters:?}"
+    );
+}
