@@ -84,6 +84,10 @@ impl TransformErrorPolicy {
     /// text: `__connect.errors.topic`, `__connect.errors.partition`,
     /// `__connect.errors.offset` (decimal), `__connect.errors.stage` (`TRANSFORMATION`) and
     /// `__connect.errors.exception.message` (the transform's error, displayed).
+    ///
+    /// The message is written as the transform displayed it, for anyone who can read the
+    /// dead-letter topic: an error that may hold a secret (a credential in a URL, a token)
+    /// must not display it.
     pub fn dead_letter(topic: impl Into<String>) -> Self {
         Self::DeadLetter {
             topic: topic.into(),
