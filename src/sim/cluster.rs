@@ -820,6 +820,16 @@ mod tests {
         c.produce(1, &tp, &sealed.to_bytes(), now).response.error
     }
 
+    /// A fresh transactional producer id from the coordinator (no earlier identity).
+    fn init_transactional(c: &mut Cluster) -> ProducerIdentity {
+        let init = TxnRequest::InitProducerId { current: None };
+        let TxnResponse::InitProducerId { identity, .. } = c.coordinator_request(1, &init, 0)
+        else {
+            panic!("InitProducerId answer expected");
+        };
+        identity
+    }
+
     fn end(c: &mut Cluster, identity: ProducerIdentity, commit: bool, now: Millis) -> TxnResponse {
         c.coordinator_request(1, &TxnRequest::EndTxn { identity, commit }, now)
     }
@@ -827,11 +837,7 @@ mod tests {
     #[test]
     fn v2_end_txn_bumps_and_recognises_its_retry() {
         let mut c = transactional_cluster(true);
-        let init = TxnRequest::InitProducerId { current: None };
-        let TxnResponse::InitProducerId { identity, .. } = c.coordinator_request(1, &init, 0)
-        else {
-            panic!("InitProducerId answer expected");
-        };
+        let identity = init_transactional(&mut c);
         assert_eq!(
             produce_transactional(&mut c, 1, identity, 0),
             ErrorCode::NONE
@@ -886,11 +892,7 @@ mod tests {
     #[test]
     fn v1_verifies_partitions_and_fences_a_zombie() {
         let mut c = transactional_cluster(false);
-        let init = TxnRequest::InitProducerId { current: None };
-        let TxnResponse::InitProducerId { identity, .. } = c.coordinator_request(1, &init, 0)
-        else {
-            panic!("InitProducerId answer expected");
-        };
+        let identity = init_transactional(&mut c);
         assert_eq!(
             produce_transactional(&mut c, 1, identity, 0),
             ErrorCode::TRANSACTION_ABORTABLE,
