@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::protocol::DecodeError;
 use crate::protocol::error_code::ErrorCode;
+use crate::protocol::{DecodeError, EncodeError};
 
 /// Everything that can go wrong in `exactly`.
 ///
@@ -149,6 +149,10 @@ pub enum Error {
     /// [`std::error::Error::source`].
     #[error("malformed response from a broker")]
     Decode(#[from] DecodeError),
+    /// A request could not be written at the version the broker negotiated (a field set that
+    /// the version cannot carry); the encoder's error is the [`std::error::Error::source`].
+    #[error("request cannot be written for this broker")]
+    Encode(#[from] EncodeError),
     /// A network error talking to a broker. [`Error::io_kind`] gives its `io::ErrorKind`; the
     /// `io::Error` itself is the [`std::error::Error::source`].
     #[error("I/O error with {broker}")]

@@ -82,4 +82,21 @@ pub enum DecodeErrorKind {
     /// Bytes left over after a value that should have filled its frame.
     #[error("{0} trailing bytes")]
     TrailingBytes(usize),
+    /// What a generated (`kafka-protocol`) decoder refused, in its words.
+    #[error("{0}")]
+    Generated(String),
+}
+
+/// A request that cannot be written at the version negotiated with the broker: a field is set
+/// that the version does not carry (Java's client fails the same way, with
+/// `UnsupportedVersionException`, rather than dropping the field).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("cannot encode API {api_key} v{version}: {reason}")]
+pub struct EncodeError {
+    /// The API key of the request.
+    pub api_key: i16,
+    /// The version it was written at.
+    pub version: i16,
+    /// What the encoder refused.
+    pub reason: String,
 }

@@ -185,7 +185,8 @@ mod tests {
     #[test]
     fn the_spliced_frame_has_the_bytes_of_the_copied_one() {
         for version in [3, 8, 9, 12] {
-            let copied = encode_request_frame(&request(), version, 7, Some("client"));
+            let copied =
+                encode_request_frame(&request(), version, 7, Some("client")).expect("encodes");
             let spliced = RequestFrame::produce(&request(), version, 7, Some("client"));
             assert_eq!(spliced.remaining(), copied.len(), "v{version}");
             assert_eq!(spliced.to_bytes(), copied.freeze(), "v{version}");

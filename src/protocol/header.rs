@@ -10,7 +10,7 @@ use bytes::{BufMut, BytesMut};
 use super::decoder::Decoder;
 use super::encoder::WireWrite;
 use super::error::{DecodeError, DecodeErrorKind};
-use super::{ApiKey, Message, Request};
+use super::{ApiKey, EncodeError, Request, Versioned};
 
 /// The header every request starts with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub fn encode_request_frame<R: Request>(
     version: i16,
     correlation_id: i32,
     client_id: Option<&str>,
-) -> BytesMut {
+) -> Result<BytesMut, EncodeError> {
     let mut out = BytesMut::with_capacity(64);
     out.put_i32(0); // size, patched below
     let header = RequestHeader {
@@ -86,14 +86,14 @@ pub fn encode_request_frame<R: Request>(
         client_id: client_id.map(str::to_owned),
     };
     header.encode(R::is_flexible(version), &mut out);
-    request.encode(version, &mut out);
+    request.write_body(version, &mut out)?;
     let size = (out.len() - 4) as i32;
     out[..4].copy_from_slice(&size.to_be_bytes());
-    out
+    Ok(out)
 }
 
 /// Fails with [`DecodeErrorKind::UnsupportedVersion`] unless `M` implements `version`.
-pub fn check_version<M: Message>(d: &Decoder<'_>, version: i16) -> Result<(), DecodeError> {
+pub fn check_version<M: Versioned>(d: &Decoder<'_>, version: i16) -> Result<(), DecodeError> {
     if (M::MIN_VERSION..=M::MAX_VERSION).contains(&version) {
         Ok(())
     } else {

@@ -8,6 +8,7 @@ pub mod encoder;
 pub mod error;
 pub mod error_code;
 pub mod frame;
+pub mod generated;
 pub mod header;
 pub mod messages;
 pub mod record_batch;
@@ -15,9 +16,9 @@ pub mod versions;
 
 pub use decoder::Decoder;
 pub use encoder::WireWrite;
-pub use error::{DecodeError, DecodeErrorKind};
+pub use error::{DecodeError, DecodeErrorKind, EncodeError};
 
-use bytes::BufMut;
+use bytes::{BufMut, BytesMut};
 
 /// The API keys this crate speaks (Kafka's `ApiKeys`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -46,7 +47,9 @@ pub enum ApiKey {
     ConsumerGroupHeartbeat = 68,
 }
 
-/// One message body (request or response) of one API, in every version this crate implements.
+/// One hand-written message body (request or response) of one API, in every version this
+/// crate implements: the hot path (Produce, Fetch) and the responses a client reads from a
+/// broker. The other requests are `kafka-protocol`'s generated messages (see [`generated`]).
 pub trait Message: Sized {
     /// The API this message belongs to.
     const API_KEY: ApiKey;
@@ -70,8 +73,60 @@ pub trait Message: Sized {
     fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError>;
 }
 
+/// The API a body belongs to and the versions of it this crate speaks, for hand-written and
+/// generated bodies alike: what version negotiation and the headers need.
+pub trait Versioned {
+    /// The API this body belongs to.
+    const API_KEY: ApiKey;
+    /// The lowest version spoken.
+    const MIN_VERSION: i16;
+    /// The highest version spoken (a generated message may know newer ones; they are not
+    /// used until tested here).
+    const MAX_VERSION: i16;
+    /// The first flexible version (compact encodings and tagged fields); `i16::MAX` if none.
+    const FLEXIBLE_FROM: i16;
+
+    /// Whether `version` uses the flexible encoding.
+    fn is_flexible(version: i16) -> bool {
+        version >= Self::FLEXIBLE_FROM
+    }
+}
+
+/// A body this crate writes.
+pub trait Encode: Versioned {
+    /// Appends the body at `version` (in `MIN_VERSION..=MAX_VERSION`) to `out`. Fails when a
+    /// field is set that `version` cannot carry.
+    fn write_body(&self, version: i16, out: &mut BytesMut) -> Result<(), EncodeError>;
+}
+
+/// A body this crate reads.
+pub trait Decode: Versioned + Sized {
+    /// Reads the body at `version`.
+    fn read_body(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError>;
+}
+
+impl<M: Message> Versioned for M {
+    const API_KEY: ApiKey = M::API_KEY;
+    const MIN_VERSION: i16 = M::MIN_VERSION;
+    const MAX_VERSION: i16 = M::MAX_VERSION;
+    const FLEXIBLE_FROM: i16 = M::FLEXIBLE_FROM;
+}
+
+impl<M: Message> Encode for M {
+    fn write_body(&self, version: i16, out: &mut BytesMut) -> Result<(), EncodeError> {
+        self.encode(version, out);
+        Ok(())
+    }
+}
+
+impl<M: Message> Decode for M {
+    fn read_body(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
+        M::decode(d, version)
+    }
+}
+
 /// A request body, tied to the response it gets.
-pub trait Request: Message {
+pub trait Request: Encode {
     /// The response body to this request.
-    type Response: Message;
+    type Response: Decode;
 }

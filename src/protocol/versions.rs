@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use super::messages::api_versions::ApiVersionsResponse;
-use super::{ApiKey, Message};
+use super::{ApiKey, Versioned};
 
 /// The finalized feature that selects the transaction protocol (KIP-890).
 pub const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
@@ -58,7 +58,7 @@ impl BrokerApiVersions {
 
     /// The highest version of `M` that both this crate (`M::MIN_VERSION..=M::MAX_VERSION`) and
     /// the broker support, never above `cap`; `None` when there is no common version.
-    pub fn negotiate<M: Message>(&self, cap: Option<i16>) -> Option<i16> {
+    pub fn negotiate<M: Versioned>(&self, cap: Option<i16>) -> Option<i16> {
         let (broker_min, broker_max) = self.range(M::API_KEY as i16)?;
         let high = M::MAX_VERSION.min(broker_max).min(cap.unwrap_or(i16::MAX));
         let low = M::MIN_VERSION.max(broker_min);

@@ -20,7 +20,7 @@ use exactly::__private::protocol::messages::fetch::{
     AbortedTransaction, EpochEndOffset, FetchPartition, FetchPartitionResponse, FetchRequest,
     FetchResponse, FetchTopic, FetchTopicResponse, ForgottenTopic, ReplicaState, SnapshotId,
 };
-use exactly::__private::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
+use exactly::__private::protocol::messages::heartbeat::HeartbeatResponse;
 use exactly::__private::protocol::messages::join_group::{
     JoinGroupMember, JoinGroupProtocol, JoinGroupRequest, JoinGroupResponse,
 };
@@ -923,28 +923,6 @@ fn sync_group_matches_kafka_protocol() {
 // ---------------------------------------------------------------------------------------------
 // Heartbeat.
 
-impl Random for HeartbeatRequest {
-    fn random(rng: &mut SmallRng, version: i16) -> Self {
-        let mut request = Self {
-            group_id: string(rng),
-            generation_id: r(rng),
-            member_id: string(rng),
-            ..Self::default()
-        };
-        if version >= 3 {
-            request.group_instance_id = nullable_string(rng);
-        }
-        request
-    }
-}
-
-theirs!(HeartbeatRequest => kp::HeartbeatRequest, |v| {
-    with_group_id(group_id(&v.group_id)),
-    with_generation_id(v.generation_id),
-    with_member_id(sb(&v.member_id)),
-    with_group_instance_id(nullable_sb(&v.group_instance_id)),
-});
-
 impl Random for HeartbeatResponse {
     fn random(rng: &mut SmallRng, version: i16) -> Self {
         let mut response = Self {
@@ -965,7 +943,6 @@ theirs!(HeartbeatResponse => kp::HeartbeatResponse, |v| {
 
 #[test]
 fn heartbeat_matches_kafka_protocol() {
-    check::<HeartbeatRequest, kp::HeartbeatRequest>();
     check::<HeartbeatResponse, kp::HeartbeatResponse>();
 }
 

@@ -15,7 +15,7 @@ use exactly::__private::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchRequestTopic,
 };
 use exactly::__private::protocol::messages::sync_group::{SyncGroupAssignment, SyncGroupRequest};
-use exactly::__private::protocol::{Decoder, Message, Request};
+use exactly::__private::protocol::{Decode, Decoder, Request};
 use exactly::ConsumerGroupMetadata;
 
 /// MEMBER_ID_REQUIRED: the first JoinGroup (v4+) only hands out a member id (KIP-394).
@@ -51,7 +51,8 @@ impl RawConnection {
     pub fn call<R: Request>(&mut self, request: &R, version: i16) -> R::Response {
         self.correlation_id += 1;
         let frame =
-            encode_request_frame(request, version, self.correlation_id, Some("exactly-tests"));
+            encode_request_frame(request, version, self.correlation_id, Some("exactly-tests"))
+                .expect("encode request");
         self.stream.write_all(&frame).expect("write request");
         let mut size = [0u8; 4];
         self.stream
@@ -66,7 +67,7 @@ impl RawConnection {
         )
         .expect("response header");
         assert_eq!(header.correlation_id, self.correlation_id);
-        R::Response::decode(&mut d, version).expect("response body")
+        R::Response::read_body(&mut d, version).expect("response body")
     }
 }
 

@@ -26,7 +26,9 @@ use crate::consumer::config::AssignmentStrategy;
 use crate::consumer::sticky_assignor;
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::heartbeat::HeartbeatRequest;
+use kafka_protocol::messages::{GroupId, HeartbeatRequest};
+use kafka_protocol::protocol::StrBytes;
+
 use crate::protocol::messages::join_group::{JoinGroupProtocol, JoinGroupRequest};
 use crate::protocol::messages::leave_group::{LeaveGroupRequest, LeavingMember};
 use crate::protocol::messages::sync_group::{SyncGroupAssignment, SyncGroupRequest};
@@ -284,12 +286,15 @@ impl ClassicMember {
                 })
             }
             Phase::Stable if self.next_at.is_none_or(|at| at <= now) => {
-                MembershipRequest::Heartbeat(HeartbeatRequest {
-                    group_id: self.group_id.clone(),
-                    generation_id: self.generation,
-                    member_id: self.member_id.clone(),
-                    group_instance_id: self.instance_id.clone(),
-                })
+                MembershipRequest::Heartbeat(
+                    HeartbeatRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_string(self.group_id.clone())))
+                        .with_generation_id(self.generation)
+                        .with_member_id(StrBytes::from_string(self.member_id.clone()))
+                        .with_group_instance_id(
+                            self.instance_id.clone().map(StrBytes::from_string),
+                        ),
+                )
             }
             _ => return None,
         };

@@ -24,12 +24,13 @@ use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::consumer_group_heartbeat::{
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
 };
-use crate::protocol::messages::heartbeat::{HeartbeatRequest, HeartbeatResponse};
+use crate::protocol::messages::heartbeat::HeartbeatResponse;
 use crate::protocol::messages::join_group::{JoinGroupRequest, JoinGroupResponse};
 use crate::protocol::messages::leave_group::LeaveGroupRequest;
 use crate::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
 use crate::types::ConsumerGroupMetadata;
 use crate::types::{Millis, TopicPartition};
+use kafka_protocol::messages::HeartbeatRequest;
 
 /// A request a membership wants sent to the group coordinator.
 #[derive(Debug, Clone)]

@@ -18,7 +18,7 @@ use crate::net::security::SaslConfig;
 use crate::protocol::header::{ResponseHeader, encode_request_frame};
 use crate::protocol::messages::sasl_authenticate::SaslAuthenticateRequest;
 use crate::protocol::versions::BrokerApiVersions;
-use crate::protocol::{Decoder, Request};
+use crate::protocol::{Decoder, EncodeError, Request};
 
 use super::framing::{decode_response, read_frame, write_frame};
 
@@ -97,7 +97,7 @@ impl SaslTransport for PipelinedTransport<'_> {
         R: Request + Send + Sync + 'static,
         R::Response: Send,
     {
-        let frame = next_frame(self.correlation_id, &request, version, self.client_id);
+        let frame = next_frame(self.correlation_id, &request, version, self.client_id)?;
         let (tx, rx) = oneshot::channel();
         self.pending
             .lock()
@@ -135,7 +135,7 @@ pub(super) fn next_frame<R: Request>(
     request: &R,
     version: i16,
     client_id: &str,
-) -> BytesMut {
+) -> Result<BytesMut, EncodeError> {
     *correlation_id = correlation_id.wrapping_add(1);
     encode_request_frame(request, version, *correlation_id, Some(client_id))
 }
@@ -154,7 +154,7 @@ impl SaslTransport for DirectTransport<'_> {
         R: Request + Send + Sync + 'static,
         R::Response: Send,
     {
-        let frame = next_frame(self.correlation_id, &request, version, self.client_id);
+        let frame = next_frame(self.correlation_id, &request, version, self.client_id)?;
         write_frame(self.stream, &frame[..])
             .await
             .map_err(|e| io_error(self.address, &e))?;

@@ -165,7 +165,7 @@ pub(super) async fn negotiate_versions(
             client_software_name: "exactly".into(),
             client_software_version: env!("CARGO_PKG_VERSION").into(),
         };
-        let frame = encode_request_frame(&request, version, *correlation_id, Some(client_id));
+        let frame = encode_request_frame(&request, version, *correlation_id, Some(client_id))?;
         write_frame(stream, &frame[..])
             .await
             .map_err(|e| io_error(address, &e))?;

@@ -9,7 +9,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use super::{LinkSecurity, Stream, io_error};
 use crate::error::Error;
 use crate::protocol::messages::api_versions::ApiVersionsRequest;
-use crate::protocol::{Decoder, Message, Request};
+use crate::protocol::{Decode, Decoder, Request, Versioned};
 
 /// The largest response frame accepted (a hostile size prefix must not allocate gigabytes).
 /// Below every size a TLS record header read as one gives (0x15030000 and up, 352 MB), so a
@@ -18,7 +18,7 @@ pub(super) const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
 pub(super) fn decode_response<R: Request>(body: &[u8], version: i16) -> Result<R::Response, Error> {
     let mut d = Decoder::new(body);
-    let response = R::Response::decode(&mut d, version)?;
+    let response = R::Response::read_body(&mut d, version)?;
     d.finish("response body")?;
     Ok(response)
 }
@@ -41,7 +41,7 @@ pub(super) fn is_flexible(api_key: i16, version: i16) -> bool {
         8 => offset_commit::OffsetCommitRequest::is_flexible(version),
         9 => offset_fetch::OffsetFetchRequest::is_flexible(version),
         11 => join_group::JoinGroupRequest::is_flexible(version),
-        12 => heartbeat::HeartbeatRequest::is_flexible(version),
+        12 => kafka_protocol::messages::HeartbeatRequest::is_flexible(version),
         13 => leave_group::LeaveGroupRequest::is_flexible(version),
         14 => sync_group::SyncGroupRequest::is_flexible(version),
         17 => sasl_handshake::SaslHandshakeRequest::is_flexible(version),

@@ -50,7 +50,7 @@ use crate::error::{Error, ErrorChain};
 use crate::protocol::frame::RequestFrame;
 use crate::protocol::header::{ResponseHeader, encode_request_frame};
 use crate::protocol::versions::BrokerApiVersions;
-use crate::protocol::{Decoder, Message, Request};
+use crate::protocol::{Decode, Decoder, Request};
 use crate::reachability::{Reachability, ReachabilityChange};
 
 /// Where a broker connection stands.
@@ -316,7 +316,7 @@ impl BrokerLink {
                         version,
                         correlation_id,
                         Some(&client_id),
-                    )),
+                    )?),
                     version,
                     true,
                 ))
@@ -330,7 +330,7 @@ impl BrokerLink {
             .map_err(|_| Error::Closed)?
             .map_err(SendFailure::into_error)?;
         let mut d = Decoder::new(&body);
-        let response = R::Response::decode(&mut d, version)?;
+        let response = R::Response::read_body(&mut d, version)?;
         d.finish("response body")?;
         let versions = seen
             .lock()

@@ -181,7 +181,7 @@ mod tests {
     use crate::net::secret::Secret;
     use crate::protocol::messages::sasl_authenticate::SaslAuthenticateResponse;
     use crate::protocol::messages::sasl_handshake::SaslHandshakeResponse;
-    use crate::protocol::{Decoder, Message};
+    use crate::protocol::{Decode, Decoder, Message};
 
     /// Answers each call with the next scripted response and keeps what was sent.
     struct Scripted {
@@ -216,11 +216,11 @@ mod tests {
             R: Request + Send + Sync + 'static,
             R::Response: Send,
         {
-            let mut bytes = Vec::new();
-            request.encode(version, &mut bytes);
-            self.sent.push((R::API_KEY as i16, bytes));
+            let mut bytes = bytes::BytesMut::new();
+            request.write_body(version, &mut bytes)?;
+            self.sent.push((R::API_KEY as i16, bytes.to_vec()));
             let answer = self.answers.pop_front().expect("a scripted answer");
-            Ok(R::Response::decode(&mut Decoder::new(&answer), version)?)
+            Ok(R::Response::read_body(&mut Decoder::new(&answer), version)?)
         }
     }
 
