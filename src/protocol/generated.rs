@@ -15,7 +15,7 @@
 use bytes::BytesMut;
 use kafka_protocol::protocol::Encodable;
 
-use super::{ApiKey, Encode, EncodeError, Request, Versioned};
+use super::{ApiKey, EncodeError};
 
 /// Writes a generated body, naming the API and version when the generated encoder refuses
 /// (a field set that the version cannot carry).
@@ -35,29 +35,47 @@ pub(crate) fn write_generated<M: Encodable>(
 /// Makes a generated request one of this crate's [`Request`]s.
 macro_rules! generated_request {
     ($request:ty => $response:ty, $key:ident, versions $min:literal..=$max:literal, flexible from $flexible:literal) => {
-        impl Versioned for $request {
-            const API_KEY: ApiKey = ApiKey::$key;
+        impl $crate::protocol::Versioned for $request {
+            const API_KEY: $crate::protocol::ApiKey = $crate::protocol::ApiKey::$key;
             const MIN_VERSION: i16 = $min;
             const MAX_VERSION: i16 = $max;
             const FLEXIBLE_FROM: i16 = $flexible;
         }
 
-        impl Encode for $request {
-            fn write_body(&self, version: i16, out: &mut BytesMut) -> Result<(), EncodeError> {
-                write_generated(self, ApiKey::$key, version, out)
+        impl $crate::protocol::Encode for $request {
+            fn write_body(
+                &self,
+                version: i16,
+                out: &mut bytes::BytesMut,
+            ) -> Result<(), $crate::protocol::EncodeError> {
+                $crate::protocol::generated::write_generated(
+                    self,
+                    $crate::protocol::ApiKey::$key,
+                    version,
+                    out,
+                )
             }
         }
 
-        impl Request for $request {
+        impl $crate::protocol::Request for $request {
             type Response = $response;
         }
     };
 }
+// ---- Every API spoken with a generated request, with the versions spoken. ----
+
+// The connection, metadata and the producer's transactions.
+
+// Groups and the consumer.
 
 generated_request!(
     kafka_protocol::messages::HeartbeatRequest => super::messages::heartbeat::HeartbeatResponse,
     Heartbeat, versions 0..=4, flexible from 4
 );
+
+// The admin client.
+
+// The admin client's transaction tools (KIP-664).
 
 #[cfg(test)]
 mod tests {
@@ -65,6 +83,7 @@ mod tests {
     use kafka_protocol::protocol::{HeaderVersion, StrBytes};
 
     use super::*;
+    use crate::protocol::{Encode, Versioned};
 
     /// Our flexible-version table agrees with the schema's: a flexible request uses request
     /// header v2.
