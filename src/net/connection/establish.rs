@@ -164,7 +164,8 @@ pub(super) async fn negotiate_versions(
     for _ in 0..2 {
         *correlation_id = correlation_id.wrapping_add(1);
         // KIP-511: the broker checks both against `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`
-        // (INVALID_REQUEST otherwise); v0–2 have neither field.
+        // (INVALID_REQUEST otherwise). v0–2 have neither field; the schema marks them
+        // ignorable, so the generated encoder leaves them out there instead of refusing.
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("exactly"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
