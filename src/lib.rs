@@ -60,6 +60,8 @@ mod protocol;
 mod reachability;
 #[cfg(feature = "sim")]
 mod sim;
+#[cfg(feature = "opentelemetry")]
+mod trace_context;
 mod types;
 
 /// The crate's layers, for its own tests, fuzz targets and benchmarks: **not a stable API**.
@@ -88,6 +90,7 @@ pub mod __private {
     pub use crate::types::{BrokerId, Millis};
 }
 
+pub use consumer::hooks::{ConsumerHooks, Rebalance};
 pub use consumer::{
     AssignmentStrategy, Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord,
     GenerationHold, GroupProtocol, IsolationLevel, OffsetReset,
@@ -105,6 +108,7 @@ pub use net::security::{
 };
 pub use producer::config::CompressionConfig;
 pub use producer::config::{Acks, ProducerBuilder, ProducerConfig};
+pub use producer::hooks::ProducerHooks;
 pub use producer::metrics::{BrokerMetrics, ProducerMetrics};
 pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
 pub use protocol::error_code::ErrorCode;

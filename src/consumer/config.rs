@@ -4,10 +4,12 @@
 //! As for the producer ([`crate::ProducerConfig`]), both ways in (the builder's typed setters
 //! and `set(name, value)`) end in one validation that names the Kafka property at fault.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::debug;
 
+use super::hooks::{ConsumerHooks, HooksHandle};
 use crate::error::Error;
 use crate::net::properties::{
     self, check_bootstrap_servers, config_error, list_entries, parse_bool, parse_choice,
@@ -239,6 +241,11 @@ pub struct ConsumerConfig {
     pub partition_assignment_strategy: AssignmentStrategy,
     /// `security.protocol` and the `ssl.*` / `sasl.*` settings.
     pub security: SecurityConfig,
+    /// Makes the W3C trace context in a record's `traceparent` / `tracestate` headers the
+    /// parent of its `process` span ([`crate::Consumer::process_span`]). Default off. Not a
+    /// Kafka property.
+    #[cfg(feature = "opentelemetry")]
+    pub propagate_trace_context: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -269,6 +276,8 @@ impl Default for ConsumerConfig {
             group_remote_assignor: None,
             partition_assignment_strategy: AssignmentStrategy::CooperativeSticky,
             security: SecurityConfig::default(),
+            #[cfg(feature = "opentelemetry")]
+            propagate_trace_context: false,
         }
     }
 }
@@ -440,6 +449,8 @@ pub struct ConsumerBuilder {
     config: ConsumerConfig,
     /// The first property that failed to parse, reported by `build`.
     error: Option<Error>,
+    /// The application's hooks, handed to the consumer `build` makes.
+    hooks: Option<HooksHandle>,
 }
 
 impl ConsumerBuilder {
@@ -499,6 +510,20 @@ impl ConsumerBuilder {
         self
     }
 
+    /// Hooks the consumer calls as `poll` hands records and rebalances out: see
+    /// [`ConsumerHooks`].
+    pub fn hooks(mut self, hooks: Arc<dyn ConsumerHooks>) -> Self {
+        self.hooks = Some(HooksHandle(hooks));
+        self
+    }
+
+    /// W3C trace-context propagation: see [`ConsumerConfig::propagate_trace_context`].
+    #[cfg(feature = "opentelemetry")]
+    pub fn propagate_trace_context(mut self, enable: bool) -> Self {
+        self.config.propagate_trace_context = enable;
+        self
+    }
+
     /// The security settings, the same type the producer takes.
     pub fn security(mut self, security: crate::SecurityConfig) -> Self {
         self.config.security = security;
@@ -522,7 +547,8 @@ impl ConsumerBuilder {
 
     /// Validates the configuration and connects: see [`crate::Consumer`].
     pub async fn build(self) -> Result<crate::Consumer, Error> {
-        crate::Consumer::with_config(self.config()?).await
+        let hooks = self.hooks.clone();
+        crate::Consumer::with_config(self.config()?, hooks).await
     }
 }
 

@@ -34,7 +34,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio::task::{JoinHandle, JoinSet};
-use tracing::warn;
+use tracing::{Instrument, warn};
+
+use super::ConsumerRecord;
+use super::hooks::{HooksHandle, Observer};
 
 use super::calls::{call, call_built, find_coordinator, membership_call, timed_out};
 use super::config::ConsumerConfig;
@@ -65,6 +68,8 @@ struct Shared {
     changed: Notify,
     /// The application changed something the background task must act on.
     wake: Notify,
+    /// The spans and hooks of what `poll` hands out.
+    observer: Observer,
 }
 
 impl Shared {
@@ -120,7 +125,8 @@ impl Driver {
 
     /// Connects to the bootstrap servers, picks the group protocol and starts the background
     /// task (which sends nothing to the group before the first `poll`).
-    pub async fn connect(config: ConsumerConfig) -> Result<Self> {
+    pub async fn connect(config: ConsumerConfig, hooks: Option<HooksHandle>) -> Result<Self> {
+        let observer = Observer::new(&config, hooks);
         let clock = MonotonicClock::start();
         let state = ConsumerState::connect(config, || clock.now()).await?;
         let uses_kip848 = state.uses_kip848();
@@ -129,6 +135,7 @@ impl Driver {
             clock,
             changed: Notify::new(),
             wake: Notify::new(),
+            observer,
         });
         let background = tokio::spawn(run(Arc::clone(&shared)));
         Ok(Self {
@@ -262,7 +269,27 @@ impl Handle {
 
     /// Waits for the next event (at most `limit` records) until `deadline`; `Ok(None)` when
     /// it passed. With auto-commit, a poll that gives revoked partitions up commits first.
+    /// Within the poll's receive span; the hooks see what it found before it returns.
     pub async fn poll(
+        &self,
+        deadline: Option<Instant>,
+        limit: usize,
+    ) -> Result<Option<MembershipOrRecords>> {
+        let span = self.shared.observer.receive_span();
+        let found = self
+            .poll_unobserved(deadline, limit)
+            .instrument(span.clone())
+            .await;
+        self.shared.observer.polled(&span, &found);
+        found
+    }
+
+    /// The `process` span of `record`: see [`crate::Consumer::process_span`].
+    pub fn process_span(&self, record: &ConsumerRecord) -> tracing::Span {
+        self.shared.observer.process_span(record)
+    }
+
+    async fn poll_unobserved(
         &self,
         deadline: Option<Instant>,
         limit: usize,

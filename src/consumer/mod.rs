@@ -28,6 +28,7 @@ mod calls;
 pub mod config;
 mod driver;
 pub(crate) mod fetcher;
+pub mod hooks;
 pub(crate) mod membership;
 pub(crate) mod offsets;
 pub(crate) mod records;
@@ -151,15 +152,18 @@ impl Consumer {
         K: AsRef<str>,
         V: AsRef<str>,
     {
-        Self::with_config(ConsumerConfig::from_properties(props)?).await
+        Self::with_config(ConsumerConfig::from_properties(props)?, None).await
     }
 
     /// A consumer with a validated configuration: connects to the bootstrap servers and picks
     /// the group protocol from the broker's API versions.
-    pub(crate) async fn with_config(config: ConsumerConfig) -> Result<Consumer> {
+    pub(crate) async fn with_config(
+        config: ConsumerConfig,
+        hooks: Option<hooks::HooksHandle>,
+    ) -> Result<Consumer> {
         let request_timeout = config.request_timeout();
         Ok(Consumer {
-            driver: Driver::connect(config).await?,
+            driver: Driver::connect(config, hooks).await?,
             request_timeout,
         })
     }
@@ -352,6 +356,27 @@ impl Consumer {
             .poll(Some(deadline), usize::MAX)
             .await?
             .map(Into::into))
+    }
+
+    /// The span to enter while processing `record`: `process {topic}`, the consumer span of
+    /// the OpenTelemetry messaging semantic conventions (v1.37.0) for Kafka, with the topic,
+    /// partition, offset, group and client id. INFO, so a subscriber that wants it gets it
+    /// (and one that does not pays nothing). Its parent is the current span, or, with
+    /// feature `opentelemetry` and `propagate_trace_context` on, the producer's span whose
+    /// W3C context the record's `traceparent` / `tracestate` headers carry.
+    ///
+    /// ```no_run
+    /// # async fn run(consumer: &mut exactly::Consumer) -> exactly::Result<()> {
+    /// if let exactly::ConsumerEvent::Records(records) = consumer.poll().await? {
+    ///     for record in &records {
+    ///         let _processing = consumer.process_span(record).entered();
+    ///         // ... the application's work, inside the span ...
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn process_span(&self, record: &ConsumerRecord) -> tracing::Span {
+        self.driver.process_span(record)
     }
 
     /// KIP-447 metadata for `Producer::send_offsets_to_transaction` (generation = member epoch

@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use super::completion::BatchCompletion;
+use super::completion::{BatchCompletion, BatchOutcome};
 use crate::error::Error;
 use crate::protocol::record_batch::{
     BatchBuilder, Compression, Header, RECORD_BATCH_HEADER_LEN, SealedBatch,
@@ -280,6 +280,16 @@ pub struct Accumulator {
     released_bytes: AtomicU64,
     /// Per topic, with compression on; read when a batch opens, updated when one is sealed.
     ratios: Mutex<FxHashMap<Arc<str>, RatioEstimate>>,
+    /// Told of every batch resolved; `None` (checked once per batch) when nobody listens.
+    observer: Option<Arc<dyn BatchObserver>>,
+}
+
+/// Told the outcome of every batch the engine resolves, once per batch (the producer's
+/// hooks, [`crate::producer::hooks::ProducerHooks`], stand behind it). Called while the
+/// engine is locked, on whichever task resolves the batch: it must not block.
+pub trait BatchObserver: Send + Sync + std::fmt::Debug {
+    /// The batch of `records` records of `partition` resolved with `outcome`.
+    fn resolved(&self, partition: &TopicPartition, records: i32, outcome: &BatchOutcome);
 }
 
 impl Accumulator {
@@ -293,7 +303,19 @@ impl Accumulator {
             buffered_bytes: AtomicUsize::new(0),
             released_bytes: AtomicU64::new(0),
             ratios: Mutex::new(FxHashMap::default()),
+            observer: None,
         }
+    }
+
+    /// The same accumulator, telling `observer` of every batch resolved.
+    pub fn with_observer(mut self, observer: Arc<dyn BatchObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Who is told of resolved batches, if anyone.
+    pub fn observer(&self) -> Option<&dyn BatchObserver> {
+        self.observer.as_deref()
     }
 
     /// The settings it was made with.

@@ -414,11 +414,16 @@ impl Engine {
         }
         acc.release(batch.batch.uncompressed_size_in_bytes());
         match &outcome {
-            Ok(ack) => batch
-                .span
-                .record("messaging.kafka.message.offset", ack.base_offset),
+            Ok(ack) => batch.span.record("messaging.kafka.offset", ack.base_offset),
             Err(e) => batch.span.record("error.type", tracing::field::display(e)),
         };
+        if let Some(observer) = acc.observer() {
+            observer.resolved(
+                batch.completion.partition(),
+                batch.batch.record_count(),
+                &outcome,
+            );
+        }
         batch.completion.complete(outcome);
     }
 

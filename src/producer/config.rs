@@ -18,6 +18,7 @@
 mod compression;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::net::properties::{
@@ -34,6 +35,7 @@ use crate::net::security::OAuthBearerTokenProvider;
 use crate::net::security::{
     Pem, SECURITY_PROPERTY_NAMES, SaslMechanism, SecurityConfig, SecurityProtocol,
 };
+use crate::producer::hooks::{HooksObserver, ProducerHooks};
 use crate::protocol::record_batch::Compression;
 use crate::types::millis;
 
@@ -202,6 +204,11 @@ pub struct ProducerConfig {
     pub compression: CompressionConfig,
     /// `security.protocol` and the `ssl.*` / `sasl.*` settings. Secrets in it never print.
     pub security: SecurityConfig,
+    /// Writes the W3C trace context of each record's `send` span (or of the caller's span
+    /// when that one is off) into its `traceparent` / `tracestate` headers, unless the record
+    /// has a header of that name already. Default off. Not a Kafka property.
+    #[cfg(feature = "opentelemetry")]
+    pub propagate_trace_context: bool,
 }
 
 impl Default for ProducerConfig {
@@ -229,6 +236,8 @@ impl Default for ProducerConfig {
             transaction_timeout_ms: 60_000,
             compression: CompressionConfig::default(),
             security: SecurityConfig::default(),
+            #[cfg(feature = "opentelemetry")]
+            propagate_trace_context: false,
         }
     }
 }
@@ -416,12 +425,28 @@ pub struct ProducerBuilder {
     pub(crate) config: ProducerConfig,
     /// The first error a setter met, reported by `config()`.
     pub(crate) error: Option<Error>,
+    /// The application's hooks, handed to the producer `build` makes.
+    pub(crate) hooks: Option<HooksObserver>,
 }
 
 impl ProducerBuilder {
     /// A builder with the default configuration (bootstrap servers still to set).
     pub fn new() -> Self {
         ProducerBuilder::default()
+    }
+
+    /// Hooks the producer calls at fixed points of each record's life: see
+    /// [`ProducerHooks`] for when and on which task.
+    pub fn hooks(mut self, hooks: Arc<dyn ProducerHooks>) -> Self {
+        self.hooks = Some(HooksObserver(hooks));
+        self
+    }
+
+    /// W3C trace-context propagation: see [`ProducerConfig::propagate_trace_context`].
+    #[cfg(feature = "opentelemetry")]
+    pub fn propagate_trace_context(mut self, enable: bool) -> Self {
+        self.config.propagate_trace_context = enable;
+        self
     }
 
     /// `bootstrap.servers`: one `host:port`, or several separated by commas.

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub(crate) mod driver;
+pub mod hooks;
 pub mod metrics;
 pub mod partitioner;
 pub(crate) mod shared;
@@ -27,6 +28,7 @@ use crate::net::connection::LinkSecurity;
 use crate::net::metadata::{ClusterMetadata, TopicMetadata};
 use crate::producer::config::{ProducerBuilder, ProducerConfig};
 use crate::producer::driver::{Command, Driver};
+use crate::producer::hooks::{HooksObserver, ProducerHooks};
 use crate::producer::metrics::ProducerMetrics;
 use crate::producer::partitioner::{StickyPartitioner, partition_for_key};
 use crate::producer::shared::Shared;
@@ -84,6 +86,24 @@ impl Record {
         self
     }
 
+    /// Adds a header to a record already made (for [`ProducerHooks::on_send`]).
+    pub fn add_header(&mut self, key: impl Into<String>, value: impl Into<Bytes>) {
+        self.headers.push(Header {
+            key: key.into(),
+            value: Some(value.into()),
+        });
+    }
+
+    /// The topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The headers, in order.
+    pub fn headers(&self) -> &[Header] {
+        &self.headers
+    }
+
     /// Sends to this partition instead of choosing one.
     pub fn partition(mut self, partition: i32) -> Self {
         self.partition = Some(partition);
@@ -95,6 +115,37 @@ impl Record {
         self.timestamp = Some(timestamp_ms);
         self
     }
+}
+
+/// A record's `send {topic}` span, per the OpenTelemetry messaging semantic conventions
+/// v1.37.0 for Kafka: a producer span (`otel.kind`), operation type and name `send`, the
+/// topic and partition (`messaging.destination.partition.id` is a string), the client id,
+/// and `messaging.kafka.message.tombstone` for a record without a value. The key is left
+/// out: the conventions want it only when it has a canonical string form, which bytes lack.
+///
+/// Per record, so TRACE: free unless a subscriber asks for it. Entered only around the
+/// append (an entered span must not be held across an await).
+fn send_span(tp: &TopicPartition, record: &Record, client_id: &str) -> tracing::Span {
+    let span = tracing::trace_span!(
+        "send",
+        otel.name = tracing::field::Empty,
+        otel.kind = "producer",
+        messaging.system = "kafka",
+        messaging.operation.type = "send",
+        messaging.operation.name = "send",
+        messaging.destination.name = %tp.topic,
+        messaging.destination.partition.id = %tp.partition,
+        messaging.client.id = client_id,
+        messaging.kafka.message.tombstone = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        // `send {topic}`: a tracing span's own name is fixed at its call site.
+        span.record("otel.name", format!("send {}", tp.topic));
+        if record.value.is_none() {
+            span.record("messaging.kafka.message.tombstone", true);
+        }
+    }
+    span
 }
 
 /// Where a record landed (rule O1: the offset is exact).
@@ -168,6 +219,8 @@ struct ProducerInner {
     shared: Arc<Shared>,
     commands: mpsc::UnboundedSender<Command>,
     closed: AtomicBool,
+    /// The application's hooks, if it set any (checked once per record).
+    hooks: Option<Arc<dyn ProducerHooks>>,
 }
 
 /// An idempotent Kafka producer. Cheap to clone; all clones share one connection pool,
@@ -213,7 +266,8 @@ impl ProducerBuilder {
     /// another, or that names unreadable key material; also when called outside a tokio
     /// runtime.
     pub async fn build(self) -> Result<Producer> {
-        Producer::from_config(self.config()?)
+        let hooks = self.hooks.clone();
+        Producer::from_config(self.config()?, hooks)
     }
 }
 
@@ -236,10 +290,10 @@ impl Producer {
     {
         let config = ProducerConfig::from_properties(properties)?;
         config.validate()?;
-        Producer::from_config(config)
+        Producer::from_config(config, None)
     }
 
-    fn from_config(config: ProducerConfig) -> Result<Producer> {
+    fn from_config(config: ProducerConfig, hooks: Option<HooksObserver>) -> Result<Producer> {
         let accumulator = Accumulator::new(AccumulatorConfig {
             batch_size: config.batch_size,
             linger_ms: config.linger_ms,
@@ -248,6 +302,10 @@ impl Producer {
             transactional: config.transactional_id.is_some(),
             compression: config.compression.compression(),
         });
+        let accumulator = match &hooks {
+            Some(hooks) => accumulator.with_observer(Arc::new(hooks.clone())),
+            None => accumulator,
+        };
         let engine = Engine::new(
             EngineConfig {
                 max_in_flight: config.max_in_flight_requests_per_connection,
@@ -284,6 +342,7 @@ impl Producer {
                 shared,
                 commands: commands_tx,
                 closed: AtomicBool::new(false),
+                hooks: hooks.map(|h| h.0),
             }),
         })
     }
@@ -311,7 +370,7 @@ impl Producer {
     /// [`Error::Closed`] after `close`, or the fatal error that ended the producer.
     ///
     /// Cancel safety: dropping the future before it returns hands nothing over.
-    pub async fn send(&self, record: Record) -> Result<DeliveryFuture> {
+    pub async fn send(&self, mut record: Record) -> Result<DeliveryFuture> {
         // A caller that never yields otherwise (the loop users write first, with buffer
         // space to spare) yields here once its task's tokio budget is spent, so the driver
         // runs even on a `current_thread` runtime and the pipeline stays full.
@@ -320,6 +379,9 @@ impl Producer {
         // A fatal error is checked with the transaction state by the append below (the
         // engine publishes both to the accumulator's send gate).
         self.check_open()?;
+        if let Some(hooks) = &self.inner.hooks {
+            hooks.on_send(&mut record);
+        }
         let shared = &self.inner.shared;
         // `max.block.ms` bounds the slow paths (unknown topic, full buffer); the clock is read
         // only when one is taken (the per-record path reads it as little as it can).
@@ -352,14 +414,18 @@ impl Producer {
         };
         let timestamp = record.timestamp.unwrap_or_else(now_epoch_ms);
         let tp = TopicPartition::new(Arc::clone(&record.topic), partition);
-        // Per record, so TRACE: free unless a subscriber asks for it. Entered only around
-        // the append (an entered span must not be held across an await).
-        let span = tracing::trace_span!(
-            "kafka.send",
-            messaging.system = "kafka",
-            messaging.destination.name = %tp.topic,
-            messaging.kafka.destination.partition = partition,
-        );
+        let span = send_span(&tp, &record, &shared.config.client_id);
+        #[cfg(feature = "opentelemetry")]
+        if shared.config.propagate_trace_context {
+            // The send span's context, or the caller's when TRACE is off for this crate
+            // (the consumer's process span then hangs under the caller's span).
+            let context = if span.is_disabled() {
+                tracing::Span::current()
+            } else {
+                span.clone()
+            };
+            crate::trace_context::inject(&context, &mut record.headers);
+        }
         loop {
             let space = shared.space.notified();
             let appended = {

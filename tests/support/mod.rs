@@ -527,6 +527,53 @@ pub fn kcat_read_with(
         .collect()
 }
 
+/// The headers of every record of partition `partition` of `topic`, by offset, as kcat reads
+/// them from the beginning to the end (`-J` prints them as a flat key, value, key, ... list).
+pub fn kcat_headers(
+    bootstrap: &str,
+    topic: &str,
+    partition: i32,
+) -> Vec<(i64, Vec<(String, String)>)> {
+    let out = run_ok(Command::new("kcat").args([
+        "-C",
+        "-b",
+        bootstrap,
+        "-t",
+        topic,
+        "-p",
+        &partition.to_string(),
+        "-o",
+        "beginning",
+        "-e",
+        "-J",
+        "-q",
+        "-m",
+        "60",
+    ]));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("kcat printed non-JSON {line:?}: {e}"));
+            let flat: Vec<String> = v
+                .get("headers")
+                .and_then(|h| h.as_array())
+                .map(|h| {
+                    h.iter()
+                        .map(|x| x.as_str().unwrap_or_default().to_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let pairs = flat
+                .chunks(2)
+                .map(|kv| (kv[0].clone(), kv.get(1).cloned().unwrap_or_default()))
+                .collect();
+            (v["offset"].as_i64().expect("kcat JSON has offset"), pairs)
+        })
+        .collect()
+}
+
 /// Produces `values` to `topic` with kcat (librdkafka, idempotent); returns whether every
 /// message was delivered within `timeout`.
 pub fn kcat_produce(bootstrap: &str, topic: &str, values: &[&str], timeout: Duration) -> bool {

@@ -141,8 +141,10 @@ impl Engine {
             let span = debug_span!(
                 parent: None,
                 "kafka.produce_request",
+                otel.kind = "client",
                 messaging.system = "kafka",
                 messaging.operation.type = "send",
+                messaging.operation.name = "produce",
                 server.node_id = broker,
                 request,
                 batches = chosen.len(),
@@ -226,20 +228,25 @@ impl Engine {
     }
 }
 
-/// A batch's span, with the OpenTelemetry messaging attributes (semantic conventions for
-/// Kafka): the offset and the producer identity are recorded as they become known.
+/// A batch's span, with the attributes of the OpenTelemetry messaging semantic conventions
+/// for Kafka (v1.37.0: `messaging.destination.partition.id` is a string, the offset is
+/// `messaging.kafka.offset`); the offset and the producer identity are recorded as they
+/// become known. An internal span: the records' own `send {topic}` spans (on the caller's
+/// task) are the conventions' producer spans, and the Produce requests that carry the batch,
+/// one per attempt, are linked to it (`follows_from`).
 fn batch_span(tp: &TopicPartition, records: i32) -> tracing::Span {
     debug_span!(
         parent: None,
         "kafka.batch",
+        otel.kind = "internal",
         messaging.system = "kafka",
         messaging.destination.name = %tp.topic,
-        messaging.kafka.destination.partition = tp.partition,
+        messaging.destination.partition.id = %tp.partition,
         messaging.batch.message_count = records,
         messaging.kafka.producer_id = tracing::field::Empty,
         messaging.kafka.producer_epoch = tracing::field::Empty,
         messaging.kafka.base_sequence = tracing::field::Empty,
-        messaging.kafka.message.offset = tracing::field::Empty,
+        messaging.kafka.offset = tracing::field::Empty,
         error.type = tracing::field::Empty,
     )
 }
