@@ -4,6 +4,9 @@
 //! `on_failure`; the consumer's `on_records` counts what `poll` handed out and `on_rebalance`
 //! sees the assignment the member holds.
 
+// Tests hold their cluster's lock across awaits on purpose (see `broker_failure.rs`).
+#![allow(clippy::await_holding_lock)]
+
 mod support;
 
 use std::collections::BTreeSet;

@@ -8,6 +8,9 @@
 //! per-future subscriber would miss their spans); each test looks only at the spans of its own
 //! topic.
 
+// Tests hold their cluster's lock across awaits on purpose (see `broker_failure.rs`).
+#![allow(clippy::await_holding_lock)]
+
 mod support;
 
 use std::collections::BTreeMap;

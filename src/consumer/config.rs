@@ -245,6 +245,7 @@ pub struct ConsumerConfig {
     /// parent of its `process` span ([`crate::Consumer::process_span`]). Default off. Not a
     /// Kafka property.
     #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
     pub propagate_trace_context: bool,
 }
 
@@ -519,6 +520,7 @@ impl ConsumerBuilder {
 
     /// W3C trace-context propagation: see [`ConsumerConfig::propagate_trace_context`].
     #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
     pub fn propagate_trace_context(mut self, enable: bool) -> Self {
         self.config.propagate_trace_context = enable;
         self

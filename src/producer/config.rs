@@ -208,6 +208,7 @@ pub struct ProducerConfig {
     /// when that one is off) into its `traceparent` / `tracestate` headers, unless the record
     /// has a header of that name already. Default off. Not a Kafka property.
     #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
     pub propagate_trace_context: bool,
 }
 
@@ -444,6 +445,7 @@ impl ProducerBuilder {
 
     /// W3C trace-context propagation: see [`ProducerConfig::propagate_trace_context`].
     #[cfg(feature = "opentelemetry")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
     pub fn propagate_trace_context(mut self, enable: bool) -> Self {
         self.config.propagate_trace_context = enable;
         self
