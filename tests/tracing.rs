@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use exactly::{ConsumerEvent, ConsumerRecord, OffsetReset, Record, TopicPartition};
+use exactly::{ConsumerEvent, ConsumerRecord, OffsetReset, Record};
 use support::Cluster;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record as SpanValues};
@@ -32,6 +32,8 @@ const WAIT: Duration = Duration::from_secs(30);
 struct SpanSeen {
     name: &'static str,
     fields: BTreeMap<String, String>,
+    /// The names of the spans it links to (`follows_from`).
+    follows: Vec<&'static str>,
 }
 
 impl SpanSeen {
@@ -68,6 +70,7 @@ impl<S: tracing::Subscriber> Layer<S> for Spans {
         let mut seen = SpanSeen {
             name: attrs.metadata().name(),
             fields: BTreeMap::new(),
+            follows: Vec::new(),
         };
         attrs.record(&mut seen);
         lock(&self.open).insert(id.into_u64(), seen);
@@ -76,6 +79,16 @@ impl<S: tracing::Subscriber> Layer<S> for Spans {
     fn on_record(&self, id: &Id, values: &SpanValues<'_>, _: Context<'_, S>) {
         if let Some(seen) = lock(&self.open).get_mut(&id.into_u64()) {
             values.record(seen);
+        }
+    }
+
+    fn on_follows_from(&self, id: &Id, follows: &Id, _: Context<'_, S>) {
+        let mut open = lock(&self.open);
+        let Some(name) = open.get(&follows.into_u64()).map(|s| s.name) else {
+            return;
+        };
+        if let Some(seen) = open.get_mut(&id.into_u64()) {
+            seen.follows.push(name);
         }
     }
 
@@ -172,6 +185,8 @@ async fn spans_carry_the_messaging_conventions() {
     let producer = exactly::Producer::builder()
         .bootstrap(&cluster.bootstrap)
         .client_id("spans-producer")
+        // Both records in one batch, whatever the machine's load.
+        .linger(Duration::from_millis(200))
         .build()
         .await
         .expect("producer builds");
@@ -226,6 +241,17 @@ async fn spans_carry_the_messaging_conventions() {
             ("messaging.destination.partition.id", "0"),
             ("messaging.kafka.offset", "0"),
         ],
+    );
+    // The batch links to its records' send spans and to the request that carried it.
+    assert!(batch.follows.contains(&"send"), "{batch:?}");
+    assert!(
+        batch.follows.contains(&"kafka.produce_request"),
+        "{batch:?}"
+    );
+    assert_eq!(
+        batch.field("messaging.batch.message_count"),
+        Some("2"),
+        "{batch:?}"
     );
     // The names the conventions deprecated are gone.
     for old in [
@@ -369,7 +395,7 @@ async fn trace_context_travels_in_the_record_headers() {
         .await
         .expect("consumer builds");
     consumer
-        .assign(&[TopicPartition::new(topic.as_str(), 0)])
+        .assign(&[exactly::TopicPartition::new(topic.as_str(), 0)])
         .expect("assign");
     let records = poll_records(&mut consumer, 2).await;
     assert_eq!(trace_of(&consumer.process_span(&records[0])), trace_id);
@@ -386,7 +412,7 @@ async fn trace_context_travels_in_the_record_headers() {
         .await
         .expect("consumer builds");
     plain
-        .assign(&[TopicPartition::new(topic.as_str(), 0)])
+        .assign(&[exactly::TopicPartition::new(topic.as_str(), 0)])
         .expect("assign");
     let records = poll_records(&mut plain, 2).await;
     let elsewhere = tracing::info_span!("elsewhere");

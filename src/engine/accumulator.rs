@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::completion::{BatchCompletion, BatchOutcome};
+use super::producer::batch_span;
 use crate::error::Error;
 use crate::protocol::record_batch::{
     BatchBuilder, Compression, Header, RECORD_BATCH_HEADER_LEN, SealedBatch,
@@ -155,6 +156,8 @@ pub struct ClosedBatch {
     pub completion: Arc<BatchCompletion>,
     /// When its first record was appended (the start of its delivery timeout).
     pub created_ms: Millis,
+    /// Its `kafka.batch` span, opened with the batch.
+    pub span: tracing::Span,
 }
 
 /// A closed batch of a partition, in the order its batches were closed: sealed, or being
@@ -166,6 +169,7 @@ enum Closed {
         slot: u64,
         completion: Arc<BatchCompletion>,
         created_ms: Millis,
+        span: tracing::Span,
     },
 }
 
@@ -173,6 +177,9 @@ enum Closed {
 struct OpenBatch {
     builder: BatchBuilder,
     completion: Arc<BatchCompletion>,
+    /// The batch's span (disabled, and free, unless a subscriber wants DEBUG spans of
+    /// `exactly`), linked to the span of each record's `send`.
+    span: tracing::Span,
     created_ms: Millis,
     /// Expected compressed bytes per record byte: the topic's ratio estimate (with margin) when
     /// the batch opened; exactly 1 without compression.
@@ -498,12 +505,18 @@ impl Accumulator {
                 empty.insert(OpenBatch {
                     builder: BatchBuilder::new(timestamp, self.config.batch_size.min(64 * 1024)),
                     completion: BatchCompletion::new(slot.partition.clone()),
+                    span: batch_span(&slot.partition),
                     created_ms: now(),
                     size_factor: self.size_factor(&slot.partition.topic),
                 })
             }
         };
         let index = open.builder.append(timestamp, key, value, headers);
+        if !open.span.is_disabled() {
+            // The caller's current span: the record's `send` span when TRACE is on (a link,
+            // as the conventions have a batch point at the messages it carries).
+            open.span.follows_from(tracing::Span::current());
+        }
         let completion = Arc::clone(&open.completion);
         if open.expected_size(0) >= self.config.batch_size {
             to_seal.extend(self.close(slot, &mut queue, defer_seal));
@@ -544,6 +557,7 @@ impl Accumulator {
                 slot: slot_id,
                 completion: open.completion,
                 created_ms: open.created_ms,
+                span: open.span,
             });
             return Some(ToSeal {
                 slot: slot_id,
@@ -562,6 +576,7 @@ impl Accumulator {
             batch,
             completion: open.completion,
             created_ms: open.created_ms,
+            span: open.span,
         }));
         None
     }
@@ -580,6 +595,7 @@ impl Accumulator {
         let Closed::Sealing {
             completion,
             created_ms,
+            span,
             ..
         } = place
         else {
@@ -590,6 +606,7 @@ impl Accumulator {
             batch: sealed.batch,
             completion: Arc::clone(completion),
             created_ms: *created_ms,
+            span: span.clone(),
         };
         self.observe_ratio(&ready.partition.topic, &ready.batch);
         *place = Closed::Ready(ready);

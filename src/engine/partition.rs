@@ -34,8 +34,9 @@ pub(crate) struct ProducerBatch {
     pub wire: Option<WireState>,
     /// When it first went on the wire (for the queue-time metric).
     pub first_sent_ms: Option<Millis>,
-    /// The batch's tracing span (`kafka.batch`), from its first stamp to its outcome;
-    /// disabled (free) unless a subscriber wants DEBUG spans of `exactly`.
+    /// The batch's tracing span (`kafka.batch`), from its first record to its outcome
+    /// (for a part of a split batch, from its first stamp); disabled (free) unless a
+    /// subscriber wants DEBUG spans of `exactly`.
     pub span: tracing::Span,
     /// Some attempt may have reached the log (a request carrying it was written and its
     /// answer lost, or the broker said it appended without replicating). Once set, a later
@@ -49,7 +50,12 @@ pub(crate) struct ProducerBatch {
 }
 
 impl ProducerBatch {
-    pub fn new(batch: SealedBatch, completion: Arc<BatchCompletion>, created_ms: Millis) -> Self {
+    pub fn new(
+        batch: SealedBatch,
+        completion: Arc<BatchCompletion>,
+        created_ms: Millis,
+        span: tracing::Span,
+    ) -> Self {
         Self {
             batch,
             completion,
@@ -57,7 +63,7 @@ impl ProducerBatch {
             attempts: 0,
             wire: None,
             first_sent_ms: None,
-            span: tracing::Span::none(),
+            span,
             maybe_written: false,
             behind_gap: false,
         }

@@ -19,6 +19,7 @@ use crate::types::{BrokerId, Millis, TopicPartition};
 
 mod answers;
 mod dispatch;
+pub(crate) use dispatch::batch_span;
 mod split;
 mod transactional;
 
@@ -513,6 +514,7 @@ impl Engine {
                 closed.batch,
                 closed.completion,
                 closed.created_ms,
+                closed.span,
             ));
         }
         self.expire_requests(now, acc);

@@ -177,8 +177,11 @@ impl Engine {
                         };
                         let batch = &stamped.batch;
                         if stamped.span.is_none() {
-                            stamped.span = batch_span(&tp, batch.record_count());
+                            stamped.span = batch_span(&tp);
                         }
+                        stamped
+                            .span
+                            .record("messaging.batch.message_count", batch.record_count());
                         // Recorded again at a re-stamp after an epoch bump (P2).
                         stamped
                             .span
@@ -231,10 +234,10 @@ impl Engine {
 /// A batch's span, with the attributes of the OpenTelemetry messaging semantic conventions
 /// for Kafka (v1.37.0: `messaging.destination.partition.id` is a string, the offset is
 /// `messaging.kafka.offset`); the offset and the producer identity are recorded as they
-/// become known. An internal span: the records' own `send {topic}` spans (on the caller's
-/// task) are the conventions' producer spans, and the Produce requests that carry the batch,
-/// one per attempt, are linked to it (`follows_from`).
-fn batch_span(tp: &TopicPartition, records: i32) -> tracing::Span {
+/// become known. An internal span, opened with the batch: it links to the span current at
+/// each record's append (the record's own `send {topic}` span, the conventions' producer
+/// span), and to the Produce requests that carry it, one per attempt (`follows_from`).
+pub(crate) fn batch_span(tp: &TopicPartition) -> tracing::Span {
     debug_span!(
         parent: None,
         "kafka.batch",
@@ -242,7 +245,7 @@ fn batch_span(tp: &TopicPartition, records: i32) -> tracing::Span {
         messaging.system = "kafka",
         messaging.destination.name = %tp.topic,
         messaging.destination.partition.id = %tp.partition,
-        messaging.batch.message_count = records,
+        messaging.batch.message_count = tracing::field::Empty,
         messaging.kafka.producer_id = tracing::field::Empty,
         messaging.kafka.producer_epoch = tracing::field::Empty,
         messaging.kafka.base_sequence = tracing::field::Empty,

@@ -79,7 +79,12 @@ impl Engine {
             .into_iter()
             .enumerate()
         {
-            let mut part = ProducerBatch::new(batch, completion, rejected.created_ms);
+            let mut part = ProducerBatch::new(
+                batch,
+                completion,
+                rejected.created_ms,
+                tracing::Span::none(),
+            );
             part.attempts = rejected.attempts;
             part.first_sent_ms = rejected.first_sent_ms;
             part.wire = Some(WireState::NotWritten);
