@@ -50,6 +50,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
+mod admin;
 mod consumer;
 mod engine;
 pub mod eos;
@@ -88,6 +89,10 @@ pub mod __private {
     pub use crate::types::{BrokerId, Millis};
 }
 
+pub use admin::{
+    Admin, AdminBuilder, AdminConfig, BrokerInfo, ClusterView, PartitionDescription,
+    TopicDescription,
+};
 pub use consumer::{
     AssignmentStrategy, Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord,
     GenerationHold, GroupProtocol, IsolationLevel, OffsetReset,

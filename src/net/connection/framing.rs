@@ -26,6 +26,7 @@ pub(super) fn decode_response<R: Request>(body: &[u8], version: i16) -> Result<R
 /// Whether `api_key` at `version` is a flexible version, for the response header.
 pub(super) fn is_flexible(api_key: i16, version: i16) -> bool {
     use crate::protocol::messages::*;
+    use kafka_protocol::messages as kp;
     match api_key {
         0 => produce::ProduceRequest::is_flexible(version),
         3 => metadata::MetadataRequest::is_flexible(version),
@@ -47,6 +48,18 @@ pub(super) fn is_flexible(api_key: i16, version: i16) -> bool {
         17 => sasl_handshake::SaslHandshakeRequest::is_flexible(version),
         36 => sasl_authenticate::SaslAuthenticateRequest::is_flexible(version),
         68 => consumer_group_heartbeat::ConsumerGroupHeartbeatRequest::is_flexible(version),
+        // The admin client's.
+        15 => kp::DescribeGroupsRequest::is_flexible(version),
+        16 => kp::ListGroupsRequest::is_flexible(version),
+        19 => kp::CreateTopicsRequest::is_flexible(version),
+        20 => kp::DeleteTopicsRequest::is_flexible(version),
+        21 => kp::DeleteRecordsRequest::is_flexible(version),
+        32 => kp::DescribeConfigsRequest::is_flexible(version),
+        37 => kp::CreatePartitionsRequest::is_flexible(version),
+        42 => kp::DeleteGroupsRequest::is_flexible(version),
+        44 => kp::IncrementalAlterConfigsRequest::is_flexible(version),
+        47 => kp::OffsetDeleteRequest::is_flexible(version),
+        69 => kp::ConsumerGroupDescribeRequest::is_flexible(version),
         _ => false,
     }
 }
