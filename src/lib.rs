@@ -90,7 +90,9 @@ pub mod __private {
 }
 
 pub use admin::{
-    Admin, AdminBuilder, AdminConfig, BrokerInfo, ClusterView, PartitionDescription,
+    Admin, AdminBuilder, AdminConfig, AlterConfig, BrokerInfo, ClusterView, CommittedOffset,
+    ConfigEntry, ConfigResource, ConfigSource, CreatedTopic, GroupDescription, GroupListing,
+    GroupMember, GroupType, ListedOffset, NewTopic, OffsetSpec, PartitionDescription,
     TopicDescription,
 };
 pub use consumer::{

@@ -9,7 +9,12 @@
 //! several topics or groups returns one result per item.
 
 mod config;
+mod configs;
+mod groups;
+mod offsets;
 mod routing;
+mod topics;
+mod wire;
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
@@ -18,7 +23,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub use config::{AdminBuilder, AdminConfig};
+pub use configs::{AlterConfig, ConfigEntry, ConfigResource, ConfigSource};
+pub use groups::{CommittedOffset, GroupDescription, GroupListing, GroupMember, GroupType};
+pub use offsets::{ListedOffset, OffsetSpec};
 pub(crate) use routing::{CoordinatorAnswer, CoordinatorKind, coordinator_error};
+pub use topics::{CreatedTopic, NewTopic};
 
 use crate::error::Result;
 use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};
@@ -132,6 +141,19 @@ impl Admin {
     /// The settings.
     pub fn config(&self) -> &AdminConfig {
         &self.shared.config
+    }
+
+    /// The node id of `group`'s coordinator (FindCoordinator; kept for later calls).
+    pub async fn group_coordinator(&self, group: &str) -> Result<i32> {
+        let find = self.coordinator_node(CoordinatorKind::Group, group);
+        self.within("FindCoordinator", find).await
+    }
+
+    /// The node id of the transaction coordinator of `transactional_id` (FindCoordinator;
+    /// kept for later calls).
+    pub async fn transaction_coordinator(&self, transactional_id: &str) -> Result<i32> {
+        let find = self.coordinator_node(CoordinatorKind::Transaction, transactional_id);
+        self.within("FindCoordinator", find).await
     }
 
     /// The cluster's brokers, controller and topics (internal ones included) from its

@@ -326,6 +326,20 @@ impl Admin {
         )))
     }
 
+    /// The node id of the coordinator of `key`: the one found before, or FindCoordinator's
+    /// answer, within the call's deadline.
+    pub(crate) async fn coordinator_node(&self, kind: CoordinatorKind, key: &str) -> Result<i32> {
+        let cached = self
+            .directory()
+            .coordinators
+            .get(&(kind, key.to_owned()))
+            .copied();
+        match cached {
+            Some(node) => Ok(node),
+            None => self.find_coordinator(kind, key, self.deadline()).await,
+        }
+    }
+
     /// FindCoordinator for one key: the coordinator's node id, remembered with its address.
     async fn find_coordinator(
         &self,
