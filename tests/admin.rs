@@ -35,6 +35,25 @@ async fn admin(cluster: &Cluster) -> Admin {
         .expect("admin connects")
 }
 
+/// `topic` as `describe_topics` sees it once `done` holds: each broker learns a change from
+/// the metadata log, so the one asked right after a change may not know it yet (Kafka's
+/// metadata is eventually consistent across brokers).
+async fn described_once(
+    admin: &Admin,
+    topic: &str,
+    done: impl Fn(&exactly::TopicDescription) -> bool,
+) -> exactly::TopicDescription {
+    let started = Instant::now();
+    loop {
+        let described = admin.describe_topics([topic]).await.unwrap();
+        match &described[topic] {
+            Ok(description) if done(description) => return description.clone(),
+            other => assert!(started.elapsed() < WAIT, "{topic}: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The broker error code and message of a failed item.
 fn broker_error<T: std::fmt::Debug>(result: &exactly::Result<T>) -> (ErrorCode, String) {
     match result {
@@ -104,20 +123,12 @@ async fn admin_topics_roundtrip() {
 
     // Described: three partitions, each on all three brokers (in sync once replication
     // caught up), with a leader.
-    let started = Instant::now();
-    let description = loop {
-        let described = admin.describe_topics([&topic]).await.unwrap();
-        let description = described[&topic].clone().expect("described");
-        if description
-            .partitions
+    let description = described_once(&admin, &topic, |d| {
+        d.partitions
             .iter()
             .all(|p| p.isr.len() == 3 && p.leader.is_some())
-            || started.elapsed() > WAIT
-        {
-            break description;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    })
+    .await;
     assert_eq!(description.partitions.len(), 3);
     assert_eq!(description.replication_factor(), 3);
     let brokers: Vec<i32> = admin
@@ -135,7 +146,13 @@ async fn admin_topics_roundtrip() {
         assert_eq!(p.isr.len(), 3, "{p:?}");
         assert!(p.leader.is_some_and(|l| p.replicas.contains(&l)), "{p:?}");
     }
-    assert!(admin.list_topics().await.unwrap().contains(&topic));
+    // Each broker learns the topic from the metadata log, so one asked next may not have it
+    // yet (Kafka's metadata is eventually consistent across brokers).
+    let started = Instant::now();
+    while !admin.list_topics().await.unwrap().contains(&topic) {
+        assert!(started.elapsed() < WAIT, "{topic} never listed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let described = admin
         .describe_configs([ConfigResource::Topic(topic.clone())])
         .await
@@ -162,7 +179,15 @@ async fn admin_topics_roundtrip() {
         .await
         .unwrap();
     assert!(altered.values().all(Result::is_ok), "{altered:?}");
-    let printed = kafka_configs(&cluster, &topic);
+    // (The broker the tool asks may apply the change a moment later: bounded retries.)
+    let started = Instant::now();
+    let printed = loop {
+        let printed = kafka_configs(&cluster, &topic);
+        if printed.contains("retention.ms=7200000") || started.elapsed() > WAIT {
+            break printed;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     assert!(printed.contains("retention.ms=7200000"), "{printed}");
     assert!(!printed.contains("cleanup.policy="), "{printed}");
     // A bad value is the broker's typed refusal, with its message.
@@ -192,6 +217,32 @@ async fn admin_topics_roundtrip() {
         node_id.value.as_deref(),
         Some(brokers[1].to_string().as_str())
     );
+
+    // A replica assignment of our own, the preferred leader first.
+    let placed = unique_topic("admin-placed");
+    let assignment = [vec![brokers[2], brokers[0]], vec![brokers[1], brokers[2]]];
+    let created = admin
+        .create_topics(
+            [NewTopic::new(&placed)
+                .assign(0, assignment[0].clone())
+                .assign(1, assignment[1].clone())],
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(created[&placed].is_ok(), "{created:?}");
+    let replicas: Vec<Vec<i32>> = described_once(&admin, &placed, |_| true)
+        .await
+        .partitions
+        .iter()
+        .map(|p| p.replicas.clone())
+        .collect();
+    assert_eq!(replicas, assignment);
+    assert!(admin.delete_topics([&placed]).await.unwrap()[&placed].is_ok());
+
+    // Coordinators are brokers of the cluster.
+    let coordinator = admin.transaction_coordinator("admin-txn-id").await.unwrap();
+    assert!(brokers.contains(&coordinator), "{coordinator}");
 
     // Errors for an existing topic and an impossible replication factor: typed and clear.
     let again = admin
@@ -224,8 +275,7 @@ async fn admin_topics_roundtrip() {
     // More partitions; fewer is refused.
     let grown = admin.create_partitions([(&topic, 5)], false).await.unwrap();
     assert!(grown[&topic].is_ok(), "{grown:?}");
-    let described = admin.describe_topics([&topic]).await.unwrap();
-    assert_eq!(described[&topic].as_ref().unwrap().partitions.len(), 5);
+    described_once(&admin, &topic, |d| d.partitions.len() == 5).await;
     let shrunk = admin.create_partitions([(&topic, 2)], false).await.unwrap();
     assert_eq!(
         broker_error(&shrunk[&topic]).0,
@@ -492,6 +542,126 @@ async fn group_offsets_and_lag(cluster: Cluster, protocol: GroupProtocol) {
 }
 
 on_both_protocols!(group_offsets_and_lag, single);
+
+/// Kafka's own `GetOffsetShell` answer for `topic`'s partition 0 at `time` (-2: earliest,
+/// -1: latest, else a timestamp).
+fn java_offset(cluster: &Cluster, topic: &str, time: i64) -> Option<i64> {
+    let args = [
+        "org.apache.kafka.tools.GetOffsetShell".to_owned(),
+        "--bootstrap-server".into(),
+        cluster.bootstrap.clone(),
+        "--topic".into(),
+        topic.into(),
+        "--time".into(),
+        time.to_string(),
+    ];
+    let out = run_ok(&mut java_tool(&args));
+    // topic:partition:offset, one line per partition (none when no record is that late).
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix(&format!("{topic}:0:"))?
+                .trim()
+                .parse()
+                .ok()
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_offsets_by_time_and_delete_records() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _g = cluster.shared();
+    let admin = admin(&cluster).await;
+    let topic = unique_topic("admin-offsets");
+    let created = admin
+        .create_topics(
+            [NewTopic::new(&topic).partitions(1).replication_factor(1)],
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(created[&topic].is_ok(), "{created:?}");
+    let base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 60_000;
+    let producer = support::producer_with(&cluster, &[], &[]).await;
+    for i in 0..6 {
+        let record = Record::to(topic.as_str())
+            .partition(0)
+            .timestamp(base + i * 1000)
+            .value(format!("v{i}"));
+        producer.send(record).await.unwrap().await.unwrap();
+    }
+    producer.close().await.unwrap();
+    let tp = TopicPartition::new(topic.as_str(), 0);
+
+    // By timestamp: the first record at or after it, as GetOffsetShell finds it.
+    let found = admin
+        .list_offsets(
+            [(tp.clone(), OffsetSpec::Timestamp(base + 2500))],
+            IsolationLevel::ReadUncommitted,
+        )
+        .await
+        .unwrap();
+    let found = found[&tp].as_ref().unwrap();
+    assert_eq!((found.offset, found.timestamp), (3, base + 3000));
+    assert_eq!(java_offset(&cluster, &topic, base + 2500), Some(3));
+    let too_late = admin
+        .list_offsets(
+            [(tp.clone(), OffsetSpec::Timestamp(base + 60_000))],
+            IsolationLevel::ReadUncommitted,
+        )
+        .await
+        .unwrap();
+    assert_eq!(too_late[&tp].as_ref().unwrap().offset, -1);
+
+    // A clone on another task shares the connections (the calls are Send).
+    let latest = tokio::spawn({
+        let admin = admin.clone();
+        let tp = tp.clone();
+        async move {
+            admin
+                .list_offsets([(tp, OffsetSpec::Latest)], IsolationLevel::ReadCommitted)
+                .await
+        }
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(latest[&tp].as_ref().unwrap().offset, 6);
+
+    // Records before offset 3 deleted: the log starts there for Kafka's tools and kcat.
+    let deleted = admin.delete_records([(tp.clone(), 3)]).await.unwrap();
+    assert_eq!(deleted[&tp].as_ref().ok(), Some(&3), "{deleted:?}");
+    let earliest = admin
+        .list_offsets(
+            [(tp.clone(), OffsetSpec::Earliest)],
+            IsolationLevel::ReadUncommitted,
+        )
+        .await
+        .unwrap();
+    assert_eq!(earliest[&tp].as_ref().unwrap().offset, 3);
+    assert_eq!(java_offset(&cluster, &topic, -2), Some(3));
+    let offsets: Vec<i64> = cluster
+        .read_topic(&topic, support::Isolation::ReadUncommitted)
+        .iter()
+        .map(|r| r.offset)
+        .collect();
+    assert_eq!(offsets, [3, 4, 5]);
+
+    // A partition that does not exist: its own typed result.
+    let missing = TopicPartition::new(topic.as_str(), 7);
+    let refused = admin.delete_records([(missing.clone(), 1)]).await.unwrap();
+    assert_eq!(
+        broker_error(&refused[&missing]).0,
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
+    admin.delete_topics([&topic]).await.unwrap();
+}
 
 /// A call that cannot finish within its deadline ends at the deadline, as Error::Timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -341,31 +341,51 @@ impl Admin {
     }
 
     /// FindCoordinator for one key: the coordinator's node id, remembered with its address.
+    /// Asked again, within `deadline`, while the answer is that no coordinator is available
+    /// yet (as for the first transactional id or group of a cluster, whose internal topic is
+    /// being created) or it is loading.
     async fn find_coordinator(
         &self,
         kind: CoordinatorKind,
         key: &str,
         deadline: Instant,
     ) -> Result<i32> {
-        let request = FindCoordinatorRequest::single(kind.key_type(), key);
-        let response = self.call_any_until(request, deadline).await?;
-        let coordinator = response
-            .coordinators
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::broker(ErrorCode::COORDINATOR_NOT_AVAILABLE))?;
-        if coordinator.error_code != 0 {
-            return Err(Error::Broker {
+        let mut last = None;
+        for _ in 0..MAX_ATTEMPTS {
+            let request = FindCoordinatorRequest::single(kind.key_type(), key);
+            let response = self.call_any_until(request, deadline).await?;
+            let coordinator = response
+                .coordinators
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::broker(ErrorCode::COORDINATOR_NOT_AVAILABLE))?;
+            if coordinator.error_code == 0 {
+                let node = coordinator.node_id;
+                self.link_to(node, format!("{}:{}", coordinator.host, coordinator.port));
+                self.directory()
+                    .coordinators
+                    .insert((kind, key.to_owned()), node);
+                return Ok(node);
+            }
+            let error = Error::Broker {
                 code: ErrorCode(coordinator.error_code),
-                message: coordinator.error_message,
-            });
+                message: coordinator.error_message.filter(|m| !m.is_empty()),
+            };
+            if coordinator_error([coordinator.error_code]).is_none() {
+                return Err(error);
+            }
+            last = Some(error);
+            if Instant::now() >= deadline {
+                break;
+            }
+            self.pause_until(deadline).await;
         }
-        let node = coordinator.node_id;
-        self.link_to(node, format!("{}:{}", coordinator.host, coordinator.port));
-        self.directory()
-            .coordinators
-            .insert((kind, key.to_owned()), node);
-        Ok(node)
+        let last = last.map_or_else(String::new, |e| format!(" (last: {e})"));
+        Err(Error::Timeout(format!(
+            "no {} coordinator of {key:?} within {} ms{last}",
+            kind.name(),
+            self.timeout.as_millis()
+        )))
     }
 
     /// Metadata for `topics` (`None`: every topic; `Some(vec![])`: brokers only), within

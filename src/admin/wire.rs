@@ -36,14 +36,15 @@ pub(super) fn string(s: &StrBytes) -> String {
     s.as_str().to_owned()
 }
 
-/// `Ok` for error code 0, else [`Error::Broker`] with the code and the broker's message.
+/// `Ok` for error code 0, else [`Error::Broker`] with the code and the broker's message (an
+/// empty one is none).
 pub(super) fn outcome(code: i16, message: Option<&StrBytes>) -> Result<()> {
     if code == 0 {
         return Ok(());
     }
     Err(Error::Broker {
         code: ErrorCode(code),
-        message: message.map(string),
+        message: message.filter(|m| !m.is_empty()).map(string),
     })
 }
 
