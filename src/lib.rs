@@ -42,6 +42,10 @@
 //! [`eos::OffsetTranslator`] turns a group's source offsets into destination offsets that never
 //! skip a record (the MirrorMaker 2 offset translation bug, KAFKA-12468).
 //!
+//! [`Admin`] manages the cluster: topics ([`Admin::create_topics`], [`Admin::describe_topics`]),
+//! configs, offsets ([`Admin::list_offsets`], [`Admin::delete_records`]) and consumer groups
+//! ([`Admin::describe_groups`], [`Admin::list_group_offsets`], [`Admin::alter_group_offsets`]).
+//!
 //! Everything meant for users is re-exported here. The crate's layers (the wire codec, the
 //! sans-I/O producer engine, the network layer, the simulation) are private; ARCHITECTURE.md
 //! in the repository maps them.
