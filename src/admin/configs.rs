@@ -253,3 +253,57 @@ impl Admin {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resources_and_operations_use_kafkas_codes() {
+        let topic = ConfigResource::Topic("t".into());
+        assert_eq!((topic.type_code(), topic.name()), (2, "t".to_owned()));
+        assert_eq!(ConfigResource::Broker(3).name(), "3");
+        assert_eq!(ConfigResource::Broker(3).broker(), Some(3));
+        assert_eq!(topic.broker(), None);
+        assert_eq!(
+            ConfigResource::from_wire(4, &text("3")).unwrap(),
+            ConfigResource::Broker(3)
+        );
+        assert!(ConfigResource::from_wire(8, &text("g")).is_err());
+        let ops: Vec<(i8, Option<String>)> = [
+            AlterConfig::Set("a".into(), "1".into()),
+            AlterConfig::Delete("a".into()),
+            AlterConfig::Append("a".into(), "2".into()),
+            AlterConfig::Subtract("a".into(), "3".into()),
+        ]
+        .iter()
+        .map(|op| {
+            let wire = op.to_wire();
+            (wire.config_operation, wire.value.as_ref().map(string))
+        })
+        .collect();
+        assert_eq!(
+            ops,
+            [
+                (0, Some("1".to_owned())),
+                (1, None),
+                (2, Some("2".to_owned())),
+                (3, Some("3".to_owned()))
+            ]
+        );
+        assert_eq!(ConfigSource::from_code(1), ConfigSource::DynamicTopic);
+        assert_eq!(ConfigSource::from_code(5), ConfigSource::Default);
+        assert_eq!(ConfigSource::from_code(8), ConfigSource::Other(8));
+    }
+
+    #[test]
+    fn broker_resources_go_to_their_broker() {
+        let groups = by_broker(vec![
+            (ConfigResource::Topic("a".into()), ()),
+            (ConfigResource::Broker(2), ()),
+            (ConfigResource::Topic("b".into()), ()),
+        ]);
+        assert_eq!(groups.keys().copied().collect::<Vec<_>>(), [None, Some(2)]);
+        assert_eq!(groups[&None].len(), 2);
+    }
+}

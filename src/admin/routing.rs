@@ -489,3 +489,96 @@ pub(crate) fn topic_description(topic: &MetadataResponseTopic) -> Result<TopicDe
         partitions,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::messages::metadata::{
+        BrokerEndpoint, MetadataResponsePartition, MetadataResponseTopic,
+    };
+
+    #[test]
+    fn only_a_moved_or_loading_coordinator_sends_a_request_again() {
+        assert_eq!(coordinator_error([0, 0]), None);
+        assert_eq!(
+            coordinator_error([0, 69]),
+            None,
+            "GROUP_ID_NOT_FOUND is an answer"
+        );
+        assert_eq!(coordinator_error([0, 16]), Some(ErrorCode::NOT_COORDINATOR));
+        assert_eq!(
+            coordinator_error([14, 15]),
+            Some(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS)
+        );
+        assert_eq!(
+            coordinator_error([15]),
+            Some(ErrorCode::COORDINATOR_NOT_AVAILABLE)
+        );
+    }
+
+    fn partition(index: i32, leader: i32, replicas: &[i32]) -> MetadataResponsePartition {
+        MetadataResponsePartition {
+            partition_index: index,
+            leader_id: leader,
+            replica_nodes: replicas.to_vec(),
+            isr_nodes: replicas[..1].to_vec(),
+            ..MetadataResponsePartition::default()
+        }
+    }
+
+    #[test]
+    fn the_cluster_view_of_a_metadata_answer() {
+        let response = MetadataResponse {
+            controller_id: 2,
+            brokers: vec![
+                BrokerEndpoint {
+                    node_id: 2,
+                    host: "b".into(),
+                    port: 9093,
+                    rack: None,
+                },
+                BrokerEndpoint {
+                    node_id: 1,
+                    host: "a".into(),
+                    port: 9092,
+                    rack: Some("r1".into()),
+                },
+            ],
+            topics: vec![
+                MetadataResponseTopic {
+                    name: Some("t".into()),
+                    partitions: vec![partition(1, -1, &[1, 2]), partition(0, 2, &[2, 1])],
+                    ..MetadataResponseTopic::default()
+                },
+                MetadataResponseTopic {
+                    name: Some("gone".into()),
+                    error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+                    ..MetadataResponseTopic::default()
+                },
+            ],
+            ..MetadataResponse::default()
+        };
+        let view = ClusterView::from_metadata(&response);
+        assert_eq!(view.controller, Some(2));
+        assert_eq!(view.brokers.keys().copied().collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(view.brokers[&1].rack.as_deref(), Some("r1"));
+        assert_eq!(
+            view.topics.keys().collect::<Vec<_>>(),
+            ["t"],
+            "errors left out"
+        );
+        let t = &view.topics["t"];
+        assert_eq!(
+            t.partitions.iter().map(|p| p.partition).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        assert_eq!(t.replication_factor(), 2);
+        assert_eq!(view.leader("t", 0), Some(2));
+        assert_eq!(view.leader("t", 1), None, "no leader right now");
+        let Err(Error::Broker { code, message }) = topic_description(&response.topics[1]) else {
+            panic!("an error topic is an error");
+        };
+        assert_eq!(code, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+        assert_eq!(message.as_deref(), Some("topic \"gone\""));
+    }
+}

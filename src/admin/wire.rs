@@ -70,3 +70,40 @@ pub(super) fn by_topic<T>(
     }
     topics
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_keep_the_code_and_a_message_only_when_there_is_one() {
+        assert!(outcome(0, Some(&text("ignored"))).is_ok());
+        let Err(Error::Broker { code, message }) =
+            outcome(36, Some(&text("Topic 't' already exists.")))
+        else {
+            panic!("an error code is an error");
+        };
+        assert_eq!(code, ErrorCode::TOPIC_ALREADY_EXISTS);
+        assert_eq!(message.as_deref(), Some("Topic 't' already exists."));
+        assert!(matches!(
+            outcome(15, Some(&text(""))),
+            Err(Error::Broker { message: None, .. })
+        ));
+    }
+
+    #[test]
+    fn partitions_nest_by_topic_in_order() {
+        let nested = by_topic([
+            (TopicPartition::new("b", 1), 'x'),
+            (TopicPartition::new("a", 0), 'y'),
+            (TopicPartition::new("b", 0), 'z'),
+        ]);
+        assert_eq!(
+            nested.into_iter().collect::<Vec<_>>(),
+            [
+                ("a".to_owned(), vec![(0, 'y')]),
+                ("b".to_owned(), vec![(1, 'x'), (0, 'z')])
+            ]
+        );
+    }
+}
