@@ -467,15 +467,8 @@ async fn group_offsets_and_lag(cluster: Cluster, protocol: GroupProtocol) {
         .await
         .unwrap();
     let (code, message) = broker_error(&refused[&tp(0)]);
-    assert!(
-        [
-            ErrorCode::UNKNOWN_MEMBER_ID,
-            ErrorCode::STALE_MEMBER_EPOCH,
-            ErrorCode::ILLEGAL_GENERATION
-        ]
-        .contains(&code),
-        "{code} {message}"
-    );
+    assert_eq!(code, ErrorCode::UNKNOWN_MEMBER_ID, "{message}");
+    assert!(message.contains("empty"), "{message}");
     consumer.close().await.unwrap();
 
     // Once empty: moved, seen by Kafka's tool, and a new member starts there.

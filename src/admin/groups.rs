@@ -308,8 +308,9 @@ impl Admin {
 
     /// Sets `group`'s committed offsets (the next offset each partition's consumer reads).
     /// The group must be empty: a commit from outside it (generation -1, no member id) is
-    /// refused while members are in it (UNKNOWN_MEMBER_ID, or for a KIP-848 group
-    /// STALE_MEMBER_EPOCH). One result per partition.
+    /// refused while members are in it, with UNKNOWN_MEMBER_ID (both protocols, Kafka 4.1),
+    /// which the broker sends without a message, so one saying so is added. One result per
+    /// partition.
     pub async fn alter_group_offsets(
         &self,
         group: &str,
@@ -345,7 +346,7 @@ impl Admin {
                     t.partitions.iter().map(|p| {
                         (
                             TopicPartition::new(t.name.as_str(), p.partition_index),
-                            outcome(p.error_code, None),
+                            outcome(p.error_code, None).map_err(|e| from_outside(e, group)),
                         )
                     })
                 })
@@ -428,6 +429,22 @@ impl Admin {
             Ok(results)
         })
         .await
+    }
+}
+
+/// A commit from outside the group refused because members are in it, said in words.
+fn from_outside(error: Error, group: &str) -> Error {
+    match error {
+        Error::Broker {
+            code: ErrorCode::UNKNOWN_MEMBER_ID,
+            message: None,
+        } => Error::Broker {
+            code: ErrorCode::UNKNOWN_MEMBER_ID,
+            message: Some(format!(
+                "group {group:?} has members: its offsets can only be altered while it is empty"
+            )),
+        },
+        other => other,
     }
 }
 
