@@ -656,6 +656,67 @@ async fn admin_offsets_by_time_and_delete_records() {
     admin.delete_topics([&topic]).await.unwrap();
 }
 
+/// The admin client over the SASL_SSL listener, configured from Kafka properties as the
+/// clients are: a topic it creates is in kcat's metadata over plaintext; a wrong password is
+/// a prompt, fatal authentication error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_over_sasl_ssl_from_properties() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let var = |name: &str| std::env::var(name).ok();
+    let (Some(listener), Some(ca), Some(user), Some(password)) = (
+        var("KAFKA_SASL_SSL_BOOTSTRAP"),
+        var("KAFKA_TLS_CA"),
+        var("KAFKA_SASL_USERNAME"),
+        var("KAFKA_SASL_PASSWORD"),
+    ) else {
+        assert!(
+            !support::in_ci(),
+            "CI=true but the SASL_SSL listener is not up"
+        );
+        eprintln!("SKIPPED: no SASL_SSL listener; eval \"$(scripts/testbed up)\" first");
+        return;
+    };
+    let _g = cluster.shared();
+    let properties = |password: &str| {
+        vec![
+            ("bootstrap.servers".to_owned(), listener.clone()),
+            ("security.protocol".to_owned(), "SASL_SSL".to_owned()),
+            ("ssl.truststore.type".to_owned(), "PEM".to_owned()),
+            ("ssl.truststore.location".to_owned(), ca.clone()),
+            ("sasl.mechanism".to_owned(), "SCRAM-SHA-512".to_owned()),
+            ("sasl.username".to_owned(), user.clone()),
+            ("sasl.password".to_owned(), password.to_owned()),
+            ("default.api.timeout.ms".to_owned(), "20000".to_owned()),
+        ]
+    };
+    let admin = Admin::from_properties(properties(&password))
+        .await
+        .expect("admin over SASL_SSL");
+    let topic = unique_topic("admin-sasl");
+    let created = admin
+        .create_topics(
+            [NewTopic::new(&topic).partitions(1).replication_factor(1)],
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(created[&topic].is_ok(), "{created:?}");
+    assert!(support::kcat_partition_leader(&cluster.bootstrap, &topic, 0) >= 0);
+    admin.delete_topics([&topic]).await.unwrap();
+
+    let started = Instant::now();
+    let refused = Admin::from_properties(properties("not-the-password")).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "prompt");
+    let error = refused.expect_err("a wrong password is refused");
+    assert!(error.is_fatal(), "{error:?}");
+    assert!(
+        !format!("{error:?}{error}").contains("not-the-password"),
+        "no password in errors"
+    );
+}
+
 /// A call that cannot finish within its deadline ends at the deadline, as Error::Timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_calls_end_at_their_deadline() {
