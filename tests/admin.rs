@@ -531,6 +531,13 @@ async fn group_offsets_and_lag(cluster: Cluster, protocol: GroupProtocol) {
         broker_error(&again[&group]).0,
         ErrorCode::GROUP_ID_NOT_FOUND
     );
+    let gone = admin.describe_groups([&group]).await.unwrap();
+    let (code, message) = broker_error(&gone[&group]);
+    assert_eq!(code, ErrorCode::GROUP_ID_NOT_FOUND);
+    assert!(
+        message.contains(&group) && message.contains("not found"),
+        "{message}"
+    );
     admin.delete_topics([&topic]).await.unwrap();
 }
 

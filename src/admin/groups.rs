@@ -160,7 +160,8 @@ impl CoordinatorAnswer for OffsetCommitResponse {
 
 impl Admin {
     /// Every group of the cluster: ListGroups on every broker (each lists the groups it
-    /// coordinates), sorted by group id.
+    /// coordinates), sorted by group id. A broker that does not answer fails the call: the
+    /// groups it coordinates could not be listed.
     pub async fn list_groups(&self) -> Result<Vec<GroupListing>> {
         self.within("ListGroups", async {
             let cluster = self.cluster().await?;
@@ -186,8 +187,8 @@ impl Admin {
     }
 
     /// Describes groups: members, their assignments, state, assignor. One result per group;
-    /// a group that does not exist is described in state `Dead` (classic) or is
-    /// GROUP_ID_NOT_FOUND, as its coordinator answers.
+    /// one that does not exist is GROUP_ID_NOT_FOUND with the broker's message (Kafka 4.x;
+    /// older brokers describe it in state `Dead`).
     pub async fn describe_groups(
         &self,
         groups: impl IntoIterator<Item = impl AsRef<str>>,

@@ -174,7 +174,8 @@ pub struct ClusterView {
     pub controller: Option<i32>,
     /// The brokers, by node id.
     pub brokers: std::collections::BTreeMap<i32, BrokerInfo>,
-    /// The topics, by name (internal ones included; see [`TopicDescription::internal`]).
+    /// The topics, by name (internal ones included, see [`TopicDescription::internal`]; a
+    /// topic the metadata gives an error for, such as one being created, is left out).
     pub topics: std::collections::BTreeMap<String, TopicDescription>,
 }
 
