@@ -90,7 +90,7 @@ impl Admin {
 
     /// Connects with a validated configuration: asks the bootstrap servers for the cluster's
     /// brokers until one answers, within the deadline. When none does, the error
-    /// ([`Error::NoBrokerAnswered`]) names each address with its last failure; an
+    /// ([`crate::Error::NoBrokerAnswered`]) names each address with its last failure; an
     /// authentication or TLS failure ends the wait at once.
     pub async fn with_config(config: AdminConfig) -> Result<Admin> {
         config.validate()?;

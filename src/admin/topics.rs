@@ -122,9 +122,9 @@ pub struct CreatedTopic {
 
 impl Admin {
     /// Creates topics, or with `validate_only` only checks that they could be (nothing is
-    /// created). One result per topic: an existing topic is [`Error::Broker`] with
-    /// TOPIC_ALREADY_EXISTS, an impossible replication factor INVALID_REPLICATION_FACTOR, each
-    /// with the broker's message. (A request whose answer was lost on the way is sent to
+    /// created). One result per topic: an existing topic is [`crate::Error::Broker`] with
+    /// TOPIC_ALREADY_EXISTS, an impossible replication factor INVALID_REPLICATION_FACTOR,
+    /// each with the broker's message. (A request whose answer was lost on the way is sent to
     /// another broker; if the first had created the topic, the second answer is
     /// TOPIC_ALREADY_EXISTS.)
     pub async fn create_topics(
