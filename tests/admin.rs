@@ -3,7 +3,8 @@
 //! `kafka-configs`), typed errors for an existing topic and an impossible replication factor;
 //! a group's committed offsets, description and lag as `kafka-consumer-groups` prints them,
 //! offsets moved for the next member, deleted, and the group deleted (both group protocols);
-//! the `admin` example run against the test bed.
+//! a killed group coordinator followed to its successor; the client over SASL_SSL; a call
+//! that ends at its deadline; the `admin` example run against the test bed.
 //!
 //! Tests hold their cluster's lock across awaits on purpose (see `broker_failure.rs`).
 #![allow(clippy::await_holding_lock)]
@@ -722,6 +723,49 @@ async fn admin_over_sasl_ssl_from_properties() {
         !format!("{error:?}{error}").contains("not-the-password"),
         "no password in errors"
     );
+}
+
+/// The group's coordinator killed: the next call finds the new one (NOT_COORDINATOR or
+/// COORDINATOR_NOT_AVAILABLE while the offsets partition moves, then COORDINATOR_LOAD_IN_PROGRESS)
+/// and answers within its deadline, with the offsets committed before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_follows_a_group_coordinator_that_moved() {
+    let Some(cluster) = Cluster::three() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let admin = admin(&cluster).await;
+    let topic = unique_topic("admin-moved");
+    let group = unique_topic("admin-moved-group");
+    let created = admin
+        .create_topics(
+            [NewTopic::new(&topic).partitions(1).replication_factor(3)],
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(created[&topic].is_ok(), "{created:?}");
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    described_once(&admin, &topic, |d| d.partitions[0].leader.is_some()).await;
+    let moved = admin
+        .alter_group_offsets(&group, [(tp.clone(), 0)])
+        .await
+        .unwrap();
+    assert!(moved[&tp].is_ok(), "{moved:?}");
+    let before = admin.group_coordinator(&group).await.unwrap();
+    // Node ids are 1-based; broker indexes 0-based.
+    let victim = usize::try_from(before - 1).unwrap();
+    cluster.stop_broker(victim, true);
+    let patient = admin.with_timeout(Duration::from_secs(90));
+    let offsets = patient.list_group_offsets(&group).await;
+    let after = patient.group_coordinator(&group).await;
+    cluster.start_broker(victim);
+    let offsets = offsets.expect("offsets from the new coordinator");
+    assert_eq!(offsets.get(&tp).map(|c| c.offset), Some(0));
+    let after = after.unwrap();
+    assert_ne!(after, before, "a new coordinator");
+    admin.delete_groups([&group]).await.unwrap();
+    admin.delete_topics([&topic]).await.unwrap();
 }
 
 /// A call that cannot finish within its deadline ends at the deadline, as Error::Timeout.
