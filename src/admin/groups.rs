@@ -188,7 +188,9 @@ impl Admin {
 
     /// Describes groups: members, their assignments, state, assignor. One result per group;
     /// one that does not exist is GROUP_ID_NOT_FOUND with the broker's message (Kafka 4.x;
-    /// older brokers describe it in state `Dead`).
+    /// older brokers describe it in state `Dead`). Share and streams groups are asked with
+    /// DescribeGroups, which describes classic groups only: the broker's refusal is their
+    /// result.
     pub async fn describe_groups(
         &self,
         groups: impl IntoIterator<Item = impl AsRef<str>>,
