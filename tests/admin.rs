@@ -747,6 +747,10 @@ async fn admin_follows_a_group_coordinator_that_moved() {
     assert!(created[&topic].is_ok(), "{created:?}");
     let tp = TopicPartition::new(topic.as_str(), 0);
     described_once(&admin, &topic, |d| d.partitions[0].leader.is_some()).await;
+    // Every broker in sync on the offsets topic first (a broker restarted by an earlier test
+    // may still be catching up), so the commit is on the replica that takes over.
+    let in_sync = |d: &exactly::TopicDescription| d.partitions.iter().all(|p| p.isr.len() == 3);
+    described_once(&admin, "__consumer_offsets", in_sync).await;
     let moved = admin
         .alter_group_offsets(&group, [(tp.clone(), 0)])
         .await
