@@ -761,7 +761,17 @@ async fn admin_follows_a_group_coordinator_that_moved() {
     let victim = usize::try_from(before - 1).unwrap();
     cluster.stop_broker(victim, true);
     let patient = admin.with_timeout(Duration::from_secs(90));
-    let offsets = patient.list_group_offsets(&group).await;
+    // The first call after the kill follows the coordinator and answers. Right after the
+    // failover its answer sometimes lacks the commit (seen on Kafka 4.1 in about one run in
+    // five; likely because the new coordinator serves what its partition's high watermark
+    // covers, which catches up once the remaining follower fetches), so the offset is asked
+    // for again, bounded, each call answered.
+    let started = Instant::now();
+    let mut offsets = patient.list_group_offsets(&group).await;
+    while matches!(&offsets, Ok(o) if o.get(&tp).is_none()) && started.elapsed() < WAIT {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        offsets = patient.list_group_offsets(&group).await;
+    }
     let after = patient.group_coordinator(&group).await;
     cluster.start_broker(victim);
     let offsets = offsets.expect("offsets from the new coordinator");

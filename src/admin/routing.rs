@@ -13,15 +13,15 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::{Admin, BrokerInfo, ClusterView, PartitionDescription, TopicDescription};
+use crate::engine::transaction::CoordinatorKey;
+use crate::engine::wire::{coordinator_answer, find_coordinator_request};
 use crate::error::{Error, Result};
 use crate::net::connection::BrokerLink;
+use crate::net::metadata::metadata_request;
 use crate::net::ready::MetadataAnswers;
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
-use crate::protocol::messages::metadata::{
-    MetadataRequest, MetadataRequestTopic, MetadataResponse, MetadataResponseTopic,
-};
+use crate::protocol::messages::metadata::{MetadataResponse, MetadataResponseTopic};
 
 /// How many times one call asks again (a coordinator that moved, a broker that did not
 /// answer) before its deadline; the deadline usually ends it first.
@@ -37,10 +37,10 @@ pub(crate) enum CoordinatorKind {
 }
 
 impl CoordinatorKind {
-    fn key_type(self) -> i8 {
+    fn key(self, key: &str) -> CoordinatorKey {
         match self {
-            CoordinatorKind::Group => FindCoordinatorRequest::KEY_TYPE_GROUP,
-            CoordinatorKind::Transaction => FindCoordinatorRequest::KEY_TYPE_TRANSACTION,
+            CoordinatorKind::Group => CoordinatorKey::Group(key.to_owned()),
+            CoordinatorKind::Transaction => CoordinatorKey::Transaction(key.to_owned()),
         }
     }
 
@@ -67,6 +67,17 @@ pub(crate) fn coordinator_error(codes: impl IntoIterator<Item = i16>) -> Option<
             || code == ErrorCode::COORDINATOR_NOT_AVAILABLE
             || code == ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
     })
+}
+
+/// Builds a request for the version negotiated with the broker, for requests whose fields
+/// depend on it (see `BrokerLink::call_built`); called once per broker tried.
+trait BuildRequest<R>: Fn(i16) -> Result<R> + Clone + Send + 'static {}
+
+impl<R, F: Fn(i16) -> Result<R> + Clone + Send + 'static> BuildRequest<R> for F {}
+
+/// The builder of a request that is the same at every version.
+fn as_built<R: Clone + Send + 'static>(request: R) -> impl BuildRequest<R> {
+    move |_| Ok(request.clone())
 }
 
 /// A broker's link and address, as metadata or FindCoordinator named it.
@@ -154,20 +165,20 @@ impl Admin {
         links
     }
 
-    /// One request on `link`, bounded by `deadline`.
+    /// One request on `link`, built for the version negotiated, bounded by `deadline`.
     async fn call_link<R>(
         &self,
         link: &BrokerLink,
-        request: R,
+        build: impl BuildRequest<R>,
         deadline: Instant,
     ) -> Result<R::Response>
     where
-        R: Request + Send + 'static,
+        R: Request,
         R::Response: Send + 'static,
     {
-        let call = link.call(request, None, Arc::clone(&self.shared.client_id));
+        let call = link.call_built(build, None, Arc::clone(&self.shared.client_id));
         match tokio::time::timeout_at(deadline, call).await {
-            Ok(result) => result,
+            Ok(result) => result.map(|(response, _)| response),
             Err(_) => Err(Error::Timeout(format!(
                 "no answer from {} within the call's deadline",
                 link.address()
@@ -182,12 +193,17 @@ impl Admin {
         R: Request + Clone + Send + 'static,
         R::Response: Send + 'static,
     {
-        self.call_any_until(request, self.deadline()).await
+        self.call_any_until(as_built(request), self.deadline())
+            .await
     }
 
-    async fn call_any_until<R>(&self, request: R, deadline: Instant) -> Result<R::Response>
+    async fn call_any_until<R>(
+        &self,
+        build: impl BuildRequest<R>,
+        deadline: Instant,
+    ) -> Result<R::Response>
     where
-        R: Request + Clone + Send + 'static,
+        R: Request,
         R::Response: Send + 'static,
     {
         let started = Instant::now();
@@ -197,7 +213,7 @@ impl Admin {
                 if Instant::now() >= deadline {
                     return Err(answers.no_broker_answered(started.elapsed()));
                 }
-                match self.call_link(&link, request.clone(), deadline).await {
+                match self.call_link(&link, build.clone(), deadline).await {
                     Ok(response) => return Ok(response),
                     // A broker that could not be reached: the next may answer.
                     Err(e) if e.is_retriable() && !e.is_fatal() => {
@@ -224,18 +240,18 @@ impl Admin {
         R: Request + Clone + Send + 'static,
         R::Response: Send + 'static,
     {
-        self.call_broker_until(broker, request, self.deadline())
+        self.call_broker_until(broker, as_built(request), self.deadline())
             .await
     }
 
     async fn call_broker_until<R>(
         &self,
         broker: i32,
-        request: R,
+        build: impl BuildRequest<R>,
         deadline: Instant,
     ) -> Result<R::Response>
     where
-        R: Request + Clone + Send + 'static,
+        R: Request,
         R::Response: Send + 'static,
     {
         let known = self
@@ -259,7 +275,7 @@ impl Admin {
                 })?
             }
         };
-        self.call_link(&link, request, deadline).await
+        self.call_link(&link, build, deadline).await
     }
 
     /// Sends `request` to the coordinator of `key`: FindCoordinator first (the answer is kept
@@ -297,7 +313,7 @@ impl Admin {
                 },
             };
             let code = match self
-                .call_broker_until(node, request.clone(), deadline)
+                .call_broker_until(node, as_built(request.clone()), deadline)
                 .await
             {
                 Ok(response) => match response.coordinator_error() {
@@ -352,29 +368,25 @@ impl Admin {
     ) -> Result<i32> {
         let mut last = None;
         for _ in 0..MAX_ATTEMPTS {
-            let request = FindCoordinatorRequest::single(kind.key_type(), key);
-            let response = self.call_any_until(request, deadline).await?;
-            let coordinator = response
-                .coordinators
-                .into_iter()
-                .next()
-                .ok_or_else(|| Error::broker(ErrorCode::COORDINATOR_NOT_AVAILABLE))?;
-            if coordinator.error_code == 0 {
-                let node = coordinator.node_id;
-                self.link_to(node, format!("{}:{}", coordinator.host, coordinator.port));
-                self.directory()
-                    .coordinators
-                    .insert((kind, key.to_owned()), node);
-                return Ok(node);
+            let wanted = key.to_owned();
+            let build = move |version| find_coordinator_request(kind.key(&wanted), version);
+            let response = self.call_any_until(build, deadline).await?;
+            match coordinator_answer(response) {
+                Ok(found) => {
+                    self.link_to(found.node_id, found.address);
+                    self.directory()
+                        .coordinators
+                        .insert((kind, key.to_owned()), found.node_id);
+                    return Ok(found.node_id);
+                }
+                Err(Error::Broker { code, message }) if coordinator_error([code.0]).is_some() => {
+                    last = Some(Error::Broker {
+                        code,
+                        message: message.filter(|m| !m.is_empty()),
+                    });
+                }
+                Err(e) => return Err(e),
             }
-            let error = Error::Broker {
-                code: ErrorCode(coordinator.error_code),
-                message: coordinator.error_message.filter(|m| !m.is_empty()),
-            };
-            if coordinator_error([coordinator.error_code]).is_none() {
-                return Err(error);
-            }
-            last = Some(error);
             if Instant::now() >= deadline {
                 break;
             }
@@ -395,20 +407,8 @@ impl Admin {
         topics: Option<Vec<String>>,
         deadline: Instant,
     ) -> Result<MetadataResponse> {
-        let request = MetadataRequest {
-            topics: topics.map(|names| {
-                names
-                    .into_iter()
-                    .map(|name| MetadataRequestTopic {
-                        name: Some(name),
-                        ..Default::default()
-                    })
-                    .collect()
-            }),
-            allow_auto_topic_creation: false,
-            ..Default::default()
-        };
-        let response = self.call_any_until(request, deadline).await?;
+        let build = move |version| Ok(metadata_request(topics.clone(), version));
+        let response = self.call_any_until(build, deadline).await?;
         if response.error_code != 0 {
             return Err(Error::broker(ErrorCode(response.error_code)));
         }

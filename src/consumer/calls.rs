@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::membership::{MembershipRequest, MembershipResponse};
+use crate::engine::transaction::CoordinatorKey;
+use crate::engine::wire;
 use crate::error::{Error, Result};
 use crate::net::connection::BrokerLink;
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::find_coordinator::FindCoordinatorRequest;
 
 /// The error of a request that got no answer in time.
 pub fn timed_out(what: &str) -> Error {
@@ -28,8 +29,25 @@ where
     R: Request + Send + 'static,
     R::Response: Send + 'static,
 {
-    match tokio::time::timeout(timeout, link.call(request, cap, client_id)).await {
-        Ok(result) => result,
+    call_built(link, move |_| Ok(request), cap, client_id, timeout).await
+}
+
+/// One request built for the version negotiated (see [`BrokerLink::call_built`]), with a
+/// deadline.
+pub async fn call_built<R, B>(
+    link: &BrokerLink,
+    build: B,
+    cap: Option<i16>,
+    client_id: Arc<str>,
+    timeout: Duration,
+) -> Result<R::Response>
+where
+    R: Request,
+    R::Response: Send + 'static,
+    B: FnOnce(i16) -> Result<R> + Send + 'static,
+{
+    match tokio::time::timeout(timeout, link.call_built(build, cap, client_id)).await {
+        Ok(result) => result.map(|(response, _)| response),
         Err(_) => Err(timed_out("a consumer request")),
     }
 }
@@ -41,8 +59,9 @@ pub async fn find_coordinator(
     client_id: Arc<str>,
     timeout: Duration,
 ) -> Result<(String, i32)> {
-    let request = FindCoordinatorRequest::single(FindCoordinatorRequest::KEY_TYPE_GROUP, group);
-    let response = call(link, request, None, client_id, timeout).await?;
+    let key = CoordinatorKey::Group(group);
+    let request = move |version| wire::find_coordinator_request(key, version);
+    let response = call_built(link, request, None, client_id, timeout).await?;
     let c = response
         .coordinators
         .into_iter()

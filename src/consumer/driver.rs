@@ -36,15 +36,15 @@ use tokio::sync::Notify;
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::warn;
 
-use super::calls::{call, find_coordinator, membership_call, timed_out};
+use super::calls::{call, call_built, find_coordinator, membership_call, timed_out};
 use super::config::ConsumerConfig;
 use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
 use super::state::{Completion, ConsumerState, MembershipOrRecords, OFFSET_FETCH_VERSION_CAP};
 use crate::error::{Error, Result};
 use crate::net::connection::BrokerLink;
+use crate::net::metadata::metadata_request;
 use crate::net::ready::{Probe, first_metadata};
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::metadata::{MetadataRequest, MetadataRequestTopic};
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::types::{Millis, MonotonicClock, TopicPartition};
 
@@ -509,21 +509,9 @@ impl Handle {
             }
             if !unknown.is_empty() {
                 let link = self.shared.lock().any_broker();
-                let request = MetadataRequest {
-                    topics: Some(
-                        unknown
-                            .into_iter()
-                            .map(|name| MetadataRequestTopic {
-                                topic_id: [0; 16],
-                                name: Some(name),
-                            })
-                            .collect(),
-                    ),
-                    allow_auto_topic_creation: false,
-                    ..MetadataRequest::default()
-                };
+                let request = move |version| Ok(metadata_request(Some(unknown), version));
                 let left = deadline.saturating_duration_since(Instant::now());
-                match call(&link, request, None, Arc::clone(&client_id), left).await {
+                match call_built(&link, request, None, Arc::clone(&client_id), left).await {
                     Ok(response) => {
                         let missing = response
                             .topics

@@ -12,30 +12,31 @@ use super::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
 use super::{PartitionResponse, ProducerIdentity};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::add_offsets_to_txn::{
-    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
-};
+use crate::protocol::messages::add_offsets_to_txn::AddOffsetsToTxnResponse;
 use crate::protocol::messages::add_partitions_to_txn::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, AddPartitionsToTxnTopic,
-    AddPartitionsToTxnTransaction, TopicPartitionErrors,
+    AddPartitionsToTxnResponse, TopicPartitionErrors,
 };
-use crate::protocol::messages::end_txn::{EndTxnRequest, EndTxnResponse};
-use crate::protocol::messages::find_coordinator::{
-    FindCoordinatorRequest, FindCoordinatorResponse,
-};
-use crate::protocol::messages::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
+use crate::protocol::messages::end_txn::EndTxnResponse;
+use crate::protocol::messages::find_coordinator::FindCoordinatorResponse;
+use crate::protocol::messages::init_producer_id::InitProducerIdResponse;
 use crate::protocol::messages::produce::{
     PartitionProduceData, ProduceRecords, ProduceRequest, ProduceResponse, TopicProduceData,
     ZSTD_MIN_VERSION,
 };
-use crate::protocol::messages::txn_offset_commit::{
-    TxnOffsetCommitRequest, TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
-    TxnOffsetCommitResponse,
-};
+use crate::protocol::messages::txn_offset_commit::TxnOffsetCommitResponse;
 use crate::protocol::record_batch::{Codec, SealedBatch};
 use crate::protocol::versions::BrokerApiVersions;
 use crate::protocol::{Decoder, Message};
 use crate::types::{BrokerId, TopicPartition};
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, FindCoordinatorRequest,
+    GroupId, InitProducerIdRequest, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
+};
+use kafka_protocol::protocol::StrBytes;
 
 /// Produce v13 names topics by id; this producer names them, so it stays at v12.
 const PRODUCE_VERSION_CAP: i16 = 12;
@@ -49,6 +50,34 @@ const TXN_VERSION_CAP_TRANSACTIONS_V1: i16 = 4;
 
 /// AddPartitionsToTxn v4+ is the brokers' batched form; clients use at most v3 (KIP-890).
 const ADD_PARTITIONS_CLIENT_VERSION_CAP: i16 = 3;
+
+/// FindCoordinator's key type of a consumer group id (the only kind v0 knows).
+const KEY_TYPE_GROUP: i8 = 0;
+
+/// FindCoordinator's key type of a transactional id (v1+, KIP-98).
+const KEY_TYPE_TRANSACTION: i8 = 1;
+
+/// FindCoordinator v4 batches keys (KIP-699) in place of the single `Key` field.
+const FIND_COORDINATOR_BATCHED_FROM: i16 = 4;
+
+/// InitProducerId v3 carries the producer's current id and epoch (KIP-360).
+const INIT_PRODUCER_ID_CURRENT_FROM: i16 = 3;
+
+/// TxnOffsetCommit v3 carries the group member's generation and ids (KIP-447).
+const TXN_OFFSET_COMMIT_MEMBER_FROM: i16 = 3;
+
+/// A string field of a generated message.
+fn wire_str(value: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(value.into())
+}
+
+/// An UNSUPPORTED_VERSION error (fatal, T5) naming what the broker's versions cannot carry.
+fn unsupported(message: String) -> Error {
+    Error::Broker {
+        code: ErrorCode::UNSUPPORTED_VERSION,
+        message: Some(message),
+    }
+}
 
 /// `transaction.timeout.ms` as the wire's int32 (a larger setting saturates).
 fn wire_timeout_ms(timeout_ms: u64) -> i32 {
@@ -182,11 +211,27 @@ pub(crate) fn decode_produce(
 
 /// InitProducerId for an idempotent producer: no transactional id, a fresh id and epoch.
 pub(crate) fn idempotent_init_producer_id(transaction_timeout_ms: u64) -> InitProducerIdRequest {
-    InitProducerIdRequest {
-        transactional_id: None,
-        transaction_timeout_ms: wire_timeout_ms(transaction_timeout_ms),
-        producer_id: -1,
-        producer_epoch: -1,
+    InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(wire_timeout_ms(transaction_timeout_ms))
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
+}
+
+/// `request` as it goes at `version`. The current identity of an epoch bump goes from v3
+/// (KIP-360); below v3 the request has no such fields, and the coordinator bumps the epoch of
+/// the transactional id it holds on every InitProducerId, which is the bump asked for, so the
+/// request goes without them.
+pub(crate) fn init_producer_id_at(
+    request: InitProducerIdRequest,
+    version: i16,
+) -> InitProducerIdRequest {
+    if version >= INIT_PRODUCER_ID_CURRENT_FROM {
+        request
+    } else {
+        request
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
     }
 }
 
@@ -203,13 +248,28 @@ pub(crate) fn producer_id_answer(
     }
 }
 
-/// FindCoordinator for one key (v4+ carries a list of keys, KIP-699; older versions one).
-pub(crate) fn find_coordinator_request(key: CoordinatorKey) -> FindCoordinatorRequest {
+/// FindCoordinator for one key at `version`: v4+ carry a list of keys (KIP-699), older
+/// versions the single `Key` field. v0 has no key type and only looks up groups: a
+/// transaction coordinator needs v1 (KIP-98).
+pub(crate) fn find_coordinator_request(
+    key: CoordinatorKey,
+    version: i16,
+) -> Result<FindCoordinatorRequest, Error> {
     let (key_type, key) = match key {
-        CoordinatorKey::Transaction(id) => (FindCoordinatorRequest::KEY_TYPE_TRANSACTION, id),
-        CoordinatorKey::Group(id) => (FindCoordinatorRequest::KEY_TYPE_GROUP, id),
+        CoordinatorKey::Transaction(id) => (KEY_TYPE_TRANSACTION, id),
+        CoordinatorKey::Group(id) => (KEY_TYPE_GROUP, id),
     };
-    FindCoordinatorRequest::single(key_type, key)
+    if version == 0 && key_type != KEY_TYPE_GROUP {
+        return Err(unsupported(
+            "FindCoordinator v0 only looks up groups; a transaction coordinator needs v1".into(),
+        ));
+    }
+    let request = FindCoordinatorRequest::default().with_key_type(key_type);
+    Ok(if version >= FIND_COORDINATOR_BATCHED_FROM {
+        request.with_coordinator_keys(vec![wire_str(key)])
+    } else {
+        request.with_key(wire_str(key))
+    })
 }
 
 /// A coordinator FindCoordinator named.
@@ -240,8 +300,10 @@ pub(crate) fn coordinator_answer(
     }
 }
 
-/// A coordinator request as its wire message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A coordinator request as its wire message, at the newest version spoken (InitProducerId
+/// and TxnOffsetCommit go through [`init_producer_id_at`] / [`txn_offset_commit_at`] for the
+/// version negotiated).
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum CoordinatorMessage {
     /// InitProducerId with the transactional id.
     InitProducerId(InitProducerIdRequest),
@@ -264,48 +326,47 @@ impl CoordinatorMessage {
     /// The message for `body` of the producer with `transactional_id`.
     pub fn new(body: TxnRequest, transactional_id: String, transaction_timeout_ms: u64) -> Self {
         match body {
-            TxnRequest::InitProducerId { current } => Self::InitProducerId(InitProducerIdRequest {
-                transactional_id: Some(transactional_id),
-                transaction_timeout_ms: wire_timeout_ms(transaction_timeout_ms),
-                producer_id: current.map_or(-1, |c| c.producer_id),
-                producer_epoch: current.map_or(-1, |c| c.epoch),
-            }),
+            TxnRequest::InitProducerId { current } => Self::InitProducerId(
+                InitProducerIdRequest::default()
+                    .with_transactional_id(Some(TransactionalId(wire_str(transactional_id))))
+                    .with_transaction_timeout_ms(wire_timeout_ms(transaction_timeout_ms))
+                    .with_producer_id(ProducerId(current.map_or(-1, |c| c.producer_id)))
+                    .with_producer_epoch(current.map_or(-1, |c| c.epoch)),
+            ),
             TxnRequest::AddPartitions {
                 identity,
                 partitions,
             } => {
                 let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
                 for tp in &partitions {
-                    match topics.iter_mut().find(|t| *t.name == *tp.topic) {
+                    match topics.iter_mut().find(|t| **t.name == *tp.topic) {
                         Some(t) => t.partitions.push(tp.partition),
-                        None => topics.push(AddPartitionsToTxnTopic {
-                            name: tp.topic.to_string(),
-                            partitions: vec![tp.partition],
-                        }),
+                        None => topics.push(
+                            AddPartitionsToTxnTopic::default()
+                                .with_name(TopicName(wire_str(&*tp.topic)))
+                                .with_partitions(vec![tp.partition]),
+                        ),
                     }
                 }
-                let message = AddPartitionsToTxnRequest {
-                    transactions: vec![AddPartitionsToTxnTransaction {
-                        transactional_id,
-                        producer_id: identity.producer_id,
-                        producer_epoch: identity.epoch,
-                        verify_only: false,
-                        topics,
-                    }],
-                };
+                // A client sends v0–3 (ADD_PARTITIONS_CLIENT_VERSION_CAP), which carry one
+                // transaction's fields at the top level; v4+ are the brokers' batched form.
+                let message = AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(TransactionalId(wire_str(transactional_id)))
+                    .with_v3_and_below_producer_id(ProducerId(identity.producer_id))
+                    .with_v3_and_below_producer_epoch(identity.epoch)
+                    .with_v3_and_below_topics(topics);
                 Self::AddPartitions {
                     message,
                     partitions,
                 }
             }
-            TxnRequest::AddOffsets { identity, group_id } => {
-                Self::AddOffsets(AddOffsetsToTxnRequest {
-                    transactional_id,
-                    producer_id: identity.producer_id,
-                    producer_epoch: identity.epoch,
-                    group_id,
-                })
-            }
+            TxnRequest::AddOffsets { identity, group_id } => Self::AddOffsets(
+                AddOffsetsToTxnRequest::default()
+                    .with_transactional_id(TransactionalId(wire_str(transactional_id)))
+                    .with_producer_id(ProducerId(identity.producer_id))
+                    .with_producer_epoch(identity.epoch)
+                    .with_group_id(GroupId(wire_str(group_id))),
+            ),
             TxnRequest::TxnOffsetCommit {
                 identity,
                 group,
@@ -313,37 +374,39 @@ impl CoordinatorMessage {
             } => {
                 let mut topics: Vec<TxnOffsetCommitRequestTopic> = Vec::new();
                 for o in offsets {
-                    let partition = TxnOffsetCommitRequestPartition {
-                        partition_index: o.partition.partition,
-                        committed_offset: o.offset,
-                        committed_leader_epoch: -1,
-                        committed_metadata: o.metadata,
-                    };
-                    match topics.iter_mut().find(|t| *t.name == *o.partition.topic) {
+                    let partition = TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(o.partition.partition)
+                        .with_committed_offset(o.offset)
+                        .with_committed_leader_epoch(-1)
+                        .with_committed_metadata(o.metadata.map(StrBytes::from_string));
+                    match topics.iter_mut().find(|t| **t.name == *o.partition.topic) {
                         Some(t) => t.partitions.push(partition),
-                        None => topics.push(TxnOffsetCommitRequestTopic {
-                            name: o.partition.topic.to_string(),
-                            partitions: vec![partition],
-                        }),
+                        None => topics.push(
+                            TxnOffsetCommitRequestTopic::default()
+                                .with_name(TopicName(wire_str(&*o.partition.topic)))
+                                .with_partitions(vec![partition]),
+                        ),
                     }
                 }
-                Self::TxnOffsetCommit(TxnOffsetCommitRequest {
-                    transactional_id,
-                    group_id: group.group_id,
-                    producer_id: identity.producer_id,
-                    producer_epoch: identity.epoch,
-                    generation_id: group.generation_id,
-                    member_id: group.member_id,
-                    group_instance_id: group.group_instance_id,
-                    topics,
-                })
+                Self::TxnOffsetCommit(
+                    TxnOffsetCommitRequest::default()
+                        .with_transactional_id(TransactionalId(wire_str(transactional_id)))
+                        .with_group_id(GroupId(wire_str(group.group_id)))
+                        .with_producer_id(ProducerId(identity.producer_id))
+                        .with_producer_epoch(identity.epoch)
+                        .with_generation_id(group.generation_id)
+                        .with_member_id(wire_str(group.member_id))
+                        .with_group_instance_id(group.group_instance_id.map(StrBytes::from_string))
+                        .with_topics(topics),
+                )
             }
-            TxnRequest::EndTxn { identity, commit } => Self::EndTxn(EndTxnRequest {
-                transactional_id,
-                producer_id: identity.producer_id,
-                producer_epoch: identity.epoch,
-                committed: commit,
-            }),
+            TxnRequest::EndTxn { identity, commit } => Self::EndTxn(
+                EndTxnRequest::default()
+                    .with_transactional_id(TransactionalId(wire_str(transactional_id)))
+                    .with_producer_id(ProducerId(identity.producer_id))
+                    .with_producer_epoch(identity.epoch)
+                    .with_committed(commit),
+            ),
         }
     }
 
@@ -357,6 +420,27 @@ impl CoordinatorMessage {
             }
         }
     }
+}
+
+/// `request` as it goes at `version`. The group member's generation, member id and instance
+/// id go from v3 (KIP-447); without them the coordinator cannot fence a stale member (T3), so
+/// a broker that takes only older versions cannot commit a member's offsets: an
+/// UNSUPPORTED_VERSION error, as in the Java client. Offsets of no member (generation -1, no
+/// member id, as with manual assignment) go at any version.
+pub(crate) fn txn_offset_commit_at(
+    request: TxnOffsetCommitRequest,
+    version: i16,
+) -> Result<TxnOffsetCommitRequest, Error> {
+    let member = request.generation_id != -1
+        || !request.member_id.is_empty()
+        || request.group_instance_id.is_some();
+    if member && version < TXN_OFFSET_COMMIT_MEMBER_FROM {
+        return Err(unsupported(format!(
+            "TxnOffsetCommit v{version} cannot carry the group member's generation (KIP-447 \
+             needs v{TXN_OFFSET_COMMIT_MEMBER_FROM}, Kafka 2.5+)"
+        )));
+    }
+    Ok(request)
 }
 
 /// A transactional InitProducerId answer, and whether the broker that gave it speaks

@@ -6,9 +6,39 @@ use std::collections::HashMap;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{MetadataRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::metadata::MetadataResponse;
 use crate::types::{BrokerId, TopicPartition};
+
+/// Metadata v4 is the first that lets a client refuse auto-creation (KIP-204).
+const REFUSE_AUTO_CREATION_FROM: i16 = 4;
+
+/// The Metadata request for `topics` by name (`None`: every topic) at `version`, refusing
+/// auto-creation: asking about a topic must not create it. Below v4 the request has no such
+/// field and the broker's `auto.create.topics.enable` decides, as it did for every client
+/// before KIP-204. v0 has no null list: there an empty one means every topic.
+pub(crate) fn metadata_request(topics: Option<Vec<String>>, version: i16) -> MetadataRequest {
+    let topics = match topics {
+        Some(names) => Some(
+            names
+                .into_iter()
+                .map(|name| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(name))))
+                })
+                .collect(),
+        ),
+        None if version == 0 => Some(Vec::new()),
+        None => None,
+    };
+    MetadataRequest::default()
+        .with_topics(topics)
+        .with_allow_auto_topic_creation(version < REFUSE_AUTO_CREATION_FROM)
+}
 
 /// What the producer knows about one topic.
 #[derive(Debug, Clone)]
@@ -75,5 +105,47 @@ impl ClusterMetadata {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+
+    use super::*;
+    use crate::protocol::{Encode, Versioned};
+
+    fn encoded(request: &MetadataRequest, version: i16) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        request.write_body(version, &mut out).expect("encodes");
+        out.to_vec()
+    }
+
+    #[test]
+    fn every_version_spoken_encodes_and_refuses_auto_creation_where_it_can() {
+        for version in MetadataRequest::MIN_VERSION..=MetadataRequest::MAX_VERSION {
+            let named = metadata_request(Some(vec!["t".into()]), version);
+            assert_eq!(
+                named.allow_auto_topic_creation,
+                version < 4,
+                "v{version}: KIP-204"
+            );
+            encoded(&named, version);
+            encoded(&metadata_request(None, version), version);
+        }
+    }
+
+    #[test]
+    fn every_topic_is_a_null_list_and_at_v0_an_empty_one() {
+        assert_eq!(encoded(&metadata_request(None, 0), 0), [0, 0, 0, 0]);
+        assert_eq!(
+            encoded(&metadata_request(None, 1), 1),
+            [0xff, 0xff, 0xff, 0xff]
+        );
+        // v4: the null list, then allow_auto_topic_creation false.
+        assert_eq!(
+            encoded(&metadata_request(None, 4), 4),
+            [0xff, 0xff, 0xff, 0xff, 0]
+        );
     }
 }

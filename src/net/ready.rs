@@ -13,8 +13,9 @@ use tracing::error;
 
 use super::connection::BrokerLink;
 use crate::error::{BrokerFailure, Error, ErrorChain, Result};
-use crate::protocol::messages::metadata::{MetadataRequest, MetadataResponse};
+use crate::protocol::messages::metadata::MetadataResponse;
 use crate::protocol::versions::BrokerApiVersions;
+use kafka_protocol::messages::MetadataRequest;
 
 /// What the brokers asked for metadata did: how many answers arrived, and the last failure
 /// of each address since the last answer.

@@ -16,11 +16,10 @@ use crate::engine::wire::{self, CoordinatorMessage};
 use crate::engine::{Action, Engine, Event, RequestId};
 use crate::error::Error;
 use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};
+use crate::net::metadata::metadata_request;
 use crate::protocol::Request;
 use crate::protocol::frame::RequestFrame;
-use crate::protocol::messages::metadata::{
-    MetadataRequest, MetadataRequestTopic, MetadataResponse,
-};
+use crate::protocol::messages::metadata::MetadataResponse;
 use crate::protocol::record_batch::SealedBatch;
 use crate::protocol::versions::BrokerApiVersions;
 use crate::reachability::Reachability;
@@ -297,22 +296,15 @@ impl Driver {
         if self.metadata_in_flight {
             return;
         }
-        let topics: Vec<MetadataRequestTopic> = self
+        let topics: Vec<String> = self
             .shared
             .wanted_topics()
             .into_iter()
-            .map(|name| MetadataRequestTopic {
-                name: Some(name.to_string()),
-                ..MetadataRequestTopic::default()
-            })
+            .map(|name| name.to_string())
             .collect();
         let Some(link) = self.any_link() else { return };
         self.metadata_in_flight = true;
-        let request = MetadataRequest {
-            topics: Some(topics),
-            allow_auto_topic_creation: false,
-            ..MetadataRequest::default()
-        };
+        let request = move |version| Ok(metadata_request(Some(topics), version));
         let tx = self.inbound_tx.clone();
         let client_id: Arc<str> = Arc::from(self.shared.config.client_id.as_str());
         // Bounded like every request: a connection that takes the request and never answers
@@ -320,14 +312,14 @@ impl Driver {
         let timeout = Duration::from_millis(self.shared.config.request_timeout_ms);
         tokio::spawn(async move {
             let address: Arc<str> = Arc::from(link.address());
-            let result =
-                match tokio::time::timeout(timeout, link.call(request, None, client_id)).await {
-                    Ok(result) => result,
-                    Err(_) => Err(Error::Timeout(format!(
-                        "no answer to Metadata from {address} within request.timeout.ms \
+            let call = link.call_built(request, None, client_id);
+            let result = match tokio::time::timeout(timeout, call).await {
+                Ok(result) => result.map(|(response, _)| response),
+                Err(_) => Err(Error::Timeout(format!(
+                    "no answer to Metadata from {address} within request.timeout.ms \
                      ({timeout:?})"
-                    ))),
-                };
+                ))),
+            };
             let _ = tx.send(Inbound::Metadata { address, result });
         });
     }
@@ -441,13 +433,13 @@ impl Driver {
             );
         };
         self.next_any_broker += 1;
-        let body = wire::find_coordinator_request(key);
+        let body = move |version| wire::find_coordinator_request(key, version);
         let tx = self.inbound_tx.clone();
         let shared = Arc::clone(&self.shared);
         let client_id: Arc<str> = Arc::from(self.shared.config.client_id.as_str());
         tokio::spawn(async move {
-            let found = match link.call(body, None, client_id).await {
-                Ok(response) => wire::coordinator_answer(response),
+            let found = match link.call_built(body, None, client_id).await {
+                Ok((response, _)) => wire::coordinator_answer(response),
                 Err(error) => Err(error),
             };
             let result = found.map(|coordinator| {
@@ -485,7 +477,7 @@ impl Driver {
                 tx,
                 link,
                 request,
-                body,
+                move |version| Ok(wire::init_producer_id_at(body, version)),
                 cap,
                 client_id,
                 wire::init_producer_id_answer,
@@ -493,24 +485,42 @@ impl Driver {
             CoordinatorMessage::AddPartitions {
                 message,
                 partitions,
-            } => spawn_txn_call(tx, link, request, message, cap, client_id, move |r, _| {
-                wire::add_partitions_answer(r, partitions)
-            }),
-            CoordinatorMessage::AddOffsets(body) => {
-                spawn_txn_call(tx, link, request, body, cap, client_id, |r, _| {
-                    wire::add_offsets_answer(r)
-                })
-            }
-            CoordinatorMessage::TxnOffsetCommit(body) => {
-                spawn_txn_call(tx, link, request, body, cap, client_id, |r, _| {
-                    wire::txn_offset_commit_answer(r)
-                })
-            }
-            CoordinatorMessage::EndTxn(body) => {
-                spawn_txn_call(tx, link, request, body, cap, client_id, |r, _| {
-                    wire::end_txn_answer(r)
-                })
-            }
+            } => spawn_txn_call(
+                tx,
+                link,
+                request,
+                move |_| Ok(message),
+                cap,
+                client_id,
+                move |r, _| wire::add_partitions_answer(r, partitions),
+            ),
+            CoordinatorMessage::AddOffsets(body) => spawn_txn_call(
+                tx,
+                link,
+                request,
+                move |_| Ok(body),
+                cap,
+                client_id,
+                |r, _| wire::add_offsets_answer(r),
+            ),
+            CoordinatorMessage::TxnOffsetCommit(body) => spawn_txn_call(
+                tx,
+                link,
+                request,
+                move |version| wire::txn_offset_commit_at(body, version),
+                cap,
+                client_id,
+                |r, _| wire::txn_offset_commit_answer(r),
+            ),
+            CoordinatorMessage::EndTxn(body) => spawn_txn_call(
+                tx,
+                link,
+                request,
+                move |_| Ok(body),
+                cap,
+                client_id,
+                |r, _| wire::end_txn_answer(r),
+            ),
         }
     }
 
@@ -542,25 +552,26 @@ impl Drop for Driver {
     }
 }
 
-/// Sends `body` to `link` in its own task and feeds the answer, mapped by `answer`, back to
-/// the engine as the result of `request`.
-fn spawn_txn_call<R, F>(
+/// Sends the body `build` makes for the version negotiated to `link` in its own task and
+/// feeds the answer, mapped by `answer`, back to the engine as the result of `request`.
+fn spawn_txn_call<R, B, F>(
     tx: &mpsc::UnboundedSender<Inbound>,
     link: BrokerLink,
     request: RequestId,
-    body: R,
+    build: B,
     cap: Option<i16>,
     client_id: Arc<str>,
     answer: F,
 ) where
-    R: Request + Send + 'static,
+    R: Request,
     R::Response: Send + 'static,
+    B: FnOnce(i16) -> Result<R, Error> + Send + 'static,
     F: FnOnce(R::Response, &BrokerApiVersions) -> TxnResponse + Send + 'static,
 {
     let tx = tx.clone();
     tokio::spawn(async move {
         let result = link
-            .call_with_versions(body, cap, client_id)
+            .call_built(build, cap, client_id)
             .await
             .map(|(response, versions)| answer(response, &versions));
         let _ = tx.send(Inbound::Engine(Event::Txn { request, result }));

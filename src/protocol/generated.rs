@@ -97,10 +97,55 @@ macro_rules! generated_request {
             type Response = $response;
         }
     };
+    // No flexible version (SaslHandshake: KAFKA-9577).
+    ($request:ty => $response:ty, $key:ident, versions $min:literal..=$max:literal, never flexible) => {
+        generated_request!($request => $response, $key, versions $min..=$max, flexible from 32767);
+    };
 }
 // ---- Every API spoken with a generated request, with the versions spoken. ----
 
 // The connection, metadata and the producer's transactions.
+
+generated_request!(
+    kafka_protocol::messages::ApiVersionsRequest => super::messages::api_versions::ApiVersionsResponse,
+    ApiVersions, versions 0..=4, flexible from 3
+);
+generated_request!(
+    kafka_protocol::messages::SaslHandshakeRequest => super::messages::sasl_handshake::SaslHandshakeResponse,
+    SaslHandshake, versions 0..=1, never flexible
+);
+generated_request!(
+    kafka_protocol::messages::SaslAuthenticateRequest => super::messages::sasl_authenticate::SaslAuthenticateResponse,
+    SaslAuthenticate, versions 0..=2, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::MetadataRequest => super::messages::metadata::MetadataResponse,
+    Metadata, versions 0..=13, flexible from 9
+);
+generated_request!(
+    kafka_protocol::messages::FindCoordinatorRequest => super::messages::find_coordinator::FindCoordinatorResponse,
+    FindCoordinator, versions 0..=6, flexible from 3
+);
+generated_request!(
+    kafka_protocol::messages::InitProducerIdRequest => super::messages::init_producer_id::InitProducerIdResponse,
+    InitProducerId, versions 0..=5, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::AddPartitionsToTxnRequest => super::messages::add_partitions_to_txn::AddPartitionsToTxnResponse,
+    AddPartitionsToTxn, versions 0..=5, flexible from 3
+);
+generated_request!(
+    kafka_protocol::messages::AddOffsetsToTxnRequest => super::messages::add_offsets_to_txn::AddOffsetsToTxnResponse,
+    AddOffsetsToTxn, versions 0..=4, flexible from 3
+);
+generated_request!(
+    kafka_protocol::messages::TxnOffsetCommitRequest => super::messages::txn_offset_commit::TxnOffsetCommitResponse,
+    TxnOffsetCommit, versions 0..=5, flexible from 3
+);
+generated_request!(
+    kafka_protocol::messages::EndTxnRequest => super::messages::end_txn::EndTxnResponse,
+    EndTxn, versions 0..=5, flexible from 3
+);
 
 // Groups and the consumer.
 
@@ -207,6 +252,9 @@ generated_response!(
 // The admin client's transaction tools (KIP-664).
 
 #[cfg(test)]
+mod connection_and_transactions_tests;
+
+#[cfg(test)]
 mod tests {
     use kafka_protocol::messages::{GroupId, HeartbeatRequest};
     use kafka_protocol::protocol::{HeaderVersion, StrBytes};
@@ -216,7 +264,7 @@ mod tests {
 
     /// Our flexible-version table agrees with the schema's: a flexible request uses request
     /// header v2.
-    fn assert_flexible_from<R: Versioned + HeaderVersion>() {
+    pub(super) fn assert_flexible_from<R: Versioned + HeaderVersion>() {
         for version in R::MIN_VERSION..=R::MAX_VERSION {
             assert_eq!(
                 R::is_flexible(version),
@@ -227,7 +275,7 @@ mod tests {
         }
     }
 
-    fn encoded<R: Encode>(request: &R, version: i16) -> Vec<u8> {
+    pub(super) fn encoded<R: Encode>(request: &R, version: i16) -> Vec<u8> {
         let mut out = BytesMut::new();
         request.write_body(version, &mut out).expect("encodes");
         out.to_vec()

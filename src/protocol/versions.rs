@@ -102,9 +102,8 @@ impl From<&ApiVersionsResponse> for BrokerApiVersions {
 mod tests {
     use super::*;
     use crate::protocol::messages::api_versions::{ApiVersion, FinalizedFeatureKey};
-    use crate::protocol::messages::end_txn::EndTxnRequest;
     use crate::protocol::messages::produce::ProduceRequest;
-    use crate::protocol::messages::txn_offset_commit::TxnOffsetCommitRequest;
+    use kafka_protocol::messages::{EndTxnRequest, TxnOffsetCommitRequest};
 
     fn broker(apis: &[(i16, i16, i16)], features: &[(&str, i16)], epoch: i64) -> BrokerApiVersions {
         BrokerApiVersions::from_response(&ApiVersionsResponse {

@@ -41,12 +41,8 @@ use exactly::__private::protocol::messages::offset_fetch::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
 };
 use exactly::__private::protocol::messages::produce::LeaderIdAndEpoch;
-use exactly::__private::protocol::messages::sasl_authenticate::{
-    SaslAuthenticateRequest, SaslAuthenticateResponse,
-};
-use exactly::__private::protocol::messages::sasl_handshake::{
-    SaslHandshakeRequest, SaslHandshakeResponse,
-};
+use exactly::__private::protocol::messages::sasl_authenticate::SaslAuthenticateResponse;
+use exactly::__private::protocol::messages::sasl_handshake::SaslHandshakeResponse;
 use exactly::__private::protocol::messages::sync_group::{
     SyncGroupAssignment, SyncGroupRequest, SyncGroupResponse,
 };
@@ -1031,18 +1027,6 @@ fn leave_group_matches_kafka_protocol() {
 // ---------------------------------------------------------------------------------------------
 // SaslHandshake and SaslAuthenticate.
 
-impl Random for SaslHandshakeRequest {
-    fn random(rng: &mut SmallRng, _version: i16) -> Self {
-        Self {
-            mechanism: string(rng),
-        }
-    }
-}
-
-theirs!(SaslHandshakeRequest => kp::SaslHandshakeRequest, |v| {
-    with_mechanism(sb(&v.mechanism)),
-});
-
 impl Random for SaslHandshakeResponse {
     fn random(rng: &mut SmallRng, _version: i16) -> Self {
         Self {
@@ -1055,18 +1039,6 @@ impl Random for SaslHandshakeResponse {
 theirs!(SaslHandshakeResponse => kp::SaslHandshakeResponse, |v| {
     with_error_code(v.error_code),
     with_mechanisms(v.mechanisms.iter().map(|m| sb(m)).collect()),
-});
-
-impl Random for SaslAuthenticateRequest {
-    fn random(rng: &mut SmallRng, _version: i16) -> Self {
-        Self {
-            auth_bytes: bytes(rng),
-        }
-    }
-}
-
-theirs!(SaslAuthenticateRequest => kp::SaslAuthenticateRequest, |v| {
-    with_auth_bytes(v.auth_bytes.clone()),
 });
 
 impl Random for SaslAuthenticateResponse {
@@ -1093,9 +1065,7 @@ theirs!(SaslAuthenticateResponse => kp::SaslAuthenticateResponse, |v| {
 
 #[test]
 fn sasl_matches_kafka_protocol() {
-    check::<SaslHandshakeRequest, kp::SaslHandshakeRequest>();
     check::<SaslHandshakeResponse, kp::SaslHandshakeResponse>();
-    check::<SaslAuthenticateRequest, kp::SaslAuthenticateRequest>();
     check::<SaslAuthenticateResponse, kp::SaslAuthenticateResponse>();
 }
 

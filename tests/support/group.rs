@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use exactly::__private::protocol::header::{ResponseHeader, encode_request_frame};
-use exactly::__private::protocol::messages::find_coordinator::FindCoordinatorRequest;
 use exactly::__private::protocol::messages::join_group::{JoinGroupProtocol, JoinGroupRequest};
 use exactly::__private::protocol::messages::offset_fetch::{
     OffsetFetchRequest, OffsetFetchRequestTopic,
@@ -17,6 +16,8 @@ use exactly::__private::protocol::messages::offset_fetch::{
 use exactly::__private::protocol::messages::sync_group::{SyncGroupAssignment, SyncGroupRequest};
 use exactly::__private::protocol::{Decode, Decoder, Request};
 use exactly::ConsumerGroupMetadata;
+use kafka_protocol::messages::FindCoordinatorRequest;
+use kafka_protocol::protocol::StrBytes;
 
 /// MEMBER_ID_REQUIRED: the first JoinGroup (v4+) only hands out a member id (KIP-394).
 const MEMBER_ID_REQUIRED: i16 = 79;
@@ -100,7 +101,10 @@ impl GroupMember {
         let mut c = None;
         for _ in 0..60 {
             let response = lookup.call(
-                &FindCoordinatorRequest::single(FindCoordinatorRequest::KEY_TYPE_GROUP, group_id),
+                // v4: the batched keys (KIP-699); key type 0 is a group.
+                &FindCoordinatorRequest::default()
+                    .with_key_type(0)
+                    .with_coordinator_keys(vec![StrBytes::from_string(group_id.to_owned())]),
                 FIND_COORDINATOR_VERSION,
             );
             let found = response

@@ -12,16 +12,15 @@ use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use super::{Completion, ConsumerState, OFFSET_FETCH_VERSION_CAP, View};
-use crate::consumer::calls::{call, find_coordinator, membership_call};
+use crate::consumer::calls::{call, call_built, find_coordinator, membership_call};
 use crate::consumer::fetcher::{Fetched, Followup};
 use crate::consumer::membership::{Membership, MembershipResponse, TopicView};
 use crate::consumer::offsets::{committed_offsets, offset_fetch_request};
 use crate::error::{Error, ErrorChain, Result};
 use crate::net::connection::BrokerLink;
+use crate::net::metadata::metadata_request;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::metadata::{
-    MetadataRequest, MetadataRequestTopic, MetadataResponse,
-};
+use crate::protocol::messages::metadata::MetadataResponse;
 use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
@@ -134,24 +133,12 @@ impl ConsumerState {
             let link = self.next_bootstrap();
             // A pattern matches among every topic (and KIP-848 assigns topics by id whose
             // names only the full metadata tells).
-            let topics = self.pattern.is_none().then(|| {
-                wanted
-                    .iter()
-                    .map(|t| MetadataRequestTopic {
-                        topic_id: [0; 16],
-                        name: Some(t.clone()),
-                    })
-                    .collect()
-            });
-            let request = MetadataRequest {
-                topics,
-                allow_auto_topic_creation: false,
-                ..MetadataRequest::default()
-            };
+            let topics = self.pattern.is_none().then(|| wanted.clone());
+            let request = move |version| Ok(metadata_request(topics, version));
             let timeout = self.config.request_timeout();
             let client_id = Arc::clone(&self.client_id);
             tasks.spawn(async move {
-                Completion::Metadata(call(&link, request, None, client_id, timeout).await)
+                Completion::Metadata(call_built(&link, request, None, client_id, timeout).await)
             });
         }
 

@@ -2,8 +2,10 @@
 //! wire (encoded and decoded back at the versions it goes at), and what each answer, error
 //! answers included, becomes for the engine.
 
+use bytes::BytesMut;
+use kafka_protocol::protocol::Decodable;
+
 use super::*;
-use crate::protocol::ApiKey;
 use crate::protocol::messages::add_partitions_to_txn::{AddPartitionsToTxnResult, PartitionError};
 use crate::protocol::messages::api_versions::{
     ApiVersion, ApiVersionsResponse, FinalizedFeatureKey,
@@ -13,6 +15,7 @@ use crate::protocol::messages::produce::{PartitionProduceResponse, TopicProduceR
 use crate::protocol::messages::test_support::{decode, encode};
 use crate::protocol::record_batch::{BatchBuilder, Compression};
 use crate::protocol::versions::TRANSACTION_VERSION_FEATURE;
+use crate::protocol::{ApiKey, Encode};
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 
 const IDENTITY: ProducerIdentity = ProducerIdentity {
@@ -34,6 +37,25 @@ fn batch(compression: Compression) -> SealedBatch {
 /// Encodes `message` at `version` and decodes it back: what the broker reads.
 fn over_the_wire<M: Message + Clone + PartialEq + std::fmt::Debug>(message: &M, version: i16) -> M {
     decode::<M>(&encode(message, version), version).expect("the encoding decodes")
+}
+
+/// Encodes a generated request at `version` as it is sent and decodes it with
+/// `kafka-protocol`'s broker side (its request decoders): what the broker reads.
+fn through_kafka_protocol<M: Encode + Decodable>(request: &M, version: i16) -> M {
+    let mut out = BytesMut::new();
+    request.write_body(version, &mut out).expect("encodes");
+    let mut body = out.freeze();
+    let read = M::decode(&mut body, version).expect("the encoding decodes");
+    assert!(
+        body.is_empty(),
+        "v{version}: {} bytes left over",
+        body.len()
+    );
+    read
+}
+
+fn s(value: &'static str) -> StrBytes {
+    StrBytes::from_static_str(value)
 }
 
 /// A broker advertising `apis` as (key, max version), with `transaction.version` finalized at
@@ -228,10 +250,17 @@ fn acks_0_counts_every_batch_written_with_an_unknown_offset() {
 fn idempotent_init_producer_id_asks_for_a_fresh_identity() {
     let request = idempotent_init_producer_id(60_000);
     assert_eq!(request.transactional_id, None);
-    assert_eq!((request.producer_id, request.producer_epoch), (-1, -1));
+    assert_eq!(
+        (request.producer_id, request.producer_epoch),
+        (ProducerId(-1), -1)
+    );
     assert_eq!(request.transaction_timeout_ms, 60_000);
     for version in 0..=5 {
-        assert_eq!(over_the_wire(&request, version), request, "v{version}");
+        assert_eq!(
+            through_kafka_protocol(&request, version),
+            request,
+            "v{version}"
+        );
     }
     let answer = |error_code: i16| InitProducerIdResponse {
         throttle_time_ms: 0,
@@ -252,20 +281,32 @@ fn idempotent_init_producer_id_asks_for_a_fresh_identity() {
 
 #[test]
 fn find_coordinator_names_the_key_type_and_maps_its_answer() {
-    let txn = find_coordinator_request(CoordinatorKey::Transaction("t-1".into()));
-    assert_eq!(txn.key_type, FindCoordinatorRequest::KEY_TYPE_TRANSACTION);
-    assert_eq!(txn.coordinator_keys, vec!["t-1".to_owned()]);
-    let group = find_coordinator_request(CoordinatorKey::Group("g".into()));
-    assert_eq!(group.key_type, FindCoordinatorRequest::KEY_TYPE_GROUP);
-    for version in [1, 3, 4, 6] {
-        let read = over_the_wire(&group, version);
-        assert_eq!(
-            read.key_type,
-            FindCoordinatorRequest::KEY_TYPE_GROUP,
-            "v{version}"
+    let txn = find_coordinator_request(CoordinatorKey::Transaction("t-1".into()), 6).unwrap();
+    assert_eq!(txn.key_type, KEY_TYPE_TRANSACTION);
+    assert_eq!(txn.coordinator_keys, vec![s("t-1")]);
+    for version in [1, 3] {
+        let read = through_kafka_protocol(
+            &find_coordinator_request(CoordinatorKey::Transaction("t-1".into()), version).unwrap(),
+            version,
         );
-        assert_eq!(read.coordinator_keys, vec!["g".to_owned()], "v{version}");
+        assert_eq!((read.key_type, read.key), (KEY_TYPE_TRANSACTION, s("t-1")));
     }
+    // v0–3 carry the single key, v4+ the list (KIP-699).
+    for version in 0..=6 {
+        let group = find_coordinator_request(CoordinatorKey::Group("g".into()), version).unwrap();
+        let read = through_kafka_protocol(&group, version);
+        assert_eq!(read.key_type, KEY_TYPE_GROUP, "v{version}");
+        let keys = if version >= 4 {
+            read.coordinator_keys
+        } else {
+            vec![read.key]
+        };
+        assert_eq!(keys, vec![s("g")], "v{version}");
+    }
+    // v0 has no key type: it cannot look up a transaction coordinator.
+    let error = find_coordinator_request(CoordinatorKey::Transaction("t-1".into()), 0).unwrap_err();
+    assert_eq!(error.code(), Some(ErrorCode::UNSUPPORTED_VERSION));
+    assert!(error.is_fatal());
     let answer = |error_code: i16| FindCoordinatorResponse {
         throttle_time_ms: 0,
         coordinators: vec![Coordinator {
@@ -304,8 +345,11 @@ fn transactional_init_producer_id_carries_the_identity_to_bump() {
     let CoordinatorMessage::InitProducerId(first) = first else {
         panic!("{first:?}")
     };
-    assert_eq!(first.transactional_id.as_deref(), Some("t-1"));
-    assert_eq!((first.producer_id, first.producer_epoch), (-1, -1));
+    assert_eq!(first.transactional_id, Some(TransactionalId(s("t-1"))));
+    assert_eq!(
+        (first.producer_id, first.producer_epoch),
+        (ProducerId(-1), -1)
+    );
     assert_eq!(first.transaction_timeout_ms, 30_000);
     let bump = CoordinatorMessage::new(
         TxnRequest::InitProducerId {
@@ -318,10 +362,19 @@ fn transactional_init_producer_id_carries_the_identity_to_bump() {
     let CoordinatorMessage::InitProducerId(bump) = bump else {
         panic!("{bump:?}")
     };
-    assert_eq!((bump.producer_id, bump.producer_epoch), (42, 3));
+    assert_eq!((bump.producer_id, bump.producer_epoch), (ProducerId(42), 3));
     // KIP-360: the current identity goes out from v3.
     for version in 3..=5 {
-        assert_eq!(over_the_wire(&bump, version), bump, "v{version}");
+        let sent = init_producer_id_at(bump.clone(), version);
+        assert_eq!(sent, bump, "v{version}");
+        assert_eq!(through_kafka_protocol(&sent, version), bump, "v{version}");
+    }
+    // Below v3 it has no field (the generated encoder refuses it): the bump goes as a plain
+    // InitProducerId of the transactional id, which bumps its epoch there.
+    for version in 0..=2 {
+        let sent = init_producer_id_at(bump.clone(), version);
+        assert_eq!(sent, first, "v{version}");
+        assert_eq!(through_kafka_protocol(&sent, version), first, "v{version}");
     }
     let answer = InitProducerIdResponse {
         throttle_time_ms: 0,
@@ -387,23 +440,31 @@ fn add_partitions_groups_by_topic_and_a_top_level_error_applies_to_all() {
         panic!("{message:?}")
     };
     assert_eq!(asked, partitions);
-    let [transaction] = message.transactions.as_slice() else {
-        panic!("{message:?}")
-    };
-    assert_eq!(transaction.transactional_id, "t-1");
+    // The client's form (v0–3): one transaction's fields at the top level.
+    assert!(message.transactions.is_empty());
     assert_eq!(
-        (transaction.producer_id, transaction.producer_epoch),
-        (42, 3)
+        message.v3_and_below_transactional_id,
+        TransactionalId(s("t-1"))
     );
-    assert!(!transaction.verify_only);
-    let topics: Vec<_> = transaction
-        .topics
+    assert_eq!(
+        (
+            message.v3_and_below_producer_id,
+            message.v3_and_below_producer_epoch
+        ),
+        (ProducerId(42), 3)
+    );
+    let topics: Vec<_> = message
+        .v3_and_below_topics
         .iter()
-        .map(|t| (t.name.as_str(), t.partitions.clone()))
+        .map(|t| (&**t.name, t.partitions.clone()))
         .collect();
     assert_eq!(topics, vec![("a", vec![0, 2]), ("b", vec![1])]);
-    for version in 0..=3 {
-        assert_eq!(over_the_wire(&message, version), message, "v{version}");
+    for version in 0..=ADD_PARTITIONS_CLIENT_VERSION_CAP {
+        assert_eq!(
+            through_kafka_protocol(&message, version),
+            message,
+            "v{version}"
+        );
     }
 
     let per_partition = AddPartitionsToTxnResponse {
@@ -482,15 +543,18 @@ fn add_offsets_names_the_group_and_maps_its_error() {
     };
     assert_eq!(
         message,
-        AddOffsetsToTxnRequest {
-            transactional_id: "t-1".into(),
-            producer_id: 42,
-            producer_epoch: 3,
-            group_id: "g".into(),
-        }
+        AddOffsetsToTxnRequest::default()
+            .with_transactional_id(TransactionalId(s("t-1")))
+            .with_producer_id(ProducerId(42))
+            .with_producer_epoch(3)
+            .with_group_id(GroupId(s("g")))
     );
     for version in 0..=4 {
-        assert_eq!(over_the_wire(&message, version), message, "v{version}");
+        assert_eq!(
+            through_kafka_protocol(&message, version),
+            message,
+            "v{version}"
+        );
     }
     let answer = AddOffsetsToTxnResponse {
         throttle_time_ms: 0,
@@ -541,10 +605,10 @@ fn txn_offset_commit_carries_the_group_member_and_is_capped_under_v1() {
     let CoordinatorMessage::TxnOffsetCommit(message) = message else {
         panic!("{message:?}")
     };
-    assert_eq!(message.group_id, "g");
+    assert_eq!(message.group_id, GroupId(s("g")));
     assert_eq!(message.generation_id, 5);
-    assert_eq!(message.member_id, "m-1");
-    assert_eq!(message.group_instance_id.as_deref(), Some("i-1"));
+    assert_eq!(message.member_id, s("m-1"));
+    assert_eq!(message.group_instance_id, Some(s("i-1")));
     let topics: Vec<_> = message
         .topics
         .iter()
@@ -553,7 +617,7 @@ fn txn_offset_commit_carries_the_group_member_and_is_capped_under_v1() {
                 .partitions
                 .iter()
                 .map(|p| (p.partition_index, p.committed_offset));
-            (t.name.as_str(), partitions.collect::<Vec<_>>())
+            (&**t.name, partitions.collect::<Vec<_>>())
         })
         .collect();
     assert_eq!(
@@ -567,9 +631,60 @@ fn txn_offset_commit_carries_the_group_member_and_is_capped_under_v1() {
             .flat_map(|t| &t.partitions)
             .all(|p| p.committed_leader_epoch == -1)
     );
+    assert_eq!(
+        message.topics[1].partitions[0].committed_metadata,
+        Some(s("m"))
+    );
+    assert_eq!(message.topics[0].partitions[0].committed_metadata, None);
     // KIP-447: the member's generation and id go out from v3.
     for version in 3..=5 {
-        assert_eq!(over_the_wire(&message, version), message, "v{version}");
+        let sent = txn_offset_commit_at(message.clone(), version).unwrap();
+        assert_eq!(
+            through_kafka_protocol(&sent, version),
+            message,
+            "v{version}"
+        );
+    }
+    // Below v3 a member's commit could not be fenced: refused as unsupported (fatal, T5), not
+    // sent without the member.
+    for version in 0..=2 {
+        let error = txn_offset_commit_at(message.clone(), version).unwrap_err();
+        assert_eq!(
+            error.code(),
+            Some(ErrorCode::UNSUPPORTED_VERSION),
+            "v{version}"
+        );
+        assert!(error.is_fatal());
+    }
+    // Offsets of no member (manual assignment) go at any version.
+    let no_member = CoordinatorMessage::new(
+        TxnRequest::TxnOffsetCommit {
+            identity: IDENTITY,
+            group: ConsumerGroupMetadata {
+                group_id: "g".into(),
+                generation_id: -1,
+                member_id: String::new(),
+                group_instance_id: None,
+            },
+            offsets: vec![OffsetToCommit {
+                partition: tp("a", 0),
+                offset: 10,
+                metadata: None,
+            }],
+        },
+        "t-1".into(),
+        0,
+    );
+    let CoordinatorMessage::TxnOffsetCommit(no_member) = no_member else {
+        panic!("{no_member:?}")
+    };
+    for version in 0..=5 {
+        let sent = txn_offset_commit_at(no_member.clone(), version).unwrap();
+        assert_eq!(
+            through_kafka_protocol(&sent, version),
+            no_member,
+            "v{version}"
+        );
     }
     let answer = TxnOffsetCommitResponse {
         throttle_time_ms: 0,
@@ -605,15 +720,18 @@ fn end_txn_is_capped_under_v1_and_takes_the_next_identity_from_v5() {
         };
         assert_eq!(
             message,
-            EndTxnRequest {
-                transactional_id: "t-1".into(),
-                producer_id: 42,
-                producer_epoch: 3,
-                committed: commit,
-            }
+            EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(s("t-1")))
+                .with_producer_id(ProducerId(42))
+                .with_producer_epoch(3)
+                .with_committed(commit)
         );
         for version in 0..=5 {
-            assert_eq!(over_the_wire(&message, version), message, "v{version}");
+            assert_eq!(
+                through_kafka_protocol(&message, version),
+                message,
+                "v{version}"
+            );
         }
     }
     let v5 = EndTxnResponse {

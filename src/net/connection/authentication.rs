@@ -16,9 +16,9 @@ use crate::error::Error;
 use crate::net::sasl::{self, SaslTransport};
 use crate::net::security::SaslConfig;
 use crate::protocol::header::{ResponseHeader, encode_request_frame};
-use crate::protocol::messages::sasl_authenticate::SaslAuthenticateRequest;
 use crate::protocol::versions::BrokerApiVersions;
 use crate::protocol::{Decoder, EncodeError, Request};
+use kafka_protocol::messages::SaslAuthenticateRequest;
 
 use super::framing::{decode_response, read_frame, write_frame};
 

@@ -15,9 +15,11 @@ use crate::error::Error;
 #[cfg(feature = "tls")]
 use crate::net::tls::TlsConnector;
 use crate::protocol::header::{ResponseHeader, encode_request_frame};
-use crate::protocol::messages::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
+use crate::protocol::messages::api_versions::ApiVersionsResponse;
 use crate::protocol::versions::BrokerApiVersions;
-use crate::protocol::{Decoder, Message};
+use crate::protocol::{Decoder, Versioned};
+use kafka_protocol::messages::ApiVersionsRequest;
+use kafka_protocol::protocol::StrBytes;
 
 /// How long the plaintext probe after a TLS handshake closed without an answer may take.
 #[cfg(feature = "tls")]
@@ -161,10 +163,12 @@ pub(super) async fn negotiate_versions(
     let mut version = ApiVersionsRequest::MAX_VERSION;
     for _ in 0..2 {
         *correlation_id = correlation_id.wrapping_add(1);
-        let request = ApiVersionsRequest {
-            client_software_name: "exactly".into(),
-            client_software_version: env!("CARGO_PKG_VERSION").into(),
-        };
+        // KIP-511: the broker checks both against `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`
+        // (INVALID_REQUEST otherwise). v0–2 have neither field; the schema marks them
+        // ignorable, so the generated encoder leaves them out there instead of refusing.
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("exactly"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
         let frame = encode_request_frame(&request, version, *correlation_id, Some(client_id))?;
         write_frame(stream, &frame[..])
             .await

@@ -8,7 +8,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::{LinkSecurity, Stream, io_error};
 use crate::error::Error;
-use crate::protocol::messages::api_versions::ApiVersionsRequest;
 use crate::protocol::{Decode, Decoder, Request, Versioned};
 
 /// The largest response frame accepted (a hostile size prefix must not allocate gigabytes).
@@ -29,14 +28,14 @@ pub(super) fn is_flexible(api_key: i16, version: i16) -> bool {
     use kafka_protocol::messages as kp;
     match api_key {
         0 => produce::ProduceRequest::is_flexible(version),
-        3 => metadata::MetadataRequest::is_flexible(version),
-        18 => ApiVersionsRequest::is_flexible(version),
-        22 => init_producer_id::InitProducerIdRequest::is_flexible(version),
-        10 => find_coordinator::FindCoordinatorRequest::is_flexible(version),
-        24 => add_partitions_to_txn::AddPartitionsToTxnRequest::is_flexible(version),
-        25 => add_offsets_to_txn::AddOffsetsToTxnRequest::is_flexible(version),
-        26 => end_txn::EndTxnRequest::is_flexible(version),
-        28 => txn_offset_commit::TxnOffsetCommitRequest::is_flexible(version),
+        3 => kp::MetadataRequest::is_flexible(version),
+        18 => kp::ApiVersionsRequest::is_flexible(version),
+        22 => kp::InitProducerIdRequest::is_flexible(version),
+        10 => kp::FindCoordinatorRequest::is_flexible(version),
+        24 => kp::AddPartitionsToTxnRequest::is_flexible(version),
+        25 => kp::AddOffsetsToTxnRequest::is_flexible(version),
+        26 => kp::EndTxnRequest::is_flexible(version),
+        28 => kp::TxnOffsetCommitRequest::is_flexible(version),
         1 => fetch::FetchRequest::is_flexible(version),
         2 => list_offsets::ListOffsetsRequest::is_flexible(version),
         8 => offset_commit::OffsetCommitRequest::is_flexible(version),
@@ -45,8 +44,8 @@ pub(super) fn is_flexible(api_key: i16, version: i16) -> bool {
         12 => kafka_protocol::messages::HeartbeatRequest::is_flexible(version),
         13 => leave_group::LeaveGroupRequest::is_flexible(version),
         14 => sync_group::SyncGroupRequest::is_flexible(version),
-        17 => sasl_handshake::SaslHandshakeRequest::is_flexible(version),
-        36 => sasl_authenticate::SaslAuthenticateRequest::is_flexible(version),
+        17 => kp::SaslHandshakeRequest::is_flexible(version),
+        36 => kp::SaslAuthenticateRequest::is_flexible(version),
         68 => consumer_group_heartbeat::ConsumerGroupHeartbeatRequest::is_flexible(version),
         // The admin client's.
         15 => kp::DescribeGroupsRequest::is_flexible(version),

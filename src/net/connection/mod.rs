@@ -301,6 +301,24 @@ impl BrokerLink {
     where
         R::Response: Send + 'static,
     {
+        self.call_built(move |_| Ok(request), cap, client_id).await
+    }
+
+    /// Like [`BrokerLink::call_with_versions`], with the request built by `build` for the
+    /// version negotiated, for a request whose fields depend on it: a generated encoder
+    /// refuses a field the version cannot carry rather than dropping it, so what to send
+    /// instead (or that the broker is too old, an error from `build`) is the caller's call.
+    pub async fn call_built<R, B>(
+        &self,
+        build: B,
+        cap: Option<i16>,
+        client_id: Arc<str>,
+    ) -> Result<(R::Response, BrokerApiVersions), Error>
+    where
+        R: Request,
+        R::Response: Send + 'static,
+        B: FnOnce(i16) -> Result<R, Error> + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel();
         let seen = Arc::new(Mutex::new(None));
         let seen_in_encoder = Arc::clone(&seen);
@@ -312,7 +330,7 @@ impl BrokerLink {
                 })?;
                 Ok((
                     RequestFrame::contiguous(encode_request_frame(
-                        &request,
+                        &build(version)?,
                         version,
                         correlation_id,
                         Some(&client_id),

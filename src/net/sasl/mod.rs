@@ -23,8 +23,8 @@ use super::security::{SaslConfig, SaslMechanism};
 use crate::error::Error;
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::sasl_authenticate::SaslAuthenticateRequest;
-use crate::protocol::messages::sasl_handshake::SaslHandshakeRequest;
+use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+use kafka_protocol::protocol::StrBytes;
 
 /// SaslHandshake v1: tokens then travel in SaslAuthenticate requests (KIP-152).
 const HANDSHAKE_VERSION: i16 = 1;
@@ -65,9 +65,7 @@ pub(crate) async fn authenticate<T: SaslTransport>(
     let name = mechanism.name();
     let handshake = transport
         .call(
-            SaslHandshakeRequest {
-                mechanism: name.to_owned(),
-            },
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(name)),
             HANDSHAKE_VERSION,
         )
         .await?;
@@ -91,9 +89,7 @@ pub(crate) async fn authenticate<T: SaslTransport>(
     loop {
         let response = transport
             .call(
-                SaslAuthenticateRequest {
-                    auth_bytes: Bytes::from(message),
-                },
+                SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(message)),
                 authenticate_version,
             )
             .await?;

@@ -1,5 +1,6 @@
-//! AddOffsetsToTxn (API key 25): adds a consumer group's offsets partition to the transaction,
-//! before TxnOffsetCommit (KIP-98). Not sent under transactions v2, where TxnOffsetCommit v5
+//! AddOffsetsToTxnResponse (API key 25): whether a consumer group's offsets partition joined the
+//! transaction, before TxnOffsetCommit (KIP-98). The request is generated
+//! (`super::super::generated`). Not sent under transactions v2, where TxnOffsetCommit v5
 //! does it implicitly (KIP-890 part 2).
 //!
 //! Schemas `AddOffsetsToTxnRequest.json` / `AddOffsetsToTxnResponse.json`: versions 0–4,
@@ -11,57 +12,7 @@
 use bytes::BufMut;
 
 use crate::protocol::header::check_version;
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
-
-/// AddOffsetsToTxn request body.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct AddOffsetsToTxnRequest {
-    /// The transactional id.
-    pub transactional_id: String,
-    /// The producer id.
-    pub producer_id: i64,
-    /// The producer's current epoch.
-    pub producer_epoch: i16,
-    /// The consumer group whose offsets will be committed in the transaction.
-    pub group_id: String,
-}
-
-impl Message for AddOffsetsToTxnRequest {
-    const API_KEY: ApiKey = ApiKey::AddOffsetsToTxn;
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 4;
-    const FLEXIBLE_FROM: i16 = 3;
-
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = Self::is_flexible(version);
-        out.put_string(flexible, &self.transactional_id);
-        out.put_i64(self.producer_id);
-        out.put_i16(self.producer_epoch);
-        out.put_string(flexible, &self.group_id);
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        check_version::<Self>(d, version)?;
-        let flexible = Self::is_flexible(version);
-        let request = Self {
-            transactional_id: d.string(flexible, "AddOffsetsToTxnRequest.transactional_id")?,
-            producer_id: d.i64("AddOffsetsToTxnRequest.producer_id")?,
-            producer_epoch: d.i16("AddOffsetsToTxnRequest.producer_epoch")?,
-            group_id: d.string(flexible, "AddOffsetsToTxnRequest.group_id")?,
-        };
-        if flexible {
-            d.skip_tagged_fields("AddOffsetsToTxnRequest.tagged_fields")?;
-        }
-        Ok(request)
-    }
-}
-
-impl Request for AddOffsetsToTxnRequest {
-    type Response = AddOffsetsToTxnResponse;
-}
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, WireWrite};
 
 /// AddOffsetsToTxn response body.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -104,36 +55,6 @@ mod tests {
     use super::*;
     use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
-    fn sample_request() -> AddOffsetsToTxnRequest {
-        AddOffsetsToTxnRequest {
-            transactional_id: "t".into(),
-            producer_id: 1,
-            producer_epoch: 0,
-            group_id: "g".into(),
-        }
-    }
-
-    #[test]
-    fn golden_request_v2_classic_and_v4_flexible() {
-        #[rustfmt::skip]
-        let v2 = [
-            0x00, 0x01, b't',             // transactional_id "t"
-            0, 0, 0, 0, 0, 0, 0, 0x01,    // producer_id 1
-            0x00, 0x00,                   // producer_epoch 0
-            0x00, 0x01, b'g',             // group_id "g"
-        ];
-        assert_golden(&sample_request(), 2, &v2);
-        #[rustfmt::skip]
-        let v4 = [
-            0x02, b't',                   // transactional_id "t" (compact)
-            0, 0, 0, 0, 0, 0, 0, 0x01,    // producer_id 1
-            0x00, 0x00,                   // producer_epoch 0
-            0x02, b'g',                   // group_id "g" (compact)
-            0x00,                         // tagged fields
-        ];
-        assert_golden(&sample_request(), 4, &v4);
-    }
-
     #[test]
     fn golden_response_v0_classic_and_v3_flexible() {
         let response = AddOffsetsToTxnResponse {
@@ -161,7 +82,6 @@ mod tests {
             throttle_time_ms: 9,
             error_code: 51,
         };
-        assert_robust(&sample_request());
         assert_robust(&response);
     }
 }

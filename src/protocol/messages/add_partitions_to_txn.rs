@@ -1,5 +1,6 @@
-//! AddPartitionsToTxn (API key 24): adds partitions to a transaction before the producer writes
-//! to them (KIP-98, transactions v1).
+//! AddPartitionsToTxnResponse (API key 24): whether the partitions a producer asked for joined
+//! its transaction (KIP-98, transactions v1). The request is generated
+//! (`super::super::generated`).
 //!
 //! Schemas `AddPartitionsToTxnRequest.json` / `AddPartitionsToTxnResponse.json`: versions 0–5,
 //! flexible from v3.
@@ -9,105 +10,14 @@
 //! response error code (KIP-890 part 1); v5 may answer TRANSACTION_ABORTABLE (KIP-890). Clients
 //! use v0–3; v4+ are sent by brokers to the coordinator to verify a transactional produce.
 //!
-//! Both shapes map onto one pair of structs: the request is a list of transactions and the
-//! response a list of per-transaction results; below v4 each list holds exactly one entry.
+//! Both shapes map onto one struct: a list of per-transaction results; below v4 it holds
+//! exactly one entry.
 
 use bytes::BufMut;
 
 use super::fields::{TopicKey, TopicRef, put_topic_entry, read_topic_entry};
 use crate::protocol::header::check_version;
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
-
-/// AddPartitionsToTxn request body, in one shape for every version.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct AddPartitionsToTxnRequest {
-    /// The transactions. v4+ send the list (KIP-890); v0–3 carry the fields of exactly one
-    /// transaction at the top level: only the first is encoded (an empty list as a default
-    /// transaction), and decoding gives a one-entry list.
-    pub transactions: Vec<AddPartitionsToTxnTransaction>,
-}
-
-/// One transaction of an [`AddPartitionsToTxnRequest`].
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct AddPartitionsToTxnTransaction {
-    /// The transactional id.
-    pub transactional_id: String,
-    /// The producer id.
-    pub producer_id: i64,
-    /// The producer's current epoch.
-    pub producer_epoch: i16,
-    /// v4+: only check that the partitions are in the transaction, do not add them (KIP-890).
-    pub verify_only: bool,
-    /// The partitions to add, by topic.
-    pub topics: Vec<AddPartitionsToTxnTopic>,
-}
-
-/// The partitions of one topic to add to a transaction.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct AddPartitionsToTxnTopic {
-    /// The topic name.
-    pub name: String,
-    /// The partition indexes.
-    pub partitions: Vec<i32>,
-}
-
-impl AddPartitionsToTxnTopic {
-    fn encode<B: BufMut>(&self, flexible: bool, out: &mut B) {
-        put_topic_entry(
-            out,
-            flexible,
-            TopicRef::Name(&self.name),
-            &self.partitions,
-            |out, p| out.put_i32(*p),
-        );
-    }
-
-    fn decode(d: &mut Decoder<'_>, flexible: bool) -> Result<Self, DecodeError> {
-        const CONTEXT: &str = "AddPartitionsToTxnTopic";
-        let (name, _, partitions) =
-            read_topic_entry(d, flexible, TopicKey::Name, CONTEXT, |d| d.i32(CONTEXT))?;
-        Ok(Self { name, partitions })
-    }
-}
-
-impl AddPartitionsToTxnTransaction {
-    // The v4+ list entry. Without `verify_only`, the same fields followed by the tagged fields
-    // are exactly the v0–3 request body, so both shapes share this code.
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = AddPartitionsToTxnRequest::is_flexible(version);
-        out.put_string(flexible, &self.transactional_id);
-        out.put_i64(self.producer_id);
-        out.put_i16(self.producer_epoch);
-        if version >= 4 {
-            out.put_bool(self.verify_only);
-        }
-        out.put_array(flexible, &self.topics, |out, t| t.encode(flexible, out));
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let flexible = AddPartitionsToTxnRequest::is_flexible(version);
-        let mut transaction = Self {
-            transactional_id: d
-                .string(flexible, "AddPartitionsToTxnTransaction.transactional_id")?,
-            producer_id: d.i64("AddPartitionsToTxnTransaction.producer_id")?,
-            producer_epoch: d.i16("AddPartitionsToTxnTransaction.producer_epoch")?,
-            ..Self::default()
-        };
-        if version >= 4 {
-            transaction.verify_only = d.bool("AddPartitionsToTxnTransaction.verify_only")?;
-        }
-        transaction.topics = d.array_of(flexible, "AddPartitionsToTxnTransaction.topics", |d| {
-            AddPartitionsToTxnTopic::decode(d, flexible)
-        })?;
-        if flexible {
-            d.skip_tagged_fields("AddPartitionsToTxnTransaction.tagged_fields")?;
-        }
-        Ok(transaction)
-    }
-}
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, WireWrite};
 
 /// Writes the rest of a body from its per-transaction entries: v4+ the array of entries and the
 /// body's tagged fields (KIP-890); v0–3 the fields of one entry inline, which there are the
@@ -144,36 +54,6 @@ fn read_per_transaction<'a, T>(
     } else {
         Ok(vec![read_entry(d)?])
     }
-}
-
-impl Message for AddPartitionsToTxnRequest {
-    const API_KEY: ApiKey = ApiKey::AddPartitionsToTxn;
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 5;
-    const FLEXIBLE_FROM: i16 = 3;
-
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        debug_assert!(
-            version >= 4 || self.transactions.len() == 1,
-            "AddPartitionsToTxn v0-3 carry exactly one transaction"
-        );
-        put_per_transaction(out, version, &self.transactions, |out, t| {
-            t.encode(version, out)
-        });
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        check_version::<Self>(d, version)?;
-        let transactions =
-            read_per_transaction(d, version, "AddPartitionsToTxnRequest.transactions", |d| {
-                AddPartitionsToTxnTransaction::decode(d, version)
-            })?;
-        Ok(Self { transactions })
-    }
-}
-
-impl Request for AddPartitionsToTxnRequest {
-    type Response = AddPartitionsToTxnResponse;
 }
 
 /// AddPartitionsToTxn response body, in one shape for every version.
@@ -330,19 +210,6 @@ mod tests {
     use super::*;
     use crate::protocol::messages::test_support::{assert_golden, assert_robust_at};
 
-    fn transaction(version: i16, id: &str) -> AddPartitionsToTxnTransaction {
-        AddPartitionsToTxnTransaction {
-            transactional_id: id.into(),
-            producer_id: 12,
-            producer_epoch: 1,
-            verify_only: version >= 4,
-            topics: vec![AddPartitionsToTxnTopic {
-                name: "orders".into(),
-                partitions: vec![0, 3],
-            }],
-        }
-    }
-
     fn topic_results() -> Vec<TopicPartitionErrors> {
         vec![TopicPartitionErrors {
             name: "orders".into(),
@@ -357,16 +224,6 @@ mod tests {
                 },
             ],
         }]
-    }
-
-    fn sample_request(version: i16) -> AddPartitionsToTxnRequest {
-        AddPartitionsToTxnRequest {
-            transactions: if version >= 4 {
-                vec![transaction(version, "a"), transaction(version, "b")]
-            } else {
-                vec![transaction(version, "a")]
-            },
-        }
     }
 
     fn sample_response(version: i16) -> AddPartitionsToTxnResponse {
@@ -387,72 +244,6 @@ mod tests {
                 vec![result("a")]
             },
         }
-    }
-
-    /// Transaction "t" of producer 5 (epoch 0) adding partition 1 of topic "x".
-    fn golden_request() -> AddPartitionsToTxnRequest {
-        AddPartitionsToTxnRequest {
-            transactions: vec![AddPartitionsToTxnTransaction {
-                transactional_id: "t".into(),
-                producer_id: 5,
-                producer_epoch: 0,
-                verify_only: false,
-                topics: vec![AddPartitionsToTxnTopic {
-                    name: "x".into(),
-                    partitions: vec![1],
-                }],
-            }],
-        }
-    }
-
-    #[test]
-    fn golden_request_v2_classic() {
-        let request = golden_request();
-        #[rustfmt::skip]
-        let v2 = [
-            0x00, 0x01, b't',             // v3_and_below_transactional_id "t"
-            0, 0, 0, 0, 0, 0, 0, 0x05,    // v3_and_below_producer_id 5
-            0x00, 0x00,                   // v3_and_below_producer_epoch 0
-            0x00, 0x00, 0x00, 0x01,       // v3_and_below_topics: 1
-            0x00, 0x01, b'x',             //   name "x"
-            0x00, 0x00, 0x00, 0x01,       //   partitions: 1
-            0x00, 0x00, 0x00, 0x01,       //     1
-        ];
-        assert_golden(&request, 2, &v2);
-    }
-
-    #[test]
-    fn golden_request_v3_and_v4_flexible() {
-        let mut request = golden_request();
-        #[rustfmt::skip]
-        let v3 = [
-            0x02, b't',                   // v3_and_below_transactional_id "t"
-            0, 0, 0, 0, 0, 0, 0, 0x05,    // v3_and_below_producer_id 5
-            0x00, 0x00,                   // v3_and_below_producer_epoch 0
-            0x02,                         // v3_and_below_topics: compact 1+1
-            0x02, b'x',                   //   name "x"
-            0x02, 0x00, 0x00, 0x00, 0x01, //   partitions: compact 1+1, [1]
-            0x00,                         //   topic tagged fields
-            0x00,                         // tagged fields
-        ];
-        assert_golden(&request, 3, &v3);
-
-        request.transactions[0].verify_only = true;
-        #[rustfmt::skip]
-        let v4 = [
-            0x02,                         // transactions: compact 1+1
-            0x02, b't',                   //   transactional_id "t"
-            0, 0, 0, 0, 0, 0, 0, 0x05,    //   producer_id 5
-            0x00, 0x00,                   //   producer_epoch 0
-            0x01,                         //   verify_only true
-            0x02,                         //   topics: compact 1+1
-            0x02, b'x',                   //     name "x"
-            0x02, 0x00, 0x00, 0x00, 0x01, //     partitions: [1]
-            0x00,                         //     topic tagged fields
-            0x00,                         //   transaction tagged fields
-            0x00,                         // tagged fields
-        ];
-        assert_golden(&request, 4, &v4);
     }
 
     #[test]
@@ -518,9 +309,8 @@ mod tests {
     #[test]
     fn truncated_and_random_input_is_an_error_not_a_panic() {
         for version in
-            AddPartitionsToTxnRequest::MIN_VERSION..=AddPartitionsToTxnRequest::MAX_VERSION
+            AddPartitionsToTxnResponse::MIN_VERSION..=AddPartitionsToTxnResponse::MAX_VERSION
         {
-            assert_robust_at(&sample_request(version), version);
             assert_robust_at(&sample_response(version), version);
         }
     }

@@ -1,4 +1,5 @@
-//! ApiVersions (API key 18): which versions of which APIs a broker speaks, and its features.
+//! ApiVersionsResponse (API key 18): which versions of which APIs a broker speaks, and its
+//! features. The request is generated (`super::super::generated`).
 //!
 //! Schemas `ApiVersionsRequest.json` / `ApiVersionsResponse.json`: versions 0–4, flexible from
 //! v3 (KIP-511). The response header is always v0 so that a client can read it before it knows
@@ -13,55 +14,7 @@ use bytes::BufMut;
 
 use super::tagged::TaggedFields;
 use crate::protocol::header::check_version;
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
-
-/// ApiVersions request body.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ApiVersionsRequest {
-    /// v3+: the client software's name (KIP-511). The broker validates it against
-    /// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?` and answers INVALID_REQUEST otherwise.
-    pub client_software_name: String,
-    /// v3+: the client software's version, validated like the name (KIP-511).
-    pub client_software_version: String,
-}
-
-impl Message for ApiVersionsRequest {
-    const API_KEY: ApiKey = ApiKey::ApiVersions;
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 4;
-    const FLEXIBLE_FROM: i16 = 3;
-
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = Self::is_flexible(version);
-        if version >= 3 {
-            out.put_string(flexible, &self.client_software_name);
-            out.put_string(flexible, &self.client_software_version);
-        }
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        check_version::<Self>(d, version)?;
-        let flexible = Self::is_flexible(version);
-        let mut request = Self::default();
-        if version >= 3 {
-            request.client_software_name =
-                d.string(flexible, "ApiVersionsRequest.client_software_name")?;
-            request.client_software_version =
-                d.string(flexible, "ApiVersionsRequest.client_software_version")?;
-        }
-        if flexible {
-            d.skip_tagged_fields("ApiVersionsRequest.tagged_fields")?;
-        }
-        Ok(request)
-    }
-}
-
-impl Request for ApiVersionsRequest {
-    type Response = ApiVersionsResponse;
-}
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, WireWrite};
 
 /// ApiVersions response body.
 ///
@@ -348,22 +301,6 @@ mod tests {
     }
 
     #[test]
-    fn golden_request_v0_is_empty_and_v3_carries_the_software() {
-        assert_golden(&ApiVersionsRequest::default(), 0, &[]);
-        let request = ApiVersionsRequest {
-            client_software_name: "ex".into(),
-            client_software_version: "1.0".into(),
-        };
-        #[rustfmt::skip]
-        let v3 = [
-            0x03, b'e', b'x',             // client_software_name: compact len 2+1
-            0x04, b'1', b'.', b'0',       // client_software_version: compact len 3+1
-            0x00,                         // tagged fields: none
-        ];
-        assert_golden(&request, 3, &v3);
-    }
-
-    #[test]
     fn golden_response_v1_classic() {
         let response = ApiVersionsResponse {
             error_code: 0,
@@ -477,11 +414,6 @@ mod tests {
 
     #[test]
     fn truncated_and_random_input_is_an_error_not_a_panic() {
-        let request = ApiVersionsRequest {
-            client_software_name: "exactly".into(),
-            client_software_version: "0.1.0".into(),
-        };
-        assert_robust(&request);
         assert_robust(&sample_response());
     }
 }

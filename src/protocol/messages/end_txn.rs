@@ -1,4 +1,5 @@
-//! EndTxn (API key 26): commits or aborts the producer's ongoing transaction (KIP-98).
+//! EndTxnResponse (API key 26): the outcome of committing or aborting the producer's ongoing
+//! transaction (KIP-98). The request is generated (`super::super::generated`).
 //!
 //! Schemas `EndTxnRequest.json` / `EndTxnResponse.json`: versions 0–5, flexible from v3.
 //!
@@ -10,57 +11,7 @@
 use bytes::BufMut;
 
 use crate::protocol::header::check_version;
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
-
-/// EndTxn request body.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct EndTxnRequest {
-    /// The transactional id.
-    pub transactional_id: String,
-    /// The producer id.
-    pub producer_id: i64,
-    /// The producer's current epoch.
-    pub producer_epoch: i16,
-    /// True to commit, false to abort.
-    pub committed: bool,
-}
-
-impl Message for EndTxnRequest {
-    const API_KEY: ApiKey = ApiKey::EndTxn;
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 5;
-    const FLEXIBLE_FROM: i16 = 3;
-
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = Self::is_flexible(version);
-        out.put_string(flexible, &self.transactional_id);
-        out.put_i64(self.producer_id);
-        out.put_i16(self.producer_epoch);
-        out.put_bool(self.committed);
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        check_version::<Self>(d, version)?;
-        let flexible = Self::is_flexible(version);
-        let request = Self {
-            transactional_id: d.string(flexible, "EndTxnRequest.transactional_id")?,
-            producer_id: d.i64("EndTxnRequest.producer_id")?,
-            producer_epoch: d.i16("EndTxnRequest.producer_epoch")?,
-            committed: d.bool("EndTxnRequest.committed")?,
-        };
-        if flexible {
-            d.skip_tagged_fields("EndTxnRequest.tagged_fields")?;
-        }
-        Ok(request)
-    }
-}
-
-impl Request for EndTxnRequest {
-    type Response = EndTxnResponse;
-}
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, WireWrite};
 
 /// EndTxn response body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,33 +81,6 @@ mod tests {
     use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
     #[test]
-    fn golden_request_v0_classic_and_v3_flexible() {
-        let request = EndTxnRequest {
-            transactional_id: "t".into(),
-            producer_id: 9,
-            producer_epoch: 2,
-            committed: true,
-        };
-        #[rustfmt::skip]
-        let v0 = [
-            0x00, 0x01, b't',             // transactional_id "t"
-            0, 0, 0, 0, 0, 0, 0, 0x09,    // producer_id 9
-            0x00, 0x02,                   // producer_epoch 2
-            0x01,                         // committed true
-        ];
-        assert_golden(&request, 0, &v0);
-        #[rustfmt::skip]
-        let v3 = [
-            0x02, b't',                   // transactional_id "t" (compact)
-            0, 0, 0, 0, 0, 0, 0, 0x09,    // producer_id 9
-            0x00, 0x02,                   // producer_epoch 2
-            0x01,                         // committed true
-            0x00,                         // tagged fields
-        ];
-        assert_golden(&request, 3, &v3);
-    }
-
-    #[test]
     fn golden_response_v2_classic_and_v5_with_the_new_epoch() {
         let v2_response = EndTxnResponse {
             throttle_time_ms: 0,
@@ -189,19 +113,12 @@ mod tests {
 
     #[test]
     fn truncated_and_random_input_is_an_error_not_a_panic() {
-        let request = EndTxnRequest {
-            transactional_id: "txn-1".into(),
-            producer_id: 77,
-            producer_epoch: 4,
-            committed: false,
-        };
         let response = EndTxnResponse {
             throttle_time_ms: 1,
             error_code: 0,
             producer_id: 77,
             producer_epoch: 5,
         };
-        assert_robust(&request);
         assert_robust(&response);
     }
 }

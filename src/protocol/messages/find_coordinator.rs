@@ -1,5 +1,5 @@
-//! FindCoordinator (API key 10): which broker coordinates a consumer group or a transactional
-//! id.
+//! FindCoordinatorResponse (API key 10): which broker coordinates a consumer group or a
+//! transactional id. The request is generated (`super::super::generated`).
 //!
 //! Schemas `FindCoordinatorRequest.json` / `FindCoordinatorResponse.json`: versions 0–6,
 //! flexible from v3.
@@ -9,98 +9,13 @@
 //! (`CoordinatorKeys` / `Coordinators`, KIP-699) and drops the single-key fields; v5 may answer
 //! TRANSACTION_ABORTABLE (KIP-890); v6 adds the share-group key type (KIP-932).
 //!
-//! Both shapes map onto one pair of structs: a request is a key type and a list of keys, a
-//! response a list of [`Coordinator`]s. Below v4 the list holds exactly one entry.
+//! Both shapes map onto one struct: a list of [`Coordinator`]s. Below v4 the list holds
+//! exactly one entry.
 
 use bytes::BufMut;
 
 use crate::protocol::header::check_version;
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
-
-/// FindCoordinator request body, in one shape for every version.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FindCoordinatorRequest {
-    /// v1+: what the keys are: [`Self::KEY_TYPE_GROUP`] (the only kind v0 knows),
-    /// or [`Self::KEY_TYPE_TRANSACTION`] (KIP-98).
-    pub key_type: i8,
-    /// The keys (group ids or transactional ids). v4+ send them all (`CoordinatorKeys`,
-    /// KIP-699); v0–3 have a single `Key` field and send exactly one, the first (an empty list
-    /// is written as the empty key).
-    pub coordinator_keys: Vec<String>,
-}
-
-impl FindCoordinatorRequest {
-    /// Key type of a consumer group id.
-    pub const KEY_TYPE_GROUP: i8 = 0;
-    /// Key type of a transactional id (KIP-98).
-    pub const KEY_TYPE_TRANSACTION: i8 = 1;
-
-    /// A request for the coordinator of one key.
-    pub fn single(key_type: i8, key: impl Into<String>) -> Self {
-        Self {
-            key_type,
-            coordinator_keys: vec![key.into()],
-        }
-    }
-}
-
-impl Message for FindCoordinatorRequest {
-    const API_KEY: ApiKey = ApiKey::FindCoordinator;
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 6;
-    const FLEXIBLE_FROM: i16 = 3;
-
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        debug_assert!(
-            version >= 1 || self.key_type == Self::KEY_TYPE_GROUP,
-            "FindCoordinator v0 can only look up groups"
-        );
-        debug_assert!(
-            version >= 4 || self.coordinator_keys.len() == 1,
-            "FindCoordinator v0-3 carry exactly one key"
-        );
-        let flexible = Self::is_flexible(version);
-        if version <= 3 {
-            let key = self.coordinator_keys.first().map_or("", String::as_str);
-            out.put_string(flexible, key);
-        }
-        if version >= 1 {
-            out.put_i8(self.key_type);
-        }
-        if version >= 4 {
-            out.put_array(flexible, &self.coordinator_keys, |out, key| {
-                out.put_string(flexible, key)
-            });
-        }
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        const KEYS: &str = "FindCoordinatorRequest.coordinator_keys";
-        check_version::<Self>(d, version)?;
-        let flexible = Self::is_flexible(version);
-        let mut request = Self::default();
-        if version <= 3 {
-            request.coordinator_keys = vec![d.string(flexible, "FindCoordinatorRequest.key")?];
-        }
-        if version >= 1 {
-            request.key_type = d.i8("FindCoordinatorRequest.key_type")?;
-        }
-        if version >= 4 {
-            request.coordinator_keys = d.array_of(flexible, KEYS, |d| d.string(flexible, KEYS))?;
-        }
-        if flexible {
-            d.skip_tagged_fields("FindCoordinatorRequest.tagged_fields")?;
-        }
-        Ok(request)
-    }
-}
-
-impl Request for FindCoordinatorRequest {
-    type Response = FindCoordinatorResponse;
-}
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, WireWrite};
 
 /// FindCoordinator response body, in one shape for every version.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -262,39 +177,6 @@ mod tests {
     }
 
     #[test]
-    fn golden_request_v1_classic_and_v4_batched() {
-        let request =
-            FindCoordinatorRequest::single(FindCoordinatorRequest::KEY_TYPE_TRANSACTION, "tx");
-        #[rustfmt::skip]
-        let v1 = [
-            0x00, 0x02, b't', b'x',       // key "tx"
-            0x01,                         // key_type 1 (transaction)
-        ];
-        assert_golden(&request, 1, &v1);
-        #[rustfmt::skip]
-        let v3 = [
-            0x03, b't', b'x',             // key "tx" (compact)
-            0x01,                         // key_type 1
-            0x00,                         // tagged fields
-        ];
-        assert_golden(&request, 3, &v3);
-
-        let batched = FindCoordinatorRequest {
-            key_type: FindCoordinatorRequest::KEY_TYPE_GROUP,
-            coordinator_keys: vec!["a".into(), "b".into()],
-        };
-        #[rustfmt::skip]
-        let v4 = [
-            0x00,                         // key_type 0 (group)
-            0x03,                         // coordinator_keys: compact 2+1
-            0x02, b'a',                   //   "a"
-            0x02, b'b',                   //   "b"
-            0x00,                         // tagged fields
-        ];
-        assert_golden(&batched, 4, &v4);
-    }
-
-    #[test]
     fn golden_response_v1_classic_and_v4_batched() {
         let single = FindCoordinatorResponse {
             throttle_time_ms: 1,
@@ -347,16 +229,7 @@ mod tests {
 
     #[test]
     fn truncated_and_random_input_is_an_error_not_a_panic() {
-        for version in FindCoordinatorRequest::MIN_VERSION..=FindCoordinatorRequest::MAX_VERSION {
-            let request = if version >= 4 {
-                FindCoordinatorRequest {
-                    key_type: 1,
-                    coordinator_keys: vec!["a".into(), "bc".into()],
-                }
-            } else {
-                FindCoordinatorRequest::single(0, "group")
-            };
-            assert_robust_at(&request, version);
+        for version in FindCoordinatorResponse::MIN_VERSION..=FindCoordinatorResponse::MAX_VERSION {
             assert_robust_at(&sample_response(version), version);
         }
     }

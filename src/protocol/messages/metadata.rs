@@ -1,4 +1,5 @@
-//! Metadata (API key 3): the brokers of the cluster and the leaders of topic partitions.
+//! MetadataResponse (API key 3): the brokers of the cluster and the leaders of topic partitions.
+//! The request is generated (`super::super::generated`).
 //!
 //! Schemas `MetadataRequest.json` / `MetadataResponse.json`: versions 0–13 (Kafka 4.0 and 4.1
 //! add nothing above 13), flexible from v9 (KIP-482).
@@ -15,139 +16,10 @@ use bytes::BufMut;
 
 use super::fields::{put_string_nullable_if, read_string_nullable_if};
 use crate::protocol::header::check_version;
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, WireWrite};
 
 /// The authorized-operations value meaning "not requested" (`INT32_MIN`, the schema default).
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
-
-/// Metadata request body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetadataRequest {
-    /// The topics to describe; `None` asks for all topics.
-    ///
-    /// v1+ encode `None` as a null array. v0 has no null: an empty array means all topics
-    /// there, so `None` is written as an empty array, an empty array decodes as `None`, and
-    /// `Some(vec![])` ("no topics") cannot be expressed at v0.
-    pub topics: Option<Vec<MetadataRequestTopic>>,
-    /// v4+: whether the broker may auto-create the requested topics (KIP-204); default true,
-    /// which is how older versions behave.
-    pub allow_auto_topic_creation: bool,
-    /// v8–10: whether to return the cluster's authorized operations (KIP-430, removed by
-    /// KIP-700 in v11).
-    pub include_cluster_authorized_operations: bool,
-    /// v8+: whether to return each topic's authorized operations (KIP-430).
-    pub include_topic_authorized_operations: bool,
-}
-
-impl Default for MetadataRequest {
-    fn default() -> Self {
-        Self {
-            topics: Some(Vec::new()),
-            allow_auto_topic_creation: true,
-            include_cluster_authorized_operations: false,
-            include_topic_authorized_operations: false,
-        }
-    }
-}
-
-/// One topic asked for in a [`MetadataRequest`].
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct MetadataRequestTopic {
-    /// v10+: the topic id (KIP-516); all zeros when asking by name.
-    pub topic_id: [u8; 16],
-    /// The topic name. Null only from v10 (ask by id); below v10 `None` is written as an
-    /// empty name.
-    pub name: Option<String>,
-}
-
-impl MetadataRequestTopic {
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = MetadataRequest::is_flexible(version);
-        if version >= 10 {
-            out.put_uuid(&self.topic_id);
-        }
-        put_string_nullable_if(out, flexible, version >= 10, self.name.as_deref());
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let flexible = MetadataRequest::is_flexible(version);
-        let mut topic = Self::default();
-        if version >= 10 {
-            topic.topic_id = d.uuid("MetadataRequestTopic.topic_id")?;
-        }
-        topic.name =
-            read_string_nullable_if(d, flexible, version >= 10, "MetadataRequestTopic.name")?;
-        if flexible {
-            d.skip_tagged_fields("MetadataRequestTopic.tagged_fields")?;
-        }
-        Ok(topic)
-    }
-}
-
-impl Message for MetadataRequest {
-    const API_KEY: ApiKey = ApiKey::Metadata;
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 13;
-    const FLEXIBLE_FROM: i16 = 9;
-
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = Self::is_flexible(version);
-        match &self.topics {
-            Some(topics) => out.put_array(flexible, topics, |out, t| t.encode(version, out)),
-            None if version == 0 => out.put_array_len(flexible, Some(0)),
-            None => out.put_array_len(flexible, None),
-        }
-        if version >= 4 {
-            out.put_bool(self.allow_auto_topic_creation);
-        }
-        if (8..=10).contains(&version) {
-            out.put_bool(self.include_cluster_authorized_operations);
-        }
-        if version >= 8 {
-            out.put_bool(self.include_topic_authorized_operations);
-        }
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        check_version::<Self>(d, version)?;
-        let flexible = Self::is_flexible(version);
-        let mut request = Self {
-            topics: d.nullable_array_of(flexible, "MetadataRequest.topics", |d| {
-                MetadataRequestTopic::decode(d, version)
-            })?,
-            ..Self::default()
-        };
-        if version == 0 && request.topics.as_ref().is_some_and(Vec::is_empty) {
-            request.topics = None;
-        }
-        if version >= 4 {
-            request.allow_auto_topic_creation =
-                d.bool("MetadataRequest.allow_auto_topic_creation")?;
-        }
-        if (8..=10).contains(&version) {
-            request.include_cluster_authorized_operations =
-                d.bool("MetadataRequest.include_cluster_authorized_operations")?;
-        }
-        if version >= 8 {
-            request.include_topic_authorized_operations =
-                d.bool("MetadataRequest.include_topic_authorized_operations")?;
-        }
-        if flexible {
-            d.skip_tagged_fields("MetadataRequest.tagged_fields")?;
-        }
-        Ok(request)
-    }
-}
-
-impl Request for MetadataRequest {
-    type Response = MetadataResponse;
-}
 
 /// Metadata response body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -477,18 +349,6 @@ mod tests {
     use super::*;
     use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
-    fn sample_request() -> MetadataRequest {
-        MetadataRequest {
-            topics: Some(vec![MetadataRequestTopic {
-                topic_id: [7; 16],
-                name: Some("orders".into()),
-            }]),
-            allow_auto_topic_creation: false,
-            include_cluster_authorized_operations: true,
-            include_topic_authorized_operations: true,
-        }
-    }
-
     fn sample_response() -> MetadataResponse {
         MetadataResponse {
             throttle_time_ms: 3,
@@ -519,52 +379,6 @@ mod tests {
             cluster_authorized_operations: 0x1f,
             error_code: 0,
         }
-    }
-
-    #[test]
-    fn golden_request_v1_classic_and_v12_flexible() {
-        let v1_request = MetadataRequest {
-            topics: Some(vec![MetadataRequestTopic {
-                topic_id: [0; 16],
-                name: Some("t".into()),
-            }]),
-            ..Default::default()
-        };
-        #[rustfmt::skip]
-        let v1 = [
-            0x00, 0x00, 0x00, 0x01,       // topics: int32 count 1
-            0x00, 0x01, b't',             //   name "t"
-        ];
-        assert_golden(&v1_request, 1, &v1);
-
-        let all_topics = MetadataRequest {
-            topics: None,
-            ..Default::default()
-        };
-        assert_golden(&all_topics, 1, &[0xff, 0xff, 0xff, 0xff]); // null: all topics
-        assert_golden(&all_topics, 0, &[0x00, 0x00, 0x00, 0x00]); // v0: empty means all
-
-        let v12_request = MetadataRequest {
-            topics: Some(vec![MetadataRequestTopic {
-                topic_id: [0xab; 16],
-                name: None,
-            }]),
-            allow_auto_topic_creation: false,
-            include_cluster_authorized_operations: false,
-            include_topic_authorized_operations: true,
-        };
-        #[rustfmt::skip]
-        let v12 = [
-            0x02,                         // topics: compact count 1+1
-            0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab,
-            0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, // topic_id
-            0x00,                         //   name: compact null
-            0x00,                         //   topic tagged fields: none
-            0x00,                         // allow_auto_topic_creation false
-            0x01,                         // include_topic_authorized_operations true
-            0x00,                         // tagged fields: none
-        ];
-        assert_golden(&v12_request, 12, &v12);
     }
 
     #[test]
@@ -666,18 +480,7 @@ mod tests {
     }
 
     #[test]
-    fn v0_empty_topic_list_means_all_topics() {
-        let decoded =
-            MetadataRequest::decode(&mut Decoder::new(&[0, 0, 0, 0]), 0).expect("decodes");
-        assert_eq!(decoded.topics, None);
-        let decoded =
-            MetadataRequest::decode(&mut Decoder::new(&[0, 0, 0, 0]), 1).expect("decodes");
-        assert_eq!(decoded.topics, Some(vec![]));
-    }
-
-    #[test]
     fn truncated_and_random_input_is_an_error_not_a_panic() {
-        assert_robust(&sample_request());
         assert_robust(&sample_response());
     }
 }

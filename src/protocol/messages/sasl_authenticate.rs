@@ -1,5 +1,6 @@
-//! SaslAuthenticate (API key 36), versions 0–2: one round of a SASL exchange, framed as a Kafka
-//! request after a SaslHandshake v1 (KIP-152).
+//! SaslAuthenticateResponse (API key 36), versions 0–2: the broker's side of one round of a SASL
+//! exchange, framed as a Kafka response after a SaslHandshake v1 (KIP-152). The request is
+//! generated (`super::super::generated`).
 //!
 //! Schema: `SaslAuthenticateRequest.json` / `SaslAuthenticateResponse.json`. v1 adds the
 //! response's session lifetime (KIP-368, re-authentication), v2 is the first flexible version.
@@ -7,45 +8,7 @@
 use bytes::{BufMut, Bytes};
 
 use crate::protocol::header::check_version;
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
-
-/// SaslAuthenticateRequest: the client's SASL token for this round.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SaslAuthenticateRequest {
-    /// The SASL authentication bytes from the client, as the mechanism defines them.
-    pub auth_bytes: Bytes,
-}
-
-impl Message for SaslAuthenticateRequest {
-    const API_KEY: ApiKey = ApiKey::SaslAuthenticate;
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 2;
-    const FLEXIBLE_FROM: i16 = 2;
-
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = Self::is_flexible(version);
-        out.put_bytes_field(flexible, &self.auth_bytes);
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        check_version::<Self>(d, version)?;
-        let flexible = Self::is_flexible(version);
-        let request = Self {
-            auth_bytes: d.bytes(flexible, "SaslAuthenticateRequest.auth_bytes")?,
-        };
-        if flexible {
-            d.skip_tagged_fields("SaslAuthenticateRequest.tagged_fields")?;
-        }
-        Ok(request)
-    }
-}
-
-impl Request for SaslAuthenticateRequest {
-    type Response = SaslAuthenticateResponse;
-}
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, WireWrite};
 
 /// SaslAuthenticateResponse: the broker's token for this round, or why authentication failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,9 +38,9 @@ impl Default for SaslAuthenticateResponse {
 
 impl Message for SaslAuthenticateResponse {
     const API_KEY: ApiKey = ApiKey::SaslAuthenticate;
-    const MIN_VERSION: i16 = SaslAuthenticateRequest::MIN_VERSION;
-    const MAX_VERSION: i16 = SaslAuthenticateRequest::MAX_VERSION;
-    const FLEXIBLE_FROM: i16 = SaslAuthenticateRequest::FLEXIBLE_FROM;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 2;
+    const FLEXIBLE_FROM: i16 = 2;
 
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
         let flexible = Self::is_flexible(version);
@@ -116,12 +79,6 @@ mod tests {
     use super::*;
     use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
-    fn request() -> SaslAuthenticateRequest {
-        SaslAuthenticateRequest {
-            auth_bytes: Bytes::from_static(b"\0u\0p"),
-        }
-    }
-
     fn response() -> SaslAuthenticateResponse {
         SaslAuthenticateResponse {
             error_code: 0,
@@ -129,14 +86,6 @@ mod tests {
             auth_bytes: Bytes::from_static(b"ok"),
             session_lifetime_ms: 3_600_000,
         }
-    }
-
-    #[test]
-    fn request_golden() {
-        // v1 classic: auth_bytes as int32 length + bytes.
-        assert_golden(&request(), 1, &[0, 0, 0, 4, 0, b'u', 0, b'p']);
-        // v2 flexible: compact length (4 + 1), bytes, empty tagged fields.
-        assert_golden(&request(), 2, &[5, 0, b'u', 0, b'p', 0]);
     }
 
     #[test]
@@ -179,7 +128,6 @@ mod tests {
 
     #[test]
     fn decoding_is_robust() {
-        assert_robust(&request());
         assert_robust(&response());
     }
 }

@@ -1,5 +1,6 @@
-//! SaslHandshake (API key 17), versions 0–1: the client names the SASL mechanism it wants and
-//! learns which ones the broker enables.
+//! SaslHandshakeResponse (API key 17), versions 0–1: whether the broker takes the SASL mechanism
+//! the client named, and which ones it enables. The request is generated
+//! (`super::super::generated`).
 //!
 //! Schema: `SaslHandshakeRequest.json` / `SaslHandshakeResponse.json`. Never flexible (the
 //! version cannot be bumped, KAFKA-9577). v0 is followed by raw SASL tokens on the socket; v1
@@ -8,36 +9,7 @@
 use bytes::BufMut;
 
 use crate::protocol::header::check_version;
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
-
-/// SaslHandshakeRequest: the mechanism the client chose (e.g. `PLAIN`, `SCRAM-SHA-512`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SaslHandshakeRequest {
-    /// The SASL mechanism chosen by the client.
-    pub mechanism: String,
-}
-
-impl Message for SaslHandshakeRequest {
-    const API_KEY: ApiKey = ApiKey::SaslHandshake;
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 1;
-    const FLEXIBLE_FROM: i16 = i16::MAX;
-
-    fn encode<B: BufMut>(&self, _version: i16, out: &mut B) {
-        out.put_string(false, &self.mechanism);
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        check_version::<Self>(d, version)?;
-        Ok(Self {
-            mechanism: d.string(false, "SaslHandshakeRequest.mechanism")?,
-        })
-    }
-}
-
-impl Request for SaslHandshakeRequest {
-    type Response = SaslHandshakeResponse;
-}
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, WireWrite};
 
 /// SaslHandshakeResponse: NONE, or UNSUPPORTED_SASL_MECHANISM with the mechanisms enabled.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -50,9 +22,9 @@ pub struct SaslHandshakeResponse {
 
 impl Message for SaslHandshakeResponse {
     const API_KEY: ApiKey = ApiKey::SaslHandshake;
-    const MIN_VERSION: i16 = SaslHandshakeRequest::MIN_VERSION;
-    const MAX_VERSION: i16 = SaslHandshakeRequest::MAX_VERSION;
-    const FLEXIBLE_FROM: i16 = SaslHandshakeRequest::FLEXIBLE_FROM;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 1;
+    const FLEXIBLE_FROM: i16 = i16::MAX;
 
     fn encode<B: BufMut>(&self, _version: i16, out: &mut B) {
         out.put_i16(self.error_code);
@@ -83,17 +55,6 @@ mod tests {
     }
 
     #[test]
-    fn request_golden() {
-        let value = SaslHandshakeRequest {
-            mechanism: "PLAIN".into(),
-        };
-        // mechanism: int16 length 5, then the bytes; v0 and v1 share the layout.
-        let golden = [0x00, 0x05, b'P', b'L', b'A', b'I', b'N'];
-        assert_golden(&value, 0, &golden);
-        assert_golden(&value, 1, &golden);
-    }
-
-    #[test]
     fn response_golden() {
         #[rustfmt::skip]
         let golden = [
@@ -108,9 +69,6 @@ mod tests {
 
     #[test]
     fn decoding_is_robust() {
-        assert_robust(&SaslHandshakeRequest {
-            mechanism: "SCRAM-SHA-512".into(),
-        });
         assert_robust(&response());
     }
 }
