@@ -315,9 +315,12 @@ impl Error {
     pub fn is_fatal(&self) -> bool {
         match self {
             Error::Fatal(_) | Error::Closed => true,
+            // A request the negotiated version cannot carry is refused the same way every
+            // time: retrying would stall quietly, as an UNSUPPORTED_VERSION answer would.
             Error::Authentication { .. }
             | Error::Tls { .. }
-            | Error::SecurityProtocolMismatch { .. } => true,
+            | Error::SecurityProtocolMismatch { .. }
+            | Error::Encode(_) => true,
             Error::Broker { code, .. } => matches!(
                 *code,
                 ErrorCode::PRODUCER_FENCED
@@ -480,6 +483,11 @@ mod tests {
                 reason: "TLS answered".into(),
             },
             Error::Timeout("x".into()),
+            Error::Encode(EncodeError {
+                api_key: 11,
+                version: 4,
+                reason: "group instance id needs v5".into(),
+            }),
         ]
     }
 
@@ -499,8 +507,18 @@ mod tests {
             );
             assert!(!text.is_empty(), "{error:?}");
         }
-        // Indeterminate, Abortable, Fatal, Decode and Io.
-        assert_eq!(wrappers, 5);
+        // Indeterminate, Abortable, Fatal, Decode, Io and Encode.
+        assert_eq!(wrappers, 6);
+    }
+
+    #[test]
+    fn a_request_its_version_cannot_carry_is_fatal_not_retried() {
+        let error = Error::Encode(EncodeError {
+            api_key: 9,
+            version: 6,
+            reason: "require_stable needs v7".into(),
+        });
+        assert!(error.is_fatal() && !error.is_retriable());
     }
 
     #[test]

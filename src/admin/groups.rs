@@ -6,28 +6,28 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, DeleteGroupsRequest,
     DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
-    OffsetDeleteRequest, OffsetDeleteResponse, consumer_group_describe_response,
-    describe_groups_response,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
+    consumer_group_describe_response, describe_groups_response,
 };
 
-use super::wire::{by_topic, group_id, outcome, string, topic_name};
+use super::wire::{by_topic, outcome, string};
 use super::{Admin, CoordinatorAnswer, CoordinatorKind, coordinator_error};
 use crate::consumer::assignor::decode_assignment;
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::offset_commit::{
-    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-    OffsetCommitResponse,
-};
-use crate::protocol::messages::offset_fetch::{
-    OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchResponse,
-};
+use crate::protocol::generated::{group_id, str_bytes, topic_name};
+use crate::protocol::messages::offset_commit::OffsetCommitResponse;
+use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
 use crate::types::TopicPartition;
 
 /// Which group protocol a group runs.
@@ -252,17 +252,13 @@ impl Admin {
         group: &str,
     ) -> Result<BTreeMap<TopicPartition, CommittedOffset>> {
         self.within("OffsetFetch", async {
-            // Both shapes: v0–7 read `group_id`/`topics`, v8+ `groups`; null topics: all.
-            let request = OffsetFetchRequest {
-                group_id: group.to_owned(),
-                topics: None,
-                groups: vec![OffsetFetchRequestGroup {
-                    group_id: group.to_owned(),
-                    topics: None,
-                    ..OffsetFetchRequestGroup::default()
-                }],
-                require_stable: false,
-            };
+            // Built in the v8+ shape (one entry in `Groups`; null topics: all of them);
+            // v1–7 get it at the top level (`protocol::generated::shapes`).
+            let request = OffsetFetchRequest::default().with_groups(vec![
+                OffsetFetchRequestGroup::default()
+                    .with_group_id(group_id(group))
+                    .with_topics(None),
+            ]);
             let response = self
                 .call_coordinator(CoordinatorKind::Group, group, request)
                 .await?;
@@ -321,24 +317,30 @@ impl Admin {
     ) -> Result<BTreeMap<TopicPartition, Result<()>>> {
         let topics: Vec<OffsetCommitRequestTopic> = by_topic(offsets)
             .into_iter()
-            .map(|(name, partitions)| OffsetCommitRequestTopic {
-                name,
-                partitions: partitions
-                    .into_iter()
-                    .map(|(partition, offset)| OffsetCommitRequestPartition {
-                        partition_index: partition,
-                        committed_offset: offset,
-                        ..OffsetCommitRequestPartition::default()
-                    })
-                    .collect(),
+            .map(|(name, partitions)| {
+                OffsetCommitRequestTopic::default()
+                    .with_name(topic_name(&name))
+                    .with_partitions(
+                        partitions
+                            .into_iter()
+                            .map(|(partition, offset)| {
+                                OffsetCommitRequestPartition::default()
+                                    .with_partition_index(partition)
+                                    .with_committed_offset(offset)
+                                    .with_committed_leader_epoch(-1)
+                            })
+                            .collect(),
+                    )
             })
             .collect();
         self.within("OffsetCommit", async {
-            let request = OffsetCommitRequest {
-                group_id: group.to_owned(),
-                topics,
-                ..OffsetCommitRequest::default()
-            };
+            // From outside the group: no generation (-1), no member.
+            let request = OffsetCommitRequest::default()
+                .with_group_id(group_id(group))
+                .with_generation_id_or_member_epoch(-1)
+                .with_member_id(str_bytes(""))
+                .with_retention_time_ms(-1)
+                .with_topics(topics);
             let response = self
                 .call_coordinator(CoordinatorKind::Group, group, request)
                 .await?;

@@ -4,20 +4,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kafka_protocol::messages::DeleteRecordsRequest;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{DeleteRecordsRequest, ListOffsetsRequest};
 
 use super::Admin;
 use super::routing::topic_description;
-use super::wire::{by_topic, millis_left, outcome, string, topic_name};
+use super::wire::{by_topic, millis_left, outcome, string};
 use crate::IsolationLevel;
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::list_offsets::{
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
-};
+use crate::protocol::generated::topic_name;
+
 use crate::types::TopicPartition;
 
 /// How many times partitions whose leader moved are asked again.
@@ -194,33 +194,36 @@ impl AsyncLeaderCall<OffsetSpec, ListedOffset> for ListOffsets {
         leader: i32,
         items: Vec<(TopicPartition, OffsetSpec)>,
     ) -> Result<Vec<(TopicPartition, Result<ListedOffset>)>> {
-        let request = ListOffsetsRequest {
-            replica_id: -1,
-            isolation_level: self.0.wire(),
-            topics: by_topic(items)
-                .into_iter()
-                .map(|(name, partitions)| ListOffsetsTopic {
-                    name,
-                    partitions: partitions
-                        .into_iter()
-                        .map(|(partition, spec)| ListOffsetsPartition {
-                            partition_index: partition,
-                            timestamp: spec.wire(),
-                            ..ListOffsetsPartition::default()
-                        })
-                        .collect(),
-                })
-                .collect(),
-            timeout_ms: millis_left(admin.deadline()),
-        };
+        let request = ListOffsetsRequest::default()
+            .with_replica_id((-1).into())
+            .with_isolation_level(self.0.wire())
+            .with_topics(
+                by_topic(items)
+                    .into_iter()
+                    .map(|(name, partitions)| {
+                        ListOffsetsTopic::default()
+                            .with_name(topic_name(&name))
+                            .with_partitions(
+                                partitions
+                                    .into_iter()
+                                    .map(|(partition, spec)| {
+                                        ListOffsetsPartition::default()
+                                            .with_partition_index(partition)
+                                            .with_current_leader_epoch(-1)
+                                            .with_timestamp(spec.wire())
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            );
         let response = admin.call_broker(leader, request).await?;
         let mut out = Vec::new();
         for topic in response.topics {
             for p in topic.partitions {
                 let tp = TopicPartition::new(topic.name.as_str(), p.partition_index);
                 let result = outcome(p.error_code, None).map(|()| ListedOffset {
-                    // v0 answers with a list of offsets instead.
-                    offset: p.old_style_offsets.first().copied().unwrap_or(p.offset),
+                    offset: p.offset,
                     timestamp: p.timestamp,
                     leader_epoch: (p.leader_epoch >= 0).then_some(p.leader_epoch),
                 });

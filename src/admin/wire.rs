@@ -1,30 +1,16 @@
-//! Small conversions between the admin client's types and `kafka-protocol`'s fields, kept in
-//! one place.
+//! What the admin client's calls share around `kafka-protocol`'s fields (the field
+//! constructors themselves are `protocol::generated`'s): strings out, outcomes, deadlines,
+//! partitions nested by topic.
 
 use std::collections::BTreeMap;
 
-use kafka_protocol::messages::{BrokerId, GroupId, TopicName};
+use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
 use crate::types::TopicPartition;
-
-/// A string field.
-pub(super) fn text(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
-
-/// A topic name field.
-pub(super) fn topic_name(name: &str) -> TopicName {
-    TopicName(text(name))
-}
-
-/// A group id field.
-pub(super) fn group_id(group: &str) -> GroupId {
-    GroupId(text(group))
-}
 
 /// Node ids as broker id fields.
 pub(super) fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
@@ -74,6 +60,7 @@ pub(super) fn by_topic<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::generated::str_bytes as text;
 
     #[test]
     fn outcomes_keep_the_code_and_a_message_only_when_there_is_one() {

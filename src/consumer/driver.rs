@@ -39,7 +39,7 @@ use tracing::warn;
 use super::calls::{call, call_built, find_coordinator, membership_call, timed_out};
 use super::config::ConsumerConfig;
 use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
-use super::state::{Completion, ConsumerState, MembershipOrRecords, OFFSET_FETCH_VERSION_CAP};
+use super::state::{Completion, ConsumerState, MembershipOrRecords};
 use crate::error::{Error, Result};
 use crate::net::connection::BrokerLink;
 use crate::net::metadata::metadata_request;
@@ -437,15 +437,7 @@ impl Handle {
             let left = deadline
                 .saturating_duration_since(Instant::now())
                 .min(timeout);
-            match call(
-                &link,
-                request.clone(),
-                Some(OFFSET_FETCH_VERSION_CAP),
-                Arc::clone(&client_id),
-                left,
-            )
-            .await
-            {
+            match call(&link, request.clone(), None, Arc::clone(&client_id), left).await {
                 Ok(response) => match committed_offsets(&response, partitions) {
                     Ok(offsets) => return Ok(offsets),
                     Err(code) => {

@@ -18,11 +18,12 @@ use super::config::{ConsumerConfig, IsolationLevel, OffsetReset};
 use super::records::{ConsumerRecord, PartitionReader};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
+use crate::protocol::generated::topic_name;
 use crate::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
-use crate::protocol::messages::list_offsets::{
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopic,
-};
+use crate::protocol::messages::list_offsets::ListOffsetsResponse;
 use crate::types::TopicPartition;
+use kafka_protocol::messages::ListOffsetsRequest;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 
 /// ListOffsets timestamps: the log start, and the end (the LSO under read_committed).
 pub(crate) const EARLIEST_TIMESTAMP: i64 = -2;
@@ -392,27 +393,29 @@ impl Fetcher {
         &self,
         queries: impl IntoIterator<Item = (&'a TopicPartition, i64)>,
     ) -> ListOffsetsRequest {
-        let mut topics: BTreeMap<String, Vec<ListOffsetsPartition>> = BTreeMap::new();
+        let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
         for (tp, timestamp) in queries {
-            topics
-                .entry(tp.topic.to_string())
-                .or_default()
-                .push(ListOffsetsPartition {
-                    partition_index: tp.partition,
-                    current_leader_epoch: -1,
-                    timestamp,
-                    ..ListOffsetsPartition::default()
-                });
+            topics.entry(&*tp.topic).or_default().push(
+                ListOffsetsPartition::default()
+                    .with_partition_index(tp.partition)
+                    .with_current_leader_epoch(-1)
+                    .with_timestamp(timestamp),
+            );
         }
-        ListOffsetsRequest {
-            replica_id: -1,
-            isolation_level: self.isolation.wire(),
-            topics: topics
-                .into_iter()
-                .map(|(name, partitions)| ListOffsetsTopic { name, partitions })
-                .collect(),
-            timeout_ms: self.list_timeout_ms,
-        }
+        ListOffsetsRequest::default()
+            .with_replica_id((-1).into())
+            .with_isolation_level(self.isolation.wire())
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(name, partitions)| {
+                        ListOffsetsTopic::default()
+                            .with_name(topic_name(name))
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
+            )
+            .with_timeout_ms(self.list_timeout_ms)
     }
 
     /// The answer to a [`Fetcher::reset_request`].
@@ -642,10 +645,10 @@ mod tests {
         f.apply_committed(vec![(tp(0), Some(10)), (tp(1), None)]);
         assert_eq!(f.position(&tp(0)), Some(10));
         assert_eq!(f.awaiting_reset(&HashSet::new()), vec![tp(1)]);
-        assert_eq!(
-            f.reset_request(&[tp(1)]).topics[0].partitions[0].timestamp,
-            -2
-        );
+        let reset = f.reset_request(&[tp(1)]);
+        assert_eq!(reset.topics[0].partitions[0].timestamp, -2);
+        // read_committed (KIP-98) needs v2: refused at v1 rather than read uncommitted.
+        assert_eq!(crate::protocol::generated::lowest_version(&reset), 2);
         let fetched = f.to_fetch(&all);
         assert_eq!(fetched.len(), 1);
         let request = f.fetch_request(&fetched);

@@ -3,13 +3,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetFetchRequest};
+
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::offset_commit::{
-    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
-use crate::protocol::messages::offset_fetch::{
-    OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchResponse,
-};
+use crate::protocol::generated::{group_id, str_bytes, topic_name};
+use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
 use crate::types::TopicPartition;
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 
@@ -19,59 +23,56 @@ pub fn offset_commit_request(
     meta: &ConsumerGroupMetadata,
     offsets: &[OffsetToCommit],
 ) -> OffsetCommitRequest {
-    let mut topics: BTreeMap<String, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+    let mut topics: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
     for o in offsets {
-        topics
-            .entry(o.partition.topic.to_string())
-            .or_default()
-            .push(OffsetCommitRequestPartition {
-                partition_index: o.partition.partition,
-                committed_offset: o.offset,
-                committed_leader_epoch: -1,
-                committed_metadata: o.metadata.clone(),
-            });
+        topics.entry(&*o.partition.topic).or_default().push(
+            OffsetCommitRequestPartition::default()
+                .with_partition_index(o.partition.partition)
+                .with_committed_offset(o.offset)
+                .with_committed_leader_epoch(-1)
+                .with_committed_metadata(o.metadata.as_deref().map(str_bytes)),
+        );
     }
-    OffsetCommitRequest {
-        group_id: meta.group_id.clone(),
-        generation_id_or_member_epoch: meta.generation_id,
-        member_id: meta.member_id.clone(),
-        group_instance_id: meta.group_instance_id.clone(),
-        retention_time_ms: -1,
-        topics: topics
-            .into_iter()
-            .map(|(name, partitions)| OffsetCommitRequestTopic { name, partitions })
-            .collect(),
-    }
+    OffsetCommitRequest::default()
+        .with_group_id(group_id(&meta.group_id))
+        .with_generation_id_or_member_epoch(meta.generation_id)
+        .with_member_id(str_bytes(&meta.member_id))
+        .with_group_instance_id(meta.group_instance_id.as_deref().map(str_bytes))
+        .with_retention_time_ms(-1)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(name, partitions)| {
+                    OffsetCommitRequestTopic::default()
+                        .with_name(topic_name(name))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
 }
 
-/// OffsetFetch of `partitions` with require_stable (KIP-447).
-pub fn offset_fetch_request(group_id: &str, partitions: &[TopicPartition]) -> OffsetFetchRequest {
-    let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+/// OffsetFetch of `partitions` with require_stable (KIP-447). Built in the v8+ shape (one
+/// entry in `Groups`); v1–7 carry the group at the top level (see `generated::shapes`).
+pub fn offset_fetch_request(group: &str, partitions: &[TopicPartition]) -> OffsetFetchRequest {
+    let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for tp in partitions {
-        topics
-            .entry(tp.topic.to_string())
-            .or_default()
-            .push(tp.partition);
+        topics.entry(&*tp.topic).or_default().push(tp.partition);
     }
-    let topics: Vec<OffsetFetchRequestTopic> = topics
+    let topics = topics
         .into_iter()
-        .map(|(name, partition_indexes)| OffsetFetchRequestTopic {
-            name,
-            topic_id: [0; 16],
-            partition_indexes,
+        .map(|(name, partition_indexes)| {
+            OffsetFetchRequestTopics::default()
+                .with_name(topic_name(name))
+                .with_partition_indexes(partition_indexes)
         })
         .collect();
-    // Both shapes filled: v0–7 read `group_id`/`topics`, v8+ `groups`.
-    OffsetFetchRequest {
-        group_id: group_id.to_owned(),
-        topics: Some(topics.clone()),
-        groups: vec![OffsetFetchRequestGroup {
-            group_id: group_id.to_owned(),
-            topics: Some(topics),
-            ..OffsetFetchRequestGroup::default()
-        }],
-        require_stable: true,
-    }
+    OffsetFetchRequest::default()
+        .with_groups(vec![
+            OffsetFetchRequestGroup::default()
+                .with_group_id(group_id(group))
+                .with_topics(Some(topics)),
+        ])
+        .with_require_stable(true)
 }
 
 /// The committed offset of each of `partitions` (`None`: nothing committed), or the first
@@ -108,6 +109,7 @@ pub fn committed_offsets(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::generated::lowest_version;
     use crate::protocol::messages::offset_fetch::{
         OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponseTopic,
     };
@@ -127,15 +129,25 @@ mod tests {
             (r.generation_id_or_member_epoch, r.member_id.as_str()),
             (7, "m")
         );
+        assert_eq!(lowest_version(&r), 2, "a dynamic member: every version");
+        let static_member = ConsumerGroupMetadata::new("g", 7, "m", Some("i".to_owned()));
+        let r_static = offset_commit_request(&static_member, &[OffsetToCommit::new(tp(0), 3)]);
+        assert_eq!(
+            lowest_version(&r_static),
+            7,
+            "a static member's instance id (KIP-345)"
+        );
         assert_eq!(r.topics.len(), 1);
         assert_eq!(r.topics[0].partitions.len(), 2);
         let f = offset_fetch_request("g", &[tp(0), tp(1)]);
         assert!(f.require_stable);
+        // One group (v1–7 can carry it) with require_stable (KIP-447, v7): refused below v7
+        // rather than read past a pending transactional commit.
+        assert_eq!(lowest_version(&f), 7);
         assert_eq!(
             f.groups[0].topics.as_ref().unwrap()[0].partition_indexes,
             vec![0, 1]
         );
-        assert_eq!(f.topics.as_ref().unwrap()[0].partition_indexes, vec![0, 1]);
     }
 
     #[test]

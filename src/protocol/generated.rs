@@ -13,9 +13,14 @@
 //! cluster an operator points it at, reads generated responses.
 
 use bytes::BytesMut;
-use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::messages::{GroupId, TopicName};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::{ApiKey, DecodeError, DecodeErrorKind, Decoder, EncodeError};
+
+#[cfg(test)]
+mod group_tests;
+mod shapes;
 
 /// Writes a generated body, naming the API and version when the generated encoder refuses
 /// (a field set that the version cannot carry).
@@ -30,6 +35,43 @@ pub(crate) fn write_generated<M: Encodable>(
         version,
         reason: e.to_string(),
     })
+}
+
+/// The lowest version `request` can be written at, checked writable at every version above
+/// it as well: a request built without knowing the version the connection negotiates must be
+/// writable at any it may pick, or be refused for a reason the caller accepts.
+#[cfg(test)]
+pub(crate) fn lowest_version<R: super::Encode>(request: &R) -> i16 {
+    let writes = |version| request.write_body(version, &mut BytesMut::new()).is_ok();
+    let lowest = (R::MIN_VERSION..=R::MAX_VERSION)
+        .find(|&version| writes(version))
+        .unwrap_or_else(|| panic!("{:?} writable at no version", R::API_KEY));
+    assert!(
+        (lowest..=R::MAX_VERSION).all(writes),
+        "{:?} writable at v{lowest} but not at every version above",
+        R::API_KEY
+    );
+    lowest
+}
+
+/// A string field of a generated message.
+pub fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+/// A group id field of a generated message.
+pub fn group_id(s: &str) -> GroupId {
+    GroupId(str_bytes(s))
+}
+
+/// A topic name field of a generated message.
+pub fn topic_name(s: &str) -> TopicName {
+    TopicName(str_bytes(s))
+}
+
+/// A topic id field (KIP-516) of a generated message.
+pub fn topic_id(id: &[u8; 16]) -> uuid::Uuid {
+    uuid::Uuid::from_bytes(*id)
 }
 
 /// Reads a generated body from the rest of `d`, which it consumes.
@@ -66,11 +108,22 @@ macro_rules! generated_response {
             }
         }
     };
+    ($response:ty, $key:ident, versions $min:literal..=$max:literal, never flexible) => {
+        generated_response!($response, $key, versions $min..=$max, flexible from 32767);
+    };
 }
 
-/// Makes a generated request one of this crate's [`Request`]s.
+/// Makes a generated request one of this crate's [`Request`]s. With `shaped by`, the request
+/// is first passed through a function that rewrites it into the shape of the version it is
+/// written at, or refuses it (see [`shapes`]).
 macro_rules! generated_request {
     ($request:ty => $response:ty, $key:ident, versions $min:literal..=$max:literal, flexible from $flexible:literal) => {
+        generated_request!(
+            $request => $response, $key, versions $min..=$max, flexible from $flexible,
+            shaped by $crate::protocol::generated::shapes::as_is
+        );
+    };
+    ($request:ty => $response:ty, $key:ident, versions $min:literal..=$max:literal, flexible from $flexible:literal, shaped by $shape:path) => {
         impl $crate::protocol::Versioned for $request {
             const API_KEY: $crate::protocol::ApiKey = $crate::protocol::ApiKey::$key;
             const MIN_VERSION: i16 = $min;
@@ -84,8 +137,14 @@ macro_rules! generated_request {
                 version: i16,
                 out: &mut bytes::BytesMut,
             ) -> Result<(), $crate::protocol::EncodeError> {
+                let shaped =
+                    $shape(self, version).map_err(|reason| $crate::protocol::EncodeError {
+                        api_key: $crate::protocol::ApiKey::$key as i16,
+                        version,
+                        reason,
+                    })?;
                 $crate::protocol::generated::write_generated(
-                    self,
+                    &*shaped,
                     $crate::protocol::ApiKey::$key,
                     version,
                     out,
@@ -102,6 +161,7 @@ macro_rules! generated_request {
         generated_request!($request => $response, $key, versions $min..=$max, flexible from 32767);
     };
 }
+
 // ---- Every API spoken with a generated request, with the versions spoken. ----
 
 // The connection, metadata and the producer's transactions.
@@ -152,6 +212,38 @@ generated_request!(
 generated_request!(
     kafka_protocol::messages::HeartbeatRequest => super::messages::heartbeat::HeartbeatResponse,
     Heartbeat, versions 0..=4, flexible from 4
+);
+generated_request!(
+    kafka_protocol::messages::JoinGroupRequest => super::messages::join_group::JoinGroupResponse,
+    JoinGroup, versions 0..=9, flexible from 6
+);
+generated_request!(
+    kafka_protocol::messages::SyncGroupRequest => super::messages::sync_group::SyncGroupResponse,
+    SyncGroup, versions 0..=5, flexible from 4
+);
+generated_request!(
+    kafka_protocol::messages::LeaveGroupRequest => super::messages::leave_group::LeaveGroupResponse,
+    LeaveGroup, versions 0..=5, flexible from 4, shaped by shapes::leave_group
+);
+generated_request!(
+    kafka_protocol::messages::ConsumerGroupHeartbeatRequest
+        => super::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatResponse,
+    ConsumerGroupHeartbeat, versions 0..=1, flexible from 0
+);
+// From v1: kafka-protocol 0.18 has no v0 (ZooKeeper offsets; Kafka 4.0 removed it, KIP-896)
+// and no v10 (topic ids, Kafka 4.2).
+generated_request!(
+    kafka_protocol::messages::OffsetFetchRequest => super::messages::offset_fetch::OffsetFetchResponse,
+    OffsetFetch, versions 1..=9, flexible from 6, shaped by shapes::offset_fetch
+);
+generated_request!(
+    kafka_protocol::messages::OffsetCommitRequest => super::messages::offset_commit::OffsetCommitResponse,
+    OffsetCommit, versions 2..=9, flexible from 8
+);
+// From v1: kafka-protocol 0.18 has no v0 (`MaxNumOffsets`; Kafka 4.0 removed it, KIP-896).
+generated_request!(
+    kafka_protocol::messages::ListOffsetsRequest => super::messages::list_offsets::ListOffsetsResponse,
+    ListOffsets, versions 1..=10, flexible from 6
 );
 
 // The admin client. CreateTopics from v2: Kafka 4.0 dropped the older versions (KIP-896).
@@ -231,14 +323,13 @@ generated_response!(
     kafka_protocol::messages::ConsumerGroupDescribeResponse,
     ConsumerGroupDescribe, versions 0..=1, flexible from 0
 );
-// OffsetDelete has no flexible version.
 generated_request!(
     kafka_protocol::messages::OffsetDeleteRequest => kafka_protocol::messages::OffsetDeleteResponse,
-    OffsetDelete, versions 0..=0, flexible from 32767
+    OffsetDelete, versions 0..=0, never flexible
 );
 generated_response!(
     kafka_protocol::messages::OffsetDeleteResponse,
-    OffsetDelete, versions 0..=0, flexible from 32767
+    OffsetDelete, versions 0..=0, never flexible
 );
 generated_request!(
     kafka_protocol::messages::DeleteGroupsRequest => kafka_protocol::messages::DeleteGroupsResponse,

@@ -25,9 +25,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::consumer_group_heartbeat::{
-    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, HeartbeatTopicPartitions,
+    ConsumerGroupHeartbeatResponse, HeartbeatTopicPartitions,
 };
 use crate::types::Millis;
+use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
 
 /// The member epoch that leaves the group.
 const LEAVE_EPOCH: i32 = -1;
@@ -130,11 +131,11 @@ impl GroupCoordinator {
         let owned: Option<BTreeSet<i32>> = request.topic_partitions.as_ref().map(|topics| {
             topics
                 .iter()
-                .filter(|t| t.topic_id == self.topic_id)
+                .filter(|t| t.topic_id.as_bytes() == &self.topic_id)
                 .flat_map(|t| t.partitions.iter().copied())
                 .collect()
         });
-        let id = request.member_id.clone();
+        let id = request.member_id.to_string();
         if request.member_epoch == LEAVE_EPOCH {
             if self.members.remove(&id).is_some() {
                 self.bump_group_epoch();

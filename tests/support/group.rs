@@ -8,16 +8,18 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use bytes::Bytes;
+use exactly::__private::protocol::generated::{group_id as group, str_bytes, topic_name};
 use exactly::__private::protocol::header::{ResponseHeader, encode_request_frame};
-use exactly::__private::protocol::messages::join_group::{JoinGroupProtocol, JoinGroupRequest};
-use exactly::__private::protocol::messages::offset_fetch::{
-    OffsetFetchRequest, OffsetFetchRequestTopic,
-};
-use exactly::__private::protocol::messages::sync_group::{SyncGroupAssignment, SyncGroupRequest};
 use exactly::__private::protocol::{Decode, Decoder, Request};
 use exactly::ConsumerGroupMetadata;
-use kafka_protocol::messages::FindCoordinatorRequest;
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    FindCoordinatorRequest, JoinGroupRequest, OffsetFetchRequest, SyncGroupRequest,
+};
 
 /// MEMBER_ID_REQUIRED: the first JoinGroup (v4+) only hands out a member id (KIP-394).
 const MEMBER_ID_REQUIRED: i16 = 79;
@@ -104,7 +106,7 @@ impl GroupMember {
                 // v4: the batched keys (KIP-699); key type 0 is a group.
                 &FindCoordinatorRequest::default()
                     .with_key_type(0)
-                    .with_coordinator_keys(vec![StrBytes::from_string(group_id.to_owned())]),
+                    .with_coordinator_keys(vec![str_bytes(group_id)]),
                 FIND_COORDINATOR_VERSION,
             );
             let found = response
@@ -125,40 +127,36 @@ impl GroupMember {
         }
         let c = c.unwrap_or_else(|| panic!("no coordinator for {group_id} within 30 s"));
         let mut coordinator = RawConnection::connect(&format!("{}:{}", c.host, c.port));
-        let mut join = JoinGroupRequest {
-            group_id: group_id.into(),
-            session_timeout_ms: 45_000,
-            rebalance_timeout_ms: 30_000,
-            member_id: String::new(),
-            group_instance_id: None,
-            protocol_type: "consumer".into(),
-            protocols: vec![JoinGroupProtocol {
-                name: "range".into(),
-                metadata: subscription(topic),
-            }],
-            reason: None,
-        };
+        let mut join = JoinGroupRequest::default()
+            .with_group_id(group(group_id))
+            .with_session_timeout_ms(45_000)
+            .with_rebalance_timeout_ms(30_000)
+            .with_protocol_type(str_bytes("consumer"))
+            .with_protocols(vec![
+                JoinGroupRequestProtocol::default()
+                    .with_name(str_bytes("range"))
+                    .with_metadata(subscription(topic)),
+            ]);
         let mut joined = coordinator.call(&join, JOIN_GROUP_VERSION);
         if joined.error_code == MEMBER_ID_REQUIRED {
-            join.member_id = joined.member_id.clone();
+            join.member_id = str_bytes(&joined.member_id);
             joined = coordinator.call(&join, JOIN_GROUP_VERSION);
         }
         assert_eq!(joined.error_code, 0, "JoinGroup: {joined:?}");
         let synced = coordinator.call(
-            &SyncGroupRequest {
-                group_id: group_id.into(),
-                generation_id: joined.generation_id,
-                member_id: joined.member_id.clone(),
-                group_instance_id: None,
-                protocol_type: Some("consumer".into()),
-                protocol_name: joined.protocol_name.clone(),
+            &SyncGroupRequest::default()
+                .with_group_id(group(group_id))
+                .with_generation_id(joined.generation_id)
+                .with_member_id(str_bytes(&joined.member_id))
+                .with_protocol_type(Some(str_bytes("consumer")))
+                .with_protocol_name(joined.protocol_name.as_deref().map(str_bytes))
                 // The only member leads and keeps everything; the assignment bytes are opaque
                 // to the coordinator.
-                assignments: vec![SyncGroupAssignment {
-                    member_id: joined.member_id.clone(),
-                    assignment: Bytes::new(),
-                }],
-            },
+                .with_assignments(vec![
+                    SyncGroupRequestAssignment::default()
+                        .with_member_id(str_bytes(&joined.member_id))
+                        .with_assignment(Bytes::new()),
+                ]),
             SYNC_GROUP_VERSION,
         );
         assert_eq!(synced.error_code, 0, "SyncGroup: {synced:?}");
@@ -175,17 +173,18 @@ impl GroupMember {
 
     /// The group's committed offset for `topic`-`partition` (-1 if none).
     pub fn committed(&mut self, topic: &str, partition: i32) -> i64 {
+        // Built in the v8+ shape, as the consumer builds it: written at v7, the encoder moves
+        // the one group to the top level, which the broker must read as it did.
         let response = self.coordinator.call(
-            &OffsetFetchRequest {
-                group_id: self.metadata.group_id.clone(),
-                topics: Some(vec![OffsetFetchRequestTopic {
-                    name: topic.into(),
-                    partition_indexes: vec![partition],
-                    ..OffsetFetchRequestTopic::default()
-                }]),
-                require_stable: false,
-                ..OffsetFetchRequest::default()
-            },
+            &OffsetFetchRequest::default().with_groups(vec![
+                OffsetFetchRequestGroup::default()
+                    .with_group_id(group(&self.metadata.group_id))
+                    .with_topics(Some(vec![
+                        OffsetFetchRequestTopics::default()
+                            .with_name(topic_name(topic))
+                            .with_partition_indexes(vec![partition]),
+                    ])),
+            ]),
             OFFSET_FETCH_VERSION,
         );
         assert_eq!(response.error_code, 0, "OffsetFetch: {response:?}");

@@ -26,14 +26,15 @@ use crate::consumer::config::AssignmentStrategy;
 use crate::consumer::sticky_assignor;
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
-use kafka_protocol::messages::{GroupId, HeartbeatRequest};
-use kafka_protocol::protocol::StrBytes;
-
-use crate::protocol::messages::join_group::{JoinGroupProtocol, JoinGroupRequest};
-use crate::protocol::messages::leave_group::{LeaveGroupRequest, LeavingMember};
-use crate::protocol::messages::sync_group::{SyncGroupAssignment, SyncGroupRequest};
+use crate::protocol::generated::{group_id, str_bytes};
 use crate::types::ConsumerGroupMetadata;
 use crate::types::{Millis, TopicPartition};
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest,
+};
 
 /// How soon a request goes again after a retriable error in a rebalance.
 const REBALANCE_RETRY_MS: Millis = 100;
@@ -237,19 +238,20 @@ impl ClassicMember {
             // Not before the revoked partitions are given up: the join must not claim them.
             Phase::Unjoined if !self.subscription.is_empty() && self.revoking.is_empty() => {
                 self.phase = Phase::Joining;
-                MembershipRequest::Join(JoinGroupRequest {
-                    group_id: self.group_id.clone(),
-                    session_timeout_ms: self.session_timeout_ms,
-                    rebalance_timeout_ms: self.rebalance_timeout_ms,
-                    member_id: self.member_id.clone(),
-                    group_instance_id: self.instance_id.clone(),
-                    protocol_type: CONSUMER_PROTOCOL_TYPE.to_owned(),
-                    protocols: vec![JoinGroupProtocol {
-                        name: self.protocol_name().to_owned(),
-                        metadata: self.metadata(),
-                    }],
-                    reason: None,
-                })
+                MembershipRequest::Join(
+                    JoinGroupRequest::default()
+                        .with_group_id(group_id(&self.group_id))
+                        .with_session_timeout_ms(self.session_timeout_ms)
+                        .with_rebalance_timeout_ms(self.rebalance_timeout_ms)
+                        .with_member_id(str_bytes(&self.member_id))
+                        .with_group_instance_id(self.instance_id.as_deref().map(str_bytes))
+                        .with_protocol_type(str_bytes(CONSUMER_PROTOCOL_TYPE))
+                        .with_protocols(vec![
+                            JoinGroupRequestProtocol::default()
+                                .with_name(str_bytes(self.protocol_name()))
+                                .with_metadata(self.metadata()),
+                        ]),
+                )
             }
             Phase::Syncing { leader_members } => {
                 // The leader assigns only once it knows every subscribed topic's partition
@@ -267,33 +269,33 @@ impl ClassicMember {
                     Some(members) => self
                         .assign(members, view)
                         .into_iter()
-                        .map(|(member_id, parts)| SyncGroupAssignment {
-                            member_id,
-                            assignment: assignor::encode_assignment(&parts),
+                        .map(|(member_id, parts)| {
+                            SyncGroupRequestAssignment::default()
+                                .with_member_id(str_bytes(&member_id))
+                                .with_assignment(assignor::encode_assignment(&parts))
                         })
                         .collect(),
                     None => Vec::new(),
                 };
                 self.phase = Phase::SyncSent;
-                MembershipRequest::Sync(SyncGroupRequest {
-                    group_id: self.group_id.clone(),
-                    generation_id: self.generation,
-                    member_id: self.member_id.clone(),
-                    group_instance_id: self.instance_id.clone(),
-                    protocol_type: Some(CONSUMER_PROTOCOL_TYPE.to_owned()),
-                    protocol_name: Some(self.protocol_name().to_owned()),
-                    assignments,
-                })
+                MembershipRequest::Sync(
+                    SyncGroupRequest::default()
+                        .with_group_id(group_id(&self.group_id))
+                        .with_generation_id(self.generation)
+                        .with_member_id(str_bytes(&self.member_id))
+                        .with_group_instance_id(self.instance_id.as_deref().map(str_bytes))
+                        .with_protocol_type(Some(str_bytes(CONSUMER_PROTOCOL_TYPE)))
+                        .with_protocol_name(Some(str_bytes(self.protocol_name())))
+                        .with_assignments(assignments),
+                )
             }
             Phase::Stable if self.next_at.is_none_or(|at| at <= now) => {
                 MembershipRequest::Heartbeat(
                     HeartbeatRequest::default()
-                        .with_group_id(GroupId(StrBytes::from_string(self.group_id.clone())))
+                        .with_group_id(group_id(&self.group_id))
                         .with_generation_id(self.generation)
-                        .with_member_id(StrBytes::from_string(self.member_id.clone()))
-                        .with_group_instance_id(
-                            self.instance_id.clone().map(StrBytes::from_string),
-                        ),
+                        .with_member_id(str_bytes(&self.member_id))
+                        .with_group_instance_id(self.instance_id.as_deref().map(str_bytes)),
                 )
             }
             _ => return None,
@@ -505,15 +507,16 @@ impl ClassicMember {
             return None;
         }
         self.leaving = true;
-        Some(LeaveGroupRequest {
-            group_id: self.group_id.clone(),
-            member_id: self.member_id.clone(),
-            members: vec![LeavingMember {
-                member_id: self.member_id.clone(),
-                group_instance_id: None,
-                reason: Some("the consumer is closing".to_owned()),
-            }],
-        })
+        // Built in the v3+ shape; v0–2 carry the member id alone (see `generated::shapes`).
+        Some(
+            LeaveGroupRequest::default()
+                .with_group_id(group_id(&self.group_id))
+                .with_members(vec![
+                    MemberIdentity::default()
+                        .with_member_id(str_bytes(&self.member_id))
+                        .with_reason(Some(str_bytes("the consumer is closing"))),
+                ]),
+        )
     }
 }
 
@@ -532,6 +535,7 @@ fn retriable_in_rebalance(code: ErrorCode) -> bool {
 mod tests {
 
     use super::*;
+    use crate::protocol::generated::lowest_version;
     use crate::protocol::messages::heartbeat::HeartbeatResponse;
     use crate::protocol::messages::join_group::{JoinGroupMember, JoinGroupResponse};
     use crate::protocol::messages::sync_group::SyncGroupResponse;
@@ -620,6 +624,59 @@ mod tests {
         .unwrap();
     }
 
+    /// The requests are built without the version the connection negotiates: a dynamic
+    /// member's are writable at every version spoken; a static member's (KIP-345) carry its
+    /// instance id, so they are refused below the versions that can carry it (JoinGroup v5,
+    /// SyncGroup and Heartbeat v3) instead of joining as a dynamic member; it never sends
+    /// LeaveGroup.
+    #[test]
+    fn requests_are_writable_from_the_first_version_that_carries_them() {
+        for (instance, join_from, sync_from, heartbeat_from) in
+            [(None, 0, 0, 0), (Some("i"), 5, 3, 3)]
+        {
+            let now: Millis = 0;
+            let mut m = ClassicMember::new(
+                "g".into(),
+                instance.map(str::to_owned),
+                6000,
+                30_000,
+                500,
+                AssignmentStrategy::CooperativeSticky,
+            );
+            m.subscribe(vec!["t".into()]);
+            let Some(MembershipRequest::Join(join)) = m.poll_request(now, &View) else {
+                panic!("a join first");
+            };
+            assert_eq!(lowest_version(&join), join_from, "{instance:?}");
+            m.on_response(
+                MembershipResponse::Join(join_response("m1", "m1", &["m1"])),
+                now,
+            )
+            .unwrap();
+            let Some(MembershipRequest::Sync(sync)) = m.poll_request(now, &View) else {
+                panic!("a sync");
+            };
+            assert_eq!(lowest_version(&sync), sync_from, "{instance:?}");
+            m.on_response(
+                MembershipResponse::Sync(SyncGroupResponse {
+                    assignment: sync.assignments[0].assignment.clone(),
+                    ..Default::default()
+                }),
+                now,
+            )
+            .unwrap();
+            let Some(MembershipRequest::Heartbeat(heartbeat)) = m.poll_request(now + 500, &View)
+            else {
+                panic!("a heartbeat");
+            };
+            assert_eq!(lowest_version(&heartbeat), heartbeat_from, "{instance:?}");
+            match m.leave() {
+                Some(leave) => assert_eq!(lowest_version(&leave), 0),
+                None => assert!(instance.is_some(), "a dynamic member leaves"),
+            }
+        }
+    }
+
     #[test]
     fn leader_joins_assigns_and_heartbeats() {
         let now: Millis = 0;
@@ -627,7 +684,7 @@ mod tests {
         let Some(MembershipRequest::Join(join)) = m.poll_request(now, &View) else {
             panic!("a join first");
         };
-        assert_eq!(join.member_id, "");
+        assert_eq!(join.member_id.as_str(), "");
         // KIP-394: the first answer only gives the member id.
         m.on_response(
             MembershipResponse::Join(JoinGroupResponse {
@@ -641,7 +698,7 @@ mod tests {
         let Some(MembershipRequest::Join(join)) = m.poll_request(now, &View) else {
             panic!("a second join");
         };
-        assert_eq!(join.member_id, "m1");
+        assert_eq!(join.member_id.as_str(), "m1");
         m.on_response(
             MembershipResponse::Join(join_response("m1", "m1", &["m1", "m2"])),
             now,
@@ -655,7 +712,7 @@ mod tests {
         let mine = &sync
             .assignments
             .iter()
-            .find(|a| a.member_id == "m1")
+            .find(|a| a.member_id.as_str() == "m1")
             .unwrap()
             .assignment;
         m.on_response(
@@ -752,7 +809,11 @@ mod tests {
         let Some(MembershipRequest::Join(join)) = m.poll_request(later, &View) else {
             panic!("rejoin");
         };
-        assert_eq!(join.member_id, "", "an unknown member joins afresh");
+        assert_eq!(
+            join.member_id.as_str(),
+            "",
+            "an unknown member joins afresh"
+        );
         assert_eq!(m.group_metadata().generation_id, -1);
     }
 
@@ -778,7 +839,7 @@ mod tests {
         let Some(MembershipRequest::Join(join)) = m.poll_request(now, &View) else {
             panic!("a join first");
         };
-        assert_eq!(join.protocols[0].name, COOPERATIVE_STICKY);
+        assert_eq!(join.protocols[0].name.as_str(), COOPERATIVE_STICKY);
         m.on_response(
             MembershipResponse::Join(join_response("m2", "m1", &[])),
             now,
@@ -872,7 +933,7 @@ mod tests {
         let now: Millis = 0;
         let mut m = assigned_follower(now, &[0, 1]);
         let leave = m.leave_until_next_poll().expect("a LeaveGroup");
-        assert_eq!(leave.member_id, "m2");
+        assert_eq!(leave.members[0].member_id.as_str(), "m2");
         assert_eq!(
             m.next_event(),
             Some(MembershipEvent::Lost(vec![tp(0), tp(1)]))
@@ -887,7 +948,11 @@ mod tests {
         let Some(MembershipRequest::Join(join)) = m.poll_request(later, &View) else {
             panic!("the next poll rejoins");
         };
-        assert_eq!(join.member_id, "", "a new member id (the old one left)");
+        assert_eq!(
+            join.member_id.as_str(),
+            "",
+            "a new member id (the old one left)"
+        );
     }
 
     #[test]

@@ -30,11 +30,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use super::{MembershipEvent, TopicView};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::consumer_group_heartbeat::{
-    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, HeartbeatTopicPartitions,
-};
+use crate::protocol::generated::{group_id, str_bytes, topic_id, topic_name};
+use crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatResponse;
 use crate::types::ConsumerGroupMetadata;
 use crate::types::{Millis, TopicPartition};
+use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
 
 /// A topic id (KIP-516).
 pub type TopicId = [u8; 16];
@@ -250,37 +251,41 @@ impl ConsumerMember {
         let joining = self.epoch == 0;
         let send_owned = (joining || owned_changed).then_some(owned);
         let send_subscription = joining || !self.subscription_sent;
-        let request = ConsumerGroupHeartbeatRequest {
-            group_id: self.group_id.clone(),
-            member_id: self.member_id.clone(),
-            member_epoch: self.epoch,
-            instance_id: if joining {
-                self.instance_id.clone()
+        // Fields left null are unchanged since the last heartbeat the coordinator took; a
+        // join and the heartbeat after a change send them in full, as the Java consumer does.
+        let request = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(group_id(&self.group_id))
+            .with_member_id(str_bytes(&self.member_id))
+            .with_member_epoch(self.epoch)
+            .with_instance_id(if joining {
+                self.instance_id.as_deref().map(str_bytes)
             } else {
                 None
-            },
-            rack_id: None,
-            rebalance_timeout_ms: if joining {
+            })
+            .with_rebalance_timeout_ms(if joining {
                 self.rebalance_timeout_ms
             } else {
                 -1
-            },
-            subscribed_topic_names: send_subscription.then(|| self.subscription.clone()),
+            })
+            .with_subscribed_topic_names(
+                send_subscription
+                    .then(|| self.subscription.iter().map(|t| topic_name(t)).collect()),
+            )
             // A topic list replaces the stored one; with a regex, the list is empty.
-            subscribed_topic_regex: if send_subscription {
+            .with_subscribed_topic_regex(if send_subscription {
                 self.regex
-                    .clone()
-                    .or_else(|| self.regex_to_drop.then(String::new))
+                    .as_deref()
+                    .or(self.regex_to_drop.then_some(""))
+                    .map(str_bytes)
             } else {
                 None
-            },
-            server_assignor: if joining {
-                self.server_assignor.clone()
+            })
+            .with_server_assignor(if joining {
+                self.server_assignor.as_deref().map(str_bytes)
             } else {
                 None
-            },
-            topic_partitions: send_owned.as_ref().map(to_wire),
-        };
+            })
+            .with_topic_partitions(send_owned.as_ref().map(to_wire));
         self.in_flight = Some(InFlight {
             owned: send_owned,
             subscription: send_subscription.then_some(self.subscription_version),
@@ -478,29 +483,31 @@ impl ConsumerMember {
             return None;
         }
         self.leaving = true;
-        Some(ConsumerGroupHeartbeatRequest {
-            group_id: self.group_id.clone(),
-            member_id: self.member_id.clone(),
-            member_epoch: if self.instance_id.is_some() {
-                STATIC_LEAVE_EPOCH
-            } else {
-                LEAVE_EPOCH
-            },
-            instance_id: self.instance_id.clone(),
-            ..ConsumerGroupHeartbeatRequest::default()
-        })
+        Some(
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(group_id(&self.group_id))
+                .with_member_id(str_bytes(&self.member_id))
+                .with_member_epoch(if self.instance_id.is_some() {
+                    STATIC_LEAVE_EPOCH
+                } else {
+                    LEAVE_EPOCH
+                })
+                .with_instance_id(self.instance_id.as_deref().map(str_bytes)),
+        )
     }
 }
 
-fn to_wire(set: &OwnedSet) -> Vec<HeartbeatTopicPartitions> {
-    let mut out: Vec<HeartbeatTopicPartitions> = Vec::new();
+fn to_wire(set: &OwnedSet) -> Vec<TopicPartitions> {
+    let mut out: Vec<TopicPartitions> = Vec::new();
     for (id, partition) in set {
+        let id = topic_id(id);
         match out.last_mut() {
-            Some(last) if last.topic_id == *id => last.partitions.push(*partition),
-            _ => out.push(HeartbeatTopicPartitions {
-                topic_id: *id,
-                partitions: vec![*partition],
-            }),
+            Some(last) if last.topic_id == id => last.partitions.push(*partition),
+            _ => out.push(
+                TopicPartitions::default()
+                    .with_topic_id(id)
+                    .with_partitions(vec![*partition]),
+            ),
         }
     }
     out
@@ -511,6 +518,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::protocol::generated::lowest_version;
+    use crate::protocol::messages::consumer_group_heartbeat::HeartbeatTopicPartitions;
 
     struct View;
     impl TopicView for View {
@@ -560,8 +569,13 @@ mod tests {
         let now: Millis = 0;
         let mut m = member();
         let join = m.poll_request(now).unwrap();
+        assert_eq!(
+            lowest_version(&join),
+            0,
+            "no field of v1 (KIP-1082's regex)"
+        );
         assert_eq!(join.member_epoch, 0);
-        assert_eq!(join.subscribed_topic_names, Some(vec!["t".to_owned()]));
+        assert_eq!(join.subscribed_topic_names, Some(vec![topic_name("t")]));
         assert_eq!(join.rebalance_timeout_ms, 30_000);
         assert_eq!(wire_owned(&join), Some(vec![]));
         assert!(m.poll_request(now).is_none(), "one request in flight");
@@ -585,6 +599,11 @@ mod tests {
         let hb = m.poll_request(now + 500).unwrap();
         assert_eq!(wire_owned(&hb), None);
         assert_eq!(hb.subscribed_topic_names, None);
+        assert_eq!(lowest_version(&ack), 0);
+        assert_eq!(lowest_version(&hb), 0);
+        m.on_response(answer(1, None), now + 500, &View).unwrap();
+        let leave = m.leave().expect("a member in the group leaves");
+        assert_eq!(lowest_version(&leave), 0);
     }
 
     /// A heartbeat that lists the owned partitions is in flight when the member could take
@@ -626,6 +645,7 @@ mod tests {
         m.subscribe_regex("t.*".into());
         let join = m.poll_request(now).unwrap();
         assert_eq!(join.subscribed_topic_regex.as_deref(), Some("t.*"));
+        assert_eq!(lowest_version(&join), 1, "a regex needs v1: refused at v0");
         assert_eq!(
             join.subscribed_topic_names,
             Some(vec![]),
@@ -638,7 +658,7 @@ mod tests {
         m.on_response(answer(1, None), now, &View).unwrap();
         m.subscribe(vec!["t".into()]);
         let change = m.poll_request(now).unwrap();
-        assert_eq!(change.subscribed_topic_names, Some(vec!["t".to_owned()]));
+        assert_eq!(change.subscribed_topic_names, Some(vec![topic_name("t")]));
         assert_eq!(
             change.subscribed_topic_regex.as_deref(),
             Some(""),
@@ -648,6 +668,7 @@ mod tests {
         m.subscribe(vec!["u".into()]);
         let again = m.poll_request(now).unwrap();
         assert_eq!(again.subscribed_topic_regex, None, "dropped already");
+        assert_eq!(lowest_version(&again), 0);
     }
 
     #[test]
@@ -707,7 +728,8 @@ mod tests {
         let rejoin = m.poll_request(now).unwrap();
         assert_eq!(rejoin.member_epoch, 0);
         assert_eq!(
-            rejoin.member_id, "m-1",
+            rejoin.member_id.as_str(),
+            "m-1",
             "the member keeps its id (KIP-1082)"
         );
         assert!(rejoin.subscribed_topic_names.is_some());
@@ -797,7 +819,7 @@ mod tests {
         m.on_poll(later);
         let rejoin = m.poll_request(later).unwrap();
         assert_eq!(rejoin.member_epoch, 0);
-        assert_eq!(rejoin.member_id, "m-1");
+        assert_eq!(rejoin.member_id.as_str(), "m-1");
     }
 
     #[test]
@@ -836,7 +858,7 @@ mod tests {
             .expect("the newer one is not taken as sent");
         assert_eq!(
             again.subscribed_topic_names,
-            Some(vec!["t".to_owned(), "v".to_owned()])
+            Some(vec![topic_name("t"), topic_name("v")])
         );
     }
 }

@@ -21,16 +21,16 @@ pub mod manual;
 
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::consumer_group_heartbeat::{
-    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
-};
+use crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatResponse;
 use crate::protocol::messages::heartbeat::HeartbeatResponse;
-use crate::protocol::messages::join_group::{JoinGroupRequest, JoinGroupResponse};
-use crate::protocol::messages::leave_group::LeaveGroupRequest;
-use crate::protocol::messages::sync_group::{SyncGroupRequest, SyncGroupResponse};
+use crate::protocol::messages::join_group::JoinGroupResponse;
+use crate::protocol::messages::sync_group::SyncGroupResponse;
 use crate::types::ConsumerGroupMetadata;
 use crate::types::{Millis, TopicPartition};
-use kafka_protocol::messages::HeartbeatRequest;
+use kafka_protocol::messages::{
+    ConsumerGroupHeartbeatRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    SyncGroupRequest,
+};
 
 /// A request a membership wants sent to the group coordinator.
 #[derive(Debug, Clone)]

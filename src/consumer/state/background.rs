@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
-use super::{Completion, ConsumerState, OFFSET_FETCH_VERSION_CAP, View};
+use super::{Completion, ConsumerState, View};
 use crate::consumer::calls::{call, call_built, find_coordinator, membership_call};
 use crate::consumer::fetcher::{Fetched, Followup};
 use crate::consumer::membership::{Membership, MembershipResponse, TopicView};
@@ -206,14 +206,7 @@ impl ConsumerState {
         let timeout = self.config.request_timeout();
         let client_id = Arc::clone(&self.client_id);
         tasks.spawn(async move {
-            let result = call(
-                &link,
-                request,
-                Some(OFFSET_FETCH_VERSION_CAP),
-                client_id,
-                timeout,
-            )
-            .await;
+            let result = call(&link, request, None, client_id, timeout).await;
             Completion::Committed { partitions, result }
         });
     }

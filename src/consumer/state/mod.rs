@@ -41,15 +41,13 @@ use crate::net::metadata::{ClusterMetadata, TopicMetadata};
 use crate::net::ready::{Probe, first_metadata};
 use crate::protocol::ApiKey;
 use crate::protocol::messages::fetch::FetchResponse;
-use crate::protocol::messages::list_offsets::{ListOffsetsRequest, ListOffsetsResponse};
+use crate::protocol::messages::list_offsets::ListOffsetsResponse;
 use crate::protocol::messages::metadata::MetadataResponse;
 use crate::protocol::messages::offset_commit::OffsetCommitResponse;
 use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
 use crate::types::{BrokerId, Millis, TopicPartition};
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
-
-/// OffsetFetch v10 names topics by id (Kafka 4.2).
-pub(crate) const OFFSET_FETCH_VERSION_CAP: i16 = 9;
+use kafka_protocol::messages::ListOffsetsRequest;
 
 /// A finished request.
 pub(crate) enum Completion {

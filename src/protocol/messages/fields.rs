@@ -1,7 +1,7 @@
-//! Field shapes that several messages share: the topic entry (a topic and its partitions), a
-//! string that becomes nullable from some version, and a (string, bytes) entry.
+//! Field shapes that several messages share: the topic entry (a topic and its partitions) and
+//! a string that becomes nullable from some version.
 
-use bytes::{BufMut, Bytes};
+use bytes::BufMut;
 
 use crate::protocol::{DecodeError, Decoder, WireWrite};
 
@@ -112,34 +112,4 @@ pub(super) fn read_string_nullable_if(
     } else {
         d.string(flexible, context).map(Some)
     }
-}
-
-/// Writes an entry of a STRING and a BYTES field and, when `flexible`, its empty tagged-field
-/// section: the shape of JoinGroup's protocols (name, metadata) and SyncGroup's assignments
-/// (member id, assignment).
-pub(super) fn put_string_bytes_entry<B: BufMut>(
-    out: &mut B,
-    flexible: bool,
-    string: &str,
-    bytes: &[u8],
-) {
-    out.put_string(flexible, string);
-    out.put_bytes_field(flexible, bytes);
-    if flexible {
-        out.put_empty_tagged_fields();
-    }
-}
-
-/// Reads an entry written by [`put_string_bytes_entry`].
-pub(super) fn read_string_bytes_entry(
-    d: &mut Decoder<'_>,
-    flexible: bool,
-    context: &'static str,
-) -> Result<(String, Bytes), DecodeError> {
-    let string = d.string(flexible, context)?;
-    let bytes = d.bytes(flexible, context)?;
-    if flexible {
-        d.skip_tagged_fields(context)?;
-    }
-    Ok((string, bytes))
 }

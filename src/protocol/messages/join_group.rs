@@ -1,6 +1,7 @@
-//! JoinGroup (API key 11), versions 0–9: the first step of a classic-protocol rebalance. Every
-//! member sends the protocols it supports; the coordinator picks one, names a leader and, to
-//! the leader only, lists every member's metadata.
+//! JoinGroupResponse (API key 11), versions 0–9: the first step of a classic-protocol
+//! rebalance. Every member sends the protocols it supports; the coordinator picks one, names a
+//! leader and, to the leader only, lists every member's metadata. The request is generated
+//! (`super::super::generated`).
 //!
 //! Schema: `JoinGroupRequest.json` / `JoinGroupResponse.json`. Request: v1 adds
 //! `RebalanceTimeoutMs`, v4 makes a new member join twice (first to learn its member id,
@@ -11,131 +12,9 @@
 
 use bytes::{BufMut, Bytes};
 
-use super::fields::{
-    put_string_bytes_entry, put_string_nullable_if, read_string_bytes_entry,
-    read_string_nullable_if,
-};
+use super::fields::{put_string_nullable_if, read_string_nullable_if};
 use crate::protocol::header::check_version;
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
-
-/// JoinGroupRequest: a member asking to join (or rejoin) a group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JoinGroupRequest {
-    /// The group id.
-    pub group_id: String,
-    /// How long the coordinator waits for a heartbeat before it considers the member dead.
-    pub session_timeout_ms: i32,
-    /// v1+: how long the coordinator waits for every member to rejoin during a rebalance;
-    /// -1 (the default) means the session timeout is used.
-    pub rebalance_timeout_ms: i32,
-    /// The member id from an earlier join, or empty for a new member.
-    pub member_id: String,
-    /// v5+: the static member's `group.instance.id` (KIP-345), or null.
-    pub group_instance_id: Option<String>,
-    /// The protocol type, e.g. `consumer`.
-    pub protocol_type: String,
-    /// The protocols the member supports, in order of preference.
-    pub protocols: Vec<JoinGroupProtocol>,
-    /// v8+: why the member (re)joins (KIP-800), or null.
-    pub reason: Option<String>,
-}
-
-impl Default for JoinGroupRequest {
-    /// The schema's defaults (`RebalanceTimeoutMs` -1).
-    fn default() -> Self {
-        Self {
-            group_id: String::new(),
-            session_timeout_ms: 0,
-            rebalance_timeout_ms: -1,
-            member_id: String::new(),
-            group_instance_id: None,
-            protocol_type: String::new(),
-            protocols: Vec::new(),
-            reason: None,
-        }
-    }
-}
-
-/// One protocol a joining member supports, with its metadata for that protocol.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct JoinGroupProtocol {
-    /// The protocol name, e.g. `range`.
-    pub name: String,
-    /// The member's metadata for the protocol (opaque here).
-    pub metadata: Bytes,
-}
-
-impl JoinGroupProtocol {
-    fn encode<B: BufMut>(&self, flexible: bool, out: &mut B) {
-        put_string_bytes_entry(out, flexible, &self.name, &self.metadata);
-    }
-
-    fn decode(d: &mut Decoder<'_>, flexible: bool) -> Result<Self, DecodeError> {
-        let (name, metadata) = read_string_bytes_entry(d, flexible, "JoinGroupRequest.protocols")?;
-        Ok(Self { name, metadata })
-    }
-}
-
-impl Message for JoinGroupRequest {
-    const API_KEY: ApiKey = ApiKey::JoinGroup;
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 9;
-    const FLEXIBLE_FROM: i16 = 6;
-
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = Self::is_flexible(version);
-        out.put_string(flexible, &self.group_id);
-        out.put_i32(self.session_timeout_ms);
-        if version >= 1 {
-            out.put_i32(self.rebalance_timeout_ms);
-        }
-        out.put_string(flexible, &self.member_id);
-        if version >= 5 {
-            out.put_nullable_string(flexible, self.group_instance_id.as_deref());
-        }
-        out.put_string(flexible, &self.protocol_type);
-        out.put_array(flexible, &self.protocols, |out, p| p.encode(flexible, out));
-        if version >= 8 {
-            out.put_nullable_string(flexible, self.reason.as_deref());
-        }
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        check_version::<Self>(d, version)?;
-        let flexible = Self::is_flexible(version);
-        let mut request = Self {
-            group_id: d.string(flexible, "JoinGroupRequest.group_id")?,
-            session_timeout_ms: d.i32("JoinGroupRequest.session_timeout_ms")?,
-            ..Self::default()
-        };
-        if version >= 1 {
-            request.rebalance_timeout_ms = d.i32("JoinGroupRequest.rebalance_timeout_ms")?;
-        }
-        request.member_id = d.string(flexible, "JoinGroupRequest.member_id")?;
-        if version >= 5 {
-            request.group_instance_id =
-                d.nullable_string(flexible, "JoinGroupRequest.group_instance_id")?;
-        }
-        request.protocol_type = d.string(flexible, "JoinGroupRequest.protocol_type")?;
-        request.protocols = d.array_of(flexible, "JoinGroupRequest.protocols", |d| {
-            JoinGroupProtocol::decode(d, flexible)
-        })?;
-        if version >= 8 {
-            request.reason = d.nullable_string(flexible, "JoinGroupRequest.reason")?;
-        }
-        if flexible {
-            d.skip_tagged_fields("JoinGroupRequest.tagged_fields")?;
-        }
-        Ok(request)
-    }
-}
-
-impl Request for JoinGroupRequest {
-    type Response = JoinGroupResponse;
-}
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, WireWrite};
 
 /// JoinGroupResponse: the generation the member joined, its member id, the leader and the
 /// selected protocol; for the leader, every member's metadata.
@@ -225,9 +104,9 @@ impl JoinGroupMember {
 
 impl Message for JoinGroupResponse {
     const API_KEY: ApiKey = ApiKey::JoinGroup;
-    const MIN_VERSION: i16 = JoinGroupRequest::MIN_VERSION;
-    const MAX_VERSION: i16 = JoinGroupRequest::MAX_VERSION;
-    const FLEXIBLE_FROM: i16 = JoinGroupRequest::FLEXIBLE_FROM;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 9;
+    const FLEXIBLE_FROM: i16 = 6;
 
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
         let flexible = Self::is_flexible(version);
@@ -286,22 +165,6 @@ mod tests {
     use super::*;
     use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
-    fn request() -> JoinGroupRequest {
-        JoinGroupRequest {
-            group_id: "g".into(),
-            session_timeout_ms: 45_000,
-            rebalance_timeout_ms: 300_000,
-            member_id: String::new(),
-            group_instance_id: Some("i".into()),
-            protocol_type: "consumer".into(),
-            protocols: vec![JoinGroupProtocol {
-                name: "range".into(),
-                metadata: Bytes::from_static(&[0, 3]),
-            }],
-            reason: Some("r".into()),
-        }
-    }
-
     fn response() -> JoinGroupResponse {
         JoinGroupResponse {
             throttle_time_ms: 0,
@@ -318,63 +181,6 @@ mod tests {
                 metadata: Bytes::from_static(&[7]),
             }],
         }
-    }
-
-    #[test]
-    fn request_v5_classic_golden() {
-        let mut value = request();
-        value.reason = None; // v8+
-        #[rustfmt::skip]
-        let golden = [
-            0x00, 0x01, b'g',                       // group_id
-            0x00, 0x00, 0xaf, 0xc8,                 // session_timeout_ms 45000
-            0x00, 0x04, 0x93, 0xe0,                 // rebalance_timeout_ms 300000 (v1+)
-            0x00, 0x00,                             // member_id: empty
-            0x00, 0x01, b'i',                       // group_instance_id (v5+)
-            0x00, 0x08, b'c', b'o', b'n', b's', b'u', b'm', b'e', b'r', // protocol_type
-            0x00, 0x00, 0x00, 0x01,                 // protocols: count 1
-            0x00, 0x05, b'r', b'a', b'n', b'g', b'e', //   name
-            0x00, 0x00, 0x00, 0x02, 0, 3,           //   metadata
-        ];
-        assert_golden(&value, 5, &golden);
-    }
-
-    #[test]
-    fn request_v0_has_no_rebalance_timeout() {
-        let mut value = request();
-        value.rebalance_timeout_ms = -1;
-        value.group_instance_id = None;
-        value.reason = None;
-        value.protocols.clear();
-        #[rustfmt::skip]
-        let golden = [
-            0x00, 0x01, b'g',
-            0x00, 0x00, 0xaf, 0xc8,
-            0x00, 0x00,
-            0x00, 0x08, b'c', b'o', b'n', b's', b'u', b'm', b'e', b'r',
-            0x00, 0x00, 0x00, 0x00,                 // protocols: count 0
-        ];
-        assert_golden(&value, 0, &golden);
-    }
-
-    #[test]
-    fn request_v8_flexible_golden() {
-        #[rustfmt::skip]
-        let golden = [
-            0x02, b'g',                             // group_id
-            0x00, 0x00, 0xaf, 0xc8,                 // session_timeout_ms
-            0x00, 0x04, 0x93, 0xe0,                 // rebalance_timeout_ms
-            0x01,                                   // member_id: empty (compact 0 + 1)
-            0x02, b'i',                             // group_instance_id
-            0x09, b'c', b'o', b'n', b's', b'u', b'm', b'e', b'r', // protocol_type
-            0x02,                                   // protocols: compact count 1 + 1
-            0x06, b'r', b'a', b'n', b'g', b'e',     //   name
-            0x03, 0, 3,                             //   metadata
-            0x00,                                   //   protocol tagged fields
-            0x02, b'r',                             // reason (v8+)
-            0x00,                                   // tagged fields
-        ];
-        assert_golden(&request(), 8, &golden);
     }
 
     #[test]
@@ -422,7 +228,6 @@ mod tests {
 
     #[test]
     fn decoding_is_robust() {
-        assert_robust(&request());
         assert_robust(&response());
     }
 }

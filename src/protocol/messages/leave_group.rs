@@ -1,5 +1,6 @@
-//! LeaveGroup (API key 13), versions 0–5: members leaving a classic-protocol group, so the
-//! coordinator rebalances at once instead of waiting for their sessions to time out.
+//! LeaveGroupResponse (API key 13), versions 0–5: members leaving a classic-protocol group, so
+//! the coordinator rebalances at once instead of waiting for their sessions to time out. The
+//! request is generated (`super::super::generated`).
 //!
 //! Schema: `LeaveGroupRequest.json` / `LeaveGroupResponse.json`. v1 adds the response's
 //! throttle time; v3 batches members with their `GroupInstanceId` (KIP-345) in place of the
@@ -8,104 +9,7 @@
 use bytes::BufMut;
 
 use crate::protocol::header::check_version;
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
-
-/// LeaveGroupRequest: who leaves which group.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LeaveGroupRequest {
-    /// The id of the group to leave.
-    pub group_id: String,
-    /// v0–2: the one member leaving.
-    pub member_id: String,
-    /// v3+: the members leaving (KIP-345).
-    pub members: Vec<LeavingMember>,
-}
-
-/// One member leaving (`MemberIdentity` in the schema), v3+.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LeavingMember {
-    /// The member id; may be empty for a static member named by its instance id.
-    pub member_id: String,
-    /// The static member's `group.instance.id`, or null.
-    pub group_instance_id: Option<String>,
-    /// v5+: why the member leaves (KIP-800), or null.
-    pub reason: Option<String>,
-}
-
-impl LeavingMember {
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = LeaveGroupRequest::is_flexible(version);
-        out.put_string(flexible, &self.member_id);
-        out.put_nullable_string(flexible, self.group_instance_id.as_deref());
-        if version >= 5 {
-            out.put_nullable_string(flexible, self.reason.as_deref());
-        }
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let flexible = LeaveGroupRequest::is_flexible(version);
-        let mut member = Self {
-            member_id: d.string(flexible, "LeaveGroupRequest.members.member_id")?,
-            group_instance_id: d
-                .nullable_string(flexible, "LeaveGroupRequest.members.group_instance_id")?,
-            reason: None,
-        };
-        if version >= 5 {
-            member.reason = d.nullable_string(flexible, "LeaveGroupRequest.members.reason")?;
-        }
-        if flexible {
-            d.skip_tagged_fields("LeaveGroupRequest.members.tagged_fields")?;
-        }
-        Ok(member)
-    }
-}
-
-impl Message for LeaveGroupRequest {
-    const API_KEY: ApiKey = ApiKey::LeaveGroup;
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 5;
-    const FLEXIBLE_FROM: i16 = 4;
-
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = Self::is_flexible(version);
-        out.put_string(flexible, &self.group_id);
-        if version <= 2 {
-            out.put_string(flexible, &self.member_id);
-        } else {
-            out.put_array(flexible, &self.members, |out, m| m.encode(version, out));
-        }
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        check_version::<Self>(d, version)?;
-        let flexible = Self::is_flexible(version);
-        let mut request = Self {
-            group_id: d.string(flexible, "LeaveGroupRequest.group_id")?,
-            ..Self::default()
-        };
-        if version <= 2 {
-            request.member_id = d.string(flexible, "LeaveGroupRequest.member_id")?;
-        } else {
-            request.members = d.array_of(flexible, "LeaveGroupRequest.members", |d| {
-                LeavingMember::decode(d, version)
-            })?;
-        }
-        if flexible {
-            d.skip_tagged_fields("LeaveGroupRequest.tagged_fields")?;
-        }
-        Ok(request)
-    }
-}
-
-impl Request for LeaveGroupRequest {
-    type Response = LeaveGroupResponse;
-}
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, WireWrite};
 
 /// LeaveGroupResponse: the group-level outcome and, v3+, each member's.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -167,9 +71,9 @@ impl LeavingMemberResponse {
 
 impl Message for LeaveGroupResponse {
     const API_KEY: ApiKey = ApiKey::LeaveGroup;
-    const MIN_VERSION: i16 = LeaveGroupRequest::MIN_VERSION;
-    const MAX_VERSION: i16 = LeaveGroupRequest::MAX_VERSION;
-    const FLEXIBLE_FROM: i16 = LeaveGroupRequest::FLEXIBLE_FROM;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 5;
+    const FLEXIBLE_FROM: i16 = 4;
 
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
         let flexible = Self::is_flexible(version);
@@ -210,18 +114,6 @@ mod tests {
     use super::*;
     use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
-    fn request() -> LeaveGroupRequest {
-        LeaveGroupRequest {
-            group_id: "g".into(),
-            member_id: String::new(),
-            members: vec![LeavingMember {
-                member_id: "m".into(),
-                group_instance_id: None,
-                reason: Some("bye".into()),
-            }],
-        }
-    }
-
     fn response() -> LeaveGroupResponse {
         LeaveGroupResponse {
             throttle_time_ms: 1,
@@ -232,46 +124,6 @@ mod tests {
                 error_code: 25, // UNKNOWN_MEMBER_ID
             }],
         }
-    }
-
-    #[test]
-    fn request_v2_classic_golden() {
-        let value = LeaveGroupRequest {
-            group_id: "g".into(),
-            member_id: "m".into(),
-            members: Vec::new(),
-        };
-        // group_id, member_id (v0–2), both int16-length strings.
-        assert_golden(&value, 2, &[0, 1, b'g', 0, 1, b'm']);
-    }
-
-    #[test]
-    fn request_v3_classic_golden() {
-        let mut value = request();
-        value.members[0].reason = None; // v3 has no reason
-        #[rustfmt::skip]
-        let golden = [
-            0x00, 0x01, b'g',           // group_id
-            0x00, 0x00, 0x00, 0x01,     // members: int32 count 1
-            0x00, 0x01, b'm',           //   member_id
-            0xff, 0xff,                 //   group_instance_id: null
-        ];
-        assert_golden(&value, 3, &golden);
-    }
-
-    #[test]
-    fn request_v5_flexible_golden() {
-        #[rustfmt::skip]
-        let golden = [
-            0x02, b'g',                 // group_id: compact string
-            0x02,                       // members: compact count 1 + 1
-            0x02, b'm',                 //   member_id
-            0x00,                       //   group_instance_id: null (compact 0)
-            0x04, b'b', b'y', b'e',     //   reason (v5+)
-            0x00,                       //   member tagged fields
-            0x00,                       // tagged fields
-        ];
-        assert_golden(&request(), 5, &golden);
     }
 
     #[test]
@@ -306,9 +158,6 @@ mod tests {
 
     #[test]
     fn decoding_is_robust() {
-        let mut sample = request();
-        sample.member_id = "old".into();
-        assert_robust(&sample);
         assert_robust(&response());
     }
 }

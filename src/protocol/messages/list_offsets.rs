@@ -1,6 +1,7 @@
-//! ListOffsets (API key 2), versions 0–10: the offset of a partition at a timestamp, or at one
-//! of the special timestamps (-1 latest, -2 earliest, -3 max timestamp, -4 local log start,
-//! -5 last tiered offset).
+//! ListOffsetsResponse (API key 2), versions 0–10: the offset of a partition at a timestamp, or
+//! at one of the special timestamps (-1 latest, -2 earliest, -3 max timestamp, -4 local log
+//! start, -5 last tiered offset). The request is generated (`super::super::generated`),
+//! versions 1–10.
 //!
 //! Schema: `ListOffsetsRequest.json` / `ListOffsetsResponse.json`. v0 asks for up to
 //! `MaxNumOffsets` offsets and gets `OldStyleOffsets` back; v1 returns one offset and its
@@ -13,161 +14,7 @@ use bytes::BufMut;
 
 use super::fields::{TopicKey, TopicRef, put_topic_entry, read_topic_entry};
 use crate::protocol::header::check_version;
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
-
-/// ListOffsetsRequest: per partition, the timestamp whose offset is wanted.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ListOffsetsRequest {
-    /// The requesting broker's id, or -1 for a client.
-    pub replica_id: i32,
-    /// v2+: 0 read uncommitted, 1 read committed (the offset is then capped at the last stable
-    /// offset).
-    pub isolation_level: i8,
-    /// The topics to look up.
-    pub topics: Vec<ListOffsetsTopic>,
-    /// v10+: how long to wait for offsets that need a read from remote storage (KIP-1075).
-    pub timeout_ms: i32,
-}
-
-/// One topic of a [`ListOffsetsRequest`].
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ListOffsetsTopic {
-    /// The topic name.
-    pub name: String,
-    /// The partitions to look up.
-    pub partitions: Vec<ListOffsetsPartition>,
-}
-
-/// One partition of a [`ListOffsetsTopic`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListOffsetsPartition {
-    /// The partition index.
-    pub partition_index: i32,
-    /// v4+: the leader epoch the client knows, for fencing (KIP-320); -1 if unknown.
-    pub current_leader_epoch: i32,
-    /// The timestamp to look up, or a special timestamp (-1 latest, -2 earliest, ...).
-    pub timestamp: i64,
-    /// v0 only: how many offsets to return.
-    pub max_num_offsets: i32,
-}
-
-impl Default for ListOffsetsPartition {
-    /// The schema's defaults (`CurrentLeaderEpoch` -1, `MaxNumOffsets` 1).
-    fn default() -> Self {
-        Self {
-            partition_index: 0,
-            current_leader_epoch: -1,
-            timestamp: 0,
-            max_num_offsets: 1,
-        }
-    }
-}
-
-impl ListOffsetsTopic {
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        put_topic_entry(
-            out,
-            ListOffsetsRequest::is_flexible(version),
-            TopicRef::Name(&self.name),
-            &self.partitions,
-            |out, p| p.encode(version, out),
-        );
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let (name, _, partitions) = read_topic_entry(
-            d,
-            ListOffsetsRequest::is_flexible(version),
-            TopicKey::Name,
-            "ListOffsetsRequest.topics",
-            |d| ListOffsetsPartition::decode(d, version),
-        )?;
-        Ok(Self { name, partitions })
-    }
-}
-
-impl ListOffsetsPartition {
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        out.put_i32(self.partition_index);
-        if version >= 4 {
-            out.put_i32(self.current_leader_epoch);
-        }
-        out.put_i64(self.timestamp);
-        if version == 0 {
-            out.put_i32(self.max_num_offsets);
-        }
-        if ListOffsetsRequest::is_flexible(version) {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let mut partition = Self {
-            partition_index: d.i32("ListOffsetsRequest.partitions.partition_index")?,
-            ..Self::default()
-        };
-        if version >= 4 {
-            partition.current_leader_epoch =
-                d.i32("ListOffsetsRequest.partitions.current_leader_epoch")?;
-        }
-        partition.timestamp = d.i64("ListOffsetsRequest.partitions.timestamp")?;
-        if version == 0 {
-            partition.max_num_offsets = d.i32("ListOffsetsRequest.partitions.max_num_offsets")?;
-        }
-        if ListOffsetsRequest::is_flexible(version) {
-            d.skip_tagged_fields("ListOffsetsRequest.partitions.tagged_fields")?;
-        }
-        Ok(partition)
-    }
-}
-
-impl Message for ListOffsetsRequest {
-    const API_KEY: ApiKey = ApiKey::ListOffsets;
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 10;
-    const FLEXIBLE_FROM: i16 = 6;
-
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = Self::is_flexible(version);
-        out.put_i32(self.replica_id);
-        if version >= 2 {
-            out.put_i8(self.isolation_level);
-        }
-        out.put_array(flexible, &self.topics, |out, t| t.encode(version, out));
-        if version >= 10 {
-            out.put_i32(self.timeout_ms);
-        }
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        check_version::<Self>(d, version)?;
-        let flexible = Self::is_flexible(version);
-        let mut request = Self {
-            replica_id: d.i32("ListOffsetsRequest.replica_id")?,
-            ..Self::default()
-        };
-        if version >= 2 {
-            request.isolation_level = d.i8("ListOffsetsRequest.isolation_level")?;
-        }
-        request.topics = d.array_of(flexible, "ListOffsetsRequest.topics", |d| {
-            ListOffsetsTopic::decode(d, version)
-        })?;
-        if version >= 10 {
-            request.timeout_ms = d.i32("ListOffsetsRequest.timeout_ms")?;
-        }
-        if flexible {
-            d.skip_tagged_fields("ListOffsetsRequest.tagged_fields")?;
-        }
-        Ok(request)
-    }
-}
-
-impl Request for ListOffsetsRequest {
-    type Response = ListOffsetsResponse;
-}
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, WireWrite};
 
 /// ListOffsetsResponse: per partition, the offset found (or the error).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -288,9 +135,9 @@ impl ListOffsetsPartitionResponse {
 
 impl Message for ListOffsetsResponse {
     const API_KEY: ApiKey = ApiKey::ListOffsets;
-    const MIN_VERSION: i16 = ListOffsetsRequest::MIN_VERSION;
-    const MAX_VERSION: i16 = ListOffsetsRequest::MAX_VERSION;
-    const FLEXIBLE_FROM: i16 = ListOffsetsRequest::FLEXIBLE_FROM;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 10;
+    const FLEXIBLE_FROM: i16 = 6;
 
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
         let flexible = Self::is_flexible(version);
@@ -325,23 +172,6 @@ mod tests {
     use super::*;
     use crate::protocol::messages::test_support::{assert_golden, assert_robust};
 
-    fn request() -> ListOffsetsRequest {
-        ListOffsetsRequest {
-            replica_id: -1,
-            isolation_level: 1,
-            topics: vec![ListOffsetsTopic {
-                name: "t".into(),
-                partitions: vec![ListOffsetsPartition {
-                    partition_index: 2,
-                    current_leader_epoch: 5,
-                    timestamp: -1,
-                    max_num_offsets: 1,
-                }],
-            }],
-            timeout_ms: 1000,
-        }
-    }
-
     fn response() -> ListOffsetsResponse {
         ListOffsetsResponse {
             throttle_time_ms: 0,
@@ -357,68 +187,6 @@ mod tests {
                 }],
             }],
         }
-    }
-
-    #[test]
-    fn request_v0_classic_golden() {
-        let mut value = request();
-        value.isolation_level = 0;
-        value.timeout_ms = 0;
-        value.topics[0].partitions[0] = ListOffsetsPartition {
-            partition_index: 2,
-            current_leader_epoch: -1,
-            timestamp: -2,
-            max_num_offsets: 3,
-        };
-        #[rustfmt::skip]
-        let golden = [
-            0xff, 0xff, 0xff, 0xff,                         // replica_id -1
-            0x00, 0x00, 0x00, 0x01,                         // topics: count 1
-            0x00, 0x01, b't',                               //   name
-            0x00, 0x00, 0x00, 0x01,                         //   partitions: count 1
-            0x00, 0x00, 0x00, 0x02,                         //     partition_index
-            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, //     timestamp -2 (earliest)
-            0x00, 0x00, 0x00, 0x03,                         //     max_num_offsets (v0)
-        ];
-        assert_golden(&value, 0, &golden);
-    }
-
-    #[test]
-    fn request_v5_classic_golden() {
-        let mut value = request();
-        value.timeout_ms = 0; // v10+
-        #[rustfmt::skip]
-        let golden = [
-            0xff, 0xff, 0xff, 0xff,                         // replica_id -1
-            0x01,                                           // isolation_level (v2+)
-            0x00, 0x00, 0x00, 0x01,                         // topics: count 1
-            0x00, 0x01, b't',                               //   name
-            0x00, 0x00, 0x00, 0x01,                         //   partitions: count 1
-            0x00, 0x00, 0x00, 0x02,                         //     partition_index
-            0x00, 0x00, 0x00, 0x05,                         //     current_leader_epoch (v4+)
-            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, //     timestamp -1 (latest)
-        ];
-        assert_golden(&value, 5, &golden);
-    }
-
-    #[test]
-    fn request_v10_flexible_golden() {
-        #[rustfmt::skip]
-        let golden = [
-            0xff, 0xff, 0xff, 0xff,                         // replica_id -1
-            0x01,                                           // isolation_level
-            0x02,                                           // topics: compact count 1 + 1
-            0x02, b't',                                     //   name
-            0x02,                                           //   partitions: compact count
-            0x00, 0x00, 0x00, 0x02,                         //     partition_index
-            0x00, 0x00, 0x00, 0x05,                         //     current_leader_epoch
-            0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, //     timestamp -1
-            0x00,                                           //     partition tagged fields
-            0x00,                                           //   topic tagged fields
-            0x00, 0x00, 0x03, 0xe8,                         // timeout_ms 1000 (v10+)
-            0x00,                                           // tagged fields
-        ];
-        assert_golden(&request(), 10, &golden);
     }
 
     #[test]
@@ -483,7 +251,6 @@ mod tests {
 
     #[test]
     fn decoding_is_robust() {
-        assert_robust(&request());
         let mut sample = response();
         sample.topics[0].partitions[0].old_style_offsets = vec![1, 2];
         assert_robust(&sample);

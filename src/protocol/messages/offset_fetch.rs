@@ -1,4 +1,5 @@
-//! OffsetFetch (API key 9), versions 0–10: the offsets a consumer group has committed.
+//! OffsetFetchResponse (API key 9), versions 0–10: the offsets a consumer group has committed.
+//! The request is generated (`super::super::generated`), versions 1–9.
 //!
 //! Schema: `OffsetFetchRequest.json` / `OffsetFetchResponse.json`. v1 reads from
 //! `__consumer_offsets` rather than ZooKeeper; v2 allows a null topic list (every topic) and
@@ -12,212 +13,11 @@ use bytes::BufMut;
 
 use super::fields::{TopicKey, put_topic_entry, read_topic_entry};
 use crate::protocol::header::check_version;
-use crate::protocol::{ApiKey, DecodeError, Decoder, Message, Request, WireWrite};
+use crate::protocol::{ApiKey, DecodeError, Decoder, Message, WireWrite};
 
 /// How a version names topics: by id from v10, by name before (KIP-848).
 fn topic_key(version: i16) -> TopicKey {
     TopicKey::from_version(version, 10)
-}
-
-/// OffsetFetchRequest: the committed offsets of one group (v0–7) or of several (v8+).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OffsetFetchRequest {
-    /// v0–7: the group.
-    pub group_id: String,
-    /// v0–7: the partitions wanted; v2+: null for every partition the group has offsets for.
-    /// Before v2 `None` cannot be said and is written as an empty list.
-    pub topics: Option<Vec<OffsetFetchRequestTopic>>,
-    /// v8+: the groups and, for each, the partitions wanted (KIP-709).
-    pub groups: Vec<OffsetFetchRequestGroup>,
-    /// v7+: whether the broker should answer UNSTABLE_OFFSET_COMMIT for partitions with a
-    /// pending transactional commit instead of the last stable offset (KIP-447).
-    pub require_stable: bool,
-}
-
-impl Default for OffsetFetchRequest {
-    /// The schema's defaults (`Topics` is nullable without a declared default, so empty).
-    fn default() -> Self {
-        Self {
-            group_id: String::new(),
-            topics: Some(Vec::new()),
-            groups: Vec::new(),
-            require_stable: false,
-        }
-    }
-}
-
-/// One group of an [`OffsetFetchRequest`], v8+.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OffsetFetchRequestGroup {
-    /// The group id.
-    pub group_id: String,
-    /// v9+: the member id, for a member of a KIP-848 consumer group; null otherwise.
-    pub member_id: Option<String>,
-    /// v9+: the member epoch, for a member of a KIP-848 consumer group; -1 otherwise.
-    pub member_epoch: i32,
-    /// The partitions wanted, or null for every partition the group has offsets for.
-    pub topics: Option<Vec<OffsetFetchRequestTopic>>,
-}
-
-impl Default for OffsetFetchRequestGroup {
-    /// The schema's defaults (`MemberEpoch` -1; `Topics` nullable without a default, so
-    /// empty).
-    fn default() -> Self {
-        Self {
-            group_id: String::new(),
-            member_id: None,
-            member_epoch: -1,
-            topics: Some(Vec::new()),
-        }
-    }
-}
-
-/// One topic whose offsets are wanted.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct OffsetFetchRequestTopic {
-    /// v0–9: the topic name.
-    pub name: String,
-    /// v10+: the topic id (KIP-848).
-    pub topic_id: [u8; 16],
-    /// The partition indexes.
-    pub partition_indexes: Vec<i32>,
-}
-
-impl OffsetFetchRequestTopic {
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        put_topic_entry(
-            out,
-            OffsetFetchRequest::is_flexible(version),
-            topic_key(version).pick(&self.name, &self.topic_id),
-            &self.partition_indexes,
-            |out, p| out.put_i32(*p),
-        );
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        const CONTEXT: &str = "OffsetFetchRequest.topics";
-        let (name, topic_id, partition_indexes) = read_topic_entry(
-            d,
-            OffsetFetchRequest::is_flexible(version),
-            topic_key(version),
-            CONTEXT,
-            |d| d.i32(CONTEXT),
-        )?;
-        Ok(Self {
-            name,
-            topic_id,
-            partition_indexes,
-        })
-    }
-}
-
-/// Writes a nullable topic list (null: every partition the group has offsets for).
-fn put_nullable_topics<B: BufMut>(
-    out: &mut B,
-    version: i16,
-    topics: Option<&[OffsetFetchRequestTopic]>,
-) {
-    let flexible = OffsetFetchRequest::is_flexible(version);
-    match topics {
-        None => out.put_array_len(flexible, None),
-        Some(topics) => out.put_array(flexible, topics, |out, t| t.encode(version, out)),
-    }
-}
-
-/// Reads a topic list written by [`put_nullable_topics`].
-fn read_nullable_topics(
-    d: &mut Decoder<'_>,
-    version: i16,
-) -> Result<Option<Vec<OffsetFetchRequestTopic>>, DecodeError> {
-    let flexible = OffsetFetchRequest::is_flexible(version);
-    d.nullable_array_of(flexible, "OffsetFetchRequest.topics", |d| {
-        OffsetFetchRequestTopic::decode(d, version)
-    })
-}
-
-impl OffsetFetchRequestGroup {
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = OffsetFetchRequest::is_flexible(version);
-        out.put_string(flexible, &self.group_id);
-        if version >= 9 {
-            out.put_nullable_string(flexible, self.member_id.as_deref());
-            out.put_i32(self.member_epoch);
-        }
-        put_nullable_topics(out, version, self.topics.as_deref());
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        let flexible = OffsetFetchRequest::is_flexible(version);
-        let mut group = Self {
-            group_id: d.string(flexible, "OffsetFetchRequest.groups.group_id")?,
-            ..Self::default()
-        };
-        if version >= 9 {
-            group.member_id = d.nullable_string(flexible, "OffsetFetchRequest.groups.member_id")?;
-            group.member_epoch = d.i32("OffsetFetchRequest.groups.member_epoch")?;
-        }
-        group.topics = read_nullable_topics(d, version)?;
-        if flexible {
-            d.skip_tagged_fields("OffsetFetchRequest.groups.tagged_fields")?;
-        }
-        Ok(group)
-    }
-}
-
-impl Message for OffsetFetchRequest {
-    const API_KEY: ApiKey = ApiKey::OffsetFetch;
-    const MIN_VERSION: i16 = 0;
-    const MAX_VERSION: i16 = 10;
-    const FLEXIBLE_FROM: i16 = 6;
-
-    fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
-        let flexible = Self::is_flexible(version);
-        if version <= 7 {
-            out.put_string(flexible, &self.group_id);
-            let topics = match self.topics.as_deref() {
-                // v0–1 cannot say "every topic".
-                None if version < 2 => Some(&[][..]),
-                topics => topics,
-            };
-            put_nullable_topics(out, version, topics);
-        } else {
-            out.put_array(flexible, &self.groups, |out, g| g.encode(version, out));
-        }
-        if version >= 7 {
-            out.put_bool(self.require_stable);
-        }
-        if flexible {
-            out.put_empty_tagged_fields();
-        }
-    }
-
-    fn decode(d: &mut Decoder<'_>, version: i16) -> Result<Self, DecodeError> {
-        check_version::<Self>(d, version)?;
-        let flexible = Self::is_flexible(version);
-        let mut request = Self::default();
-        if version <= 7 {
-            request.group_id = d.string(flexible, "OffsetFetchRequest.group_id")?;
-            request.topics = read_nullable_topics(d, version)?;
-        } else {
-            request.groups = d.array_of(flexible, "OffsetFetchRequest.groups", |d| {
-                OffsetFetchRequestGroup::decode(d, version)
-            })?;
-        }
-        if version >= 7 {
-            request.require_stable = d.bool("OffsetFetchRequest.require_stable")?;
-        }
-        if flexible {
-            d.skip_tagged_fields("OffsetFetchRequest.tagged_fields")?;
-        }
-        Ok(request)
-    }
-}
-
-impl Request for OffsetFetchRequest {
-    type Response = OffsetFetchResponse;
 }
 
 /// OffsetFetchResponse: the committed offsets of one group (v0–7) or of several (v8+).
@@ -391,9 +191,9 @@ impl OffsetFetchResponseGroup {
 
 impl Message for OffsetFetchResponse {
     const API_KEY: ApiKey = ApiKey::OffsetFetch;
-    const MIN_VERSION: i16 = OffsetFetchRequest::MIN_VERSION;
-    const MAX_VERSION: i16 = OffsetFetchRequest::MAX_VERSION;
-    const FLEXIBLE_FROM: i16 = OffsetFetchRequest::FLEXIBLE_FROM;
+    const MIN_VERSION: i16 = 0;
+    const MAX_VERSION: i16 = 10;
+    const FLEXIBLE_FROM: i16 = 6;
 
     fn encode<B: BufMut>(&self, version: i16, out: &mut B) {
         let flexible = Self::is_flexible(version);
@@ -447,14 +247,6 @@ mod tests {
         0x1f,
     ];
 
-    fn topic() -> OffsetFetchRequestTopic {
-        OffsetFetchRequestTopic {
-            name: "t".into(),
-            topic_id: [0; 16],
-            partition_indexes: vec![0, 1],
-        }
-    }
-
     fn partition() -> OffsetFetchResponsePartition {
         OffsetFetchResponsePartition {
             partition_index: 1,
@@ -463,118 +255,6 @@ mod tests {
             metadata: None,
             error_code: 0,
         }
-    }
-
-    #[test]
-    fn request_v3_classic_golden() {
-        let value = OffsetFetchRequest {
-            group_id: "g".into(),
-            topics: Some(vec![topic()]),
-            ..OffsetFetchRequest::default()
-        };
-        #[rustfmt::skip]
-        let golden = [
-            0x00, 0x01, b'g',               // group_id
-            0x00, 0x00, 0x00, 0x01,         // topics: count 1
-            0x00, 0x01, b't',               //   name
-            0x00, 0x00, 0x00, 0x02,         //   partition_indexes: count 2
-            0x00, 0x00, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x01,
-        ];
-        assert_golden(&value, 3, &golden);
-        // v0 (ZooKeeper offsets, dropped by Kafka 4.0) and v1 share the layout.
-        assert_golden(&value, 0, &golden);
-        // A null topic list (every topic) is -1 from v2 on.
-        let all = OffsetFetchRequest {
-            group_id: "g".into(),
-            topics: None,
-            ..OffsetFetchRequest::default()
-        };
-        assert_golden(&all, 2, &[0, 1, b'g', 0xff, 0xff, 0xff, 0xff]);
-    }
-
-    #[test]
-    fn request_v7_flexible_golden() {
-        let value = OffsetFetchRequest {
-            group_id: "g".into(),
-            topics: None,
-            require_stable: true,
-            ..OffsetFetchRequest::default()
-        };
-        #[rustfmt::skip]
-        let golden = [
-            0x02, b'g',                     // group_id
-            0x00,                           // topics: null (compact 0)
-            0x01,                           // require_stable (v7+)
-            0x00,                           // tagged fields
-        ];
-        assert_golden(&value, 7, &golden);
-    }
-
-    #[test]
-    fn request_v9_batched_golden() {
-        let value = OffsetFetchRequest {
-            group_id: String::new(),
-            topics: Some(Vec::new()),
-            groups: vec![OffsetFetchRequestGroup {
-                group_id: "g".into(),
-                member_id: Some("m".into()),
-                member_epoch: 4,
-                topics: Some(vec![topic()]),
-            }],
-            require_stable: false,
-        };
-        #[rustfmt::skip]
-        let golden = [
-            0x02,                           // groups: compact count 1 + 1
-            0x02, b'g',                     //   group_id
-            0x02, b'm',                     //   member_id (v9+)
-            0x00, 0x00, 0x00, 0x04,         //   member_epoch (v9+)
-            0x02,                           //   topics: compact count 1 + 1
-            0x02, b't',                     //     name
-            0x03,                           //     partition_indexes: compact count 2 + 1
-            0x00, 0x00, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x01,
-            0x00,                           //     topic tagged fields
-            0x00,                           //   group tagged fields
-            0x00,                           // require_stable
-            0x00,                           // tagged fields
-        ];
-        assert_golden(&value, 9, &golden);
-    }
-
-    #[test]
-    fn request_v10_names_topics_by_id() {
-        let mut by_id = topic();
-        by_id.name = String::new();
-        by_id.topic_id = TOPIC_ID;
-        let value = OffsetFetchRequest {
-            groups: vec![OffsetFetchRequestGroup {
-                group_id: "g".into(),
-                member_id: None,
-                member_epoch: -1,
-                topics: Some(vec![by_id]),
-            }],
-            ..OffsetFetchRequest::default()
-        };
-        #[rustfmt::skip]
-        let golden = [
-            0x02,                           // groups: compact count 1 + 1
-            0x02, b'g',                     //   group_id
-            0x00,                           //   member_id: null
-            0xff, 0xff, 0xff, 0xff,         //   member_epoch -1
-            0x02,                           //   topics: compact count 1 + 1
-            0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17,
-            0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x1f, // topic_id (v10+) instead of the name
-            0x03,                           //     partition_indexes: compact count 2 + 1
-            0x00, 0x00, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x01,
-            0x00,                           //     topic tagged fields
-            0x00,                           //   group tagged fields
-            0x00,                           // require_stable
-            0x00,                           // tagged fields
-        ];
-        assert_golden(&value, 10, &golden);
     }
 
     #[test]
@@ -671,19 +351,6 @@ mod tests {
 
     #[test]
     fn decoding_is_robust() {
-        let mut named_and_identified = topic();
-        named_and_identified.topic_id = TOPIC_ID;
-        assert_robust(&OffsetFetchRequest {
-            group_id: "g".into(),
-            topics: Some(vec![named_and_identified.clone()]),
-            groups: vec![OffsetFetchRequestGroup {
-                group_id: "g".into(),
-                member_id: Some("m".into()),
-                member_epoch: 1,
-                topics: Some(vec![named_and_identified]),
-            }],
-            require_stable: true,
-        });
         let topics = vec![OffsetFetchResponseTopic {
             name: "t".into(),
             topic_id: TOPIC_ID,

@@ -33,10 +33,10 @@ use crate::engine::{CallId, Engine};
 use crate::eos::endpoints::{CommitHold, CopySink, CopySource};
 use crate::eos::{CommittedTransaction, CopyLoop, CopyLoopCounters, TransformErrorPolicy};
 use crate::error::{Error, Result};
-use crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatRequest;
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::types::{Millis, TopicPartition};
 use crate::{ConsumerEvent, ConsumerRecord, DeliveryFuture, Record};
+use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
 
 /// The shortest a generation hold lasts before liveness wins (as the real consumer's).
 const MIN_HOLD_MS: Millis = 1_000;

@@ -27,9 +27,7 @@ use crate::engine::transaction::CoordinatorKey;
 use crate::engine::{Engine, Event, TransactionConfig};
 use crate::eos::{CommittedTransaction, TransformErrorPolicy};
 use crate::protocol::error_code::ErrorCode;
-use crate::protocol::messages::consumer_group_heartbeat::{
-    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
-};
+use crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatResponse;
 use crate::sim::cluster::{Cluster, ClusterConfig};
 use crate::sim::coordinator::{Coordinator, CoordinatorConfig};
 use crate::sim::entropy::Entropy;
@@ -39,6 +37,7 @@ use crate::sim::invariants::Violation;
 use crate::sim::network::{Address, Latency, Network, Timeline, Trace};
 use crate::sim::{Failure, SimConfig};
 use crate::types::{Millis, TopicPartition};
+use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
 
 /// Something due at a virtual time.
 #[derive(Debug)]
