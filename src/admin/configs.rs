@@ -298,6 +298,17 @@ mod tests {
     }
 
     #[test]
+    fn changes_are_writable_at_every_version_spoken() {
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(text("t"))
+                .with_configs(vec![AlterConfig::Delete("a".into()).to_wire()]),
+        ]);
+        assert_eq!(crate::protocol::generated::lowest_version(&request), 0);
+    }
+
+    #[test]
     fn broker_resources_go_to_their_broker() {
         let groups = by_broker(vec![
             (ConfigResource::Topic("a".into()), ()),

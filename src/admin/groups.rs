@@ -267,23 +267,10 @@ impl Admin {
                 None => (response.error_code, response.topics),
             };
             outcome(code, None)?;
-            // OffsetFetch v10 names topics by id (KIP-848): their names come from metadata.
-            let names: HashMap<[u8; 16], String> = if topics.iter().any(|t| t.name.is_empty()) {
-                self.cluster()
-                    .await?
-                    .topics
-                    .into_values()
-                    .map(|t| (t.topic_id, t.name))
-                    .collect()
-            } else {
-                HashMap::new()
-            };
+            // Topics come by name: OffsetFetch is spoken up to v9 (v10 names them by id).
             let mut offsets = BTreeMap::new();
             for topic in topics {
-                let name = match names.get(&topic.topic_id) {
-                    Some(name) if topic.name.is_empty() => name.clone(),
-                    _ => topic.name,
-                };
+                let name = topic.name;
                 for p in topic.partitions {
                     outcome(p.error_code, None)?;
                     if p.committed_offset < 0 {

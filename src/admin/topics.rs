@@ -264,3 +264,32 @@ impl Admin {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::generated::lowest_version;
+
+    #[test]
+    fn a_new_topic_is_writable_at_every_version_spoken() {
+        let topic = NewTopic::new("t")
+            .assign(0, [2, 1])
+            .assign(1, [1, 2])
+            .config("cleanup.policy", "compact")
+            .to_wire();
+        assert_eq!((topic.num_partitions, topic.replication_factor), (-1, -1));
+        assert_eq!(topic.assignments[0].broker_ids, broker_ids(&[2, 1]));
+        let request = CreateTopicsRequest::default()
+            .with_topics(vec![topic])
+            .with_timeout_ms(1000)
+            .with_validate_only(true);
+        assert_eq!(lowest_version(&request), 2);
+        let grow = CreatePartitionsRequest::default().with_topics(vec![
+            CreatePartitionsTopic::default()
+                .with_name(topic_name("t"))
+                .with_count(3)
+                .with_assignments(None),
+        ]);
+        assert_eq!(lowest_version(&grow), 0);
+    }
+}
