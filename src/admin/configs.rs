@@ -14,9 +14,8 @@ use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRe
 use kafka_protocol::protocol::StrBytes;
 
 use super::Admin;
-use super::wire::{outcome, string};
+use super::wire::{outcome, string, text};
 use crate::error::{Error, Result};
-use crate::protocol::generated::str_bytes as text;
 
 /// Something that has configs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -14,10 +14,9 @@ use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest};
 
 use super::routing::topic_description;
-use super::wire::{broker_ids, millis_left, outcome, string};
+use super::wire::{broker_ids, millis_left, outcome, string, text, topic_name};
 use super::{Admin, TopicDescription};
 use crate::error::Result;
-use crate::protocol::generated::{str_bytes as text, topic_name};
 
 /// A topic to create: [`Admin::create_topics`].
 ///

@@ -9,7 +9,9 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+// The field constructors, under the names the admin modules use.
 use crate::protocol::error_code::ErrorCode;
+pub(super) use crate::protocol::generated::{group_id, str_bytes as text, topic_name};
 use crate::types::TopicPartition;
 
 /// Node ids as broker id fields.
@@ -60,7 +62,6 @@ pub(super) fn by_topic<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::generated::str_bytes as text;
 
     #[test]
     fn outcomes_keep_the_code_and_a_message_only_when_there_is_one() {
