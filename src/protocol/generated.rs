@@ -340,7 +340,42 @@ generated_response!(
     DeleteGroups, versions 0..=2, flexible from 2
 );
 
-// The admin client's transaction tools (KIP-664).
+// The admin client's transaction tools (KIP-664). ListTransactions v1 adds the duration
+// filter (KIP-994), v2 the transactional id pattern (KIP-1152). WriteTxnMarkers v1 only:
+// Kafka 4.0 dropped v0 (KIP-896) and 4.1 serves no later one.
+
+generated_request!(
+    kafka_protocol::messages::ListTransactionsRequest => kafka_protocol::messages::ListTransactionsResponse,
+    ListTransactions, versions 0..=2, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::ListTransactionsResponse,
+    ListTransactions, versions 0..=2, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::DescribeTransactionsRequest => kafka_protocol::messages::DescribeTransactionsResponse,
+    DescribeTransactions, versions 0..=0, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::DescribeTransactionsResponse,
+    DescribeTransactions, versions 0..=0, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::DescribeProducersRequest => kafka_protocol::messages::DescribeProducersResponse,
+    DescribeProducers, versions 0..=0, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::DescribeProducersResponse,
+    DescribeProducers, versions 0..=0, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::WriteTxnMarkersRequest => kafka_protocol::messages::WriteTxnMarkersResponse,
+    WriteTxnMarkers, versions 1..=1, flexible from 1
+);
+generated_response!(
+    kafka_protocol::messages::WriteTxnMarkersResponse,
+    WriteTxnMarkers, versions 1..=1, flexible from 1
+);
 
 #[cfg(test)]
 mod connection_and_transactions_tests;
@@ -387,6 +422,10 @@ mod tests {
         assert_flexible_from::<kp::ConsumerGroupDescribeRequest>();
         assert_flexible_from::<kp::OffsetDeleteRequest>();
         assert_flexible_from::<kp::DeleteGroupsRequest>();
+        assert_flexible_from::<kp::ListTransactionsRequest>();
+        assert_flexible_from::<kp::DescribeTransactionsRequest>();
+        assert_flexible_from::<kp::DescribeProducersRequest>();
+        assert_flexible_from::<kp::WriteTxnMarkersRequest>();
     }
 
     #[test]
