@@ -3,7 +3,8 @@
 //! found and aborted; producers SIGKILLed mid-transaction (ours and Java's) whose open
 //! transactions are listed but not hanging, and aborted on the partition; a live transaction
 //! never reported; DescribeProducers agreeing with our producer. What the log shows is
-//! checked with kcat reading `read_committed` and with Kafka's own `kafka-transactions.sh`.
+//! checked with kcat reading `read_committed` and with Kafka's own `kafka-transactions.sh`;
+//! the `admin` example's `hanging` table is read too.
 //!
 //! Tests hold their cluster's lock across awaits on purpose (see `broker_failure.rs`).
 #![allow(clippy::await_holding_lock)]
@@ -129,6 +130,23 @@ fn java_find_hanging(cluster: &Cluster, topic: &str) -> Vec<i64> {
         .collect()
 }
 
+/// The `admin` example run with `args` against `cluster`: what it printed.
+fn example(cluster: &Cluster, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "--example", "admin", "--"])
+        .args(["--bootstrap", &cluster.bootstrap])
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "admin {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Sets `transaction.partition.verification.enable` as every broker's default with Kafka's
 /// `kafka-configs` (a dynamic, cluster-wide config), and removes it again when dropped.
 struct VerificationOff<'a>(&'a Cluster);
@@ -169,15 +187,24 @@ fn configs_tool(cluster: &Cluster, action: &str, config: &str) {
     run_ok(&mut java_tool(&args));
 }
 
-/// Waits until `check` holds, polling, or fails with `what`.
-async fn eventually<F, Fut>(what: &str, mut check: F)
+/// Waits until `check` holds, polling, or fails with `what` after [`WAIT`].
+async fn eventually<F, Fut>(what: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    eventually_within(what, WAIT, check).await;
+}
+
+/// Waits until `check` holds, polling, or fails with `what` after `limit`.
+async fn eventually_within<F, Fut>(what: &str, limit: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
     let start = Instant::now();
     while !check().await {
-        assert!(start.elapsed() < WAIT, "{what} within {WAIT:?}");
+        assert!(start.elapsed() < limit, "{what} within {limit:?}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -282,8 +309,22 @@ async fn hanging_transaction_is_found_and_aborted() {
     );
     assert!(found.age >= Duration::from_secs(1), "{:?}", found.age);
     assert!(found.age < WAIT * 2, "{:?}", found.age);
-    // Kafka's own tool agrees.
+    // Kafka's own tool agrees, and the example prints it.
     assert_eq!(java_find_hanging(&cluster, &topic), [raw.producer_id]);
+    let table = example(&cluster, &["hanging", "--older-than", "1"]);
+    assert!(table.starts_with("TOPIC"), "{table}");
+    let row: Vec<&str> = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(topic.as_str()))
+        .unwrap_or_else(|| panic!("{topic} not listed:\n{table}"))
+        .split_whitespace()
+        .collect();
+    let (id, epoch) = (raw.producer_id.to_string(), raw.producer_epoch.to_string());
+    assert_eq!(
+        row[1..5],
+        ["0", id.as_str(), epoch.as_str(), "3"],
+        "{table}"
+    );
     // The default bound is the brokers' transaction.max.timeout.ms (15 minutes): too young.
     let by_default = FindHangingOptions::default().topics([topic.as_str()]);
     assert!(
@@ -403,10 +444,11 @@ async fn start_killable(
 }
 
 /// The producer is SIGKILLed mid-transaction. Its coordinator still tracks the transaction
-/// (it aborts it only when its timeout, here five minutes, passes), so it is listed with its
+/// (it aborts it only when its timeout, here a minute, passes), so it is listed with its
 /// age and blocks `read_committed`, but it is not hanging. An abort written on the partition
 /// with the epochs its leader reports moves the last stable offset; the coordinator still
-/// believes the transaction open there until it times it out.
+/// believes the transaction open there until it times it out, and its own abort then
+/// completes without a conflict.
 async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed) {
     let _guard = cluster.shared();
     let admin = admin(&cluster).await;
@@ -414,7 +456,7 @@ async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed)
     cluster.create_topic(&topic, 1, 1, &[]);
     let tp = TopicPartition::new(topic.as_str(), 0);
     let id = format!("{topic}-producer");
-    let timeout = Duration::from_secs(300);
+    let timeout = Duration::from_secs(60);
 
     let mut child = start_killable(&which, &cluster, &admin, &topic, &id, timeout).await;
     child.kill().expect("SIGKILL the producer");
@@ -497,12 +539,40 @@ async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed)
     );
     let after = producers_of(&admin, &topic).await;
     assert_eq!(after[0].current_txn_start_offset, None, "{after:?}");
-    // The coordinator does not know: it will abort the transaction on its timeout, and its
-    // marker then lands on a partition with nothing open (which the leader accepts).
+    // The coordinator does not know: it still holds the transaction open there.
     let described = admin.describe_transactions([&id]).await.expect("call");
     let description = described[&id].as_ref().expect("described");
     assert_eq!(description.state, TransactionState::Ongoing);
     assert!(description.partitions.contains(&tp));
+
+    // On the transaction's timeout the coordinator aborts it with a bumped epoch; its marker
+    // lands on a partition with nothing open, which the leader accepts: one more marker,
+    // nothing more visible, and the coordinator completes the abort.
+    eventually_within(
+        "the coordinator aborts the timed-out transaction",
+        timeout + WAIT,
+        || async {
+            let described = admin.describe_transactions([&id]).await.expect("call");
+            described[&id].as_ref().expect("described").state == TransactionState::CompleteAbort
+        },
+    )
+    .await;
+    let described = admin.describe_transactions([&id]).await.expect("call");
+    let description = described[&id].as_ref().expect("described");
+    assert!(
+        description.producer_epoch > producer.producer_epoch,
+        "{description:?}"
+    );
+    let (lso_after, hw_after) = lso_and_hw(&admin, &topic).await;
+    assert_eq!((lso_after, hw_after), (hw + 1, hw + 1));
+    let committed = cluster.read_topic(&topic, Isolation::ReadCommitted);
+    assert!(committed.iter().all(|r| r.offset < start_offset));
+    let after = producers_of(&admin, &topic).await;
+    assert_eq!(
+        after[0].producer_epoch, description.producer_epoch,
+        "{after:?}"
+    );
+    assert!(after[0].coordinator_epoch.is_some(), "{after:?}");
 }
 
 /// Our transactional producer, SIGKILLed mid-transaction (this binary re-run as the child).
