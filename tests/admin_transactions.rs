@@ -77,7 +77,11 @@ fn values(cluster: &Cluster, topic: &str, isolation: Isolation) -> Vec<String> {
 
 /// The last stable offset and the high watermark of `topic`-0, through the admin client.
 async fn lso_and_hw(admin: &Admin, topic: &str) -> (i64, i64) {
-    let tp = TopicPartition::new(topic, 0);
+    lso_and_hw_of(admin, &TopicPartition::new(topic, 0)).await
+}
+
+/// The last stable offset and the high watermark of `tp`, through the admin client.
+async fn lso_and_hw_of(admin: &Admin, tp: &TopicPartition) -> (i64, i64) {
     let mut offsets = Vec::new();
     for isolation in [
         IsolationLevel::ReadCommitted,
@@ -87,7 +91,7 @@ async fn lso_and_hw(admin: &Admin, topic: &str) -> (i64, i64) {
             .list_offsets([(tp.clone(), OffsetSpec::Latest)], isolation)
             .await
             .expect("list offsets");
-        offsets.push(listed[&tp].as_ref().expect("offset").offset);
+        offsets.push(listed[tp].as_ref().expect("offset").offset);
     }
     (offsets[0], offsets[1])
 }
@@ -213,8 +217,9 @@ where
 /// transactions-v1 cluster with partition verification (KIP-890 part 1) switched off: the
 /// leader opens a transaction the coordinator never heard of (KAFKA-12671's shape). With
 /// verification on (Kafka's default since 3.6) the leader refuses the batch, which the test
-/// checks first. The transaction is found hanging (by us and by Kafka's own tool), aborted
-/// on the partition, and the last stable offset moves on.
+/// checks first. The transaction is found hanging (by us, by Kafka's own tool and by the
+/// `admin` example), aborted on the partition, and the last stable offset moves on; a second
+/// one, on the other partition, is aborted by the example's `--abort`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hanging_transaction_is_found_and_aborted() {
     let Some(cluster) = Cluster::tv1() else {
@@ -223,8 +228,9 @@ async fn hanging_transaction_is_found_and_aborted() {
     let _guard = cluster.exclusive();
     let admin = admin(&cluster).await;
     let topic = unique_topic("hanging");
-    cluster.create_topic(&topic, 1, 1, &[]);
+    cluster.create_topic(&topic, 2, 1, &[]);
     let tp = TopicPartition::new(topic.as_str(), 0);
+    let tp1 = TopicPartition::new(topic.as_str(), 1);
 
     let before = transactional(&cluster.bootstrap, &format!("{topic}-before"), WAIT).await;
     before.begin_transaction().expect("begin");
@@ -234,6 +240,12 @@ async fn hanging_transaction_is_found_and_aborted() {
     let mut raw = RawTransactionalProducer::init(
         &cluster.bootstrap,
         &format!("{topic}-zombie"),
+        Duration::from_secs(60),
+    );
+    // A second one on partition 1, left for the example to abort.
+    let mut raw1 = RawTransactionalProducer::init(
+        &cluster.bootstrap,
+        &format!("{topic}-zombie-1"),
         Duration::from_secs(60),
     );
     // INVALID_TXN_STATE: the leader asked the coordinator, which knows no such transaction.
@@ -247,6 +259,10 @@ async fn hanging_transaction_is_found_and_aborted() {
             std::future::ready(answer.0 == 0)
         })
         .await;
+        assert_eq!(
+            raw1.produce_unregistered(&topic, 1, 0, &["hanging-p1"]),
+            (0, 0)
+        );
         answer.1
     };
     assert_eq!(start_offset, 3, "after two records and their commit marker");
@@ -297,9 +313,13 @@ async fn hanging_transaction_is_found_and_aborted() {
         .find_hanging_transactions(&options)
         .await
         .expect("find hanging");
-    assert_eq!(hanging.len(), 1, "{hanging:?}");
+    assert_eq!(hanging.len(), 2, "{hanging:?}");
     let found = &hanging[0];
     assert_eq!(found.partition, tp);
+    assert_eq!(
+        (hanging[1].partition.clone(), hanging[1].producer_id),
+        (tp1.clone(), raw1.producer_id)
+    );
     assert_eq!(found.producer_id, raw.producer_id);
     assert_eq!(found.producer_epoch, raw.producer_epoch);
     assert_eq!(found.start_offset, start_offset);
@@ -310,7 +330,9 @@ async fn hanging_transaction_is_found_and_aborted() {
     assert!(found.age >= Duration::from_secs(1), "{:?}", found.age);
     assert!(found.age < WAIT * 2, "{:?}", found.age);
     // Kafka's own tool agrees, and the example prints it.
-    assert_eq!(java_find_hanging(&cluster, &topic), [raw.producer_id]);
+    let mut java = java_find_hanging(&cluster, &topic);
+    java.sort();
+    assert_eq!(java, [raw.producer_id, raw1.producer_id]);
     let table = example(&cluster, &["hanging", "--older-than", "1"]);
     assert!(table.starts_with("TOPIC"), "{table}");
     let row: Vec<&str> = table
@@ -346,6 +368,21 @@ async fn hanging_transaction_is_found_and_aborted() {
         "the abort marker took offset 7; LSO at the end"
     );
     assert_eq!(
+        lso_and_hw_of(&admin, &tp1).await,
+        (0, 1),
+        "partition 1 still hangs"
+    );
+
+    // The example aborts the other one (and any other hanging transaction of the cluster).
+    let aborted = example(&cluster, &["hanging", "--older-than", "1", "--abort"]);
+    let line = format!(
+        "aborted producer {}'s transaction on {topic}-1",
+        raw1.producer_id
+    );
+    assert!(aborted.lines().any(|l| l == line), "{aborted}");
+    assert!(!aborted.contains(&format!("on {topic}-0")), "{aborted}");
+    assert_eq!(lso_and_hw_of(&admin, &tp1).await, (2, 2));
+    assert_eq!(
         values(&cluster, &topic, Isolation::ReadCommitted),
         ["before-1", "before-2", "after-1"]
     );
@@ -357,6 +394,13 @@ async fn hanging_transaction_is_found_and_aborted() {
             .is_empty()
     );
     assert!(java_find_hanging(&cluster, &topic).is_empty());
+
+    let missing = FindHangingOptions::default().topics([format!("{topic}-missing")]);
+    let refused = admin.find_hanging_transactions(&missing).await;
+    assert!(
+        matches!(&refused, Err(exactly::Error::Broker { code, .. }) if *code == exactly::ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
+        "{refused:?}"
+    );
 }
 
 /// Which producer a killed-producer scenario runs.

@@ -215,7 +215,8 @@ pub struct ActiveProducer {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FindHangingOptions {
-    /// Only these topics (empty: every topic but Kafka's internal ones).
+    /// Only these topics (empty: every topic but Kafka's internal ones); one the cluster
+    /// does not have fails the call with UNKNOWN_TOPIC_OR_PARTITION.
     pub topics: Vec<String>,
     /// Report open transactions whose producer last wrote longer ago than this. `None`:
     /// the brokers' `transaction.max.timeout.ms` (the largest if they differ), past which no
@@ -544,6 +545,16 @@ impl Admin {
                 Some(age) => age,
                 None => self.max_transaction_timeout(cluster.brokers.keys()).await?,
             };
+            if let Some(missing) = options
+                .topics
+                .iter()
+                .find(|t| !cluster.topics.contains_key(*t))
+            {
+                return Err(Error::Broker {
+                    code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                    message: Some(format!("topic {missing:?}")),
+                });
+            }
             let partitions: Vec<TopicPartition> = cluster
                 .topics
                 .values()
