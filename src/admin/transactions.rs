@@ -662,3 +662,96 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::describe_producers_response::ProducerState;
+
+    use super::*;
+
+    #[test]
+    fn states_keep_their_wire_names() {
+        for name in [
+            "Empty",
+            "Ongoing",
+            "PrepareCommit",
+            "PrepareAbort",
+            "CompleteCommit",
+            "CompleteAbort",
+            "Dead",
+            "PrepareEpochFence",
+            "SomethingNewer",
+        ] {
+            assert_eq!(TransactionState::from_name(name).name(), name);
+        }
+        assert_eq!(
+            TransactionState::from_name("SomethingNewer"),
+            TransactionState::Other("SomethingNewer".into())
+        );
+        let writing: Vec<&str> = ["Ongoing", "PrepareCommit", "PrepareAbort", "CompleteAbort"]
+            .into_iter()
+            .filter(|n| TransactionState::from_name(n).writes_markers())
+            .collect();
+        assert_eq!(writing, ["Ongoing", "PrepareCommit", "PrepareAbort"]);
+    }
+
+    #[test]
+    fn the_filter_becomes_the_request() {
+        let all = ListTransactionsFilter::default().request();
+        assert!(all.state_filters.is_empty() && all.producer_id_filters.is_empty());
+        assert_eq!(all.duration_filter, -1, "no duration filter: any age");
+        let narrow = ListTransactionsFilter::default()
+            .states([TransactionState::Ongoing])
+            .producer_ids([7])
+            .running_longer_than(Duration::from_secs(2))
+            .request();
+        assert_eq!(narrow.state_filters, [text("Ongoing")]);
+        assert_eq!(narrow.producer_id_filters, [ProducerId(7)]);
+        assert_eq!(narrow.duration_filter, 2000);
+    }
+
+    #[test]
+    fn producer_states_say_none_for_minus_one() {
+        let state = ProducerState::default()
+            .with_producer_id(ProducerId(9))
+            .with_producer_epoch(4)
+            .with_last_sequence(11)
+            .with_last_timestamp(1_000)
+            .with_coordinator_epoch(-1)
+            .with_current_txn_start_offset(-1);
+        let producer = active_producer(&state).expect("valid");
+        assert_eq!(
+            producer,
+            ActiveProducer {
+                producer_id: 9,
+                producer_epoch: 4,
+                last_sequence: 11,
+                last_timestamp_ms: 1_000,
+                coordinator_epoch: None,
+                current_txn_start_offset: None,
+            }
+        );
+        let open = active_producer(
+            &state
+                .clone()
+                .with_coordinator_epoch(2)
+                .with_current_txn_start_offset(40),
+        )
+        .expect("valid");
+        assert_eq!(
+            (open.coordinator_epoch, open.current_txn_start_offset),
+            (Some(2), Some(40))
+        );
+        let spec = AbortTransactionSpec::for_producer(TopicPartition::new("t", 0), &open);
+        assert_eq!((spec.producer_epoch, spec.coordinator_epoch), (4, 2));
+    }
+
+    #[test]
+    fn an_epoch_beyond_16_bits_is_refused() {
+        let state = ProducerState::default().with_producer_epoch(40_000);
+        assert!(matches!(
+            active_producer(&state),
+            Err(Error::InvalidState(_))
+        ));
+    }
+}
