@@ -630,6 +630,14 @@ async fn our_killed_producer() {
     }
 }
 
+/// [`our_killed_producer`] on a transactions-v1 cluster (the child is the same).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_killed_producer_tv1() {
+    if let Some(cluster) = Cluster::tv1() {
+        killed_producer_is_tracked_not_hanging(cluster, Killed::Ours).await;
+    }
+}
+
 /// The child's side of [`our_killed_producer`]: opens a transaction, says `OPEN`, and
 /// waits to be killed (bounded: it gives up after a few minutes).
 async fn child_holds_a_transaction_open(spec: &str) {
