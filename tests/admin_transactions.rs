@@ -538,7 +538,15 @@ async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed)
         (0..WAIT.as_millis() as i64 * 3).contains(&age_ms),
         "{age_ms}"
     );
-    // KIP-994's duration filter: open for longer than an hour it is not.
+    // KIP-994's duration filter: open for longer than a second it is, for longer than an
+    // hour it is not.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let running = ListTransactionsFilter::default()
+        .producer_ids([producer.producer_id])
+        .running_longer_than(Duration::from_secs(1));
+    let listed = admin.list_transactions(&running).await.expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].transactional_id, id);
     let long_running = ListTransactionsFilter::default()
         .producer_ids([producer.producer_id])
         .running_longer_than(Duration::from_secs(3600));
