@@ -28,10 +28,11 @@ use kafka_protocol::messages::{
 
 use super::configs::ConfigResource;
 use super::offsets::AsyncLeaderCall;
-use super::wire::{by_topic, outcome, string, text, topic_name};
+use super::wire::{by_topic, outcome, string};
 use super::{Admin, CoordinatorAnswer, CoordinatorKind, coordinator_error};
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
+use crate::protocol::generated::{str_bytes, topic_name};
 use crate::types::{BrokerId, TopicPartition};
 
 /// `transaction.max.timeout.ms`'s default: no transaction the brokers accept may run longer.
@@ -146,7 +147,7 @@ impl ListTransactionsFilter {
             .running_longer_than
             .map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         ListTransactionsRequest::default()
-            .with_state_filters(self.states.iter().map(|s| text(s.name())).collect())
+            .with_state_filters(self.states.iter().map(|s| str_bytes(s.name())).collect())
             .with_producer_id_filters(self.producer_ids.iter().copied().map(ProducerId).collect())
             .with_duration_filter(duration_ms)
     }
@@ -470,7 +471,7 @@ impl Admin {
 
     async fn describe_transaction(&self, id: &str) -> Result<TransactionDescription> {
         let request = DescribeTransactionsRequest::default()
-            .with_transactional_ids(vec![TransactionalId(text(id))]);
+            .with_transactional_ids(vec![TransactionalId(str_bytes(id))]);
         let response = self
             .call_coordinator(CoordinatorKind::Transaction, id, request)
             .await?;
@@ -705,7 +706,7 @@ mod tests {
             .producer_ids([7])
             .running_longer_than(Duration::from_secs(2))
             .request();
-        assert_eq!(narrow.state_filters, [text("Ongoing")]);
+        assert_eq!(narrow.state_filters, [str_bytes("Ongoing")]);
         assert_eq!(narrow.producer_id_filters, [ProducerId(7)]);
         assert_eq!(narrow.duration_filter, 2000);
     }
