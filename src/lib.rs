@@ -55,6 +55,7 @@ mod engine;
 pub mod eos;
 pub mod error;
 mod net;
+mod observe;
 mod producer;
 mod protocol;
 mod reachability;
@@ -88,6 +89,7 @@ pub mod __private {
     pub use crate::types::{BrokerId, Millis};
 }
 
+pub use consumer::metrics::{ConsumerMetrics, PartitionLag};
 pub use consumer::{
     AssignmentStrategy, Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord,
     GenerationHold, GroupProtocol, IsolationLevel, OffsetReset,

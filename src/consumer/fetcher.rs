@@ -15,6 +15,7 @@ use std::sync::Arc;
 use tracing::debug;
 
 use super::config::{ConsumerConfig, IsolationLevel, OffsetReset};
+use super::metrics::PartitionLag;
 use super::records::{ConsumerRecord, PartitionReader};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
@@ -55,6 +56,9 @@ struct PartitionState {
     token: u64,
     /// Paused by the application: neither fetched nor delivered (what is buffered is kept).
     paused: bool,
+    /// The log's end as the latest fetch answer reported it: (high watermark, last stable
+    /// offset), for the lag.
+    log_end: Option<(i64, i64)>,
 }
 
 impl PartitionState {
@@ -65,6 +69,7 @@ impl PartitionState {
             reader: None,
             token: 0,
             paused: false,
+            log_end: None,
         }
     }
 
@@ -499,6 +504,32 @@ impl Fetcher {
         }
     }
 
+    /// The lag of `tp` as of its latest fetch answer: the log's end (the last stable offset
+    /// under `read_committed`, what such a reader can reach) minus the position.
+    pub fn lag(&self, tp: &TopicPartition) -> Option<PartitionLag> {
+        let state = self.partitions.get(tp)?;
+        let (high_watermark, last_stable_offset) = state.log_end?;
+        let position = state.position()?;
+        let end = match self.isolation {
+            IsolationLevel::ReadCommitted if last_stable_offset >= 0 => last_stable_offset,
+            _ => high_watermark,
+        };
+        Some(PartitionLag {
+            position,
+            high_watermark,
+            last_stable_offset,
+            lag: (end - position).max(0),
+        })
+    }
+
+    /// [`Fetcher::lag`] of every owned partition that has one.
+    pub fn lags(&self) -> BTreeMap<TopicPartition, PartitionLag> {
+        self.partitions
+            .keys()
+            .filter_map(|tp| Some((tp.clone(), self.lag(tp)?)))
+            .collect()
+    }
+
     /// The answer to a [`Fetcher::fetch_request`] for `fetched`.
     pub fn apply_fetch(&mut self, response: FetchResponse, fetched: Vec<Fetched>) -> Followup {
         let mut followup = Followup::default();
@@ -529,7 +560,9 @@ impl Fetcher {
                     continue;
                 }
                 match ErrorCode(p.error_code) {
-                    ErrorCode::NONE => {}
+                    ErrorCode::NONE => {
+                        state.log_end = Some((p.high_watermark, p.last_stable_offset));
+                    }
                     ErrorCode::OFFSET_OUT_OF_RANGE if self.reset == OffsetReset::None => {
                         state.set(Offset::Missing);
                         followup.error = Some(Error::broker(ErrorCode::OFFSET_OUT_OF_RANGE));
