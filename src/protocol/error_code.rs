@@ -97,7 +97,9 @@ error_codes! {
     SASL_AUTHENTICATION_FAILED = 58, false;
     UNKNOWN_PRODUCER_ID = 59, false;
     REASSIGNMENT_IN_PROGRESS = 60, false;
+    NON_EMPTY_GROUP = 68, false;
     GROUP_ID_NOT_FOUND = 69, false;
+    TOPIC_DELETION_DISABLED = 73, false;
     FENCED_LEADER_EPOCH = 74, true;
     UNKNOWN_LEADER_EPOCH = 75, true;
     OFFSET_NOT_AVAILABLE = 78, true;
@@ -105,6 +107,7 @@ error_codes! {
     PREFERRED_LEADER_NOT_AVAILABLE = 80, true;
     GROUP_MAX_SIZE_REACHED = 81, false;
     FENCED_INSTANCE_ID = 82, false;
+    GROUP_SUBSCRIBED_TO_TOPIC = 86, false;
     INVALID_RECORD = 87, false;
     UNSTABLE_OFFSET_COMMIT = 88, true;
     THROTTLING_QUOTA_EXCEEDED = 89, true;

@@ -47,6 +47,18 @@ pub(super) fn is_flexible(api_key: i16, version: i16) -> bool {
         17 => kp::SaslHandshakeRequest::is_flexible(version),
         36 => kp::SaslAuthenticateRequest::is_flexible(version),
         68 => kp::ConsumerGroupHeartbeatRequest::is_flexible(version),
+        // The admin client's.
+        15 => kp::DescribeGroupsRequest::is_flexible(version),
+        16 => kp::ListGroupsRequest::is_flexible(version),
+        19 => kp::CreateTopicsRequest::is_flexible(version),
+        20 => kp::DeleteTopicsRequest::is_flexible(version),
+        21 => kp::DeleteRecordsRequest::is_flexible(version),
+        32 => kp::DescribeConfigsRequest::is_flexible(version),
+        37 => kp::CreatePartitionsRequest::is_flexible(version),
+        42 => kp::DeleteGroupsRequest::is_flexible(version),
+        44 => kp::IncrementalAlterConfigsRequest::is_flexible(version),
+        47 => kp::OffsetDeleteRequest::is_flexible(version),
+        69 => kp::ConsumerGroupDescribeRequest::is_flexible(version),
         _ => false,
     }
 }
