@@ -522,6 +522,16 @@ impl Fetcher {
         })
     }
 
+    /// The largest [`Fetcher::lag`] of the owned partitions (0 when none has one).
+    pub fn max_lag(&self) -> i64 {
+        self.partitions
+            .keys()
+            .filter_map(|tp| self.lag(tp))
+            .map(|l| l.lag)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// [`Fetcher::lag`] of every owned partition that has one.
     pub fn lags(&self) -> BTreeMap<TopicPartition, PartitionLag> {
         self.partitions
@@ -698,6 +708,40 @@ mod tests {
         );
         assert_eq!(f.take_records(&all, usize::MAX).unwrap().len(), 1);
         assert_eq!(f.position(&tp(0)), Some(13));
+    }
+
+    #[test]
+    fn lag_is_the_log_end_less_the_position_as_records_are_handed_out() {
+        for (isolation, end) in [
+            (IsolationLevel::ReadCommitted, 100),
+            (IsolationLevel::ReadUncommitted, 120),
+        ] {
+            let config = ConsumerConfig {
+                isolation_level: isolation,
+                max_poll_records: 2,
+                ..ConsumerConfig::default()
+            };
+            let mut f = Fetcher::new(&config);
+            f.assigned(&[tp(0), tp(1)], true);
+            let all = [tp(0), tp(1)];
+            f.apply_committed(vec![(tp(0), Some(10)), (tp(1), Some(0))]);
+            assert_eq!(f.lag(&tp(0)), None, "no fetch answer yet");
+            let fetched = f.to_fetch(&all);
+            let mut response = answer(0, ErrorCode::NONE, Some(batch(10, 3)));
+            response.responses[0].partitions[0].high_watermark = 120;
+            f.apply_fetch(response, fetched);
+            let lag = f.lag(&tp(0)).unwrap();
+            assert_eq!(
+                (lag.position, lag.high_watermark, lag.last_stable_offset),
+                (10, 120, 100)
+            );
+            // Under read_committed the end is the last stable offset (what it can read).
+            assert_eq!(lag.lag, end - 10, "{isolation:?}");
+            f.take_records(&all, usize::MAX).unwrap();
+            assert_eq!(f.lag(&tp(0)).unwrap().lag, end - 12);
+            assert_eq!(f.max_lag(), end - 12, "tp(1) has no answer: no lag");
+            assert_eq!(f.lags().len(), 1);
+        }
     }
 
     #[test]

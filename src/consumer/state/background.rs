@@ -298,10 +298,13 @@ impl ConsumerState {
     /// The lags of `answered` (partitions a fetch answer covered, or a poll handed records
     /// of), and `records-lag-max` over every owned partition.
     pub(super) fn observe_lags(&mut self, answered: &[TopicPartition]) {
-        let lags = self.fetcher.lags();
-        let max = lags.values().map(|l| l.lag).max().unwrap_or(0);
+        // No map of every partition per answer or poll: one pass for the maximum.
+        let max = self.fetcher.max_lag();
+        let fetcher = &self.fetcher;
         self.figures.lags(
-            answered.iter().filter_map(|tp| Some((tp, *lags.get(tp)?))),
+            answered
+                .iter()
+                .filter_map(|tp| Some((tp, fetcher.lag(tp)?))),
             max,
         );
     }
