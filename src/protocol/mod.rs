@@ -47,6 +47,7 @@ pub enum ApiKey {
     AddPartitionsToTxn = 24,
     AddOffsetsToTxn = 25,
     EndTxn = 26,
+    WriteTxnMarkers = 27,
     TxnOffsetCommit = 28,
     DescribeConfigs = 32,
     SaslAuthenticate = 36,
@@ -54,6 +55,9 @@ pub enum ApiKey {
     DeleteGroups = 42,
     IncrementalAlterConfigs = 44,
     OffsetDelete = 47,
+    DescribeProducers = 61,
+    DescribeTransactions = 65,
+    ListTransactions = 66,
     ConsumerGroupHeartbeat = 68,
     ConsumerGroupDescribe = 69,
 }
