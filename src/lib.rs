@@ -60,6 +60,7 @@ mod engine;
 pub mod eos;
 pub mod error;
 mod net;
+mod observe;
 mod producer;
 mod protocol;
 mod reachability;
@@ -107,6 +108,7 @@ pub use admin::{
     ListTransactionsFilter, TransactionDescription, TransactionListing, TransactionState,
 };
 pub use consumer::hooks::{ConsumerHooks, Rebalance};
+pub use consumer::metrics::{ConsumerMetrics, PartitionLag};
 pub use consumer::{
     AssignmentStrategy, Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord,
     GenerationHold, GroupProtocol, IsolationLevel, OffsetReset,

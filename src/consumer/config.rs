@@ -185,7 +185,9 @@ pub struct ConsumerConfig {
     /// `group.id`: required to subscribe, to commit and for auto-commit; a consumer with
     /// manual assignment ([`crate::Consumer::assign`]) may go without (empty: none).
     pub group_id: String,
-    /// `client.id`.
+    /// `client.id`: sent in every request header, and it labels the metrics. Empty (the
+    /// default): a name unique in the process, `exactly-consumer-1`, `exactly-consumer-2`,
+    /// ... in the order consumers connect.
     pub client_id: String,
     /// `isolation.level`.
     pub isolation_level: IsolationLevel,
@@ -254,7 +256,7 @@ impl Default for ConsumerConfig {
         ConsumerConfig {
             bootstrap_servers: Vec::new(),
             group_id: String::new(),
-            client_id: "exactly-consumer".to_owned(),
+            client_id: String::new(),
             isolation_level: IsolationLevel::ReadCommitted,
             auto_offset_reset: OffsetReset::Latest,
             group_protocol: GroupProtocol::Consumer,

@@ -41,6 +41,7 @@ use super::hooks::{HooksHandle, Observer};
 
 use super::calls::{call, call_built, find_coordinator, membership_call, timed_out};
 use super::config::ConsumerConfig;
+use super::metrics::{ConsumerMetrics, elapsed_ms};
 use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
 use super::state::{Completion, ConsumerState, MembershipOrRecords};
 use crate::error::{Error, Result};
@@ -383,6 +384,19 @@ impl Handle {
 
     /// OffsetCommit of `offsets` with this member's identity, under a generation hold
     /// (generation -1 and no member id for a manual assignment).
+    pub fn metric_labels(&self) -> (String, Option<String>) {
+        let state = self.shared.lock();
+        let config = state.config();
+        (
+            config.client_id.clone(),
+            config.has_group().then(|| config.group_id.clone()),
+        )
+    }
+
+    pub fn metrics(&self) -> ConsumerMetrics {
+        self.shared.lock().metrics()
+    }
+
     pub async fn commit(&self, offsets: &[OffsetToCommit]) -> Result<()> {
         self.fatal()?;
         self.group_required("commit offsets")?;
@@ -404,6 +418,7 @@ impl Handle {
             let request = offset_commit_request(hold.metadata(), offsets);
             let link = self.coordinator_link(deadline).await?;
             let left = deadline.saturating_duration_since(Instant::now());
+            let started = Instant::now();
             match call(&link, request, None, Arc::clone(&client_id), left).await {
                 Ok(response) => {
                     let refused = response
@@ -413,7 +428,10 @@ impl Handle {
                         .map(|p| ErrorCode(p.error_code))
                         .find(|code| !code.is_ok());
                     match refused {
-                        None => return Ok(()),
+                        None => {
+                            self.shared.lock().commit_observed(elapsed_ms(started));
+                            return Ok(());
+                        }
                         Some(
                             code @ (ErrorCode::NOT_COORDINATOR
                             | ErrorCode::COORDINATOR_NOT_AVAILABLE

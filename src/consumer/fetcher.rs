@@ -15,6 +15,7 @@ use std::sync::Arc;
 use tracing::debug;
 
 use super::config::{ConsumerConfig, IsolationLevel, OffsetReset};
+use super::metrics::PartitionLag;
 use super::records::{ConsumerRecord, PartitionReader};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
@@ -55,6 +56,9 @@ struct PartitionState {
     token: u64,
     /// Paused by the application: neither fetched nor delivered (what is buffered is kept).
     paused: bool,
+    /// The log's end as the latest fetch answer reported it: (high watermark, last stable
+    /// offset), for the lag.
+    log_end: Option<(i64, i64)>,
 }
 
 impl PartitionState {
@@ -65,6 +69,7 @@ impl PartitionState {
             reader: None,
             token: 0,
             paused: false,
+            log_end: None,
         }
     }
 
@@ -499,6 +504,42 @@ impl Fetcher {
         }
     }
 
+    /// The lag of `tp` as of its latest fetch answer: the log's end (the last stable offset
+    /// under `read_committed`, what such a reader can reach) minus the position.
+    pub fn lag(&self, tp: &TopicPartition) -> Option<PartitionLag> {
+        let state = self.partitions.get(tp)?;
+        let (high_watermark, last_stable_offset) = state.log_end?;
+        let position = state.position()?;
+        let end = match self.isolation {
+            IsolationLevel::ReadCommitted if last_stable_offset >= 0 => last_stable_offset,
+            _ => high_watermark,
+        };
+        Some(PartitionLag {
+            position,
+            high_watermark,
+            last_stable_offset,
+            lag: (end - position).max(0),
+        })
+    }
+
+    /// The largest [`Fetcher::lag`] of the owned partitions (0 when none has one).
+    pub fn max_lag(&self) -> i64 {
+        self.partitions
+            .keys()
+            .filter_map(|tp| self.lag(tp))
+            .map(|l| l.lag)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// [`Fetcher::lag`] of every owned partition that has one.
+    pub fn lags(&self) -> BTreeMap<TopicPartition, PartitionLag> {
+        self.partitions
+            .keys()
+            .filter_map(|tp| Some((tp.clone(), self.lag(tp)?)))
+            .collect()
+    }
+
     /// The answer to a [`Fetcher::fetch_request`] for `fetched`.
     pub fn apply_fetch(&mut self, response: FetchResponse, fetched: Vec<Fetched>) -> Followup {
         let mut followup = Followup::default();
@@ -529,7 +570,9 @@ impl Fetcher {
                     continue;
                 }
                 match ErrorCode(p.error_code) {
-                    ErrorCode::NONE => {}
+                    ErrorCode::NONE => {
+                        state.log_end = Some((p.high_watermark, p.last_stable_offset));
+                    }
                     ErrorCode::OFFSET_OUT_OF_RANGE if self.reset == OffsetReset::None => {
                         state.set(Offset::Missing);
                         followup.error = Some(Error::broker(ErrorCode::OFFSET_OUT_OF_RANGE));
@@ -665,6 +708,40 @@ mod tests {
         );
         assert_eq!(f.take_records(&all, usize::MAX).unwrap().len(), 1);
         assert_eq!(f.position(&tp(0)), Some(13));
+    }
+
+    #[test]
+    fn lag_is_the_log_end_less_the_position_as_records_are_handed_out() {
+        for (isolation, end) in [
+            (IsolationLevel::ReadCommitted, 100),
+            (IsolationLevel::ReadUncommitted, 120),
+        ] {
+            let config = ConsumerConfig {
+                isolation_level: isolation,
+                max_poll_records: 2,
+                ..ConsumerConfig::default()
+            };
+            let mut f = Fetcher::new(&config);
+            f.assigned(&[tp(0), tp(1)], true);
+            let all = [tp(0), tp(1)];
+            f.apply_committed(vec![(tp(0), Some(10)), (tp(1), Some(0))]);
+            assert_eq!(f.lag(&tp(0)), None, "no fetch answer yet");
+            let fetched = f.to_fetch(&all);
+            let mut response = answer(0, ErrorCode::NONE, Some(batch(10, 3)));
+            response.responses[0].partitions[0].high_watermark = 120;
+            f.apply_fetch(response, fetched);
+            let lag = f.lag(&tp(0)).unwrap();
+            assert_eq!(
+                (lag.position, lag.high_watermark, lag.last_stable_offset),
+                (10, 120, 100)
+            );
+            // Under read_committed the end is the last stable offset (what it can read).
+            assert_eq!(lag.lag, end - 10, "{isolation:?}");
+            f.take_records(&all, usize::MAX).unwrap();
+            assert_eq!(f.lag(&tp(0)).unwrap().lag, end - 12);
+            assert_eq!(f.max_lag(), end - 12, "tp(1) has no answer: no lag");
+            assert_eq!(f.lags().len(), 1);
+        }
     }
 
     #[test]

@@ -30,6 +30,7 @@ mod driver;
 pub(crate) mod fetcher;
 pub mod hooks;
 pub(crate) mod membership;
+pub mod metrics;
 pub(crate) mod offsets;
 pub(crate) mod records;
 mod state;
@@ -133,6 +134,11 @@ impl Consumer {
     /// interval on).
     pub(crate) fn clock_now(&self) -> crate::types::Millis {
         self.driver.now()
+    }
+
+    /// The `client_id` and (with a group) `group` labels of the consumer's metrics.
+    pub(crate) fn metric_labels(&self) -> (String, Option<String>) {
+        self.driver.metric_labels()
     }
 
     /// A builder with the default configuration.
@@ -427,6 +433,15 @@ impl Consumer {
     /// partition once it resumes).
     pub fn seek(&mut self, partition: &TopicPartition, offset: i64) -> Result<()> {
         self.driver.seek(partition, offset)
+    }
+
+    /// A snapshot of the consumer's metrics under the Java consumer's names
+    /// (records-consumed-total, fetch-latency-avg, records-lag-max, ...), with each owned
+    /// partition's position and lag as of its latest fetch answer. With the `metrics` feature
+    /// the consumer also publishes them through the `metrics` facade as they happen: see the
+    /// README's "Operating it".
+    pub fn metrics(&self) -> metrics::ConsumerMetrics {
+        self.driver.metrics()
     }
 
     /// Commits offsets outside transactions (OffsetCommit; each offset is the next to consume),

@@ -4,7 +4,12 @@
 //! it is handed to the socket (KAFKA-21062's lag metric moved before the write succeeded).
 //! Times are the engine's milliseconds, so the simulation measures the same way.
 
-use crate::types::Millis;
+use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
+
+use crate::observe::{self, Counter, Histogram, Labels};
+use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// Count, sum and maximum of one measured quantity.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -96,19 +101,120 @@ pub struct DeliveryMetrics {
     /// Transactions aborted.
     pub transactions_aborted: u64,
     ack_rate: AckRate,
+    observer: DeliveryObserver,
 }
 
 impl DeliveryMetrics {
-    pub(crate) fn acked(&mut self, now: Millis, records: u64, bytes: u64, queued_ms: u64) {
+    /// Publishes observations labelled with `client_id` from now on.
+    pub(crate) fn observe_as(&mut self, client_id: &str) {
+        self.observer = DeliveryObserver::new(client_id);
+    }
+
+    /// A Produce answer from `broker` (P8: only answers count).
+    pub(crate) fn answered(
+        &mut self,
+        broker: BrokerId,
+        latency_ms: u64,
+        records: u64,
+        throttle_ms: u64,
+    ) {
+        self.request_latency_ms.record(latency_ms);
+        self.records_per_request.record(records);
+        if throttle_ms > 0 {
+            self.produce_throttle_time_ms.record(throttle_ms);
+        }
+        let handles = self.observer.broker(broker);
+        handles.request_latency.record(latency_ms as f64);
+        handles.records_per_request.record(records as f64);
+        if throttle_ms > 0 {
+            handles.throttle_time.record(throttle_ms as f64);
+        }
+    }
+
+    /// A batch of `tp` acknowledged.
+    pub(crate) fn acked(
+        &mut self,
+        now: Millis,
+        tp: &TopicPartition,
+        records: u64,
+        bytes: u64,
+        queued_ms: u64,
+    ) {
         self.ack_rate.add(now, records);
         self.batch_size_bytes.record(bytes);
         self.record_queue_time_ms.record(queued_ms);
+        let handles = self.observer.partition(tp);
+        handles.record_send.increment(records);
+        handles.batch_size.record(bytes as f64);
+        handles.record_queue_time.record(queued_ms as f64);
     }
 
     /// Acknowledged records per second over the last 30 seconds (Kafka's
     /// `record-send-rate`, counted on acknowledgement).
     pub fn record_send_rate(&self, now: Millis) -> f64 {
         self.ack_rate.per_second(now)
+    }
+}
+
+/// The per-broker series of a producer.
+#[derive(Debug, Clone)]
+struct BrokerHandles {
+    request_latency: Histogram,
+    records_per_request: Histogram,
+    throttle_time: Histogram,
+}
+
+/// The per-partition series of a producer.
+#[derive(Debug, Clone)]
+struct PartitionHandles {
+    record_send: Counter,
+    batch_size: Histogram,
+    record_queue_time: Histogram,
+}
+
+/// The engine's observations through the `metrics` facade, with the handles resolved once per
+/// broker and per partition (the first answer or acknowledgement resolves them).
+#[derive(Debug, Clone, Default)]
+struct DeliveryObserver {
+    labels: Labels,
+    brokers: HashMap<BrokerId, BrokerHandles>,
+    partitions: FxHashMap<TopicPartition, PartitionHandles>,
+}
+
+impl DeliveryObserver {
+    fn new(client_id: &str) -> Self {
+        Self {
+            labels: observe::client_labels(client_id, None),
+            ..Self::default()
+        }
+    }
+
+    fn broker(&mut self, broker: BrokerId) -> &BrokerHandles {
+        let labels = &self.labels;
+        self.brokers.entry(broker).or_insert_with(|| {
+            let labels = observe::broker_labels(labels, broker);
+            BrokerHandles {
+                request_latency: observe::histogram("kafka.producer.request-latency", &labels),
+                records_per_request: observe::histogram(
+                    "kafka.producer.records-per-request",
+                    &labels,
+                ),
+                throttle_time: observe::histogram("kafka.producer.produce-throttle-time", &labels),
+            }
+        })
+    }
+
+    fn partition(&mut self, tp: &TopicPartition) -> &PartitionHandles {
+        if !self.partitions.contains_key(tp) {
+            let labels = observe::partition_labels(&self.labels, tp);
+            let handles = PartitionHandles {
+                record_send: observe::counter("kafka.producer.record-send-total", &labels),
+                batch_size: observe::histogram("kafka.producer.batch-size", &labels),
+                record_queue_time: observe::histogram("kafka.producer.record-queue-time", &labels),
+            };
+            self.partitions.insert(tp.clone(), handles);
+        }
+        &self.partitions[tp]
     }
 }
 
@@ -130,13 +236,14 @@ mod tests {
     #[test]
     fn ack_rate_covers_the_last_thirty_seconds() {
         let mut m = DeliveryMetrics::default();
+        let tp = TopicPartition::new("t", 0);
         for second in 0..10u64 {
-            m.acked(second * 1000, 100, 1, 0);
+            m.acked(second * 1000, &tp, 100, 1, 0);
         }
         assert_eq!(m.record_send_rate(9_999), 100.0);
         // Forty seconds later the window holds none of them.
         assert_eq!(m.record_send_rate(50_000), 0.0);
-        m.acked(50_000, 60, 1, 0);
+        m.acked(50_000, &tp, 60, 1, 0);
         assert_eq!(m.record_send_rate(50_500), 2.0);
     }
 }

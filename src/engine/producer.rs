@@ -194,6 +194,12 @@ impl Engine {
         &self.metrics
     }
 
+    /// Publishes the engine's observations (request latency, batch size, ...) through the
+    /// `metrics` facade labelled with `client_id`.
+    pub fn observe_as(&mut self, client_id: &str) {
+        self.metrics.observe_as(client_id);
+    }
+
     /// Produce requests awaiting an answer, per broker.
     pub fn in_flight_per_broker(&self) -> BTreeMap<BrokerId, usize> {
         let mut in_flight = BTreeMap::new();
@@ -279,14 +285,15 @@ impl Engine {
                         .entry(broker)
                         .or_default()
                         .log_success(format_args!("produce requests to broker {broker}"));
-                    self.metrics
-                        .request_latency_ms
-                        .record(now.saturating_sub(sent_ms));
-                    self.metrics.records_per_request.record(records);
+                    self.metrics.answered(
+                        broker,
+                        now.saturating_sub(sent_ms),
+                        records,
+                        throttle_ms,
+                    );
                     if throttle_ms > 0 {
                         // KIP-219: the broker answered at once and expects nothing more from
                         // us until the throttle time passed (or it mutes the connection).
-                        self.metrics.produce_throttle_time_ms.record(throttle_ms);
                         self.throttled_until.insert(broker, now + throttle_ms);
                     }
                     for response in partitions {

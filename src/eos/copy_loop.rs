@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use super::copies::{CommittedTransaction, ConsumedRange, PartitionOffset, RecordCopy};
 use super::endpoints::{CommitHold, CopySink, CopySource};
+use super::metrics::CopyLoopObserver;
 use super::transform::sealed::Sealed;
 use super::transform::{CopyLoopCounters, TransformErrorPolicy, TransformOutput, dead_letter};
 use crate::types::{Millis, millis};
@@ -117,6 +118,7 @@ pub struct CopyLoop<F, C = Consumer, P = Producer> {
     on_error: TransformErrorPolicy,
     concurrency: usize,
     counters: CopyLoopCounters,
+    observer: CopyLoopObserver,
     open: Option<OpenTransaction>,
     /// Per partition owned without interruption, the offset this loop last committed for it
     /// (the next to consume): where the next transaction begins reading it.
@@ -178,7 +180,9 @@ where
     /// every 1,000 records or 100 ms, whichever comes first, one transform at a time, failing
     /// the step when the transform fails ([`TransformErrorPolicy::Fail`]).
     pub fn new(consumer: C, producer: P, transform: F) -> Self {
+        let (client_id, group) = consumer.metric_labels();
         Self {
+            observer: CopyLoopObserver::new(&client_id, group.as_deref()),
             consumer,
             producer,
             transform,
@@ -550,6 +554,7 @@ where
             return Err(self.fail(open, error, leaving).await);
         }
         let group = hold.metadata().clone();
+        let commit_began = self.consumer.now();
         let ended = async {
             if !offsets.is_empty() {
                 let sent = self
@@ -578,9 +583,25 @@ where
         for o in &offsets {
             self.committed.insert(o.partition.clone(), o.offset);
         }
+        let commit_latency = self.consumer.now().saturating_sub(commit_began);
+        let records_in = open.copies.len() as u64;
+        let records_out = open.copies.iter().map(|(_, acks)| acks.len() as u64).sum();
+        let dead_lettered = open.dead_letters.len() as u64;
         self.counters.transactions_committed += 1;
         self.counters.records_skipped += open.skipped;
-        self.counters.records_dead_lettered += open.dead_letters.len() as u64;
+        self.counters.records_dead_lettered += dead_lettered;
+        self.counters.records_in += records_in;
+        self.counters.records_out += records_out;
+        let observer = &self.observer;
+        observer.committed.increment(1);
+        observer.commit_latency.record(commit_latency as f64);
+        observer.records_in.increment(records_in);
+        observer.records_out.increment(records_out);
+        observer.records_skipped.increment(open.skipped);
+        observer.records_dead_lettered.increment(dead_lettered);
+        if let Some(lag) = self.consumer.source_lag() {
+            observer.source_lag.set(lag as f64);
+        }
         // The delivery futures resolve once the transaction is committed (the commit flushed
         // every record): their offsets are exact (rule O1).
         let mut copies = Vec::with_capacity(open.copies.len());
@@ -642,6 +663,7 @@ where
     ) -> Result<()> {
         end_with_retries(|| self.producer.abort_transaction()).await?;
         self.counters.transactions_aborted += 1;
+        self.observer.aborted.increment(1);
         let owned = self.consumer.assignment();
         for (partition, from) in open.from {
             if owned.contains(&partition) && !leaving.contains(&partition) {

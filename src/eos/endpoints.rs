@@ -38,6 +38,13 @@ pub trait CopySource {
 
     /// [`Consumer::hold_generation`].
     fn hold_generation(&self) -> impl Future<Output = Self::Hold>;
+
+    /// The `client_id` and `group` the loop's metrics are labelled with.
+    fn metric_labels(&self) -> (String, Option<String>);
+
+    /// The records between the positions and the log ends, over the assigned partitions (as
+    /// of the latest fetch answers), if the source knows it.
+    fn source_lag(&self) -> Option<i64>;
 }
 
 /// A generation held for a transactional offset commit ([`GenerationHold`]); dropping it
@@ -93,6 +100,14 @@ impl CopySource for Consumer {
 
     async fn hold_generation(&self) -> GenerationHold {
         Consumer::hold_generation(self).await
+    }
+
+    fn metric_labels(&self) -> (String, Option<String>) {
+        self.metric_labels()
+    }
+
+    fn source_lag(&self) -> Option<i64> {
+        Some(self.metrics().partitions.values().map(|p| p.lag).sum())
     }
 }
 

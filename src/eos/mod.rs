@@ -6,6 +6,7 @@
 mod copies;
 mod copy_loop;
 pub(crate) mod endpoints;
+mod metrics;
 mod transform;
 mod translate;
 

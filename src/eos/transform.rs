@@ -127,4 +127,10 @@ pub struct CopyLoopCounters {
     pub records_dead_lettered: u64,
     /// Records skipped in committed transactions.
     pub records_skipped: u64,
+    /// Source records consumed in committed transactions (copied, filtered, skipped or
+    /// dead-lettered).
+    pub records_in: u64,
+    /// Records written to the destination in committed transactions (dead letters not
+    /// included).
+    pub records_out: u64,
 }

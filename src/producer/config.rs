@@ -154,7 +154,9 @@ pub struct ProducerConfig {
     /// `bootstrap.servers`: the brokers first asked for metadata, each `host:port` (an IPv6
     /// address in brackets, `[::1]:9092`). Required.
     pub bootstrap_servers: Vec<String>,
-    /// `client.id`: sent in every request header; brokers use it in logs and quotas.
+    /// `client.id`: sent in every request header; brokers use it in logs and quotas, and
+    /// it labels the metrics. Empty (the default): a name unique in the process,
+    /// `exactly-producer-1`, `exactly-producer-2`, ... in the order producers are built.
     pub client_id: String,
     /// `enable.idempotence`: the broker deduplicates retried batches by producer id, epoch and
     /// sequence (KIP-98), so a retry never writes a record twice.
@@ -216,7 +218,7 @@ impl Default for ProducerConfig {
     fn default() -> Self {
         ProducerConfig {
             bootstrap_servers: Vec::new(),
-            client_id: "exactly".to_owned(),
+            client_id: String::new(),
             enable_idempotence: true,
             acks: Acks::All,
             linger_ms: 5,

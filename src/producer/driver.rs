@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
+use super::metrics::Publisher;
 use super::shared::Shared;
 use crate::engine::accumulator::Accumulator;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
@@ -100,7 +101,7 @@ impl Driver {
     pub async fn run(mut self) {
         let metadata_max_age = Duration::from_millis(self.shared.config.metadata_max_age_ms);
         let mut next_metadata = tokio::time::Instant::now();
-        #[cfg(feature = "metrics")]
+        let mut publisher = Publisher::new(&self.shared.config.client_id);
         let mut next_publish = tokio::time::Instant::now();
         loop {
             let now = self.shared.now_ms();
@@ -109,9 +110,8 @@ impl Driver {
                 next_metadata = tokio::time::Instant::now() + metadata_max_age;
             }
             // The loop wakes at least once a second (see the sleep below).
-            #[cfg(feature = "metrics")]
-            if tokio::time::Instant::now() >= next_publish {
-                self.shared.metrics().publish(&self.shared.config.client_id);
+            if cfg!(feature = "metrics") && tokio::time::Instant::now() >= next_publish {
+                publisher.publish(&self.shared.metrics());
                 next_publish = tokio::time::Instant::now() + Duration::from_secs(1);
             }
             let (actions, idle, wake_at) = self.with_engine(|engine, acc| {

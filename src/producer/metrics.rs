@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use crate::engine::Counters;
 use crate::engine::metrics::DeliveryMetrics;
 use crate::net::connection::ConnectionState;
+use crate::observe::{self, Counter, Gauge, Labels};
 use crate::types::BrokerId;
 
 /// One broker's figures.
@@ -175,34 +176,93 @@ impl ProducerMetrics {
             ),
         ]
     }
+}
 
-    /// Publishes the snapshot through the `metrics` facade, so whatever recorder the
-    /// application installed (Prometheus, OpenTelemetry, ...) picks it up: every name of
-    /// [`ProducerMetrics::named`] prefixed `kafka.producer.`, and per broker
-    /// `kafka.producer.node.requests-in-flight` and `kafka.producer.node.connection-state`
-    /// (0 connecting, 1 connected, 2 backing off), labelled with `client_id` (and `node_id`).
-    #[cfg(feature = "metrics")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-    pub fn publish(&self, client_id: &str) {
-        for (name, value) in self.named() {
-            let name = format!("kafka.producer.{name}");
-            let client_id = client_id.to_owned();
-            if name.ends_with("-total") {
-                // Totals never go down: exporters treat them as counters.
-                metrics::counter!(name, "client_id" => client_id).absolute(value as u64);
-            } else {
-                metrics::gauge!(name, "client_id" => client_id).set(value);
-            }
+/// Reads one total out of a snapshot.
+type Total = fn(&ProducerMetrics) -> u64;
+
+/// What the driver publishes once a second from the snapshot: the producer-wide totals as
+/// counters (set to the confirmed count, P8) and the levels as gauges. Latencies and sizes are
+/// not here: the engine observes them one answer or batch at a time. Handles are resolved once
+/// (per broker when the broker first shows up).
+pub(crate) struct Publisher {
+    labels: Labels,
+    /// Each total's counter, how it is read, and what was published so far.
+    totals: Vec<(Counter, Total, u64)>,
+    buffer_total_bytes: Gauge,
+    buffer_available_bytes: Gauge,
+    brokers: BTreeMap<BrokerId, (Gauge, Gauge)>,
+}
+
+/// The producer-wide totals the driver publishes, under Kafka's names (`exactly-` where Kafka
+/// has none).
+const TOTALS: [(&str, Total); 8] = [
+    ("kafka.producer.record-error-total", |m| {
+        m.record_error_total
+    }),
+    ("kafka.producer.exactly-record-indeterminate-total", |m| {
+        m.record_indeterminate_total
+    }),
+    ("kafka.producer.record-retry-total", |m| {
+        m.record_retry_total
+    }),
+    ("kafka.producer.buffer-exhausted-total", |m| {
+        m.buffer_exhausted_total
+    }),
+    ("kafka.producer.bufferpool-wait-time-ns-total", |m| {
+        m.bufferpool_wait_time_ns_total
+    }),
+    ("kafka.producer.exactly-epoch-bumps-total", |m| {
+        m.epoch_bumps
+    }),
+    ("kafka.producer.exactly-transactions-committed-total", |m| {
+        m.transactions_committed
+    }),
+    ("kafka.producer.exactly-transactions-aborted-total", |m| {
+        m.transactions_aborted
+    }),
+];
+
+impl Publisher {
+    pub(crate) fn new(client_id: &str) -> Self {
+        let labels = observe::client_labels(client_id, None);
+        Self {
+            totals: TOTALS
+                .iter()
+                .map(|&(name, value)| (observe::counter(name, &labels), value, 0))
+                .collect(),
+            buffer_total_bytes: observe::gauge("kafka.producer.buffer-total-bytes", &labels),
+            buffer_available_bytes: observe::gauge(
+                "kafka.producer.buffer-available-bytes",
+                &labels,
+            ),
+            brokers: BTreeMap::new(),
+            labels,
         }
-        for (node, broker) in &self.brokers {
-            let labels = [
-                ("client_id", client_id.to_owned()),
-                ("node_id", node.to_string()),
-            ];
-            metrics::gauge!("kafka.producer.node.requests-in-flight", &labels)
-                .set(broker.in_flight_requests as f64);
-            metrics::gauge!("kafka.producer.node.connection-state", &labels)
-                .set(f64::from(broker.connection.to_u8()));
+    }
+
+    pub(crate) fn publish(&mut self, metrics: &ProducerMetrics) {
+        // Increments, not `absolute`: a counter moves one way, and recorders that window
+        // counters (rates) see the increase of each second.
+        for (counter, value, published) in &mut self.totals {
+            let now = value(metrics);
+            counter.increment(now.saturating_sub(*published));
+            *published = now.max(*published);
+        }
+        self.buffer_total_bytes
+            .set(metrics.buffer_total_bytes as f64);
+        self.buffer_available_bytes
+            .set(metrics.buffer_available_bytes as f64);
+        for (&node, broker) in &metrics.brokers {
+            let (in_flight, connection) = self.brokers.entry(node).or_insert_with(|| {
+                let labels = observe::broker_labels(&self.labels, node);
+                (
+                    observe::gauge("kafka.producer.requests-in-flight", &labels),
+                    observe::gauge("kafka.producer.exactly-connection-state", &labels),
+                )
+            });
+            in_flight.set(broker.in_flight_requests as f64);
+            connection.set(f64::from(broker.connection.to_u8()));
         }
     }
 }

@@ -26,6 +26,7 @@ use crate::engine::{Counters, Engine, EngineConfig, TransactionConfig};
 use crate::error::{Error, Result};
 use crate::net::connection::LinkSecurity;
 use crate::net::metadata::{ClusterMetadata, TopicMetadata};
+use crate::observe::{self, ClientKind};
 use crate::producer::config::{ProducerBuilder, ProducerConfig};
 use crate::producer::driver::{Command, Driver};
 use crate::producer::hooks::{HooksObserver, ProducerHooks};
@@ -293,7 +294,10 @@ impl Producer {
         Producer::from_config(config, None)
     }
 
-    fn from_config(config: ProducerConfig, hooks: Option<HooksObserver>) -> Result<Producer> {
+    fn from_config(mut config: ProducerConfig, hooks: Option<HooksObserver>) -> Result<Producer> {
+        if config.client_id.is_empty() {
+            config.client_id = observe::default_client_id(ClientKind::Producer).to_string();
+        }
         let accumulator = Accumulator::new(AccumulatorConfig {
             batch_size: config.batch_size,
             linger_ms: config.linger_ms,
@@ -306,7 +310,7 @@ impl Producer {
             Some(hooks) => accumulator.with_observer(Arc::new(hooks.clone())),
             None => accumulator,
         };
-        let engine = Engine::new(
+        let mut engine = Engine::new(
             EngineConfig {
                 max_in_flight: config.max_in_flight_requests_per_connection,
                 retries: config.retries,
@@ -328,6 +332,7 @@ impl Producer {
             },
             random_seed(),
         );
+        engine.observe_as(&config.client_id);
         let sticky = StickyPartitioner::new(config.batch_size, random_seed());
         let shared = Arc::new(Shared::new(config, engine, accumulator, sticky));
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
@@ -702,8 +707,8 @@ impl Producer {
     /// A snapshot of the producer's metrics under Kafka's names (record-send-total,
     /// request-latency-avg, buffer-available-bytes, ...), with per-broker in-flight requests
     /// and connection state. Delivery figures move only on broker-confirmed outcomes (P8).
-    /// With the `metrics` feature the driver also publishes them through the `metrics`
-    /// facade once a second ([`ProducerMetrics::publish`]).
+    /// With the `metrics` feature the producer also publishes its figures through the
+    /// `metrics` facade: see the README's "Operating it" for the names, labels and types.
     pub fn metrics(&self) -> ProducerMetrics {
         self.inner.shared.metrics()
     }

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
@@ -15,11 +15,13 @@ use super::{Completion, ConsumerState, View};
 use crate::consumer::calls::{call, call_built, find_coordinator, membership_call};
 use crate::consumer::fetcher::{Fetched, Followup};
 use crate::consumer::membership::{Membership, MembershipResponse, TopicView};
+use crate::consumer::metrics::elapsed_ms;
 use crate::consumer::offsets::{committed_offsets, offset_fetch_request};
 use crate::error::{Error, ErrorChain, Result};
 use crate::net::connection::BrokerLink;
 use crate::net::metadata::metadata_request;
 use crate::protocol::error_code::ErrorCode;
+use crate::protocol::messages::fetch::FetchResponse;
 use crate::protocol::messages::metadata::MetadataResponse;
 use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
 use crate::types::{BrokerId, Millis, TopicPartition};
@@ -263,15 +265,48 @@ impl ConsumerState {
                 + Duration::from_millis(self.config.fetch_max_wait_ms);
             let client_id = Arc::clone(&self.client_id);
             tasks.spawn(async move {
+                let started = Instant::now();
                 let result =
                     call(&link, request, Some(FETCH_VERSION_CAP), client_id, timeout).await;
                 Completion::Fetch {
                     broker: leader,
                     fetched,
                     result,
+                    latency_ms: elapsed_ms(started),
                 }
             });
         }
+    }
+
+    /// A fetch answer's latency and bytes, for the metrics.
+    fn observe_fetch(&mut self, broker: BrokerId, latency_ms: u64, response: &FetchResponse) {
+        let bytes: Vec<(TopicPartition, u64)> = response
+            .responses
+            .iter()
+            .flat_map(|topic| {
+                let name: Arc<str> = Arc::from(topic.topic.as_str());
+                topic.partitions.iter().filter_map(move |p| {
+                    let n = p.records.as_ref().map_or(0, |r| r.len() as u64);
+                    (n > 0).then(|| (TopicPartition::new(Arc::clone(&name), p.partition_index), n))
+                })
+            })
+            .collect();
+        self.figures
+            .fetched(broker, latency_ms, bytes.iter().map(|(tp, n)| (tp, *n)));
+    }
+
+    /// The lags of `answered` (partitions a fetch answer covered, or a poll handed records
+    /// of), and `records-lag-max` over every owned partition.
+    pub(super) fn observe_lags(&mut self, answered: &[TopicPartition]) {
+        // No map of every partition per answer or poll: one pass for the maximum.
+        let max = self.fetcher.max_lag();
+        let fetcher = &self.fetcher;
+        self.figures.lags(
+            answered
+                .iter()
+                .filter_map(|tp| Some((tp, fetcher.lag(tp)?))),
+            max,
+        );
     }
 
     /// Acts on what an answer asks for.
@@ -360,11 +395,16 @@ impl ConsumerState {
                 broker,
                 fetched,
                 result,
+                latency_ms,
             } => {
                 self.fetching.remove(&broker);
                 match result {
                     Ok(response) => {
+                        self.observe_fetch(broker, latency_ms, &response);
+                        let answered: Vec<TopicPartition> =
+                            fetched.iter().map(|(tp, _, _)| tp.clone()).collect();
                         let followup = self.fetcher.apply_fetch(response, fetched);
+                        self.observe_lags(&answered);
                         self.follow_up(followup, RetryTimer::Fetch, now);
                     }
                     Err(e) => {
@@ -383,7 +423,8 @@ impl ConsumerState {
                 offsets,
                 metadata,
                 result,
-            } => self.apply_auto_commit(offsets, &metadata, result, now),
+                latency_ms,
+            } => self.apply_auto_commit(offsets, &metadata, result, latency_ms, now),
             Completion::Committed { partitions, result } => {
                 self.committed_in_flight = false;
                 self.apply_committed(partitions, result, now);

@@ -11,6 +11,7 @@ use tracing::{debug, warn};
 
 use super::{Completion, ConsumerState};
 use crate::consumer::calls::call;
+use crate::consumer::metrics::elapsed_ms;
 use crate::consumer::offsets::offset_commit_request;
 use crate::error::Result;
 use crate::net::connection::BrokerLink;
@@ -105,11 +106,13 @@ impl ConsumerState {
         let timeout = self.config.request_timeout();
         let client_id = Arc::clone(&self.client_id);
         tasks.spawn(async move {
+            let started = std::time::Instant::now();
             let result = call(&link, request, None, client_id, timeout).await;
             Completion::AutoCommitted {
                 offsets,
                 metadata,
                 result,
+                latency_ms: elapsed_ms(started),
             }
         });
     }
@@ -170,6 +173,7 @@ impl ConsumerState {
         offsets: Vec<OffsetToCommit>,
         metadata: &ConsumerGroupMetadata,
         result: Result<OffsetCommitResponse>,
+        latency_ms: u64,
         now: Millis,
     ) {
         self.auto_commit_in_flight = false;
@@ -189,7 +193,10 @@ impl ConsumerState {
             }
         };
         match refused {
-            None => self.auto_committed(&offsets),
+            None => {
+                self.figures.committed(latency_ms);
+                self.auto_committed(&offsets);
+            }
             Some(
                 code @ (ErrorCode::NOT_COORDINATOR
                 | ErrorCode::COORDINATOR_NOT_AVAILABLE

@@ -34,11 +34,13 @@ use super::membership::manual::ManualAssignment;
 use super::membership::{
     Membership, MembershipEvent, MembershipRequest, MembershipResponse, TopicView,
 };
+use super::metrics::{ConsumerFigures, ConsumerMetrics};
 use super::records::ConsumerRecord;
 use crate::error::{Error, Result};
 use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};
 use crate::net::metadata::{ClusterMetadata, TopicMetadata};
 use crate::net::ready::{Probe, first_metadata};
+use crate::observe::{self, ClientKind};
 use crate::protocol::ApiKey;
 use crate::protocol::messages::fetch::FetchResponse;
 use crate::protocol::messages::list_offsets::ListOffsetsResponse;
@@ -58,6 +60,8 @@ pub(crate) enum Completion {
         broker: BrokerId,
         fetched: Vec<Fetched>,
         result: Result<FetchResponse>,
+        /// The round trip, in ms.
+        latency_ms: u64,
     },
     Committed {
         partitions: Vec<TopicPartition>,
@@ -75,6 +79,8 @@ pub(crate) enum Completion {
         offsets: Vec<OffsetToCommit>,
         metadata: ConsumerGroupMetadata,
         result: Result<OffsetCommitResponse>,
+        /// The round trip, in ms.
+        latency_ms: u64,
     },
 }
 
@@ -182,6 +188,8 @@ pub(crate) struct ConsumerState {
     hold_until: Option<Millis>,
     /// A fatal error: every later call returns it.
     fatal: Option<Error>,
+    /// The metrics' running figures and their facade handles.
+    figures: ConsumerFigures,
 }
 
 impl std::fmt::Debug for ConsumerState {
@@ -205,7 +213,10 @@ fn new_member_id() -> String {
 impl ConsumerState {
     /// Connects to the bootstrap servers, reads the cluster's API versions and picks the
     /// group protocol; `now` reads the driver's clock once that is done.
-    pub async fn connect(config: ConsumerConfig, now: impl FnOnce() -> Millis) -> Result<Self> {
+    pub async fn connect(mut config: ConsumerConfig, now: impl FnOnce() -> Millis) -> Result<Self> {
+        if config.client_id.is_empty() {
+            config.client_id = observe::default_client_id(ClientKind::Consumer).to_string();
+        }
         let link_config = LinkConfig::new(
             config.client_id.clone(),
             Duration::from_millis(config.request_timeout_ms),
@@ -284,6 +295,10 @@ impl ConsumerState {
             holds: 0,
             hold_until: None,
             fatal: None,
+            figures: ConsumerFigures::new(
+                &config.client_id,
+                config.has_group().then_some(config.group_id.as_str()),
+            ),
             config,
         })
     }
@@ -499,6 +514,15 @@ impl ConsumerState {
     }
 
     /// The client id requests carry.
+    pub fn metrics(&self) -> ConsumerMetrics {
+        self.figures.snapshot(self.fetcher.lags())
+    }
+
+    /// An explicit offset commit the coordinator accepted after `latency_ms`.
+    pub fn commit_observed(&mut self, latency_ms: u64) {
+        self.figures.committed(latency_ms);
+    }
+
     pub fn client_id(&self) -> Arc<str> {
         Arc::clone(&self.client_id)
     }

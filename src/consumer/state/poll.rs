@@ -76,6 +76,17 @@ impl ConsumerState {
         let records = self
             .fetcher
             .take_records(&self.membership.fetchable(), limit);
+        if let Some(records) = &records {
+            // take_records hands each partition's records out together: one count per run.
+            let mut handed = Vec::new();
+            for run in records.chunk_by(|a, b| a.partition == b.partition && a.topic == b.topic) {
+                let tp = TopicPartition::new(Arc::clone(&run[0].topic), run[0].partition);
+                self.figures.consumed(&tp, run.len() as u64);
+                handed.push(tp);
+            }
+            // The positions moved: so did the lags.
+            self.observe_lags(&handed);
+        }
         // A batch that failed to decode is reported after the records before it.
         if let Some(e) = self.fetcher.take_decode_error() {
             match records {
@@ -89,6 +100,7 @@ impl ConsumerState {
     fn apply_event(&mut self, event: &MembershipEvent) {
         match event {
             MembershipEvent::Assigned(tps) => {
+                self.figures.rebalanced();
                 self.fetcher.assigned(tps, true);
                 self.metadata_stale = true;
             }

@@ -57,6 +57,7 @@ impl Engine {
                     .saturating_sub(batch.created_ms);
                 self.metrics.acked(
                     now,
+                    tp,
                     u64::try_from(batch.batch.record_count()).unwrap_or(0),
                     batch.batch.size_in_bytes() as u64,
                     queued_ms,

@@ -19,7 +19,10 @@ fn with(props: &[(&str, &str)]) -> Result<ProducerConfig, Error> {
 fn defaults_are_the_java_producers() {
     let config = with(&[]).unwrap();
     assert_eq!(config.bootstrap_servers, vec!["127.0.0.1:9092"]);
-    assert_eq!(config.client_id, "exactly");
+    assert_eq!(
+        config.client_id, "",
+        "empty: numbered when the producer is built"
+    );
     assert!(config.enable_idempotence);
     assert_eq!(config.acks, Acks::All);
     assert_eq!(config.linger_ms, 5);

@@ -427,6 +427,17 @@ impl CopySource for SimConsumer {
             metadata,
         }
     }
+
+    fn metric_labels(&self) -> (String, Option<String>) {
+        let group = self.state.borrow().member.group_metadata().group_id;
+        ("sim-copier".to_owned(), Some(group))
+    }
+
+    /// The model cluster's log ends are not the copier's to read: the simulation checks the
+    /// loop's counters, not its lag.
+    fn source_lag(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// A generation hold of a [`SimConsumer`].

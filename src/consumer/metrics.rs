@@ -1,0 +1,212 @@
+//! The consumer's metrics: a snapshot ([`crate::Consumer::metrics`]) under the Java consumer's
+//! names, and the same figures observed through the `metrics` facade as they happen (see
+//! `crate::observe`). Like the producer's, they move only on what the broker answered (rule
+//! P8): lag from a fetch answer's high watermark, latencies of answered requests.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+
+use crate::engine::metrics::Summary;
+use crate::observe::{self, Counter, Gauge, Histogram, Labels};
+use crate::types::{BrokerId, TopicPartition};
+
+/// Milliseconds since `started`.
+pub(crate) fn elapsed_ms(started: std::time::Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// One partition's position against the log's end, as of its latest fetch answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PartitionLag {
+    /// The consumer's position: the offset of the next record `poll` hands out.
+    pub position: i64,
+    /// The high watermark the latest fetch answer reported.
+    pub high_watermark: i64,
+    /// The last stable offset the latest fetch answer reported (-1 when the broker sent none).
+    pub last_stable_offset: i64,
+    /// `records-lag`: `high_watermark - position`, or `last_stable_offset - position` under
+    /// `read_committed` (what such a consumer can still read), never below 0.
+    pub lag: i64,
+}
+
+/// A snapshot of the consumer's metrics ([`crate::Consumer::metrics`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ConsumerMetrics {
+    /// `records-consumed-total`: records `poll` handed out.
+    pub records_consumed_total: u64,
+    /// `bytes-consumed-total`: bytes of record batches fetch answers carried.
+    pub bytes_consumed_total: u64,
+    /// `fetch-total`: fetch requests answered.
+    pub fetch_total: u64,
+    /// `fetch-latency-avg`, in ms: fetch round trips the broker answered (a long poll waits
+    /// up to `fetch.max.wait.ms` when there is nothing to read).
+    pub fetch_latency_avg_ms: f64,
+    /// `fetch-latency-max`, in ms.
+    pub fetch_latency_max_ms: u64,
+    /// `commit-total`: offset commits the coordinator accepted (explicit and automatic).
+    pub commit_total: u64,
+    /// `commit-latency-avg`, in ms.
+    pub commit_latency_avg_ms: f64,
+    /// `commit-latency-max`, in ms.
+    pub commit_latency_max_ms: u64,
+    /// `rebalance-total`: assignments this member received (a group's first one included).
+    pub rebalance_total: u64,
+    /// `records-lag-max`: the largest lag of the owned partitions now.
+    pub records_lag_max: i64,
+    /// Per owned partition that has had a fetch answer: its position and lag.
+    pub partitions: BTreeMap<TopicPartition, PartitionLag>,
+}
+
+/// The consumer's running figures, kept under its state's lock, and their facade handles.
+#[derive(Debug)]
+pub(crate) struct ConsumerFigures {
+    records_consumed: u64,
+    bytes_consumed: u64,
+    fetch_latency_ms: Summary,
+    commit_latency_ms: Summary,
+    rebalances: u64,
+    observer: ConsumerObserver,
+}
+
+impl ConsumerFigures {
+    pub(crate) fn new(client_id: &str, group: Option<&str>) -> Self {
+        Self {
+            records_consumed: 0,
+            bytes_consumed: 0,
+            fetch_latency_ms: Summary::default(),
+            commit_latency_ms: Summary::default(),
+            rebalances: 0,
+            observer: ConsumerObserver::new(client_id, group),
+        }
+    }
+
+    /// A fetch answer from `broker` after `latency_ms`, carrying `bytes` per partition.
+    pub(crate) fn fetched<'a>(
+        &mut self,
+        broker: BrokerId,
+        latency_ms: u64,
+        bytes: impl Iterator<Item = (&'a TopicPartition, u64)>,
+    ) {
+        self.fetch_latency_ms.record(latency_ms);
+        self.observer.broker(broker).record(latency_ms as f64);
+        for (tp, n) in bytes {
+            self.bytes_consumed += n;
+            self.observer.partition(tp).bytes_consumed.increment(n);
+        }
+    }
+
+    /// Lags as of the latest fetch answers: one gauge per partition of `updated`, and
+    /// `records-lag-max` over `all`.
+    pub(crate) fn lags<'a>(
+        &mut self,
+        updated: impl Iterator<Item = (&'a TopicPartition, PartitionLag)>,
+        max: i64,
+    ) {
+        for (tp, lag) in updated {
+            self.observer.partition(tp).lag.set(lag.lag as f64);
+        }
+        self.observer.records_lag_max.set(max as f64);
+    }
+
+    /// `records` of `tp` handed out by a `poll`.
+    pub(crate) fn consumed(&mut self, tp: &TopicPartition, records: u64) {
+        self.records_consumed += records;
+        self.observer
+            .partition(tp)
+            .records_consumed
+            .increment(records);
+    }
+
+    /// An offset commit the coordinator accepted after `latency_ms`.
+    pub(crate) fn committed(&mut self, latency_ms: u64) {
+        self.commit_latency_ms.record(latency_ms);
+        self.observer.commit_latency.record(latency_ms as f64);
+    }
+
+    /// An assignment received.
+    pub(crate) fn rebalanced(&mut self) {
+        self.rebalances += 1;
+        self.observer.rebalances.increment(1);
+    }
+
+    pub(crate) fn snapshot(
+        &self,
+        partitions: BTreeMap<TopicPartition, PartitionLag>,
+    ) -> ConsumerMetrics {
+        ConsumerMetrics {
+            records_consumed_total: self.records_consumed,
+            bytes_consumed_total: self.bytes_consumed,
+            fetch_total: self.fetch_latency_ms.count,
+            fetch_latency_avg_ms: self.fetch_latency_ms.avg(),
+            fetch_latency_max_ms: self.fetch_latency_ms.max,
+            commit_total: self.commit_latency_ms.count,
+            commit_latency_avg_ms: self.commit_latency_ms.avg(),
+            commit_latency_max_ms: self.commit_latency_ms.max,
+            rebalance_total: self.rebalances,
+            records_lag_max: partitions.values().map(|p| p.lag).max().unwrap_or(0),
+            partitions,
+        }
+    }
+}
+
+/// The per-partition series of a consumer.
+#[derive(Debug)]
+struct PartitionHandles {
+    records_consumed: Counter,
+    bytes_consumed: Counter,
+    lag: Gauge,
+}
+
+/// The consumer's handles, resolved once (per broker and partition when first seen).
+#[derive(Debug)]
+struct ConsumerObserver {
+    labels: Labels,
+    commit_latency: Histogram,
+    rebalances: Counter,
+    records_lag_max: Gauge,
+    brokers: FxHashMap<BrokerId, Histogram>,
+    partitions: FxHashMap<TopicPartition, PartitionHandles>,
+}
+
+impl ConsumerObserver {
+    fn new(client_id: &str, group: Option<&str>) -> Self {
+        let labels = observe::client_labels(client_id, group);
+        Self {
+            commit_latency: observe::histogram("kafka.consumer.commit-latency", &labels),
+            rebalances: observe::counter("kafka.consumer.rebalance-total", &labels),
+            records_lag_max: observe::gauge("kafka.consumer.records-lag-max", &labels),
+            labels,
+            brokers: FxHashMap::default(),
+            partitions: FxHashMap::default(),
+        }
+    }
+
+    fn broker(&mut self, broker: BrokerId) -> &Histogram {
+        let labels = &self.labels;
+        self.brokers.entry(broker).or_insert_with(|| {
+            observe::histogram(
+                "kafka.consumer.fetch-latency",
+                &observe::broker_labels(labels, broker),
+            )
+        })
+    }
+
+    fn partition(&mut self, tp: &TopicPartition) -> &PartitionHandles {
+        if !self.partitions.contains_key(tp) {
+            let labels = observe::partition_labels(&self.labels, tp);
+            let handles = PartitionHandles {
+                records_consumed: observe::counter(
+                    "kafka.consumer.records-consumed-total",
+                    &labels,
+                ),
+                bytes_consumed: observe::counter("kafka.consumer.bytes-consumed-total", &labels),
+                lag: observe::gauge("kafka.consumer.records-lag", &labels),
+            };
+            self.partitions.insert(tp.clone(), handles);
+        }
+        &self.partitions[tp]
+    }
+}
