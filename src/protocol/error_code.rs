@@ -100,6 +100,7 @@ error_codes! {
     GROUP_ID_NOT_FOUND = 69, false;
     FENCED_LEADER_EPOCH = 74, true;
     UNKNOWN_LEADER_EPOCH = 75, true;
+    UNSUPPORTED_COMPRESSION_TYPE = 76, false;
     OFFSET_NOT_AVAILABLE = 78, true;
     MEMBER_ID_REQUIRED = 79, false;
     PREFERRED_LEADER_NOT_AVAILABLE = 80, true;
@@ -116,6 +117,8 @@ error_codes! {
     UNRELEASED_INSTANCE_ID = 111, false;
     UNSUPPORTED_ASSIGNOR = 112, false;
     STALE_MEMBER_EPOCH = 113, false;
+    UNKNOWN_SUBSCRIPTION_ID = 117, false;
+    TELEMETRY_TOO_LARGE = 118, false;
     INVALID_RECORD_STATE = 121, false;
     TRANSACTION_ABORTABLE = 120, false;
 }

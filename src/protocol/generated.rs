@@ -207,12 +207,27 @@ generated_request!(
     ListOffsets, versions 1..=10, flexible from 6
 );
 
+// Client telemetry (KIP-714): both clients ask for a subscription and push what it names.
+
+generated_request!(
+    kafka_protocol::messages::GetTelemetrySubscriptionsRequest
+        => super::messages::telemetry::GetTelemetrySubscriptionsResponse,
+    GetTelemetrySubscriptions, versions 0..=0, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::PushTelemetryRequest => super::messages::telemetry::PushTelemetryResponse,
+    PushTelemetry, versions 0..=0, flexible from 0
+);
+
 // The admin client.
 
 // The admin client's transaction tools (KIP-664).
 
 #[cfg(test)]
 mod connection_and_transactions_tests;
+
+#[cfg(test)]
+mod telemetry_tests;
 
 #[cfg(test)]
 mod tests {

@@ -45,6 +45,8 @@ pub enum ApiKey {
     TxnOffsetCommit = 28,
     SaslAuthenticate = 36,
     ConsumerGroupHeartbeat = 68,
+    GetTelemetrySubscriptions = 71,
+    PushTelemetry = 72,
 }
 
 /// One hand-written message body (request or response) of one API, in every version this

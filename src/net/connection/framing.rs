@@ -47,6 +47,8 @@ pub(super) fn is_flexible(api_key: i16, version: i16) -> bool {
         17 => kp::SaslHandshakeRequest::is_flexible(version),
         36 => kp::SaslAuthenticateRequest::is_flexible(version),
         68 => kp::ConsumerGroupHeartbeatRequest::is_flexible(version),
+        71 => kp::GetTelemetrySubscriptionsRequest::is_flexible(version),
+        72 => kp::PushTelemetryRequest::is_flexible(version),
         _ => false,
     }
 }
