@@ -60,6 +60,7 @@ mod protocol;
 mod reachability;
 #[cfg(feature = "sim")]
 mod sim;
+mod telemetry;
 mod types;
 
 /// The crate's layers, for its own tests, fuzz targets and benchmarks: **not a stable API**.
@@ -110,6 +111,7 @@ pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
 pub use protocol::error_code::ErrorCode;
 pub use protocol::record_batch::Header;
 pub use protocol::record_batch::{Codec, Compression, TimestampType};
+pub use telemetry::ClientInstanceId;
 pub use types::{ConsumerGroupMetadata, OffsetToCommit, PendingOffsets, TopicPartition};
 
 /// The README's examples, compiled as doctests so they cannot drift from the API.

@@ -1,0 +1,407 @@
+//! Client telemetry (KIP-714): the client asks a broker which of its metrics the cluster
+//! subscribed to (GetTelemetrySubscriptions; the broker assigns the client instance id), then
+//! pushes them every push interval as OTLP metrics (PushTelemetry), and once more with
+//! `terminating` set when it closes. `enable.metrics.push` (default true, as in the Java client
+//! and librdkafka 2.5+) turns it off.
+//!
+//! Telemetry never fails the client: every error is logged at debug and backed off. A broker
+//! without the API ends it after its first answer; an empty subscription is asked again only
+//! after the push interval the broker gave (5 minutes by default).
+//!
+//! The pusher runs in its own task over its own link to one bootstrap address (rotated after a
+//! failure), so nothing it does waits on or delays the client's requests.
+
+pub(crate) mod otlp;
+pub(crate) mod producer;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use kafka_protocol::messages::{GetTelemetrySubscriptionsRequest, PushTelemetryRequest};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tracing::debug;
+
+use crate::error::Error;
+use crate::net::connection::{BrokerLink, LinkConfig};
+use crate::protocol::error_code::ErrorCode;
+use crate::protocol::messages::telemetry::GetTelemetrySubscriptionsResponse;
+use otlp::{Kind, Point, Window};
+
+/// The id a broker assigned this client instance for its telemetry (KIP-714), as Java's
+/// `clientInstanceId()` returns it; shown as 32 hexadecimal digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientInstanceId(pub [u8; 16]);
+
+impl fmt::Display for ClientInstanceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl fmt::Debug for ClientInstanceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ClientInstanceId({self})")
+    }
+}
+
+/// One metric value read for a push, under its Java name (`record-send-total`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Sample {
+    pub java_name: &'static str,
+    pub kind: Kind,
+    pub value: f64,
+}
+
+/// Reads the client's metrics for a push.
+pub(crate) type Source = Box<dyn FnMut() -> Vec<Sample> + Send>;
+
+/// What the pusher needs of the client.
+pub(crate) struct TelemetryConfig {
+    pub bootstrap: Vec<String>,
+    pub link_config: LinkConfig,
+    pub client_id: Arc<str>,
+    pub request_timeout: Duration,
+    /// `org.apache.kafka.producer.` or `org.apache.kafka.consumer.`: the KIP's names are the
+    /// Java client's, with this prefix and dots for dashes.
+    pub prefix: &'static str,
+}
+
+/// The pusher's task, or nothing when `enable.metrics.push` is off.
+pub(crate) struct Telemetry {
+    instance: Arc<Mutex<Option<ClientInstanceId>>>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    close_timeout: Duration,
+}
+
+impl Telemetry {
+    /// Nothing pushed.
+    pub fn disabled() -> Self {
+        Self {
+            instance: Arc::default(),
+            stop: None,
+            task: None,
+            close_timeout: Duration::ZERO,
+        }
+    }
+
+    /// Starts pushing what `source` reads, as the brokers' subscription asks.
+    pub fn start(config: TelemetryConfig, source: Source) -> Self {
+        let instance = Arc::<Mutex<Option<ClientInstanceId>>>::default();
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let close_timeout = config.request_timeout;
+        let pusher = Pusher {
+            config,
+            source,
+            instance: Arc::clone(&instance),
+            link: None,
+            next_address: 0,
+            started_unix_nano: unix_nanos(),
+            last_push_unix_nano: unix_nanos(),
+            last_counters: HashMap::new(),
+        };
+        let task = tokio::spawn(pusher.run(stop_rx));
+        Self {
+            instance,
+            stop: Some(stop_tx),
+            task: Some(task),
+            close_timeout,
+        }
+    }
+
+    /// Reads the client instance id the broker assigned, once it has answered.
+    pub fn instance_id(&self) -> InstanceIdCell {
+        InstanceIdCell(Arc::clone(&self.instance))
+    }
+
+    /// Sends the terminating push (if subscribed) and stops, within `request.timeout.ms`.
+    pub async fn close(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(self.close_timeout, &mut task)
+                .await
+                .is_err()
+        {
+            task.abort();
+            debug!("telemetry: the terminating push did not finish in time");
+        }
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Where a client handle reads its instance id.
+#[derive(Clone, Default)]
+pub(crate) struct InstanceIdCell(Arc<Mutex<Option<ClientInstanceId>>>);
+
+impl InstanceIdCell {
+    pub fn get(&self) -> Option<ClientInstanceId> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The longest wait between attempts after a failure.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The interval used when a subscription gives none (the broker's default).
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
+
+struct Pusher {
+    config: TelemetryConfig,
+    source: Source,
+    instance: Arc<Mutex<Option<ClientInstanceId>>>,
+    link: Option<BrokerLink>,
+    next_address: usize,
+    started_unix_nano: u64,
+    last_push_unix_nano: u64,
+    last_counters: HashMap<&'static str, f64>,
+}
+
+/// What one subscription ended in.
+enum Next {
+    /// Ask for the subscription again after this long.
+    Resubscribe(Duration),
+    /// Stop for good.
+    Stop,
+}
+
+impl Pusher {
+    async fn run(mut self, mut stop: oneshot::Receiver<()>) {
+        let mut failures = 0u32;
+        // Bounded: each turn waits at least the backoff or the subscription's interval, and
+        // the task ends when the client closes.
+        loop {
+            let next = match self.subscribe().await {
+                Ok(subscription) => {
+                    failures = 0;
+                    self.follow(subscription, &mut stop).await
+                }
+                Err(error) if error.code() == Some(ErrorCode::UNSUPPORTED_VERSION) => {
+                    debug!("telemetry: the broker does not support KIP-714; nothing is pushed");
+                    Next::Stop
+                }
+                Err(error) => {
+                    failures = failures.saturating_add(1);
+                    debug!(%error, "telemetry: no subscription; backing off");
+                    self.link = None;
+                    self.next_address += 1;
+                    Next::Resubscribe(backoff(failures))
+                }
+            };
+            match next {
+                Next::Stop => return,
+                Next::Resubscribe(wait) => {
+                    tokio::select! {
+                        _ = &mut stop => return,
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn link(&mut self) -> Result<BrokerLink, Error> {
+        if let Some(link) = &self.link {
+            return Ok(link.clone());
+        }
+        let bootstrap = &self.config.bootstrap;
+        let address = bootstrap
+            .get(self.next_address % bootstrap.len().max(1))
+            .ok_or_else(|| Error::Timeout("no bootstrap address for telemetry".into()))?;
+        let link = BrokerLink::spawn(address.clone(), self.config.link_config.clone());
+        self.link = Some(link.clone());
+        Ok(link)
+    }
+
+    async fn call<R>(&mut self, request: R) -> Result<R::Response, Error>
+    where
+        R: crate::protocol::Request + Send + 'static,
+        R::Response: Send + 'static,
+    {
+        let link = self.link()?;
+        let timeout = self.config.request_timeout;
+        let call = link.call(request, None, Arc::clone(&self.config.client_id));
+        tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| Error::Timeout(format!("no telemetry answer within {timeout:?}")))?
+    }
+
+    async fn subscribe(&mut self) -> Result<GetTelemetrySubscriptionsResponse, Error> {
+        let known = self
+            .instance
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(|id| id.0);
+        let request = GetTelemetrySubscriptionsRequest::default()
+            .with_client_instance_id(uuid::Uuid::from_bytes(known.unwrap_or_default()));
+        let response = self.call(request).await?;
+        let code = ErrorCode(response.error_code);
+        if !code.is_ok() {
+            return Err(Error::broker(code));
+        }
+        *self.instance.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(ClientInstanceId(response.client_instance_id));
+        Ok(response)
+    }
+
+    /// Pushes on the subscription's interval until it must be asked for again or the client
+    /// closes (then the terminating push goes out).
+    async fn follow(
+        &mut self,
+        subscription: GetTelemetrySubscriptionsResponse,
+        stop: &mut oneshot::Receiver<()>,
+    ) -> Next {
+        let interval = u64::try_from(subscription.push_interval_ms)
+            .ok()
+            .filter(|&ms| ms > 0)
+            .map_or(DEFAULT_INTERVAL, Duration::from_millis);
+        if subscription.requested_metrics.is_empty() {
+            return Next::Resubscribe(interval);
+        }
+        // The first push is jittered over half to one and a half intervals (KIP-714), so
+        // clients started together do not push together.
+        let mut wait = interval.mul_f64(jitter());
+        // Bounded: every turn sleeps an interval or ends the subscription.
+        loop {
+            let terminating = tokio::select! {
+                _ = &mut *stop => true,
+                _ = tokio::time::sleep(wait) => false,
+            };
+            wait = interval;
+            let code = match self.push(&subscription, terminating).await {
+                Ok(code) => code,
+                Err(error) => {
+                    debug!(%error, "telemetry: push failed");
+                    self.link = None;
+                    self.next_address += 1;
+                    if terminating {
+                        return Next::Stop;
+                    }
+                    return Next::Resubscribe(interval);
+                }
+            };
+            if terminating {
+                return Next::Stop;
+            }
+            match code {
+                ErrorCode::NONE => {}
+                // Too large: this push is lost, the next may fit.
+                ErrorCode::TELEMETRY_TOO_LARGE | ErrorCode::THROTTLING_QUOTA_EXCEEDED => {
+                    debug!(%code, "telemetry: push refused");
+                }
+                // The subscription changed or the broker wants another compression: ask again.
+                ErrorCode::UNKNOWN_SUBSCRIPTION_ID | ErrorCode::UNSUPPORTED_COMPRESSION_TYPE => {
+                    return Next::Resubscribe(Duration::ZERO);
+                }
+                _ => {
+                    debug!(%code, "telemetry: push refused; asking for the subscription again");
+                    return Next::Resubscribe(interval);
+                }
+            }
+        }
+    }
+
+    async fn push(
+        &mut self,
+        subscription: &GetTelemetrySubscriptionsResponse,
+        terminating: bool,
+    ) -> Result<ErrorCode, Error> {
+        let now = unix_nanos();
+        let delta = subscription.delta_temporality;
+        let window = Window {
+            start_unix_nano: if delta {
+                self.last_push_unix_nano
+            } else {
+                self.started_unix_nano
+            },
+            time_unix_nano: now,
+            delta,
+        };
+        let points = self.points(&subscription.requested_metrics, delta);
+        let payload = otlp::metrics_data("exactly", &points, window);
+        let max = usize::try_from(subscription.telemetry_max_bytes).unwrap_or(0);
+        if max > 0 && payload.len() > max && !terminating {
+            debug!(
+                bytes = payload.len(),
+                max, "telemetry: metrics larger than the broker accepts; push skipped"
+            );
+            return Ok(ErrorCode::NONE);
+        }
+        let request = PushTelemetryRequest::default()
+            .with_client_instance_id(uuid::Uuid::from_bytes(subscription.client_instance_id))
+            .with_subscription_id(subscription.subscription_id)
+            .with_terminating(terminating)
+            // Uncompressed, which every broker accepts: the payload is small (a few KiB).
+            .with_compression_type(0)
+            .with_metrics(Bytes::from(payload));
+        let response = self.call(request).await?;
+        self.last_push_unix_nano = now;
+        Ok(ErrorCode(response.error_code))
+    }
+
+    /// The samples read now that the requested prefixes select, under their KIP-714 names;
+    /// counters as deltas since the last push when the subscription asks for them.
+    fn points(&mut self, requested: &[String], delta: bool) -> Vec<Point> {
+        let prefix = self.config.prefix;
+        let mut points = Vec::new();
+        for sample in (self.source)() {
+            let name = format!("{prefix}{}", sample.java_name.replace('-', "."));
+            // One empty prefix (or `*`, as the command-line tool writes "all") selects every
+            // metric (KIP-714).
+            if !requested
+                .iter()
+                .any(|p| p.is_empty() || p == "*" || name.starts_with(p.as_str()))
+            {
+                continue;
+            }
+            let mut value = sample.value;
+            if sample.kind == Kind::Counter {
+                let last = self.last_counters.insert(sample.java_name, sample.value);
+                if delta {
+                    value -= last.unwrap_or(0.0);
+                }
+            }
+            points.push(Point {
+                name,
+                kind: sample.kind,
+                value,
+                attributes: Vec::new(),
+            });
+        }
+        points
+    }
+}
+
+/// A factor in `0.5..1.5`, seeded from the standard library's per-process random state
+/// (no global RNG is needed for this).
+fn jitter() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let seed = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    SmallRng::seed_from_u64(seed).random_range(0.5..1.5)
+}
+
+fn backoff(failures: u32) -> Duration {
+    let base = Duration::from_millis(500).saturating_mul(1 << failures.min(6));
+    base.min(MAX_BACKOFF)
+}
+
+fn unix_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
