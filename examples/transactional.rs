@@ -3,14 +3,15 @@
 //!
 //! ```sh
 //! eval "$(scripts/testbed up)"
-//! # create the topic first, e.g. with Kafka's TopicCommand, then:
 //! cargo run --example transactional -- --bootstrap "$KAFKA_BOOTSTRAP" --topic txn-demo \
 //!     --transactions 4 --records 5 --abort-every 2
 //! ```
+//!
+//! The topic is created (one partition, `exactly::Admin`) if it does not exist.
 
 use std::process::Command;
 
-use exactly::{Producer, Record};
+use exactly::{Admin, ErrorCode, NewTopic, Producer, Record};
 
 struct Args {
     bootstrap: String,
@@ -65,6 +66,16 @@ fn usage(problem: &str) -> ! {
 #[tokio::main]
 async fn main() -> exactly::Result<()> {
     let args = parse_args();
+    let admin = Admin::builder().bootstrap(&args.bootstrap).build().await?;
+    let created = admin
+        .create_topics([NewTopic::new(&args.topic).partitions(1)], false)
+        .await?;
+    match created.get(&args.topic) {
+        Some(Err(exactly::Error::Broker { code, .. }))
+            if *code == ErrorCode::TOPIC_ALREADY_EXISTS => {}
+        Some(Err(e)) => return Err(e.clone()),
+        _ => {}
+    }
     let producer = Producer::builder()
         .bootstrap(&args.bootstrap)
         .transactional_id(&args.transactional_id)

@@ -42,6 +42,10 @@
 //! [`eos::OffsetTranslator`] turns a group's source offsets into destination offsets that never
 //! skip a record (the MirrorMaker 2 offset translation bug, KAFKA-12468).
 //!
+//! [`Admin`] manages the cluster: topics ([`Admin::create_topics`], [`Admin::describe_topics`]),
+//! configs, offsets ([`Admin::list_offsets`], [`Admin::delete_records`]) and consumer groups
+//! ([`Admin::describe_groups`], [`Admin::list_group_offsets`], [`Admin::alter_group_offsets`]).
+//!
 //! Everything meant for users is re-exported here. The crate's layers (the wire codec, the
 //! sans-I/O producer engine, the network layer, the simulation) are private; ARCHITECTURE.md
 //! in the repository maps them.
@@ -50,6 +54,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
+mod admin;
 mod consumer;
 mod engine;
 pub mod eos;
@@ -89,6 +94,12 @@ pub mod __private {
     pub use crate::types::{BrokerId, Millis};
 }
 
+pub use admin::{
+    Admin, AdminBuilder, AdminConfig, AlterConfig, BrokerInfo, ClusterView, CommittedOffset,
+    ConfigEntry, ConfigResource, ConfigSource, CreatedTopic, GroupDescription, GroupListing,
+    GroupMember, GroupType, ListedOffset, NewTopic, OffsetSpec, PartitionDescription,
+    TopicDescription,
+};
 pub use consumer::{
     AssignmentStrategy, Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord,
     GenerationHold, GroupProtocol, IsolationLevel, OffsetReset,

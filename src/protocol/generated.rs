@@ -14,9 +14,9 @@
 
 use bytes::BytesMut;
 use kafka_protocol::messages::{GroupId, TopicName};
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-use super::{ApiKey, EncodeError};
+use super::{ApiKey, DecodeError, DecodeErrorKind, Decoder, EncodeError};
 
 #[cfg(test)]
 mod group_tests;
@@ -72,6 +72,45 @@ pub fn topic_name(s: &str) -> TopicName {
 /// A topic id field (KIP-516) of a generated message.
 pub fn topic_id(id: &[u8; 16]) -> uuid::Uuid {
     uuid::Uuid::from_bytes(*id)
+}
+
+/// Reads a generated body from the rest of `d`, which it consumes.
+pub(crate) fn read_generated<M: Decodable>(
+    d: &mut Decoder<'_>,
+    context: &'static str,
+    version: i16,
+) -> Result<M, DecodeError> {
+    let mut rest = d.rest();
+    let before = rest.len();
+    let body = M::decode(&mut rest, version)
+        .map_err(|e| d.error(context, DecodeErrorKind::Generated(e.to_string())))?;
+    d.take(before - rest.len(), context)?;
+    Ok(body)
+}
+
+/// Makes a generated response one of this crate's [`Decode`](super::Decode)s (for the admin
+/// client; see the module's comment on why the clients' responses are hand-written).
+macro_rules! generated_response {
+    ($response:ty, $key:ident, versions $min:literal..=$max:literal, flexible from $flexible:literal) => {
+        impl $crate::protocol::Versioned for $response {
+            const API_KEY: $crate::protocol::ApiKey = $crate::protocol::ApiKey::$key;
+            const MIN_VERSION: i16 = $min;
+            const MAX_VERSION: i16 = $max;
+            const FLEXIBLE_FROM: i16 = $flexible;
+        }
+
+        impl $crate::protocol::Decode for $response {
+            fn read_body(
+                d: &mut $crate::protocol::Decoder<'_>,
+                version: i16,
+            ) -> Result<Self, $crate::protocol::DecodeError> {
+                $crate::protocol::generated::read_generated(d, stringify!($response), version)
+            }
+        }
+    };
+    ($response:ty, $key:ident, versions $min:literal..=$max:literal, never flexible) => {
+        generated_response!($response, $key, versions $min..=$max, flexible from 32767);
+    };
 }
 
 /// Makes a generated request one of this crate's [`Request`]s. With `shaped by`, the request
@@ -219,7 +258,99 @@ generated_request!(
     PushTelemetry, versions 0..=0, flexible from 0
 );
 
-// The admin client.
+// The admin client. CreateTopics from v2: Kafka 4.0 dropped the older versions (KIP-896).
+// DeleteTopics v6 only (topics by name or id, KIP-516, since Kafka 2.8): below it the names
+// go in another field, and every 3.x and 4.x broker serves v6. ListGroups v5 carries the
+// groups' types (KIP-848), which picks DescribeGroups or ConsumerGroupDescribe.
+
+generated_request!(
+    kafka_protocol::messages::CreateTopicsRequest => kafka_protocol::messages::CreateTopicsResponse,
+    CreateTopics, versions 2..=7, flexible from 5
+);
+generated_response!(
+    kafka_protocol::messages::CreateTopicsResponse,
+    CreateTopics, versions 2..=7, flexible from 5
+);
+generated_request!(
+    kafka_protocol::messages::DeleteTopicsRequest => kafka_protocol::messages::DeleteTopicsResponse,
+    DeleteTopics, versions 6..=6, flexible from 4
+);
+generated_response!(
+    kafka_protocol::messages::DeleteTopicsResponse,
+    DeleteTopics, versions 6..=6, flexible from 4
+);
+generated_request!(
+    kafka_protocol::messages::CreatePartitionsRequest => kafka_protocol::messages::CreatePartitionsResponse,
+    CreatePartitions, versions 0..=3, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::CreatePartitionsResponse,
+    CreatePartitions, versions 0..=3, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::DescribeConfigsRequest => kafka_protocol::messages::DescribeConfigsResponse,
+    DescribeConfigs, versions 1..=4, flexible from 4
+);
+generated_response!(
+    kafka_protocol::messages::DescribeConfigsResponse,
+    DescribeConfigs, versions 1..=4, flexible from 4
+);
+generated_request!(
+    kafka_protocol::messages::IncrementalAlterConfigsRequest => kafka_protocol::messages::IncrementalAlterConfigsResponse,
+    IncrementalAlterConfigs, versions 0..=1, flexible from 1
+);
+generated_response!(
+    kafka_protocol::messages::IncrementalAlterConfigsResponse,
+    IncrementalAlterConfigs, versions 0..=1, flexible from 1
+);
+generated_request!(
+    kafka_protocol::messages::DeleteRecordsRequest => kafka_protocol::messages::DeleteRecordsResponse,
+    DeleteRecords, versions 0..=2, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::DeleteRecordsResponse,
+    DeleteRecords, versions 0..=2, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::ListGroupsRequest => kafka_protocol::messages::ListGroupsResponse,
+    ListGroups, versions 0..=5, flexible from 3
+);
+generated_response!(
+    kafka_protocol::messages::ListGroupsResponse,
+    ListGroups, versions 0..=5, flexible from 3
+);
+generated_request!(
+    kafka_protocol::messages::DescribeGroupsRequest => kafka_protocol::messages::DescribeGroupsResponse,
+    DescribeGroups, versions 0..=6, flexible from 5
+);
+generated_response!(
+    kafka_protocol::messages::DescribeGroupsResponse,
+    DescribeGroups, versions 0..=6, flexible from 5
+);
+generated_request!(
+    kafka_protocol::messages::ConsumerGroupDescribeRequest => kafka_protocol::messages::ConsumerGroupDescribeResponse,
+    ConsumerGroupDescribe, versions 0..=1, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::ConsumerGroupDescribeResponse,
+    ConsumerGroupDescribe, versions 0..=1, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::OffsetDeleteRequest => kafka_protocol::messages::OffsetDeleteResponse,
+    OffsetDelete, versions 0..=0, never flexible
+);
+generated_response!(
+    kafka_protocol::messages::OffsetDeleteResponse,
+    OffsetDelete, versions 0..=0, never flexible
+);
+generated_request!(
+    kafka_protocol::messages::DeleteGroupsRequest => kafka_protocol::messages::DeleteGroupsResponse,
+    DeleteGroups, versions 0..=2, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::DeleteGroupsResponse,
+    DeleteGroups, versions 0..=2, flexible from 2
+);
 
 // The admin client's transaction tools (KIP-664).
 
@@ -258,7 +389,19 @@ mod tests {
 
     #[test]
     fn flexible_versions_match_the_schemas() {
+        use kafka_protocol::messages as kp;
         assert_flexible_from::<HeartbeatRequest>();
+        assert_flexible_from::<kp::CreateTopicsRequest>();
+        assert_flexible_from::<kp::DeleteTopicsRequest>();
+        assert_flexible_from::<kp::CreatePartitionsRequest>();
+        assert_flexible_from::<kp::DescribeConfigsRequest>();
+        assert_flexible_from::<kp::IncrementalAlterConfigsRequest>();
+        assert_flexible_from::<kp::DeleteRecordsRequest>();
+        assert_flexible_from::<kp::ListGroupsRequest>();
+        assert_flexible_from::<kp::DescribeGroupsRequest>();
+        assert_flexible_from::<kp::ConsumerGroupDescribeRequest>();
+        assert_flexible_from::<kp::OffsetDeleteRequest>();
+        assert_flexible_from::<kp::DeleteGroupsRequest>();
     }
 
     #[test]

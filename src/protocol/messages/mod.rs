@@ -1,5 +1,7 @@
-//! Request and response bodies, one module per API, each implementing [`super::Message`]
-//! for every version a Kafka 3.x–4.x broker accepts.
+//! The hand-written bodies, one module per API, each implementing [`super::Message`] for every
+//! version spoken: Produce and Fetch in both directions (the hot path), and the responses the
+//! producer and consumer read (bounded decoders; see [`super::generated`] for why). The other
+//! requests are generated.
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;

@@ -1,0 +1,97 @@
+//! What the admin client's calls share around `kafka-protocol`'s fields (the field
+//! constructors themselves are `protocol::generated`'s): strings out, outcomes, deadlines,
+//! partitions nested by topic.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::BrokerId;
+use kafka_protocol::protocol::StrBytes;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+// The field constructors, under the names the admin modules use.
+use crate::protocol::error_code::ErrorCode;
+pub(super) use crate::protocol::generated::{group_id, str_bytes as text, topic_name};
+use crate::types::TopicPartition;
+
+/// Node ids as broker id fields.
+pub(super) fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
+    ids.iter().copied().map(BrokerId).collect()
+}
+
+/// A string field as ours.
+pub(super) fn string(s: &StrBytes) -> String {
+    s.as_str().to_owned()
+}
+
+/// `Ok` for error code 0, else [`Error::Broker`] with the code and the broker's message (an
+/// empty one is none).
+pub(super) fn outcome(code: i16, message: Option<&StrBytes>) -> Result<()> {
+    if code == 0 {
+        return Ok(());
+    }
+    Err(Error::Broker {
+        code: ErrorCode(code),
+        message: message.filter(|m| !m.is_empty()).map(string),
+    })
+}
+
+/// The milliseconds left until `deadline`, for the requests that tell the broker how long it
+/// may take (CreateTopics, DeleteTopics, ...).
+pub(super) fn millis_left(deadline: Instant) -> i32 {
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .as_millis();
+    i32::try_from(left).unwrap_or(i32::MAX).max(1)
+}
+
+/// Per-partition items by topic, in order: how requests nest their partitions.
+pub(super) fn by_topic<T>(
+    items: impl IntoIterator<Item = (TopicPartition, T)>,
+) -> BTreeMap<String, Vec<(i32, T)>> {
+    let mut topics: BTreeMap<String, Vec<(i32, T)>> = BTreeMap::new();
+    for (tp, item) in items {
+        topics
+            .entry(tp.topic.to_string())
+            .or_default()
+            .push((tp.partition, item));
+    }
+    topics
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_keep_the_code_and_a_message_only_when_there_is_one() {
+        assert!(outcome(0, Some(&text("ignored"))).is_ok());
+        let Err(Error::Broker { code, message }) =
+            outcome(36, Some(&text("Topic 't' already exists.")))
+        else {
+            panic!("an error code is an error");
+        };
+        assert_eq!(code, ErrorCode::TOPIC_ALREADY_EXISTS);
+        assert_eq!(message.as_deref(), Some("Topic 't' already exists."));
+        assert!(matches!(
+            outcome(15, Some(&text(""))),
+            Err(Error::Broker { message: None, .. })
+        ));
+    }
+
+    #[test]
+    fn partitions_nest_by_topic_in_order() {
+        let nested = by_topic([
+            (TopicPartition::new("b", 1), 'x'),
+            (TopicPartition::new("a", 0), 'y'),
+            (TopicPartition::new("b", 0), 'z'),
+        ]);
+        assert_eq!(
+            nested.into_iter().collect::<Vec<_>>(),
+            [
+                ("a".to_owned(), vec![(0, 'y')]),
+                ("b".to_owned(), vec![(1, 'x'), (0, 'z')])
+            ]
+        );
+    }
+}
