@@ -2,7 +2,7 @@
 //! subscription (every metric, pushed each second, clients named `exactly`) and a receiver
 //! plugin that writes every push it gets, decoded by the OTLP reader Kafka ships, to
 //! `broker<i>/telemetry.jsonl` (`scripts/testbed.d/telemetry/TelemetryRecorder.java`). What the
-//! producer pushed is read there, never from our own encoder.
+//! producer and the consumer pushed is read there, never from our own encoder.
 //!
 //! Tests hold their cluster's lock across awaits on purpose (see `broker_failure.rs`).
 #![allow(clippy::await_holding_lock)]
@@ -11,7 +11,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use exactly::{Producer, Record};
+use exactly::{Consumer, ConsumerEvent, Producer, Record};
 use serde_json::Value;
 use support::Cluster;
 
@@ -202,4 +202,52 @@ async fn nothing_is_pushed_with_enable_metrics_push_false() {
     silent.close().await.expect("close");
     pushing.close().await.expect("close");
     assert!(pushes(&cluster, &silent_id).is_empty(), "pushed on close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_pushes_its_assignment_under_its_instance_id_and_a_terminating_push_on_close() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("telemetry-consumer");
+    cluster.create_topic(&topic, 2, 1, &[]);
+    let client_id = support::unique_topic("telemetry-consumer");
+    let group = support::unique_topic("telemetry-group");
+    let mut consumer = Consumer::from_properties([
+        ("bootstrap.servers", cluster.bootstrap.as_str()),
+        ("group.id", group.as_str()),
+        ("client.id", client_id.as_str()),
+        ("auto.offset.reset", "earliest"),
+        ("request.timeout.ms", "5000"),
+    ])
+    .await
+    .expect("consumer builds");
+    consumer.subscribe([topic.as_str()]).expect("subscribe");
+    let deadline = Instant::now() + PUSH_WAIT;
+    let mut owned = 0;
+    while owned < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no assignment of both partitions"
+        );
+        if let Some(ConsumerEvent::Assigned(partitions)) = consumer
+            .poll_timeout(Duration::from_millis(500))
+            .await
+            .expect("poll")
+        {
+            owned += partitions.len();
+        }
+    }
+    let name = "org.apache.kafka.consumer.coordinator.assigned.partitions";
+    let push = wait_for_push(&cluster, &client_id, |p| metric(p, name) == Some(2.0)).await;
+    let instance_id = consumer
+        .client_instance_id()
+        .expect("the broker assigned an instance id")
+        .to_string();
+    assert_eq!(push["client_instance_id"], instance_id.as_str());
+    assert_eq!(push["metrics"][0]["kind"], "gauge");
+    consumer.close().await.expect("close");
+    let last = wait_for_push(&cluster, &client_id, |p| p["terminating"] == true).await;
+    assert_eq!(last["client_instance_id"], instance_id.as_str());
 }

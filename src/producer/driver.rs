@@ -88,8 +88,11 @@ impl Driver {
             let snapshot = Arc::clone(&shared);
             Telemetry::start(
                 TelemetryConfig {
-                    bootstrap: config.bootstrap_servers.clone(),
-                    link_config: link_config.clone(),
+                    links: config
+                        .bootstrap_servers
+                        .iter()
+                        .map(|address| BrokerLink::spawn(address.clone(), link_config.clone()))
+                        .collect(),
                     client_id: Arc::from(config.client_id.as_str()),
                     request_timeout: Duration::from_millis(config.request_timeout_ms),
                     prefix: "org.apache.kafka.producer.",

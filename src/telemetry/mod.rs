@@ -8,9 +8,10 @@
 //! without the API ends it after its first answer; an empty subscription is asked again only
 //! after the push interval the broker gave (5 minutes by default).
 //!
-//! The pusher runs in its own task over its own link to one bootstrap address (rotated after a
-//! failure), so nothing it does waits on or delays the client's requests.
+//! The pusher runs in its own task over links to the bootstrap addresses (the next one after a
+//! failure), so nothing it does waits on the client's own requests.
 
+pub(crate) mod consumer;
 pub(crate) mod otlp;
 pub(crate) mod producer;
 
@@ -28,7 +29,7 @@ use tokio::task::JoinHandle;
 use tracing::debug;
 
 use crate::error::Error;
-use crate::net::connection::{BrokerLink, LinkConfig};
+use crate::net::connection::BrokerLink;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::telemetry::GetTelemetrySubscriptionsResponse;
 use otlp::{Kind, Point, Window};
@@ -63,8 +64,8 @@ pub(crate) type Source = Box<dyn FnMut() -> Vec<Sample> + Send>;
 
 /// What the pusher needs of the client.
 pub(crate) struct TelemetryConfig {
-    pub bootstrap: Vec<String>,
-    pub link_config: LinkConfig,
+    /// The links to ask, in turn (a link connects on its first request).
+    pub links: Vec<BrokerLink>,
     pub client_id: Arc<str>,
     pub request_timeout: Duration,
     /// `org.apache.kafka.producer.` or `org.apache.kafka.consumer.`: the KIP's names are the
@@ -100,8 +101,7 @@ impl Telemetry {
             config,
             source,
             instance: Arc::clone(&instance),
-            link: None,
-            next_address: 0,
+            next_link: 0,
             started_unix_nano: unix_nanos(),
             last_push_unix_nano: unix_nanos(),
             last_counters: HashMap::new(),
@@ -163,8 +163,7 @@ struct Pusher {
     config: TelemetryConfig,
     source: Source,
     instance: Arc<Mutex<Option<ClientInstanceId>>>,
-    link: Option<BrokerLink>,
-    next_address: usize,
+    next_link: usize,
     started_unix_nano: u64,
     last_push_unix_nano: u64,
     last_counters: HashMap<&'static str, f64>,
@@ -196,8 +195,7 @@ impl Pusher {
                 Err(error) => {
                     failures = failures.saturating_add(1);
                     debug!(%error, "telemetry: no subscription; backing off");
-                    self.link = None;
-                    self.next_address += 1;
+                    self.next_link += 1;
                     Next::Resubscribe(backoff(failures))
                 }
             };
@@ -213,17 +211,12 @@ impl Pusher {
         }
     }
 
-    fn link(&mut self) -> Result<BrokerLink, Error> {
-        if let Some(link) = &self.link {
-            return Ok(link.clone());
-        }
-        let bootstrap = &self.config.bootstrap;
-        let address = bootstrap
-            .get(self.next_address % bootstrap.len().max(1))
-            .ok_or_else(|| Error::Timeout("no bootstrap address for telemetry".into()))?;
-        let link = BrokerLink::spawn(address.clone(), self.config.link_config.clone());
-        self.link = Some(link.clone());
-        Ok(link)
+    fn link(&self) -> Result<BrokerLink, Error> {
+        let links = &self.config.links;
+        links
+            .get(self.next_link % links.len().max(1))
+            .cloned()
+            .ok_or_else(|| Error::Timeout("no broker to push telemetry to".into()))
     }
 
     async fn call<R>(&mut self, request: R) -> Result<R::Response, Error>
@@ -285,8 +278,7 @@ impl Pusher {
                 Ok(code) => code,
                 Err(error) => {
                     debug!(%error, "telemetry: push failed");
-                    self.link = None;
-                    self.next_address += 1;
+                    self.next_link += 1;
                     if terminating {
                         return Next::Stop;
                     }
