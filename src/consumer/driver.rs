@@ -161,7 +161,7 @@ impl Driver {
     /// Leaves the group, bounded by `request.timeout.ms`, in whatever state the membership is.
     pub async fn close(mut self) -> Result<()> {
         self.auto_commit_now(true).await;
-        self.telemetry.close().await;
+        self.telemetry.close();
         let (timeout, client_id) = {
             let state = self.shared.lock();
             (state.config().request_timeout(), state.client_id())

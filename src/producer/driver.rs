@@ -153,7 +153,7 @@ impl Driver {
                     let _ = w.send(());
                 });
                 if let Some(waiter) = self.close_waiter.take() {
-                    self.telemetry.close().await;
+                    self.telemetry.close();
                     let _ = waiter.send(());
                     return;
                 }

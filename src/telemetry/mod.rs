@@ -78,7 +78,6 @@ pub(crate) struct Telemetry {
     instance: Arc<Mutex<Option<ClientInstanceId>>>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
-    close_timeout: Duration,
 }
 
 impl Telemetry {
@@ -88,7 +87,6 @@ impl Telemetry {
             instance: Arc::default(),
             stop: None,
             task: None,
-            close_timeout: Duration::ZERO,
         }
     }
 
@@ -96,7 +94,6 @@ impl Telemetry {
     pub fn start(config: TelemetryConfig, source: Source) -> Self {
         let instance = Arc::<Mutex<Option<ClientInstanceId>>>::default();
         let (stop_tx, stop_rx) = oneshot::channel();
-        let close_timeout = config.request_timeout;
         let pusher = Pusher {
             config,
             source,
@@ -111,7 +108,6 @@ impl Telemetry {
             instance,
             stop: Some(stop_tx),
             task: Some(task),
-            close_timeout,
         }
     }
 
@@ -120,19 +116,16 @@ impl Telemetry {
         InstanceIdCell(Arc::clone(&self.instance))
     }
 
-    /// Sends the terminating push (if subscribed) and stops, within `request.timeout.ms`.
-    pub async fn close(&mut self) {
+    /// Has the terminating push sent (if subscribed) and the task end. Not waited for: the
+    /// client's close is bounded by its own settings, and a push to a broker that is down
+    /// must not stretch it; the task ends within two `request.timeout.ms` (an answer to wait
+    /// for, then the terminating push), on the runtime the client was built on.
+    pub fn close(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(mut task) = self.task.take()
-            && tokio::time::timeout(self.close_timeout, &mut task)
-                .await
-                .is_err()
-        {
-            task.abort();
-            debug!("telemetry: the terminating push did not finish in time");
-        }
+        // Detached rather than aborted on drop, so the terminating push goes out.
+        self.task.take();
     }
 }
 
@@ -344,37 +337,55 @@ impl Pusher {
         Ok(ErrorCode(response.error_code))
     }
 
-    /// The samples read now that the requested prefixes select, under their KIP-714 names;
-    /// counters as deltas since the last push when the subscription asks for them.
+    /// The samples read now, selected and named for the subscription.
     fn points(&mut self, requested: &[String], delta: bool) -> Vec<Point> {
-        let prefix = self.config.prefix;
-        let mut points = Vec::new();
-        for sample in (self.source)() {
-            let name = format!("{prefix}{}", sample.java_name.replace('-', "."));
-            // One empty prefix (or `*`, as the command-line tool writes "all") selects every
-            // metric (KIP-714).
-            if !requested
-                .iter()
-                .any(|p| p.is_empty() || p == "*" || name.starts_with(p.as_str()))
-            {
-                continue;
-            }
-            let mut value = sample.value;
-            if sample.kind == Kind::Counter {
-                let last = self.last_counters.insert(sample.java_name, sample.value);
-                if delta {
-                    value -= last.unwrap_or(0.0);
-                }
-            }
-            points.push(Point {
-                name,
-                kind: sample.kind,
-                value,
-                attributes: Vec::new(),
-            });
-        }
-        points
+        let samples = (self.source)();
+        select(
+            samples,
+            self.config.prefix,
+            requested,
+            delta,
+            &mut self.last_counters,
+        )
     }
+}
+
+/// The samples whose KIP-714 names (`prefix` and the Java name with dots for dashes) the
+/// requested prefixes select, counters as deltas since `last_counters` (updated) when the
+/// subscription asks for deltas.
+fn select(
+    samples: Vec<Sample>,
+    prefix: &str,
+    requested: &[String],
+    delta: bool,
+    last_counters: &mut HashMap<&'static str, f64>,
+) -> Vec<Point> {
+    let mut points = Vec::new();
+    for sample in samples {
+        let name = format!("{prefix}{}", sample.java_name.replace('-', "."));
+        // An empty prefix (or `*`, as the command-line tool writes "all") selects every
+        // metric (KIP-714).
+        if !requested
+            .iter()
+            .any(|p| p.is_empty() || p == "*" || name.starts_with(p.as_str()))
+        {
+            continue;
+        }
+        let mut value = sample.value;
+        if sample.kind == Kind::Counter {
+            let last = last_counters.insert(sample.java_name, sample.value);
+            if delta {
+                value -= last.unwrap_or(0.0);
+            }
+        }
+        points.push(Point {
+            name,
+            kind: sample.kind,
+            value,
+            attributes: Vec::new(),
+        });
+    }
+    points
 }
 
 /// A factor in `0.5..1.5`, seeded from the standard library's per-process random state
@@ -396,4 +407,76 @@ fn unix_nanos() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(sent: f64) -> Vec<Sample> {
+        vec![
+            Sample {
+                java_name: "record-send-total",
+                kind: Kind::Counter,
+                value: sent,
+            },
+            Sample {
+                java_name: "buffer-available-bytes",
+                kind: Kind::Gauge,
+                value: 7.0,
+            },
+        ]
+    }
+
+    const PREFIX: &str = "org.apache.kafka.producer.";
+
+    #[test]
+    fn requested_prefixes_select_by_the_kip_names() {
+        let mut last = HashMap::new();
+        let only_records = vec!["org.apache.kafka.producer.record.".to_owned()];
+        let points = select(samples(3.0), PREFIX, &only_records, false, &mut last);
+        assert_eq!(points.len(), 1);
+        assert_eq!(
+            points[0].name,
+            "org.apache.kafka.producer.record.send.total"
+        );
+        for all in [vec![String::new()], vec!["*".to_owned()]] {
+            assert_eq!(
+                select(samples(3.0), PREFIX, &all, false, &mut last).len(),
+                2
+            );
+        }
+        let consumer_only = vec!["org.apache.kafka.consumer.".to_owned()];
+        assert!(select(samples(3.0), PREFIX, &consumer_only, false, &mut last).is_empty());
+    }
+
+    #[test]
+    fn counters_are_cumulative_or_deltas_and_gauges_as_read() {
+        let all = vec![String::new()];
+        let mut last = HashMap::new();
+        let values = |points: Vec<Point>| points.iter().map(|p| p.value).collect::<Vec<_>>();
+        assert_eq!(
+            values(select(samples(3.0), PREFIX, &all, true, &mut last)),
+            [3.0, 7.0]
+        );
+        assert_eq!(
+            values(select(samples(5.0), PREFIX, &all, true, &mut last)),
+            [2.0, 7.0]
+        );
+        assert_eq!(
+            values(select(samples(9.0), PREFIX, &all, false, &mut last)),
+            [9.0, 7.0]
+        );
+    }
+
+    #[test]
+    fn instance_ids_show_as_32_hex_digits() {
+        let mut id = [0u8; 16];
+        id[0] = 0xab;
+        id[15] = 1;
+        assert_eq!(
+            ClientInstanceId(id).to_string(),
+            "ab000000000000000000000000000001"
+        );
+    }
 }
