@@ -7,21 +7,27 @@
 //! cargo run --example admin -- describe orders
 //! cargo run --example admin -- groups
 //! cargo run --example admin -- --bootstrap 127.0.0.1:19090 lag my-group
+//! cargo run --example admin -- hanging --older-than 600 --abort
 //! ```
 //!
 //! The bootstrap servers come from `--bootstrap`, else `KAFKA_BOOTSTRAP`, else
 //! `127.0.0.1:19090` (the test bed's single broker).
 
 use std::process::ExitCode;
+use std::time::Duration;
 
-use exactly::{Admin, IsolationLevel, OffsetSpec};
+use exactly::{Admin, FindHangingOptions, IsolationLevel, OffsetSpec};
 
 const USAGE: &str = "usage: admin [--bootstrap HOST:PORT] <command>
 commands:
   topics              the topics (internal ones left out): partitions, replication factor
   describe TOPIC      a topic's partitions: leader, replicas, in-sync replicas
   groups              the consumer groups: type, state
-  lag GROUP           a group's committed offset, end offset and lag per partition";
+  lag GROUP           a group's committed offset, end offset and lag per partition
+  hanging [--older-than SECS] [--abort]
+                      open transactions their coordinators will never end (KIP-664), older
+                      than SECS (default: the brokers' transaction.max.timeout.ms);
+                      --abort writes their abort markers";
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -50,6 +56,10 @@ async fn main() -> ExitCode {
         ["describe", topic] => describe(&admin, topic).await,
         ["groups"] => groups(&admin).await,
         ["lag", group] => lag(&admin, group).await,
+        ["hanging", options @ ..] => match hanging_options(options) {
+            Some((options, abort)) => hanging(&admin, &options, abort).await,
+            None => return usage("hanging takes [--older-than SECS] [--abort]"),
+        },
         _ => return usage("unknown or incomplete command"),
     };
     match done {
@@ -149,6 +159,62 @@ async fn lag(admin: &Admin, group: &str) -> exactly::Result<()> {
     }
     print_table(&["TOPIC", "PARTITION", "COMMITTED", "END", "LAG"], rows);
     println!("total lag: {total}");
+    Ok(())
+}
+
+/// The options of `hanging`, and whether to abort what it finds; `None` if they do not parse.
+fn hanging_options(args: &[&str]) -> Option<(FindHangingOptions, bool)> {
+    let mut options = FindHangingOptions::default();
+    let mut abort = false;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match *arg {
+            "--abort" => abort = true,
+            "--older-than" => {
+                let secs: u64 = args.next()?.parse().ok()?;
+                options = options.older_than(Duration::from_secs(secs));
+            }
+            _ => return None,
+        }
+    }
+    Some((options, abort))
+}
+
+async fn hanging(admin: &Admin, options: &FindHangingOptions, abort: bool) -> exactly::Result<()> {
+    let found = admin.find_hanging_transactions(options).await?;
+    let rows = found
+        .iter()
+        .map(|h| {
+            vec![
+                h.partition.topic.to_string(),
+                h.partition.partition.to_string(),
+                h.producer_id.to_string(),
+                h.producer_epoch.to_string(),
+                h.start_offset.to_string(),
+                format!("{}s", h.age.as_secs()),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "TOPIC",
+            "PARTITION",
+            "PRODUCER ID",
+            "EPOCH",
+            "START OFFSET",
+            "AGE",
+        ],
+        rows,
+    );
+    if abort {
+        for h in &found {
+            admin.abort_transaction(&h.abort_spec()).await?;
+            println!(
+                "aborted producer {}'s transaction on {}-{}",
+                h.producer_id, h.partition.topic, h.partition.partition
+            );
+        }
+    }
     Ok(())
 }
 

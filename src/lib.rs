@@ -100,6 +100,11 @@ pub use admin::{
     GroupMember, GroupType, ListedOffset, NewTopic, OffsetSpec, PartitionDescription,
     TopicDescription,
 };
+// The transaction doctor (KIP-664).
+pub use admin::{
+    AbortTransactionSpec, ActiveProducer, FindHangingOptions, HangingTransaction,
+    ListTransactionsFilter, TransactionDescription, TransactionListing, TransactionState,
+};
 pub use consumer::{
     AssignmentStrategy, Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord,
     GenerationHold, GroupProtocol, IsolationLevel, OffsetReset,

@@ -14,6 +14,7 @@ mod groups;
 mod offsets;
 mod routing;
 mod topics;
+mod transactions;
 mod wire;
 
 use std::sync::atomic::AtomicUsize;
@@ -28,6 +29,10 @@ pub use groups::{CommittedOffset, GroupDescription, GroupListing, GroupMember, G
 pub use offsets::{ListedOffset, OffsetSpec};
 pub(crate) use routing::{CoordinatorAnswer, CoordinatorKind, coordinator_error};
 pub use topics::{CreatedTopic, NewTopic};
+pub use transactions::{
+    AbortTransactionSpec, ActiveProducer, FindHangingOptions, HangingTransaction,
+    ListTransactionsFilter, TransactionDescription, TransactionListing, TransactionState,
+};
 
 use crate::error::Result;
 use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};

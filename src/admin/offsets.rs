@@ -101,7 +101,7 @@ impl Admin {
     /// Sends `items` to their partitions' leaders with `ask` (one request per leader), and
     /// asks again, after fresh metadata, for those answered with a retriable error (the
     /// leader moved, or there was none yet) while rounds and the deadline last.
-    async fn on_leaders<T, A, F>(
+    pub(super) async fn on_leaders<T, A, F>(
         &self,
         items: Vec<(TopicPartition, T)>,
         ask: F,
@@ -174,7 +174,7 @@ impl Admin {
 }
 
 /// One request to one leader for some of the partitions of [`Admin::on_leaders`].
-trait AsyncLeaderCall<T, A> {
+pub(super) trait AsyncLeaderCall<T, A> {
     /// The result of each partition `items` holds.
     async fn call(
         &self,

@@ -352,7 +352,42 @@ generated_response!(
     DeleteGroups, versions 0..=2, flexible from 2
 );
 
-// The admin client's transaction tools (KIP-664).
+// The admin client's transaction tools (KIP-664). ListTransactions v1 adds the duration
+// filter (KIP-994), v2 the transactional id pattern (KIP-1152). WriteTxnMarkers v1 only:
+// Kafka 4.0 dropped v0 (KIP-896) and 4.1 serves no later one.
+
+generated_request!(
+    kafka_protocol::messages::ListTransactionsRequest => kafka_protocol::messages::ListTransactionsResponse,
+    ListTransactions, versions 0..=2, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::ListTransactionsResponse,
+    ListTransactions, versions 0..=2, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::DescribeTransactionsRequest => kafka_protocol::messages::DescribeTransactionsResponse,
+    DescribeTransactions, versions 0..=0, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::DescribeTransactionsResponse,
+    DescribeTransactions, versions 0..=0, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::DescribeProducersRequest => kafka_protocol::messages::DescribeProducersResponse,
+    DescribeProducers, versions 0..=0, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::DescribeProducersResponse,
+    DescribeProducers, versions 0..=0, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::WriteTxnMarkersRequest => kafka_protocol::messages::WriteTxnMarkersResponse,
+    WriteTxnMarkers, versions 1..=1, flexible from 1
+);
+generated_response!(
+    kafka_protocol::messages::WriteTxnMarkersResponse,
+    WriteTxnMarkers, versions 1..=1, flexible from 1
+);
 
 #[cfg(test)]
 mod connection_and_transactions_tests;
@@ -402,6 +437,10 @@ mod tests {
         assert_flexible_from::<kp::ConsumerGroupDescribeRequest>();
         assert_flexible_from::<kp::OffsetDeleteRequest>();
         assert_flexible_from::<kp::DeleteGroupsRequest>();
+        assert_flexible_from::<kp::ListTransactionsRequest>();
+        assert_flexible_from::<kp::DescribeTransactionsRequest>();
+        assert_flexible_from::<kp::DescribeProducersRequest>();
+        assert_flexible_from::<kp::WriteTxnMarkersRequest>();
     }
 
     #[test]
@@ -430,5 +469,52 @@ mod tests {
         let mut out = BytesMut::new();
         let error = request.write_body(2, &mut out).unwrap_err();
         assert_eq!((error.api_key, error.version), (12, 2));
+    }
+
+    #[test]
+    fn list_transactions_golden_bytes() {
+        use kafka_protocol::messages::{ListTransactionsRequest, ProducerId};
+        let request = ListTransactionsRequest::default()
+            .with_state_filters(vec![StrBytes::from_static_str("Ongoing")])
+            .with_producer_id_filters(vec![ProducerId(7)])
+            .with_duration_filter(1000);
+        let mut expected = vec![2, 8];
+        expected.extend_from_slice(b"Ongoing");
+        expected.push(2);
+        expected.extend_from_slice(&7i64.to_be_bytes());
+        expected.extend_from_slice(&1000i64.to_be_bytes());
+        expected.push(0);
+        assert_eq!(encoded(&request, 1), expected);
+        // v0 has no duration filter (KIP-994): refused, not silently dropped.
+        let mut out = BytesMut::new();
+        let error = request.write_body(0, &mut out).unwrap_err();
+        assert_eq!((error.api_key, error.version), (66, 0));
+    }
+
+    #[test]
+    fn write_txn_markers_golden_bytes() {
+        use kafka_protocol::messages::write_txn_markers_request::{
+            WritableTxnMarker, WritableTxnMarkerTopic,
+        };
+        use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
+        let request = WriteTxnMarkersRequest::default().with_markers(vec![
+            WritableTxnMarker::default()
+                .with_producer_id(ProducerId(5))
+                .with_producer_epoch(2)
+                .with_transaction_result(false)
+                .with_topics(vec![
+                    WritableTxnMarkerTopic::default()
+                        .with_name(TopicName(StrBytes::from_static_str("t")))
+                        .with_partition_indexes(vec![0]),
+                ])
+                .with_coordinator_epoch(3),
+        ]);
+        let mut expected = vec![2];
+        expected.extend_from_slice(&5i64.to_be_bytes());
+        // Epoch 2, abort (false), one topic "t" with partition 0, its tagged fields.
+        expected.extend_from_slice(&[0, 2, 0, 2, 2, b't', 2, 0, 0, 0, 0, 0]);
+        // Coordinator epoch 3, the marker's and the request's tagged fields.
+        expected.extend_from_slice(&[0, 0, 0, 3, 0, 0]);
+        assert_eq!(encoded(&request, 1), expected);
     }
 }

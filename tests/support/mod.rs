@@ -14,6 +14,8 @@ pub mod delivery;
 pub mod group;
 pub mod java_group;
 pub mod members;
+#[cfg(feature = "internals")]
+pub mod raw_txn;
 
 /// One test: `$body(cluster, protocol)` on the test bed's `$cluster` cluster (skipped when it
 /// is not up). `$body` is a function of the module that invokes the macro.

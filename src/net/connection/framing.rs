@@ -59,6 +59,11 @@ pub(super) fn is_flexible(api_key: i16, version: i16) -> bool {
         44 => kp::IncrementalAlterConfigsRequest::is_flexible(version),
         47 => kp::OffsetDeleteRequest::is_flexible(version),
         69 => kp::ConsumerGroupDescribeRequest::is_flexible(version),
+        // The admin client's transaction tools (KIP-664).
+        27 => kp::WriteTxnMarkersRequest::is_flexible(version),
+        61 => kp::DescribeProducersRequest::is_flexible(version),
+        65 => kp::DescribeTransactionsRequest::is_flexible(version),
+        66 => kp::ListTransactionsRequest::is_flexible(version),
         // Client telemetry (KIP-714).
         71 => kp::GetTelemetrySubscriptionsRequest::is_flexible(version),
         72 => kp::PushTelemetryRequest::is_flexible(version),
