@@ -68,6 +68,7 @@ mod reachability;
 mod sim;
 #[cfg(feature = "opentelemetry")]
 mod trace_context;
+mod telemetry;
 mod types;
 
 /// The crate's layers, for its own tests, fuzz targets and benchmarks: **not a stable API**.
@@ -132,6 +133,7 @@ pub use producer::{DeliveryFuture, Producer, Record, RecordMetadata};
 pub use protocol::error_code::ErrorCode;
 pub use protocol::record_batch::Header;
 pub use protocol::record_batch::{Codec, Compression, TimestampType};
+pub use telemetry::ClientInstanceId;
 pub use types::{ConsumerGroupMetadata, OffsetToCommit, PendingOffsets, TopicPartition};
 
 /// The README's examples, compiled as doctests so they cannot drift from the API.

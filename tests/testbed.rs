@@ -1,6 +1,7 @@
 //! The test bed itself: brokers reachable only through Toxiproxy, proxies that really cut
-//! traffic, a three-broker cluster, and a transactions-v1 cluster. Every check here goes
-//! through independent tools (kcat, Kafka's own command-line tools), not through our code.
+//! traffic, a three-broker cluster, a transactions-v1 cluster, and the client-metrics
+//! subscription (KIP-714). Every check here goes through independent tools (kcat, Kafka's own
+//! command-line tools), not through our code.
 
 mod support;
 
@@ -144,4 +145,33 @@ fn testbed_transactions_v1_cluster() {
         line.contains("FinalizedVersionLevel: 1"),
         "TV1 cluster reports {line}"
     );
+}
+
+/// The client-metrics subscription `up` creates (KIP-714), as Kafka's own tool describes it:
+/// every metric, each second, from clients whose software name is ours only.
+#[test]
+fn testbed_client_metrics_subscription() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let out = support::run_ok(&mut support::java_tool(&[
+        "org.apache.kafka.tools.ClientMetricsCommand".into(),
+        "--bootstrap-server".into(),
+        cluster.bootstrap.clone(),
+        "--describe".into(),
+        "--name".into(),
+        "exactly-testbed".into(),
+    ]));
+    let described = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "interval.ms=1000",
+        "match=client_software_name=exactly",
+        "metrics=*",
+    ] {
+        assert!(
+            described.lines().any(|l| l.trim() == line),
+            "{line} missing from {described}"
+        );
+    }
 }

@@ -7,15 +7,26 @@
 //! re-encode to bytes that decode again.
 
 use exactly::__private::protocol::messages::{
-    add_offsets_to_txn::AddOffsetsToTxnResponse, add_partitions_to_txn::AddPartitionsToTxnResponse,
-    api_versions::ApiVersionsResponse, consumer_group_heartbeat::ConsumerGroupHeartbeatResponse,
-    end_txn::EndTxnResponse, fetch::FetchResponse, find_coordinator::FindCoordinatorResponse,
-    heartbeat::HeartbeatResponse, init_producer_id::InitProducerIdResponse,
-    join_group::JoinGroupResponse, leave_group::LeaveGroupResponse,
-    list_offsets::ListOffsetsResponse, metadata::MetadataResponse,
-    offset_commit::OffsetCommitResponse, offset_fetch::OffsetFetchResponse,
-    produce::ProduceResponse, sasl_authenticate::SaslAuthenticateResponse,
-    sasl_handshake::SaslHandshakeResponse, sync_group::SyncGroupResponse,
+    add_offsets_to_txn::AddOffsetsToTxnResponse,
+    add_partitions_to_txn::AddPartitionsToTxnResponse,
+    api_versions::ApiVersionsResponse,
+    consumer_group_heartbeat::ConsumerGroupHeartbeatResponse,
+    end_txn::EndTxnResponse,
+    fetch::FetchResponse,
+    find_coordinator::FindCoordinatorResponse,
+    heartbeat::HeartbeatResponse,
+    init_producer_id::InitProducerIdResponse,
+    join_group::JoinGroupResponse,
+    leave_group::LeaveGroupResponse,
+    list_offsets::ListOffsetsResponse,
+    metadata::MetadataResponse,
+    offset_commit::OffsetCommitResponse,
+    offset_fetch::OffsetFetchResponse,
+    produce::ProduceResponse,
+    sasl_authenticate::SaslAuthenticateResponse,
+    sasl_handshake::SaslHandshakeResponse,
+    sync_group::SyncGroupResponse,
+    telemetry::{GetTelemetrySubscriptionsResponse, PushTelemetryResponse},
     txn_offset_commit::TxnOffsetCommitResponse,
 };
 use exactly::__private::protocol::{Decoder, Message};
@@ -102,4 +113,6 @@ response_types!(
     SaslAuthenticateResponse,
     OffsetCommitResponse,
     ConsumerGroupHeartbeatResponse,
+    GetTelemetrySubscriptionsResponse,
+    PushTelemetryResponse,
 );

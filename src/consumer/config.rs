@@ -38,6 +38,7 @@ const RETRY_BACKOFF_MS: &str = "retry.backoff.ms";
 const RECONNECT_BACKOFF_MS: &str = "reconnect.backoff.ms";
 const RECONNECT_BACKOFF_MAX_MS: &str = "reconnect.backoff.max.ms";
 const ENABLE_AUTO_COMMIT: &str = "enable.auto.commit";
+const ENABLE_METRICS_PUSH: &str = "enable.metrics.push";
 const AUTO_COMMIT_INTERVAL_MS: &str = "auto.commit.interval.ms";
 const METADATA_MAX_AGE_MS: &str = "metadata.max.age.ms";
 const GROUP_REMOTE_ASSIGNOR: &str = "group.remote.assignor";
@@ -230,6 +231,9 @@ pub struct ConsumerConfig {
     /// `auto.commit.interval.ms`, before revoked partitions are given up, and at `close`
     /// (at-least-once: a crash re-reads at most one interval). Needs a `group.id`.
     pub enable_auto_commit: bool,
+    /// `enable.metrics.push` (default true): push the metrics the cluster's client-metrics
+    /// subscription asks for to a broker (KIP-714), as the Java client and librdkafka do.
+    pub enable_metrics_push: bool,
     /// `auto.commit.interval.ms` (default 5000).
     pub auto_commit_interval_ms: u64,
     /// `metadata.max.age.ms` (default 300000): how often a pattern subscription under the
@@ -274,6 +278,7 @@ impl Default for ConsumerConfig {
             reconnect_backoff_ms: 50,
             reconnect_backoff_max_ms: 1_000,
             enable_auto_commit: false,
+            enable_metrics_push: true,
             auto_commit_interval_ms: 5_000,
             metadata_max_age_ms: 300_000,
             group_remote_assignor: None,
@@ -332,6 +337,7 @@ impl ConsumerConfig {
             RECONNECT_BACKOFF_MS => self.reconnect_backoff_ms = parse_number(key, value)?,
             RECONNECT_BACKOFF_MAX_MS => self.reconnect_backoff_max_ms = parse_number(key, value)?,
             ENABLE_AUTO_COMMIT => self.enable_auto_commit = parse_bool(key, value)?,
+            ENABLE_METRICS_PUSH => self.enable_metrics_push = parse_bool(key, value)?,
             AUTO_COMMIT_INTERVAL_MS => self.auto_commit_interval_ms = parse_number(key, value)?,
             METADATA_MAX_AGE_MS => self.metadata_max_age_ms = parse_number(key, value)?,
             PARTITION_ASSIGNMENT_STRATEGY => {
@@ -486,6 +492,12 @@ impl ConsumerBuilder {
     /// `client.id`.
     pub fn client_id(mut self, id: impl Into<String>) -> Self {
         self.config.client_id = id.into();
+        self
+    }
+
+    /// `enable.metrics.push`: whether to push metrics to the cluster (KIP-714).
+    pub fn metrics_push(mut self, enable: bool) -> Self {
+        self.config.enable_metrics_push = enable;
         self
     }
 

@@ -49,6 +49,7 @@ use crate::net::connection::BrokerLink;
 use crate::net::metadata::metadata_request;
 use crate::net::ready::{Probe, first_metadata};
 use crate::protocol::error_code::ErrorCode;
+use crate::telemetry::{self, InstanceIdCell, Telemetry, TelemetryConfig};
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::types::{Millis, MonotonicClock, TopicPartition};
 
@@ -87,6 +88,8 @@ pub(crate) struct Driver {
     handle: Handle,
     background: JoinHandle<()>,
     uses_kip848: bool,
+    /// The KIP-714 metrics pusher (its own task); its terminating push goes out on close.
+    telemetry: Telemetry,
 }
 
 /// The application's side of the shared state: every call of the consumer. Cloned into the
@@ -139,11 +142,18 @@ impl Driver {
             observer,
         });
         let background = tokio::spawn(run(Arc::clone(&shared)));
+        let telemetry = start_telemetry(&shared);
         Ok(Self {
             handle: Handle { shared },
             background,
             uses_kip848,
+            telemetry,
         })
+    }
+
+    /// Where the consumer reads the client instance id the broker assigned (KIP-714).
+    pub fn client_instance_id(&self) -> InstanceIdCell {
+        self.telemetry.instance_id()
     }
 
     /// Whether the group uses KIP-848.
@@ -157,8 +167,9 @@ impl Driver {
     }
 
     /// Leaves the group, bounded by `request.timeout.ms`, in whatever state the membership is.
-    pub async fn close(self) -> Result<()> {
+    pub async fn close(mut self) -> Result<()> {
         self.auto_commit_now(true).await;
+        self.telemetry.close();
         let (timeout, client_id) = {
             let state = self.shared.lock();
             (state.config().request_timeout(), state.client_id())
@@ -180,6 +191,28 @@ impl Driver {
             .await
             .map(|_| ())
     }
+}
+
+/// The metrics pusher over the consumer's bootstrap links, or nothing with
+/// `enable.metrics.push=false`.
+fn start_telemetry(shared: &Arc<Shared>) -> Telemetry {
+    let state = shared.lock();
+    let config = state.config();
+    if !config.enable_metrics_push {
+        return Telemetry::disabled();
+    }
+    let telemetry = TelemetryConfig {
+        links: state.bootstrap_links(),
+        client_id: state.client_id(),
+        request_timeout: config.request_timeout(),
+        prefix: "org.apache.kafka.consumer.",
+    };
+    drop(state);
+    let snapshot = Arc::clone(shared);
+    Telemetry::start(
+        telemetry,
+        Box::new(move || telemetry::consumer::samples(snapshot.lock().membership().owned().len())),
+    )
 }
 
 /// What a foreground call needs of the settings, read under the lock once.

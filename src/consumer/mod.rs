@@ -187,6 +187,13 @@ impl Consumer {
         self.driver.wait_ready(timeout).await
     }
 
+    /// The id the cluster assigned this consumer for its telemetry (KIP-714, Java's
+    /// `clientInstanceId`), once a broker answered the first GetTelemetrySubscriptions; `None`
+    /// before that, with `enable.metrics.push=false`, or against a broker without KIP-714.
+    pub fn client_instance_id(&self) -> Option<crate::ClientInstanceId> {
+        self.driver.client_instance_id().get()
+    }
+
     /// Whether the group uses the KIP-848 protocol (else the classic one).
     pub fn uses_consumer_protocol(&self) -> bool {
         self.driver.uses_kip848()

@@ -42,6 +42,7 @@ use crate::types::millis;
 const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
 const CLIENT_ID: &str = "client.id";
 const ENABLE_IDEMPOTENCE: &str = "enable.idempotence";
+const ENABLE_METRICS_PUSH: &str = "enable.metrics.push";
 const ACKS: &str = "acks";
 const LINGER_MS: &str = "linger.ms";
 const BATCH_SIZE: &str = "batch.size";
@@ -161,6 +162,9 @@ pub struct ProducerConfig {
     /// `enable.idempotence`: the broker deduplicates retried batches by producer id, epoch and
     /// sequence (KIP-98), so a retry never writes a record twice.
     pub enable_idempotence: bool,
+    /// `enable.metrics.push`: push the metrics the cluster's client-metrics subscription asks
+    /// for to a broker (KIP-714), as the Java client and librdkafka do by default.
+    pub enable_metrics_push: bool,
     /// `acks`: how many replicas must have a batch before the broker answers.
     pub acks: Acks,
     /// `linger.ms`: how long a batch waits for more records before it is sent.
@@ -220,6 +224,7 @@ impl Default for ProducerConfig {
             bootstrap_servers: Vec::new(),
             client_id: String::new(),
             enable_idempotence: true,
+            enable_metrics_push: true,
             acks: Acks::All,
             linger_ms: 5,
             batch_size: 16_384,
@@ -273,6 +278,7 @@ impl ProducerConfig {
             }
             CLIENT_ID => self.client_id = value.to_owned(),
             ENABLE_IDEMPOTENCE => self.enable_idempotence = parse_bool(key, value)?,
+            ENABLE_METRICS_PUSH => self.enable_metrics_push = parse_bool(key, value)?,
             ACKS => self.acks = value.parse()?,
             LINGER_MS => self.linger_ms = parse_number(key, value)?,
             BATCH_SIZE => self.batch_size = parse_number(key, value)?,
@@ -467,6 +473,12 @@ impl ProducerBuilder {
     /// `enable.idempotence`.
     pub fn idempotence(mut self, enable: bool) -> Self {
         self.config.enable_idempotence = enable;
+        self
+    }
+
+    /// `enable.metrics.push`: whether to push metrics to the cluster (KIP-714).
+    pub fn metrics_push(mut self, enable: bool) -> Self {
+        self.config.enable_metrics_push = enable;
         self
     }
 

@@ -24,6 +24,7 @@ use crate::protocol::messages::metadata::MetadataResponse;
 use crate::protocol::record_batch::SealedBatch;
 use crate::protocol::versions::BrokerApiVersions;
 use crate::reachability::Reachability;
+use crate::telemetry::{self, InstanceIdCell, Telemetry, TelemetryConfig};
 use crate::types::{BrokerId, TopicPartition};
 
 /// Requests from producer handles to the driver task.
@@ -63,6 +64,8 @@ pub(crate) struct Driver {
     /// Rotates the broker asked for metadata and producer ids, so one dead broker is not
     /// asked forever.
     next_any_broker: usize,
+    /// The KIP-714 metrics pusher (its own task); its terminating push goes out on close.
+    telemetry: Telemetry,
 }
 
 impl Driver {
@@ -82,6 +85,24 @@ impl Driver {
             Duration::from_millis(config.reconnect_backoff_max_ms),
             security,
         );
+        let telemetry = if config.enable_metrics_push {
+            let snapshot = Arc::clone(&shared);
+            Telemetry::start(
+                TelemetryConfig {
+                    links: config
+                        .bootstrap_servers
+                        .iter()
+                        .map(|address| BrokerLink::spawn(address.clone(), link_config.clone()))
+                        .collect(),
+                    client_id: Arc::from(config.client_id.as_str()),
+                    request_timeout: Duration::from_millis(config.request_timeout_ms),
+                    prefix: "org.apache.kafka.producer.",
+                },
+                Box::new(move || telemetry::producer::samples(&snapshot.metrics())),
+            )
+        } else {
+            Telemetry::disabled()
+        };
         Self {
             bootstrap: config.bootstrap_servers.clone(),
             shared,
@@ -95,7 +116,13 @@ impl Driver {
             metadata_in_flight: false,
             metadata_reachability: Reachability::default(),
             next_any_broker: 0,
+            telemetry,
         }
+    }
+
+    /// Where the producer handles read the client instance id the broker assigned (KIP-714).
+    pub fn client_instance_id(&self) -> InstanceIdCell {
+        self.telemetry.instance_id()
     }
 
     pub async fn run(mut self) {
@@ -126,6 +153,7 @@ impl Driver {
                     let _ = w.send(());
                 });
                 if let Some(waiter) = self.close_waiter.take() {
+                    self.telemetry.close();
                     let _ = waiter.send(());
                     return;
                 }

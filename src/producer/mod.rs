@@ -35,6 +35,7 @@ use crate::producer::partitioner::{StickyPartitioner, partition_for_key};
 use crate::producer::shared::Shared;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::Header;
+use crate::telemetry::{ClientInstanceId, InstanceIdCell};
 use crate::types::TopicPartition;
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 
@@ -222,6 +223,7 @@ struct ProducerInner {
     closed: AtomicBool,
     /// The application's hooks, if it set any (checked once per record).
     hooks: Option<Arc<dyn ProducerHooks>>,
+    client_instance_id: InstanceIdCell,
 }
 
 /// An idempotent Kafka producer. Cheap to clone; all clones share one connection pool,
@@ -341,10 +343,13 @@ impl Producer {
             reason: "Producer::build must be called inside a tokio runtime".into(),
         })?;
         let security = LinkSecurity::from_config(&shared.config.security)?;
-        runtime.spawn(Driver::new(Arc::clone(&shared), commands_rx, security).run());
+        let driver = Driver::new(Arc::clone(&shared), commands_rx, security);
+        let client_instance_id = driver.client_instance_id();
+        runtime.spawn(driver.run());
         Ok(Producer {
             inner: Arc::new(ProducerInner {
                 shared,
+                client_instance_id,
                 commands: commands_tx,
                 closed: AtomicBool::new(false),
                 hooks: hooks.map(|h| h.0),
@@ -711,6 +716,13 @@ impl Producer {
     /// `metrics` facade: see the README's "Operating it" for the names, labels and types.
     pub fn metrics(&self) -> ProducerMetrics {
         self.inner.shared.metrics()
+    }
+
+    /// The id the cluster assigned this producer for its telemetry (KIP-714, Java's
+    /// `clientInstanceId`), once a broker answered the first GetTelemetrySubscriptions; `None`
+    /// before that, with `enable.metrics.push=false`, or against a broker without KIP-714.
+    pub fn client_instance_id(&self) -> Option<ClientInstanceId> {
+        self.inner.client_instance_id.get()
     }
 
     /// Counters that move only on broker-confirmed outcomes, and the current producer id and

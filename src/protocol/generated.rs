@@ -246,6 +246,18 @@ generated_request!(
     ListOffsets, versions 1..=10, flexible from 6
 );
 
+// Client telemetry (KIP-714): both clients ask for a subscription and push what it names.
+
+generated_request!(
+    kafka_protocol::messages::GetTelemetrySubscriptionsRequest
+        => super::messages::telemetry::GetTelemetrySubscriptionsResponse,
+    GetTelemetrySubscriptions, versions 0..=0, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::PushTelemetryRequest => super::messages::telemetry::PushTelemetryResponse,
+    PushTelemetry, versions 0..=0, flexible from 0
+);
+
 // The admin client. CreateTopics from v2: Kafka 4.0 dropped the older versions (KIP-896).
 // DeleteTopics v6 only (topics by name or id, KIP-516, since Kafka 2.8): below it the names
 // go in another field, and every 3.x and 4.x broker serves v6. ListGroups v5 carries the
@@ -379,6 +391,9 @@ generated_response!(
 
 #[cfg(test)]
 mod connection_and_transactions_tests;
+
+#[cfg(test)]
+mod telemetry_tests;
 
 #[cfg(test)]
 mod tests {

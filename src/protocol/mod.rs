@@ -60,6 +60,8 @@ pub enum ApiKey {
     ListTransactions = 66,
     ConsumerGroupHeartbeat = 68,
     ConsumerGroupDescribe = 69,
+    GetTelemetrySubscriptions = 71,
+    PushTelemetry = 72,
 }
 
 /// One hand-written message body (request or response) of one API, in every version this

@@ -1,6 +1,7 @@
 //! The consumer-, group- and SASL-side messages against `kafka-protocol`: the responses of
 //! ListOffsets, OffsetFetch, OffsetCommit, JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
-//! ConsumerGroupHeartbeat, SaslHandshake and SaslAuthenticate (their requests are
+//! ConsumerGroupHeartbeat, SaslHandshake, SaslAuthenticate, GetTelemetrySubscriptions and
+//! PushTelemetry (their requests are
 //! `kafka-protocol`'s own, see `src/protocol/generated.rs`), and both directions of Fetch.
 //!
 //! For every version both implementations know, 100 seeded random values holding only the
@@ -41,6 +42,9 @@ use exactly::__private::protocol::messages::produce::LeaderIdAndEpoch;
 use exactly::__private::protocol::messages::sasl_authenticate::SaslAuthenticateResponse;
 use exactly::__private::protocol::messages::sasl_handshake::SaslHandshakeResponse;
 use exactly::__private::protocol::messages::sync_group::SyncGroupResponse;
+use exactly::__private::protocol::messages::telemetry::{
+    GetTelemetrySubscriptionsResponse, PushTelemetryResponse,
+};
 use kafka_protocol::messages as kp;
 use kafka_protocol::protocol::{Decodable, Encodable, Message as KpMessage};
 use rand::distr::{Distribution, StandardUniform};
@@ -899,4 +903,52 @@ theirs!(ConsumerGroupHeartbeatResponse => kp::ConsumerGroupHeartbeatResponse, |v
 #[test]
 fn consumer_group_heartbeat_matches_kafka_protocol() {
     check::<ConsumerGroupHeartbeatResponse, kp::ConsumerGroupHeartbeatResponse>();
+}
+
+impl Random for GetTelemetrySubscriptionsResponse {
+    fn random(rng: &mut SmallRng, _version: i16) -> Self {
+        Self {
+            throttle_time_ms: r(rng),
+            error_code: r(rng),
+            client_instance_id: r(rng),
+            subscription_id: r(rng),
+            accepted_compression_types: list(rng, 4, r),
+            push_interval_ms: r(rng),
+            telemetry_max_bytes: r(rng),
+            delta_temporality: r(rng),
+            requested_metrics: list(rng, 3, string),
+        }
+    }
+}
+
+theirs!(GetTelemetrySubscriptionsResponse => kp::GetTelemetrySubscriptionsResponse, |v| {
+    with_throttle_time_ms(v.throttle_time_ms),
+    with_error_code(v.error_code),
+    with_client_instance_id(uuid(&v.client_instance_id)),
+    with_subscription_id(v.subscription_id),
+    with_accepted_compression_types(v.accepted_compression_types.clone()),
+    with_push_interval_ms(v.push_interval_ms),
+    with_telemetry_max_bytes(v.telemetry_max_bytes),
+    with_delta_temporality(v.delta_temporality),
+    with_requested_metrics(v.requested_metrics.iter().map(|m| sb(m)).collect()),
+});
+
+impl Random for PushTelemetryResponse {
+    fn random(rng: &mut SmallRng, _version: i16) -> Self {
+        Self {
+            throttle_time_ms: r(rng),
+            error_code: r(rng),
+        }
+    }
+}
+
+theirs!(PushTelemetryResponse => kp::PushTelemetryResponse, |v| {
+    with_throttle_time_ms(v.throttle_time_ms),
+    with_error_code(v.error_code),
+});
+
+#[test]
+fn telemetry_matches_kafka_protocol() {
+    check::<GetTelemetrySubscriptionsResponse, kp::GetTelemetrySubscriptionsResponse>();
+    check::<PushTelemetryResponse, kp::PushTelemetryResponse>();
 }

@@ -64,6 +64,9 @@ pub(super) fn is_flexible(api_key: i16, version: i16) -> bool {
         61 => kp::DescribeProducersRequest::is_flexible(version),
         65 => kp::DescribeTransactionsRequest::is_flexible(version),
         66 => kp::ListTransactionsRequest::is_flexible(version),
+        // Client telemetry (KIP-714).
+        71 => kp::GetTelemetrySubscriptionsRequest::is_flexible(version),
+        72 => kp::PushTelemetryRequest::is_flexible(version),
         _ => false,
     }
 }

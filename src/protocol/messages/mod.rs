@@ -24,6 +24,7 @@ pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
 mod tagged;
+pub mod telemetry;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod txn_offset_commit;

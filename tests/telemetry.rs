@@ -1,0 +1,253 @@
+//! Client telemetry (KIP-714) against real Kafka: the test bed's brokers carry a client-metrics
+//! subscription (every metric, pushed each second, clients named `exactly`) and a receiver
+//! plugin that writes every push it gets, decoded by the OTLP reader Kafka ships, to
+//! `broker<i>/telemetry.jsonl` (`scripts/testbed.d/telemetry/TelemetryRecorder.java`). What the
+//! producer and the consumer pushed is read there, never from our own encoder.
+//!
+//! Tests hold their cluster's lock across awaits on purpose (see `broker_failure.rs`).
+#![allow(clippy::await_holding_lock)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use exactly::{Consumer, ConsumerEvent, Producer, Record};
+use serde_json::Value;
+use support::Cluster;
+
+const PUSH_WAIT: Duration = Duration::from_secs(30);
+
+/// Every push the cluster's receivers recorded from clients with `client_id`.
+fn pushes(cluster: &Cluster, client_id: &str) -> Vec<Value> {
+    (0..cluster.brokers)
+        .filter_map(|i| {
+            std::fs::read_to_string(format!("{}/broker{i}/telemetry.jsonl", cluster.dir)).ok()
+        })
+        .flat_map(|text| {
+            text.lines()
+                .map(|line| {
+                    serde_json::from_str::<Value>(line).expect("the receiver writes JSON lines")
+                })
+                .collect::<Vec<_>>()
+        })
+        .filter(|push| push["client_id"] == client_id)
+        .collect()
+}
+
+/// The value of `name` in one recorded push.
+fn metric(push: &Value, name: &str) -> Option<f64> {
+    push["metrics"]
+        .as_array()?
+        .iter()
+        .find(|m| m["name"] == name)
+        .and_then(|m| m["value"].as_f64())
+}
+
+/// Waits (bounded) until a push from `client_id` satisfies `wanted`, and returns it.
+async fn wait_for_push(
+    cluster: &Cluster,
+    client_id: &str,
+    wanted: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + PUSH_WAIT;
+    loop {
+        if let Some(push) = pushes(cluster, client_id).into_iter().find(|p| wanted(p)) {
+            return push;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no matching push from {client_id} within {PUSH_WAIT:?}; pushes: {:?}",
+            pushes(cluster, client_id)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn producer(cluster: &Cluster, client_id: &str, push: bool) -> Producer {
+    support::producer_with(
+        cluster,
+        &[("linger.ms", "5"), ("request.timeout.ms", "5000")],
+        &[
+            ("client.id", client_id),
+            ("enable.metrics.push", if push { "true" } else { "false" }),
+        ],
+    )
+    .await
+}
+
+async fn send(producer: &Producer, topic: &str, count: usize) {
+    let mut futures = Vec::new();
+    for i in 0..count {
+        let record = Record::to(topic).value(format!("v{i}"));
+        futures.push(producer.send(record).await.expect("send"));
+    }
+    for future in futures {
+        future.await.expect("delivered");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_pushes_what_it_sent_under_its_instance_id_and_a_terminating_push_on_close() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("telemetry");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let client_id = support::unique_topic("telemetry-producer");
+    let producer = producer(&cluster, &client_id, true).await;
+    send(&producer, &topic, 25).await;
+
+    let deadline = Instant::now() + PUSH_WAIT;
+    let instance_id = loop {
+        if let Some(id) = producer.client_instance_id() {
+            break id.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the broker assigned no client instance id"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(instance_id.len(), 32);
+    assert_ne!(instance_id, "0".repeat(32));
+
+    // Records sent as the pushes report them: the cumulative value in the latest push, or the
+    // sum of every push's delta (the subscription decides; Kafka's brokers ask for deltas).
+    let sent_total = |pushes: &[Value]| -> Option<f64> {
+        let name = "org.apache.kafka.producer.record.send.total";
+        let points: Vec<&Value> = pushes
+            .iter()
+            .filter_map(|p| p["metrics"].as_array()?.iter().find(|m| m["name"] == name))
+            .collect();
+        let last = points.last()?;
+        assert_eq!(last["kind"], "counter", "a monotonic sum: {last}");
+        if last["temporality"] == "AGGREGATION_TEMPORALITY_DELTA" {
+            Some(points.iter().filter_map(|m| m["value"].as_f64()).sum())
+        } else {
+            assert_eq!(last["temporality"], "AGGREGATION_TEMPORALITY_CUMULATIVE");
+            last["value"].as_f64()
+        }
+    };
+    let push = wait_for_push(&cluster, &client_id, |_| {
+        sent_total(&pushes(&cluster, &client_id)) == Some(25.0)
+    })
+    .await;
+    let all = pushes(&cluster, &client_id);
+    assert!(
+        all.iter()
+            .all(|p| p["client_instance_id"] == instance_id.as_str()),
+        "every push carries the id the broker assigned ({instance_id}): {all:?}"
+    );
+    assert_eq!(push["terminating"], false);
+    assert_eq!(
+        push["content_type"], "OTLP",
+        "the broker names the payload OTLP"
+    );
+    let batch_size_max = all
+        .iter()
+        .filter_map(|p| metric(p, "org.apache.kafka.producer.batch.size.max"))
+        .fold(0.0, f64::max);
+    assert!(batch_size_max > 0.0, "a batch was acknowledged: {all:?}");
+    let point = &push["metrics"][0];
+    assert!(
+        point["time_unix_nano"].as_u64().unwrap_or(0) > 1_600_000_000_000_000_000,
+        "points carry the wall-clock time: {point}"
+    );
+
+    producer.close().await.expect("close");
+    let last = wait_for_push(&cluster, &client_id, |p| p["terminating"] == true).await;
+    assert_eq!(last["client_instance_id"], instance_id.as_str());
+    let all = pushes(&cluster, &client_id);
+    assert_eq!(
+        all.iter().filter(|p| p["terminating"] == true).count(),
+        1,
+        "one terminating push, the last: {all:?}"
+    );
+    assert_eq!(all.last(), Some(&last));
+    assert_eq!(
+        sent_total(&all),
+        Some(25.0),
+        "the figures still add up to what was sent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_pushed_with_enable_metrics_push_false() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("telemetry-off");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let silent_id = support::unique_topic("telemetry-silent");
+    let pushing_id = support::unique_topic("telemetry-control");
+    let silent = producer(&cluster, &silent_id, false).await;
+    // The control, beside it: while it pushes twice (the subscription's interval is a second),
+    // the producer with push off must push nothing.
+    let pushing = producer(&cluster, &pushing_id, true).await;
+    send(&silent, &topic, 5).await;
+    send(&pushing, &topic, 5).await;
+    wait_for_push(&cluster, &pushing_id, |_| true).await;
+    let first = pushes(&cluster, &pushing_id).len();
+    wait_for_push(&cluster, &pushing_id, |_| {
+        pushes(&cluster, &pushing_id).len() > first + 1
+    })
+    .await;
+    assert_eq!(silent.client_instance_id(), None);
+    assert!(
+        pushes(&cluster, &silent_id).is_empty(),
+        "a producer with enable.metrics.push=false pushed"
+    );
+    silent.close().await.expect("close");
+    pushing.close().await.expect("close");
+    assert!(pushes(&cluster, &silent_id).is_empty(), "pushed on close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_pushes_its_assignment_under_its_instance_id_and_a_terminating_push_on_close() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("telemetry-consumer");
+    cluster.create_topic(&topic, 2, 1, &[]);
+    let client_id = support::unique_topic("telemetry-consumer");
+    let group = support::unique_topic("telemetry-group");
+    let mut consumer = Consumer::from_properties([
+        ("bootstrap.servers", cluster.bootstrap.as_str()),
+        ("group.id", group.as_str()),
+        ("client.id", client_id.as_str()),
+        ("auto.offset.reset", "earliest"),
+        ("request.timeout.ms", "5000"),
+    ])
+    .await
+    .expect("consumer builds");
+    consumer.subscribe([topic.as_str()]).expect("subscribe");
+    let deadline = Instant::now() + PUSH_WAIT;
+    let mut owned = 0;
+    while owned < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no assignment of both partitions"
+        );
+        if let Some(ConsumerEvent::Assigned(partitions)) = consumer
+            .poll_timeout(Duration::from_millis(500))
+            .await
+            .expect("poll")
+        {
+            owned += partitions.len();
+        }
+    }
+    let name = "org.apache.kafka.consumer.coordinator.assigned.partitions";
+    let push = wait_for_push(&cluster, &client_id, |p| metric(p, name) == Some(2.0)).await;
+    let instance_id = consumer
+        .client_instance_id()
+        .expect("the broker assigned an instance id")
+        .to_string();
+    assert_eq!(push["client_instance_id"], instance_id.as_str());
+    assert_eq!(push["metrics"][0]["kind"], "gauge");
+    consumer.close().await.expect("close");
+    let last = wait_for_push(&cluster, &client_id, |p| p["terminating"] == true).await;
+    assert_eq!(last["client_instance_id"], instance_id.as_str());
+}
