@@ -66,9 +66,9 @@ mod protocol;
 mod reachability;
 #[cfg(feature = "sim")]
 mod sim;
+mod telemetry;
 #[cfg(feature = "opentelemetry")]
 mod trace_context;
-mod telemetry;
 mod types;
 
 /// The crate's layers, for its own tests, fuzz targets and benchmarks: **not a stable API**.
