@@ -11,9 +11,9 @@ use std::io::IoSlice;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::header::RequestHeader;
+use super::header::{RequestHeader, encode_request_frame};
 use super::messages::produce::{ProduceRecords, ProduceRequest, RecordsOut};
-use super::{ApiKey, Message};
+use super::{ApiKey, EncodeError, Message, Request};
 
 /// An encoded request (its size prefix included) as parts written back to back.
 #[derive(Debug, Clone, Default)]
@@ -21,20 +21,24 @@ pub struct RequestFrame {
     parts: VecDeque<Bytes>,
     remaining: usize,
     api_key: i16,
+    flexible: bool,
 }
 
 impl RequestFrame {
-    /// A frame encoded into one buffer (every request but Produce).
-    pub fn contiguous(frame: BytesMut) -> Self {
-        let api_key = frame
-            .get(4..6)
-            .map_or(-1, |k| i16::from_be_bytes([k[0], k[1]]));
-        let frame = frame.freeze();
-        Self {
+    /// Encodes `request` at `version` into one buffer (every request but Produce).
+    pub fn contiguous<R: Request>(
+        request: &R,
+        version: i16,
+        correlation_id: i32,
+        client_id: Option<&str>,
+    ) -> Result<Self, EncodeError> {
+        let frame = encode_request_frame(request, version, correlation_id, client_id)?.freeze();
+        Ok(Self {
             remaining: frame.len(),
             parts: VecDeque::from([frame]),
-            api_key,
-        }
+            api_key: R::API_KEY as i16,
+            flexible: R::is_flexible(version),
+        })
     }
 
     /// Encodes a Produce request with its records referenced, not copied: the fields go into
@@ -71,7 +75,15 @@ impl RequestFrame {
             remaining: size + 4,
             parts,
             api_key: ApiKey::Produce as i16,
+            flexible: ProduceRequest::is_flexible(version),
         }
+    }
+
+    /// Whether the request was written at a flexible version, so its response header is v1
+    /// (see [`super::header::ResponseHeader::is_v1`]): known from the request's own type, not
+    /// from a table of API keys a new API could be missing from.
+    pub fn flexible(&self) -> bool {
+        self.flexible
     }
 
     /// The request's API key.
@@ -141,7 +153,6 @@ impl Buf for RequestFrame {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::header::encode_request_frame;
     use crate::protocol::messages::produce::{PartitionProduceData, TopicProduceData};
 
     fn request() -> ProduceRequest {
@@ -180,6 +191,22 @@ mod tests {
                 },
             ],
         }
+    }
+
+    #[test]
+    fn a_frame_knows_whether_its_response_header_is_flexible() {
+        // Heartbeat is flexible from v4, the response header with it (KIP-482); Produce from v9.
+        let heartbeat = kafka_protocol::messages::HeartbeatRequest::default();
+        for (version, flexible) in [(3, false), (4, true)] {
+            let frame = RequestFrame::contiguous(&heartbeat, version, 1, None).expect("encodes");
+            assert_eq!(
+                (frame.api_key(), frame.flexible()),
+                (12, flexible),
+                "v{version}"
+            );
+        }
+        assert!(!RequestFrame::produce(&request(), 8, 1, None).flexible());
+        assert!(RequestFrame::produce(&request(), 9, 1, None).flexible());
     }
 
     #[test]

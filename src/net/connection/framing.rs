@@ -8,7 +8,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::{LinkSecurity, Stream, io_error};
 use crate::error::Error;
-use crate::protocol::{Decode, Decoder, Request, Versioned};
+use crate::protocol::{Decode, Decoder, Request};
 
 /// The largest response frame accepted (a hostile size prefix must not allocate gigabytes).
 /// Below every size a TLS record header read as one gives (0x15030000 and up, 352 MB), so a
@@ -20,55 +20,6 @@ pub(super) fn decode_response<R: Request>(body: &[u8], version: i16) -> Result<R
     let response = R::Response::read_body(&mut d, version)?;
     d.finish("response body")?;
     Ok(response)
-}
-
-/// Whether `api_key` at `version` is a flexible version, for the response header.
-pub(super) fn is_flexible(api_key: i16, version: i16) -> bool {
-    use crate::protocol::messages::*;
-    use kafka_protocol::messages as kp;
-    match api_key {
-        0 => produce::ProduceRequest::is_flexible(version),
-        3 => kp::MetadataRequest::is_flexible(version),
-        18 => kp::ApiVersionsRequest::is_flexible(version),
-        22 => kp::InitProducerIdRequest::is_flexible(version),
-        10 => kp::FindCoordinatorRequest::is_flexible(version),
-        24 => kp::AddPartitionsToTxnRequest::is_flexible(version),
-        25 => kp::AddOffsetsToTxnRequest::is_flexible(version),
-        26 => kp::EndTxnRequest::is_flexible(version),
-        28 => kp::TxnOffsetCommitRequest::is_flexible(version),
-        1 => fetch::FetchRequest::is_flexible(version),
-        2 => kp::ListOffsetsRequest::is_flexible(version),
-        8 => kp::OffsetCommitRequest::is_flexible(version),
-        9 => kp::OffsetFetchRequest::is_flexible(version),
-        11 => kp::JoinGroupRequest::is_flexible(version),
-        12 => kp::HeartbeatRequest::is_flexible(version),
-        13 => kp::LeaveGroupRequest::is_flexible(version),
-        14 => kp::SyncGroupRequest::is_flexible(version),
-        17 => kp::SaslHandshakeRequest::is_flexible(version),
-        36 => kp::SaslAuthenticateRequest::is_flexible(version),
-        68 => kp::ConsumerGroupHeartbeatRequest::is_flexible(version),
-        // The admin client's.
-        15 => kp::DescribeGroupsRequest::is_flexible(version),
-        16 => kp::ListGroupsRequest::is_flexible(version),
-        19 => kp::CreateTopicsRequest::is_flexible(version),
-        20 => kp::DeleteTopicsRequest::is_flexible(version),
-        21 => kp::DeleteRecordsRequest::is_flexible(version),
-        32 => kp::DescribeConfigsRequest::is_flexible(version),
-        37 => kp::CreatePartitionsRequest::is_flexible(version),
-        42 => kp::DeleteGroupsRequest::is_flexible(version),
-        44 => kp::IncrementalAlterConfigsRequest::is_flexible(version),
-        47 => kp::OffsetDeleteRequest::is_flexible(version),
-        69 => kp::ConsumerGroupDescribeRequest::is_flexible(version),
-        // The admin client's transaction tools (KIP-664).
-        27 => kp::WriteTxnMarkersRequest::is_flexible(version),
-        61 => kp::DescribeProducersRequest::is_flexible(version),
-        65 => kp::DescribeTransactionsRequest::is_flexible(version),
-        66 => kp::ListTransactionsRequest::is_flexible(version),
-        // Client telemetry (KIP-714).
-        71 => kp::GetTelemetrySubscriptionsRequest::is_flexible(version),
-        72 => kp::PushTelemetryRequest::is_flexible(version),
-        _ => false,
-    }
 }
 
 /// Writes one request frame and flushes it: over TLS, `write_all` can leave the last records

@@ -29,7 +29,7 @@ mod framing;
 
 use authentication::{PipelinedTransport, SaslSession, reauthenticate};
 use establish::connect;
-use framing::{is_flexible, read_frame, write_frame};
+use framing::{read_frame, write_frame};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -48,7 +48,7 @@ use super::security::{SaslConfig, SecurityConfig};
 use super::tls::TlsConnector;
 use crate::error::{Error, ErrorChain};
 use crate::protocol::frame::RequestFrame;
-use crate::protocol::header::{ResponseHeader, encode_request_frame};
+use crate::protocol::header::ResponseHeader;
 use crate::protocol::versions::BrokerApiVersions;
 use crate::protocol::{Decode, Decoder, Request};
 use crate::reachability::{Reachability, ReachabilityChange};
@@ -329,12 +329,12 @@ impl BrokerLink {
                     Error::broker(crate::protocol::error_code::ErrorCode::UNSUPPORTED_VERSION)
                 })?;
                 Ok((
-                    RequestFrame::contiguous(encode_request_frame(
+                    RequestFrame::contiguous(
                         &build(version)?,
                         version,
                         correlation_id,
                         Some(&client_id),
-                    )?),
+                    )?,
                     version,
                     true,
                 ))
@@ -562,7 +562,7 @@ async fn serve(
             }
         };
         let api_key = frame.api_key();
-        let flexible = is_flexible(api_key, version);
+        let flexible = frame.flexible();
         if expects_response {
             pending
                 .lock()
