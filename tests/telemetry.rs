@@ -43,6 +43,23 @@ fn metric(push: &Value, name: &str) -> Option<f64> {
         .and_then(|m| m["value"].as_f64())
 }
 
+/// A counter as the pushes report it: the cumulative value in the latest push, or the sum of
+/// every push's delta (the subscription decides; Kafka's brokers ask for deltas).
+fn counter_total(pushes: &[Value], name: &str) -> Option<f64> {
+    let points: Vec<&Value> = pushes
+        .iter()
+        .filter_map(|p| p["metrics"].as_array()?.iter().find(|m| m["name"] == name))
+        .collect();
+    let last = points.last()?;
+    assert_eq!(last["kind"], "counter", "a monotonic sum: {last}");
+    if last["temporality"] == "AGGREGATION_TEMPORALITY_DELTA" {
+        Some(points.iter().filter_map(|m| m["value"].as_f64()).sum())
+    } else {
+        assert_eq!(last["temporality"], "AGGREGATION_TEMPORALITY_CUMULATIVE");
+        last["value"].as_f64()
+    }
+}
+
 /// Waits (bounded) until a push from `client_id` satisfies `wanted`, and returns it.
 async fn wait_for_push(
     cluster: &Cluster,
@@ -112,23 +129,8 @@ async fn producer_pushes_what_it_sent_under_its_instance_id_and_a_terminating_pu
     assert_eq!(instance_id.len(), 32);
     assert_ne!(instance_id, "0".repeat(32));
 
-    // Records sent as the pushes report them: the cumulative value in the latest push, or the
-    // sum of every push's delta (the subscription decides; Kafka's brokers ask for deltas).
-    let sent_total = |pushes: &[Value]| -> Option<f64> {
-        let name = "org.apache.kafka.producer.record.send.total";
-        let points: Vec<&Value> = pushes
-            .iter()
-            .filter_map(|p| p["metrics"].as_array()?.iter().find(|m| m["name"] == name))
-            .collect();
-        let last = points.last()?;
-        assert_eq!(last["kind"], "counter", "a monotonic sum: {last}");
-        if last["temporality"] == "AGGREGATION_TEMPORALITY_DELTA" {
-            Some(points.iter().filter_map(|m| m["value"].as_f64()).sum())
-        } else {
-            assert_eq!(last["temporality"], "AGGREGATION_TEMPORALITY_CUMULATIVE");
-            last["value"].as_f64()
-        }
-    };
+    let sent_total =
+        |pushes: &[Value]| counter_total(pushes, "org.apache.kafka.producer.record.send.total");
     let push = wait_for_push(&cluster, &client_id, |_| {
         sent_total(&pushes(&cluster, &client_id)) == Some(25.0)
     })
@@ -205,7 +207,8 @@ async fn nothing_is_pushed_with_enable_metrics_push_false() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn consumer_pushes_its_assignment_under_its_instance_id_and_a_terminating_push_on_close() {
+async fn consumer_pushes_its_assignment_and_records_under_its_instance_id_and_a_terminating_push_on_close()
+ {
     let Some(cluster) = Cluster::single() else {
         return;
     };
@@ -223,24 +226,35 @@ async fn consumer_pushes_its_assignment_under_its_instance_id_and_a_terminating_
     ])
     .await
     .expect("consumer builds");
+    let producer = producer(&cluster, &support::unique_topic("telemetry-feed"), false).await;
+    send(&producer, &topic, 30).await;
+    producer.close().await.expect("close");
     consumer.subscribe([topic.as_str()]).expect("subscribe");
     let deadline = Instant::now() + PUSH_WAIT;
-    let mut owned = 0;
-    while owned < 2 {
+    let (mut owned, mut consumed) = (0, 0);
+    while owned < 2 || consumed < 30 {
         assert!(
             Instant::now() < deadline,
-            "no assignment of both partitions"
+            "no assignment of both partitions and their 30 records ({owned}, {consumed})"
         );
-        if let Some(ConsumerEvent::Assigned(partitions)) = consumer
+        match consumer
             .poll_timeout(Duration::from_millis(500))
             .await
             .expect("poll")
         {
-            owned += partitions.len();
+            Some(ConsumerEvent::Assigned(partitions)) => owned += partitions.len(),
+            Some(ConsumerEvent::Records(records)) => consumed += records.len(),
+            _ => {}
         }
     }
     let name = "org.apache.kafka.consumer.coordinator.assigned.partitions";
     let push = wait_for_push(&cluster, &client_id, |p| metric(p, name) == Some(2.0)).await;
+    // The records consumed, as the fetch manager's counter the pushes carry.
+    let consumed_total = "org.apache.kafka.consumer.fetch.manager.records.consumed.total";
+    wait_for_push(&cluster, &client_id, |_| {
+        counter_total(&pushes(&cluster, &client_id), consumed_total) == Some(30.0)
+    })
+    .await;
     let instance_id = consumer
         .client_instance_id()
         .expect("the broker assigned an instance id")

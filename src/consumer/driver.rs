@@ -211,7 +211,10 @@ fn start_telemetry(shared: &Arc<Shared>) -> Telemetry {
     let snapshot = Arc::clone(shared);
     Telemetry::start(
         telemetry,
-        Box::new(move || telemetry::consumer::samples(snapshot.lock().membership().owned().len())),
+        Box::new(move || {
+            let state = snapshot.lock();
+            telemetry::consumer::samples(&state.metrics(), state.membership().owned().len())
+        }),
     )
 }
 
