@@ -20,11 +20,12 @@ use kafka_protocol::messages::{
     consumer_group_describe_response, describe_groups_response,
 };
 
-use super::wire::{by_topic, group_id, outcome, string, text, topic_name};
+use super::wire::{by_topic, outcome, string};
 use super::{Admin, CoordinatorAnswer, CoordinatorKind, coordinator_error};
 use crate::consumer::assignor::decode_assignment;
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
+use crate::protocol::generated::{group_id, str_bytes, topic_name};
 use crate::protocol::messages::offset_commit::OffsetCommitResponse;
 use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
 use crate::types::TopicPartition;
@@ -324,7 +325,7 @@ impl Admin {
             let request = OffsetCommitRequest::default()
                 .with_group_id(group_id(group))
                 .with_generation_id_or_member_epoch(-1)
-                .with_member_id(text(""))
+                .with_member_id(str_bytes(""))
                 .with_retention_time_ms(-1)
                 .with_topics(topics);
             let response = self
