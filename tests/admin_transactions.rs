@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use exactly::{
     AbortTransactionSpec, ActiveProducer, Admin, FindHangingOptions, IsolationLevel,
-    ListTransactionsFilter, OffsetSpec, Producer, Record, TopicPartition, TransactionState,
+    ListTransactionsFilter, OffsetSpec, Producer, Record, TopicPartition, TransactionDescription,
+    TransactionState,
 };
 use support::raw_txn::RawTransactionalProducer;
 use support::{Cluster, Isolation, eventually, java_tool, unique_topic};
@@ -82,6 +83,28 @@ async fn producers_of(admin: &Admin, topic: &str) -> Vec<ActiveProducer> {
     let tp = TopicPartition::new(topic, 0);
     let mut described = admin.describe_producers([tp.clone()]).await.expect("call");
     described.remove(&tp).expect("answered").expect("described")
+}
+
+/// `id`'s transaction as its coordinator describes it.
+async fn described(admin: &Admin, id: &str) -> TransactionDescription {
+    let mut described = admin.describe_transactions([id]).await.expect("call");
+    described.remove(id).expect("answered").expect("described")
+}
+
+/// No transaction on `topic` is hanging, whatever the bound: for us and for Kafka's own
+/// `kafka-transactions.sh find-hanging`.
+async fn assert_not_hanging(admin: &Admin, cluster: &Cluster, topic: &str) {
+    let options = FindHangingOptions::default()
+        .topics([topic])
+        .older_than(Duration::ZERO);
+    assert!(
+        admin
+            .find_hanging_transactions(&options)
+            .await
+            .expect("find hanging")
+            .is_empty()
+    );
+    assert!(java_find_hanging(cluster, topic).is_empty());
 }
 
 /// Kafka's own `kafka-transactions.sh` with `args`, its standard output.
@@ -449,8 +472,7 @@ async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed)
         .expect("list transactions");
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0].transactional_id, id);
-    let described = admin.describe_transactions([&id]).await.expect("call");
-    let description = described[&id].as_ref().expect("described");
+    let description = described(&admin, &id).await;
     assert_eq!(description.state, TransactionState::Ongoing);
     assert!(description.partitions.contains(&tp));
     assert_eq!(description.timeout, timeout);
@@ -492,17 +514,7 @@ async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed)
     assert!(committed.iter().all(|r| r.offset < start_offset));
 
     // Tracked by its coordinator: not hanging, whatever the bound.
-    let options = FindHangingOptions::default()
-        .topics([topic.as_str()])
-        .older_than(Duration::ZERO);
-    assert!(
-        admin
-            .find_hanging_transactions(&options)
-            .await
-            .expect("find hanging")
-            .is_empty()
-    );
-    assert!(java_find_hanging(&cluster, &topic).is_empty());
+    assert_not_hanging(&admin, &cluster, &topic).await;
 
     admin
         .abort_transaction(&AbortTransactionSpec::for_producer(tp.clone(), producer))
@@ -518,8 +530,7 @@ async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed)
     let after = producers_of(&admin, &topic).await;
     assert_eq!(after[0].current_txn_start_offset, None, "{after:?}");
     // The coordinator does not know: it still holds the transaction open there.
-    let described = admin.describe_transactions([&id]).await.expect("call");
-    let description = described[&id].as_ref().expect("described");
+    let description = described(&admin, &id).await;
     assert_eq!(description.state, TransactionState::Ongoing);
     assert!(description.partitions.contains(&tp));
 
@@ -529,14 +540,10 @@ async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed)
     eventually(
         "the coordinator aborts the timed-out transaction",
         timeout + WAIT,
-        || async {
-            let described = admin.describe_transactions([&id]).await.expect("call");
-            described[&id].as_ref().expect("described").state == TransactionState::CompleteAbort
-        },
+        || async { described(&admin, &id).await.state == TransactionState::CompleteAbort },
     )
     .await;
-    let described = admin.describe_transactions([&id]).await.expect("call");
-    let description = described[&id].as_ref().expect("described");
+    let description = described(&admin, &id).await;
     assert!(
         description.producer_epoch > producer.producer_epoch,
         "{description:?}"
@@ -627,27 +634,15 @@ async fn live_transaction_is_not_hanging(cluster: Cluster) {
     assert_eq!(ours.producer_id, metrics.producer_id);
     assert_eq!(ours.state, TransactionState::Ongoing);
 
-    let described = admin.describe_transactions([&id]).await.expect("call");
-    let description = described[&id].as_ref().expect("described");
+    let description = described(&admin, &id).await;
     assert_eq!(description.state, TransactionState::Ongoing);
     assert_eq!(description.partitions, [tp].into_iter().collect());
     assert_eq!(description.producer_epoch, metrics.epoch);
 
-    let options = FindHangingOptions::default()
-        .topics([topic.as_str()])
-        .older_than(Duration::ZERO);
-    assert!(
-        admin
-            .find_hanging_transactions(&options)
-            .await
-            .expect("find hanging")
-            .is_empty()
-    );
-    assert!(java_find_hanging(&cluster, &topic).is_empty());
+    assert_not_hanging(&admin, &cluster, &topic).await;
 
     producer.commit_transaction().await.expect("commit");
-    let described = admin.describe_transactions([&id]).await.expect("call");
-    let description = described[&id].as_ref().expect("described");
+    let description = described(&admin, &id).await;
     assert!(
         matches!(
             description.state,
