@@ -13,7 +13,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use exactly::{
@@ -22,19 +21,10 @@ use exactly::{
     TopicPartition,
 };
 use support::members::consumer_with;
-use support::{Cluster, java_tool, run_ok, unique_topic};
+use support::{Cluster, admin_create_topic, unique_topic};
 
 /// The longest a test waits for one expected thing.
 const WAIT: Duration = Duration::from_secs(60);
-
-async fn admin(cluster: &Cluster) -> Admin {
-    Admin::builder()
-        .bootstrap(cluster.bootstrap.as_str())
-        .request_timeout(Duration::from_secs(20))
-        .build()
-        .await
-        .expect("admin connects")
-}
 
 /// `topic` as `describe_topics` sees it once `done` holds: each broker learns a change from
 /// the metadata log, so the one asked right after a change may not know it yet (Kafka's
@@ -67,17 +57,16 @@ fn broker_error<T: std::fmt::Debug>(result: &exactly::Result<T>) -> (ErrorCode, 
 
 /// A topic's dynamic configs as Kafka's own `kafka-configs --describe` prints them.
 fn kafka_configs(cluster: &Cluster, topic: &str) -> String {
-    let args = [
-        "kafka.admin.ConfigCommand".to_owned(),
-        "--bootstrap-server".into(),
-        cluster.bootstrap.clone(),
-        "--describe".into(),
-        "--entity-type".into(),
-        "topics".into(),
-        "--entity-name".into(),
-        topic.into(),
-    ];
-    String::from_utf8_lossy(&run_ok(&mut java_tool(&args)).stdout).into_owned()
+    cluster.kafka_tool(
+        "kafka.admin.ConfigCommand",
+        &[
+            "--describe",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            topic,
+        ],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,7 +75,7 @@ async fn admin_topics_roundtrip() {
         return;
     };
     let _g = cluster.shared();
-    let admin = admin(&cluster).await;
+    let admin = cluster.admin().await;
     let topic = unique_topic("admin-topics");
 
     // Only validated: nothing is created.
@@ -316,21 +305,11 @@ struct JavaLag {
 
 /// `kafka-consumer-groups --describe` for `group`'s partitions of `topic`.
 fn java_group_lag(cluster: &Cluster, group: &str, topic: &str) -> BTreeMap<i32, JavaLag> {
-    let args = [
-        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand".to_owned(),
-        "--bootstrap-server".into(),
-        cluster.bootstrap.clone(),
-        "--describe".into(),
-        "--group".into(),
-        group.into(),
-    ];
-    let out = run_ok(&mut java_tool(&args));
-    // GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| {
-            let columns: Vec<&str> = line.split_whitespace().collect();
-            if columns.len() < 6 || columns[1] != topic {
+    cluster
+        .group_rows(group, topic)
+        .iter()
+        .filter_map(|columns| {
+            if columns.len() < 6 {
                 return None;
             }
             Some((
@@ -368,17 +347,10 @@ async fn read(consumer: &mut exactly::Consumer, count: usize) -> Vec<(i32, i64)>
 
 async fn group_offsets_and_lag(cluster: Cluster, protocol: GroupProtocol) {
     let _g = cluster.shared();
-    let admin = admin(&cluster).await;
+    let admin = cluster.admin().await;
     let topic = unique_topic("admin-lag");
     let group = unique_topic("admin-group");
-    let created = admin
-        .create_topics(
-            [NewTopic::new(&topic).partitions(2).replication_factor(1)],
-            false,
-        )
-        .await
-        .unwrap();
-    assert!(created[&topic].is_ok(), "{created:?}");
+    admin_create_topic(&admin, &topic, 2, 1).await;
     let producer = support::producer_with(&cluster, &[], &[]).await;
     for (partition, count) in [(0, 10), (1, 6)] {
         for i in 0..count {
@@ -547,25 +519,18 @@ on_both_protocols!(group_offsets_and_lag, single);
 /// Kafka's own `GetOffsetShell` answer for `topic`'s partition 0 at `time` (-2: earliest,
 /// -1: latest, else a timestamp).
 fn java_offset(cluster: &Cluster, topic: &str, time: i64) -> Option<i64> {
-    let args = [
-        "org.apache.kafka.tools.GetOffsetShell".to_owned(),
-        "--bootstrap-server".into(),
-        cluster.bootstrap.clone(),
-        "--topic".into(),
-        topic.into(),
-        "--time".into(),
-        time.to_string(),
-    ];
-    let out = run_ok(&mut java_tool(&args));
+    let time = time.to_string();
+    let out = cluster.kafka_tool(
+        "org.apache.kafka.tools.GetOffsetShell",
+        &["--topic", topic, "--time", &time],
+    );
     // topic:partition:offset, one line per partition (none when no record is that late).
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix(&format!("{topic}:0:"))?
-                .trim()
-                .parse()
-                .ok()
-        })
+    out.lines().find_map(|line| {
+        line.strip_prefix(&format!("{topic}:0:"))?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -574,16 +539,9 @@ async fn admin_offsets_by_time_and_delete_records() {
         return;
     };
     let _g = cluster.shared();
-    let admin = admin(&cluster).await;
+    let admin = cluster.admin().await;
     let topic = unique_topic("admin-offsets");
-    let created = admin
-        .create_topics(
-            [NewTopic::new(&topic).partitions(1).replication_factor(1)],
-            false,
-        )
-        .await
-        .unwrap();
-    assert!(created[&topic].is_ok(), "{created:?}");
+    admin_create_topic(&admin, &topic, 1, 1).await;
     let base = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -703,14 +661,7 @@ async fn admin_over_sasl_ssl_from_properties() {
         .await
         .expect("admin over SASL_SSL");
     let topic = unique_topic("admin-sasl");
-    let created = admin
-        .create_topics(
-            [NewTopic::new(&topic).partitions(1).replication_factor(1)],
-            false,
-        )
-        .await
-        .unwrap();
-    assert!(created[&topic].is_ok(), "{created:?}");
+    admin_create_topic(&admin, &topic, 1, 1).await;
     assert!(support::kcat_partition_leader(&cluster.bootstrap, &topic, 0) >= 0);
     admin.delete_topics([&topic]).await.unwrap();
 
@@ -734,21 +685,17 @@ async fn admin_follows_a_group_coordinator_that_moved() {
         return;
     };
     let _exclusive = cluster.exclusive();
-    let admin = admin(&cluster).await;
+    let admin = cluster.admin().await;
     let topic = unique_topic("admin-moved");
     let group = unique_topic("admin-moved-group");
-    let created = admin
-        .create_topics(
-            [NewTopic::new(&topic).partitions(1).replication_factor(3)],
-            false,
-        )
-        .await
-        .unwrap();
-    assert!(created[&topic].is_ok(), "{created:?}");
+    admin_create_topic(&admin, &topic, 1, 3).await;
     let tp = TopicPartition::new(topic.as_str(), 0);
     described_once(&admin, &topic, |d| d.partitions[0].leader.is_some()).await;
     // Every broker in sync on the offsets topic first (a broker restarted by an earlier test
-    // may still be catching up), so the commit is on the replica that takes over.
+    // may still be catching up), so the commit is on the replica that takes over. On a fresh
+    // cluster the offsets topic does not exist until a group coordinator is first looked up
+    // (the broker creates it then), so the lookup comes first.
+    admin.group_coordinator(&group).await.unwrap();
     let in_sync = |d: &exactly::TopicDescription| d.partitions.iter().all(|p| p.isr.len() == 3);
     described_once(&admin, "__consumer_offsets", in_sync).await;
     let moved = admin
@@ -789,7 +736,7 @@ async fn admin_calls_end_at_their_deadline() {
         return;
     };
     let _g = cluster.exclusive();
-    let admin = admin(&cluster).await;
+    let admin = cluster.admin().await;
     let proxy = cluster.proxy(0);
     proxy.add_toxic("admin-stall", "timeout", "downstream", r#"{"timeout": 0}"#);
     let short = admin.with_timeout(Duration::from_secs(2));
@@ -819,17 +766,10 @@ async fn admin_example_runs() {
         return;
     };
     let _g = cluster.shared();
-    let admin = admin(&cluster).await;
+    let admin = cluster.admin().await;
     let topic = unique_topic("admin-example");
     let group = unique_topic("admin-example-group");
-    let created = admin
-        .create_topics(
-            [NewTopic::new(&topic).partitions(1).replication_factor(1)],
-            false,
-        )
-        .await
-        .unwrap();
-    assert!(created[&topic].is_ok(), "{created:?}");
+    admin_create_topic(&admin, &topic, 1, 1).await;
     let producer = support::producer_with(&cluster, &[], &[]).await;
     for i in 0..5 {
         let record = Record::to(topic.as_str())
@@ -842,21 +782,7 @@ async fn admin_example_runs() {
     let moved = admin.alter_group_offsets(&group, [(tp, 3)]).await.unwrap();
     assert!(moved.values().all(Result::is_ok), "{moved:?}");
 
-    let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO"))
-            .args(["run", "--quiet", "--example", "admin", "--"])
-            .args(args)
-            .env("KAFKA_BOOTSTRAP", &cluster.bootstrap)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("cargo runs");
-        assert!(
-            out.status.success(),
-            "admin {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let run = |args: &[&str]| cluster.run_admin_example(args);
     let topics = run(&["topics"]);
     assert!(topics.starts_with("TOPIC"), "{topics}");
     let row = topics

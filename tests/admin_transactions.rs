@@ -13,14 +13,15 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use exactly::{
     AbortTransactionSpec, ActiveProducer, Admin, FindHangingOptions, IsolationLevel,
-    ListTransactionsFilter, OffsetSpec, Producer, Record, TopicPartition, TransactionState,
+    ListTransactionsFilter, OffsetSpec, Producer, Record, TopicPartition, TransactionDescription,
+    TransactionState,
 };
 use support::raw_txn::RawTransactionalProducer;
-use support::{Cluster, Isolation, java_tool, run_ok, unique_topic};
+use support::{Cluster, Isolation, eventually, java_tool, unique_topic};
 
 /// The longest a test waits for one expected thing.
 const WAIT: Duration = Duration::from_secs(60);
@@ -28,15 +29,6 @@ const WAIT: Duration = Duration::from_secs(60);
 /// Set in the environment of this binary re-run as a child producer (see
 /// [`our_killed_producer`]): `bootstrap topic transactional-id`.
 const CHILD_ENV: &str = "EXACTLY_ADMIN_TXN_CHILD";
-
-async fn admin(cluster: &Cluster) -> Admin {
-    Admin::builder()
-        .bootstrap(cluster.bootstrap.as_str())
-        .request_timeout(Duration::from_secs(20))
-        .build()
-        .await
-        .expect("admin connects")
-}
 
 async fn transactional(bootstrap: &str, id: &str, timeout: Duration) -> Producer {
     let producer = Producer::from_properties([
@@ -63,16 +55,6 @@ async fn send_acked(producer: &Producer, topic: &str, values: &[&str]) {
     for future in futures {
         future.await.expect("acknowledged");
     }
-}
-
-/// The values kcat reads from `topic` at `isolation` (read_committed stops at the last
-/// stable offset).
-fn values(cluster: &Cluster, topic: &str, isolation: Isolation) -> Vec<String> {
-    cluster
-        .read_topic(topic, isolation)
-        .into_iter()
-        .filter_map(|r| r.value)
-        .collect()
 }
 
 /// The last stable offset and the high watermark of `topic`-0, through the admin client.
@@ -103,15 +85,31 @@ async fn producers_of(admin: &Admin, topic: &str) -> Vec<ActiveProducer> {
     described.remove(&tp).expect("answered").expect("described")
 }
 
+/// `id`'s transaction as its coordinator describes it.
+async fn described(admin: &Admin, id: &str) -> TransactionDescription {
+    let mut described = admin.describe_transactions([id]).await.expect("call");
+    described.remove(id).expect("answered").expect("described")
+}
+
+/// No transaction on `topic` is hanging, whatever the bound: for us and for Kafka's own
+/// `kafka-transactions.sh find-hanging`.
+async fn assert_not_hanging(admin: &Admin, cluster: &Cluster, topic: &str) {
+    let options = FindHangingOptions::default()
+        .topics([topic])
+        .older_than(Duration::ZERO);
+    assert!(
+        admin
+            .find_hanging_transactions(&options)
+            .await
+            .expect("find hanging")
+            .is_empty()
+    );
+    assert!(java_find_hanging(cluster, topic).is_empty());
+}
+
 /// Kafka's own `kafka-transactions.sh` with `args`, its standard output.
 fn transactions_tool(cluster: &Cluster, args: &[&str]) -> String {
-    let mut all = vec![
-        "org.apache.kafka.tools.TransactionsCommand".to_owned(),
-        "--bootstrap-server".into(),
-        cluster.bootstrap.clone(),
-    ];
-    all.extend(args.iter().map(|a| a.to_string()));
-    String::from_utf8_lossy(&run_ok(&mut java_tool(&all)).stdout).into_owned()
+    cluster.kafka_tool("org.apache.kafka.tools.TransactionsCommand", args)
 }
 
 /// The producer ids `kafka-transactions.sh find-hanging --topic` reports (its bound is in
@@ -136,19 +134,9 @@ fn java_find_hanging(cluster: &Cluster, topic: &str) -> Vec<i64> {
 
 /// The `admin` example run with `args` against `cluster`: what it printed.
 fn example(cluster: &Cluster, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO"))
-        .args(["run", "--quiet", "--example", "admin", "--"])
-        .args(["--bootstrap", &cluster.bootstrap])
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "admin {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let mut all = vec!["--bootstrap", cluster.bootstrap.as_str()];
+    all.extend_from_slice(args);
+    cluster.run_admin_example(&all)
 }
 
 /// Sets `transaction.partition.verification.enable` as every broker's default with Kafka's
@@ -157,8 +145,7 @@ struct VerificationOff<'a>(&'a Cluster);
 
 impl<'a> VerificationOff<'a> {
     fn set(cluster: &'a Cluster) -> Self {
-        configs_tool(
-            cluster,
+        cluster.alter_broker_default(
             "--add-config",
             "transaction.partition.verification.enable=false",
         );
@@ -168,48 +155,10 @@ impl<'a> VerificationOff<'a> {
 
 impl Drop for VerificationOff<'_> {
     fn drop(&mut self) {
-        configs_tool(
-            self.0,
+        self.0.alter_broker_default(
             "--delete-config",
             "transaction.partition.verification.enable",
         );
-    }
-}
-
-fn configs_tool(cluster: &Cluster, action: &str, config: &str) {
-    let args = [
-        "kafka.admin.ConfigCommand".to_owned(),
-        "--bootstrap-server".into(),
-        cluster.bootstrap.clone(),
-        "--entity-type".into(),
-        "brokers".into(),
-        "--entity-default".into(),
-        "--alter".into(),
-        action.into(),
-        config.into(),
-    ];
-    run_ok(&mut java_tool(&args));
-}
-
-/// Waits until `check` holds, polling, or fails with `what` after [`WAIT`].
-async fn eventually<F, Fut>(what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    eventually_within(what, WAIT, check).await;
-}
-
-/// Waits until `check` holds, polling, or fails with `what` after `limit`.
-async fn eventually_within<F, Fut>(what: &str, limit: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < limit, "{what} within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
@@ -226,7 +175,7 @@ async fn hanging_transaction_is_found_and_aborted() {
         return;
     };
     let _guard = cluster.exclusive();
-    let admin = admin(&cluster).await;
+    let admin = cluster.admin().await;
     let topic = unique_topic("hanging");
     cluster.create_topic(&topic, 2, 1, &[]);
     let tp = TopicPartition::new(topic.as_str(), 0);
@@ -254,7 +203,7 @@ async fn hanging_transaction_is_found_and_aborted() {
         let _off = VerificationOff::set(&cluster);
         let mut answer = (-1, -1);
         // The config reaches the broker's dynamic config asynchronously.
-        eventually("the leader accepts the unverified batch", || {
+        eventually("the leader accepts the unverified batch", WAIT, || {
             answer = raw.produce_unregistered(&topic, 0, 0, &["hanging-1", "hanging-2"]);
             std::future::ready(answer.0 == 0)
         })
@@ -276,7 +225,7 @@ async fn hanging_transaction_is_found_and_aborted() {
     let (lso, hw) = lso_and_hw(&admin, &topic).await;
     assert_eq!((lso, hw), (start_offset, 7), "LSO at the hanging start");
     assert_eq!(
-        values(&cluster, &topic, Isolation::ReadCommitted),
+        cluster.read_values(&topic, Isolation::ReadCommitted),
         ["before-1", "before-2"]
     );
 
@@ -383,7 +332,7 @@ async fn hanging_transaction_is_found_and_aborted() {
     assert!(!aborted.contains(&format!("on {topic}-0")), "{aborted}");
     assert_eq!(lso_and_hw_of(&admin, &tp1).await, (2, 2));
     assert_eq!(
-        values(&cluster, &topic, Isolation::ReadCommitted),
+        cluster.read_values(&topic, Isolation::ReadCommitted),
         ["before-1", "before-2", "after-1"]
     );
     assert!(
@@ -477,7 +426,7 @@ async fn start_killable(
             "the child opened a transaction"
         );
     }
-    eventually("the leader shows the open transaction", || async {
+    eventually("the leader shows the open transaction", WAIT, || async {
         producers_of(admin, topic)
             .await
             .iter()
@@ -495,7 +444,7 @@ async fn start_killable(
 /// completes without a conflict.
 async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed) {
     let _guard = cluster.shared();
-    let admin = admin(&cluster).await;
+    let admin = cluster.admin().await;
     let topic = unique_topic("killed-txn");
     cluster.create_topic(&topic, 1, 1, &[]);
     let tp = TopicPartition::new(topic.as_str(), 0);
@@ -523,8 +472,7 @@ async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed)
         .expect("list transactions");
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0].transactional_id, id);
-    let described = admin.describe_transactions([&id]).await.expect("call");
-    let description = described[&id].as_ref().expect("described");
+    let description = described(&admin, &id).await;
     assert_eq!(description.state, TransactionState::Ongoing);
     assert!(description.partitions.contains(&tp));
     assert_eq!(description.timeout, timeout);
@@ -566,17 +514,7 @@ async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed)
     assert!(committed.iter().all(|r| r.offset < start_offset));
 
     // Tracked by its coordinator: not hanging, whatever the bound.
-    let options = FindHangingOptions::default()
-        .topics([topic.as_str()])
-        .older_than(Duration::ZERO);
-    assert!(
-        admin
-            .find_hanging_transactions(&options)
-            .await
-            .expect("find hanging")
-            .is_empty()
-    );
-    assert!(java_find_hanging(&cluster, &topic).is_empty());
+    assert_not_hanging(&admin, &cluster, &topic).await;
 
     admin
         .abort_transaction(&AbortTransactionSpec::for_producer(tp.clone(), producer))
@@ -592,25 +530,20 @@ async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed)
     let after = producers_of(&admin, &topic).await;
     assert_eq!(after[0].current_txn_start_offset, None, "{after:?}");
     // The coordinator does not know: it still holds the transaction open there.
-    let described = admin.describe_transactions([&id]).await.expect("call");
-    let description = described[&id].as_ref().expect("described");
+    let description = described(&admin, &id).await;
     assert_eq!(description.state, TransactionState::Ongoing);
     assert!(description.partitions.contains(&tp));
 
     // On the transaction's timeout the coordinator aborts it with a bumped epoch; its marker
     // lands on a partition with nothing open, which the leader accepts: one more marker,
     // nothing more visible, and the coordinator completes the abort.
-    eventually_within(
+    eventually(
         "the coordinator aborts the timed-out transaction",
         timeout + WAIT,
-        || async {
-            let described = admin.describe_transactions([&id]).await.expect("call");
-            described[&id].as_ref().expect("described").state == TransactionState::CompleteAbort
-        },
+        || async { described(&admin, &id).await.state == TransactionState::CompleteAbort },
     )
     .await;
-    let described = admin.describe_transactions([&id]).await.expect("call");
-    let description = described[&id].as_ref().expect("described");
+    let description = described(&admin, &id).await;
     assert!(
         description.producer_epoch > producer.producer_epoch,
         "{description:?}"
@@ -674,7 +607,7 @@ async fn java_killed_producer() {
 /// the bound; the admin client lists it, describes it and its producer on the partition.
 async fn live_transaction_is_not_hanging(cluster: Cluster) {
     let _guard = cluster.shared();
-    let admin = admin(&cluster).await;
+    let admin = cluster.admin().await;
     let topic = unique_topic("live-txn");
     cluster.create_topic(&topic, 1, 1, &[]);
     let tp = TopicPartition::new(topic.as_str(), 0);
@@ -701,27 +634,15 @@ async fn live_transaction_is_not_hanging(cluster: Cluster) {
     assert_eq!(ours.producer_id, metrics.producer_id);
     assert_eq!(ours.state, TransactionState::Ongoing);
 
-    let described = admin.describe_transactions([&id]).await.expect("call");
-    let description = described[&id].as_ref().expect("described");
+    let description = described(&admin, &id).await;
     assert_eq!(description.state, TransactionState::Ongoing);
     assert_eq!(description.partitions, [tp].into_iter().collect());
     assert_eq!(description.producer_epoch, metrics.epoch);
 
-    let options = FindHangingOptions::default()
-        .topics([topic.as_str()])
-        .older_than(Duration::ZERO);
-    assert!(
-        admin
-            .find_hanging_transactions(&options)
-            .await
-            .expect("find hanging")
-            .is_empty()
-    );
-    assert!(java_find_hanging(&cluster, &topic).is_empty());
+    assert_not_hanging(&admin, &cluster, &topic).await;
 
     producer.commit_transaction().await.expect("commit");
-    let described = admin.describe_transactions([&id]).await.expect("call");
-    let description = described[&id].as_ref().expect("described");
+    let description = described(&admin, &id).await;
     assert!(
         matches!(
             description.state,
@@ -730,7 +651,7 @@ async fn live_transaction_is_not_hanging(cluster: Cluster) {
         "{description:?}"
     );
     assert_eq!(
-        values(&cluster, &topic, Isolation::ReadCommitted),
+        cluster.read_values(&topic, Isolation::ReadCommitted),
         ["live-1", "live-2"]
     );
 }
@@ -759,7 +680,7 @@ async fn describe_producers_matches_our_producer() {
         return;
     };
     let _guard = cluster.shared();
-    let admin = admin(&cluster).await;
+    let admin = cluster.admin().await;
     let topic = unique_topic("producers");
     cluster.create_topic(&topic, 2, 1, &[]);
     let producer = Producer::from_properties([

@@ -19,7 +19,7 @@ use std::time::Duration;
 use exactly::__private::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchTopic};
 use exactly::__private::protocol::record_batch::{Codec, DecodedBatch, decode_batches};
 use exactly::{DeliveryFuture, Producer, Record};
-use support::group::RawConnection;
+use support::raw::RawConnection;
 use support::{Cluster, Isolation};
 
 /// Generous bound for any one delivery future (delivery timeout plus slack).

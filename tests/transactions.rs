@@ -87,14 +87,6 @@ async fn await_all(
     out
 }
 
-fn values(cluster: &Cluster, topic: &str, isolation: Isolation) -> Vec<String> {
-    cluster
-        .read_topic(topic, isolation)
-        .into_iter()
-        .filter_map(|r| r.value)
-        .collect()
-}
-
 fn count_prefix(values: &[String], prefix: &str) -> usize {
     values
         .iter()
@@ -130,7 +122,7 @@ async fn commit_visible_abort_invisible(cluster: Cluster) {
     await_all(again).await;
     producer.close().await.unwrap();
 
-    let committed_view = values(&cluster, &topic, Isolation::ReadCommitted);
+    let committed_view = cluster.read_values(&topic, Isolation::ReadCommitted);
     assert_eq!(
         count_prefix(&committed_view, "committed"),
         10,
@@ -146,7 +138,7 @@ async fn commit_visible_abort_invisible(cluster: Cluster) {
         0,
         "aborted records are invisible: {committed_view:?}"
     );
-    let everything = values(&cluster, &topic, Isolation::ReadUncommitted);
+    let everything = cluster.read_values(&topic, Isolation::ReadUncommitted);
     assert_eq!(
         count_prefix(&everything, "aborted"),
         10,
@@ -191,7 +183,7 @@ async fn zombie_is_fenced(cluster: Cluster) {
     successor.close().await.unwrap();
     zombie.close().await.unwrap();
 
-    let committed = values(&cluster, &topic, Isolation::ReadCommitted);
+    let committed = cluster.read_values(&topic, Isolation::ReadCommitted);
     assert_eq!(
         count_prefix(&committed, "zombie"),
         0,
@@ -259,7 +251,7 @@ async fn end_txn_lost_ack_commit_is_success(cluster: Cluster) {
     await_all(sent).await;
     producer.close().await.unwrap();
 
-    let committed = values(&cluster, &topic, Isolation::ReadCommitted);
+    let committed = cluster.read_values(&topic, Isolation::ReadCommitted);
     assert_eq!(
         count_prefix(&committed, "once"),
         10,
@@ -352,7 +344,7 @@ async fn stale_generation_offsets_are_fenced(cluster: Cluster) {
     }
     assert_eq!(committed_offset, 42, "committed with the transaction");
     producer.close().await.unwrap();
-    let committed = values(&cluster, &output, Isolation::ReadCommitted);
+    let committed = cluster.read_values(&output, Isolation::ReadCommitted);
     assert_eq!(committed, ["fresh-0"], "{committed:?}");
 }
 on_both_versions!(stale_generation_offsets_are_fenced);
@@ -406,7 +398,7 @@ async fn abortable_error_then_abort_then_continue(cluster: Cluster) {
         .expect("the next transaction commits");
     await_all(next).await;
     producer.close().await.unwrap();
-    let committed = values(&cluster, &normal, Isolation::ReadCommitted);
+    let committed = cluster.read_values(&normal, Isolation::ReadCommitted);
     assert_eq!(count_prefix(&committed, "lost"), 0, "{committed:?}");
     assert_eq!(count_prefix(&committed, "next"), 3, "{committed:?}");
 }
@@ -439,7 +431,10 @@ async fn coordinator_killed_mid_commit(cluster: Cluster) {
     // the markers (bounded), then judge the final state.
     let mut visible = 0;
     for _ in 0..60 {
-        visible = count_prefix(&values(&cluster, &topic, Isolation::ReadCommitted), "maybe");
+        visible = count_prefix(
+            &cluster.read_values(&topic, Isolation::ReadCommitted),
+            "maybe",
+        );
         if visible == 20 {
             break;
         }
@@ -552,7 +547,7 @@ async fn commit_again_and_go_on(cluster: &Cluster, blind: BlindCommit, name: &st
         .expect("next commit");
     await_all(next).await;
     blind.producer.close().await.unwrap();
-    let committed = values(cluster, &blind.topic, Isolation::ReadCommitted);
+    let committed = cluster.read_values(&blind.topic, Isolation::ReadCommitted);
     assert_eq!(count_prefix(&committed, name), 1000, "visible exactly once");
     assert_eq!(count_prefix(&committed, "next"), 5);
 }
@@ -641,7 +636,7 @@ async fn coordinator_timed_out_transaction_is_abortable_and_recovers(cluster: Cl
         .expect("the next transaction commits");
     await_all(next).await;
     producer.close().await.unwrap();
-    let committed = values(&cluster, &topic, Isolation::ReadCommitted);
+    let committed = cluster.read_values(&topic, Isolation::ReadCommitted);
     assert_eq!(count_prefix(&committed, "expired"), 0, "{committed:?}");
     assert_eq!(count_prefix(&committed, "next"), 5, "{committed:?}");
 }
@@ -758,7 +753,7 @@ async fn send_offsets_with_lost_answers_then_abort_ends_the_transaction_tv1() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(committed_offset, 7, "the next transaction's offset, not 5");
-    let committed = values(&cluster, &output, Isolation::ReadCommitted);
+    let committed = cluster.read_values(&output, Isolation::ReadCommitted);
     assert_eq!(committed, ["first-0", "next-0", "next-1", "next-2"]);
 }
 
@@ -905,7 +900,7 @@ fn coordinator_outage_logs_once(cluster: Option<Cluster>) {
             outcome.expect("delivered in a committed transaction");
         }
         producer.close().await.unwrap();
-        let committed = values(&cluster, &topic, Isolation::ReadCommitted);
+        let committed = cluster.read_values(&topic, Isolation::ReadCommitted);
         assert_eq!(count_prefix(&committed, "first"), 5, "{committed:?}");
         assert_eq!(count_prefix(&committed, "second"), 5, "{committed:?}");
     });

@@ -6,13 +6,9 @@
 
 use std::time::Duration;
 
-use tracing::debug;
-
 use crate::error::Error;
-use crate::net::properties::{
-    self, check_bootstrap_servers, config_error, list_entries, parse_number, unknown_property,
-};
-use crate::net::security::{SECURITY_PROPERTY_NAMES, SecurityConfig};
+use crate::net::properties::{self, check_bootstrap_servers, config_error, parse_number};
+use crate::net::security::SecurityConfig;
 use crate::types::millis;
 
 const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
@@ -91,9 +87,7 @@ impl AdminConfig {
         let value = value.trim();
         match key {
             BOOTSTRAP_SERVERS => {
-                self.bootstrap_servers = list_entries(value)
-                    .filter(|entry| !entry.is_empty())
-                    .collect();
+                self.bootstrap_servers = properties::bootstrap_entries(value);
             }
             CLIENT_ID => self.client_id = value.to_owned(),
             REQUEST_TIMEOUT_MS | DEFAULT_API_TIMEOUT_MS => {
@@ -103,20 +97,13 @@ impl AdminConfig {
             RECONNECT_BACKOFF_MS => self.reconnect_backoff_ms = parse_number(key, value)?,
             RECONNECT_BACKOFF_MAX_MS => self.reconnect_backoff_max_ms = parse_number(key, value)?,
             _ => {
-                if let Some(result) = self.security.set(key, value) {
-                    return result;
-                }
-                if properties::is_ignored_property(key) {
-                    debug!(
-                        property = key,
-                        "ignoring a setting that does not apply to the admin client"
-                    );
-                    return Ok(());
-                }
-                return Err(unknown_property(
+                return properties::set_shared_property(
+                    &mut self.security,
                     key,
-                    ADMIN_PROPERTY_NAMES.iter().chain(&SECURITY_PROPERTY_NAMES),
-                ));
+                    value,
+                    &ADMIN_PROPERTY_NAMES,
+                    "admin",
+                );
             }
         }
         Ok(())

@@ -14,8 +14,9 @@ use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRe
 use kafka_protocol::protocol::StrBytes;
 
 use super::Admin;
-use super::wire::{outcome, string, text};
+use super::wire::{outcome, string};
 use crate::error::{Error, Result};
+use crate::protocol::generated::str_bytes;
 
 /// Something that has configs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -137,9 +138,9 @@ impl AlterConfig {
             AlterConfig::Subtract(name, value) => (name, 3, Some(value)),
         };
         AlterableConfig::default()
-            .with_name(text(name))
+            .with_name(str_bytes(name))
             .with_config_operation(operation)
-            .with_value(value.map(|v| text(v)))
+            .with_value(value.map(|v| str_bytes(v)))
     }
 }
 
@@ -174,7 +175,7 @@ impl Admin {
                         .map(|(r, ())| {
                             DescribeConfigsResource::default()
                                 .with_resource_type(r.type_code())
-                                .with_resource_name(text(&r.name()))
+                                .with_resource_name(str_bytes(&r.name()))
                                 .with_configuration_keys(None)
                         })
                         .collect(),
@@ -227,7 +228,7 @@ impl Admin {
                             .map(|(r, configs)| {
                                 AlterConfigsResource::default()
                                     .with_resource_type(r.type_code())
-                                    .with_resource_name(text(&r.name()))
+                                    .with_resource_name(str_bytes(&r.name()))
                                     .with_configs(
                                         configs.iter().map(AlterConfig::to_wire).collect(),
                                     )
@@ -266,10 +267,10 @@ mod tests {
         assert_eq!(ConfigResource::Broker(3).broker(), Some(3));
         assert_eq!(topic.broker(), None);
         assert_eq!(
-            ConfigResource::from_wire(4, &text("3")).unwrap(),
+            ConfigResource::from_wire(4, &str_bytes("3")).unwrap(),
             ConfigResource::Broker(3)
         );
-        assert!(ConfigResource::from_wire(8, &text("g")).is_err());
+        assert!(ConfigResource::from_wire(8, &str_bytes("g")).is_err());
         let ops: Vec<(i8, Option<String>)> = [
             AlterConfig::Set("a".into(), "1".into()),
             AlterConfig::Delete("a".into()),
@@ -301,7 +302,7 @@ mod tests {
         let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
             AlterConfigsResource::default()
                 .with_resource_type(2)
-                .with_resource_name(text("t"))
+                .with_resource_name(str_bytes("t"))
                 .with_configs(vec![AlterConfig::Delete("a".into()).to_wire()]),
         ]);
         assert_eq!(crate::protocol::generated::lowest_version(&request), 0);

@@ -20,11 +20,14 @@ use kafka_protocol::messages::{
     consumer_group_describe_response, describe_groups_response,
 };
 
-use super::wire::{by_topic, group_id, outcome, string, text, topic_name};
+use kafka_protocol::protocol::StrBytes;
+
+use super::wire::{by_topic, outcome, string};
 use super::{Admin, CoordinatorAnswer, CoordinatorKind, coordinator_error};
 use crate::consumer::assignor::decode_assignment;
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
+use crate::protocol::generated::{group_id, str_bytes, topic_name};
 use crate::protocol::messages::offset_commit::OffsetCommitResponse;
 use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
 use crate::types::TopicPartition;
@@ -220,12 +223,9 @@ impl Admin {
         let response = self
             .call_coordinator(CoordinatorKind::Group, group, request)
             .await?;
-        let described = response
-            .groups
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::broker(ErrorCode::GROUP_ID_NOT_FOUND))?;
-        outcome(described.error_code, described.error_message.as_ref())?;
+        let described = the_one_group(response.groups, |g| {
+            (g.error_code, g.error_message.as_ref())
+        })?;
         let coordinator = self.group_coordinator(group).await?;
         classic_description(described, coordinator)
     }
@@ -235,12 +235,9 @@ impl Admin {
         let response = self
             .call_coordinator(CoordinatorKind::Group, group, request)
             .await?;
-        let described = response
-            .groups
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::broker(ErrorCode::GROUP_ID_NOT_FOUND))?;
-        outcome(described.error_code, described.error_message.as_ref())?;
+        let described = the_one_group(response.groups, |g| {
+            (g.error_code, g.error_message.as_ref())
+        })?;
         let coordinator = self.group_coordinator(group).await?;
         Ok(consumer_description(described, coordinator))
     }
@@ -324,7 +321,7 @@ impl Admin {
             let request = OffsetCommitRequest::default()
                 .with_group_id(group_id(group))
                 .with_generation_id_or_member_epoch(-1)
-                .with_member_id(text(""))
+                .with_member_id(str_bytes(""))
                 .with_retention_time_ms(-1)
                 .with_topics(topics);
             let response = self
@@ -437,6 +434,18 @@ fn from_outside(error: Error, group: &str) -> Error {
         },
         other => other,
     }
+}
+
+/// The one group a describe request asked about, or its error (`error` reads the group's
+/// error code and message; no group in the answer is GROUP_ID_NOT_FOUND).
+fn the_one_group<G>(groups: Vec<G>, error: fn(&G) -> (i16, Option<&StrBytes>)) -> Result<G> {
+    let described = groups
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::broker(ErrorCode::GROUP_ID_NOT_FOUND))?;
+    let (code, message) = error(&described);
+    outcome(code, message)?;
+    Ok(described)
 }
 
 fn classic_description(

@@ -35,8 +35,8 @@ pub use transactions::{
 };
 
 use crate::error::Result;
-use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};
-use crate::net::ready::{Probe, first_metadata};
+use crate::net::connection::{BrokerLink, LinkConfig};
+use crate::net::ready::{BootstrapLinks, Probe, bootstrap_links, first_metadata};
 
 /// A Kafka admin client: a cheap, cloneable handle (clones share the connections).
 ///
@@ -100,19 +100,20 @@ impl Admin {
     pub async fn with_config(config: AdminConfig) -> Result<Admin> {
         config.validate()?;
         let timeout = config.request_timeout();
-        let link_config = LinkConfig::new(
-            config.client_id.clone(),
+        let BootstrapLinks {
+            link_config,
+            client_id,
+            links: bootstrap,
+        } = bootstrap_links(
+            &config.client_id,
             timeout,
-            Duration::from_millis(config.reconnect_backoff_ms),
-            Duration::from_millis(config.reconnect_backoff_max_ms),
-            LinkSecurity::from_config(&config.security)?,
-        );
-        let client_id: Arc<str> = Arc::from(config.client_id.as_str());
-        let bootstrap: Vec<BrokerLink> = config
-            .bootstrap_servers
-            .iter()
-            .map(|address| BrokerLink::spawn(address.clone(), link_config.clone()))
-            .collect();
+            (
+                Duration::from_millis(config.reconnect_backoff_ms),
+                Duration::from_millis(config.reconnect_backoff_max_ms),
+            ),
+            &config.security,
+            &config.bootstrap_servers,
+        )?;
         let probe = Probe {
             request_timeout: timeout,
             retry_backoff: config.retry_backoff(),

@@ -12,10 +12,11 @@ use kafka_protocol::messages::{DeleteRecordsRequest, ListOffsetsRequest};
 
 use super::Admin;
 use super::routing::topic_description;
-use super::wire::{by_topic, millis_left, outcome, string, topic_name};
+use super::wire::{by_topic, millis_left, outcome, string};
 use crate::IsolationLevel;
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
+use crate::protocol::generated::topic_name;
 
 use crate::types::TopicPartition;
 

@@ -299,8 +299,7 @@ impl Admin {
             if Instant::now() >= deadline {
                 break;
             }
-            let cached = self.directory().coordinators.get(&entry).copied();
-            let node = match cached {
+            let node = match self.known_coordinator(kind, key) {
                 Some(node) => node,
                 None => match self.find_coordinator(kind, key, deadline).await {
                     Ok(node) => node,
@@ -334,23 +333,16 @@ impl Admin {
             last = Some(Error::broker(code));
             self.pause_until(deadline).await;
         }
-        let last = last.map_or_else(String::new, |e| format!(" (last: {e})"));
-        Err(Error::Timeout(format!(
-            "the {} coordinator of {key:?} did not answer within {} ms{last}",
-            kind.name(),
-            self.timeout.as_millis()
-        )))
+        Err(self.gave_up(
+            format!("the {} coordinator of {key:?} did not answer", kind.name()),
+            last,
+        ))
     }
 
     /// The node id of the coordinator of `key`: the one found before, or FindCoordinator's
     /// answer, within the call's deadline.
     pub(crate) async fn coordinator_node(&self, kind: CoordinatorKind, key: &str) -> Result<i32> {
-        let cached = self
-            .directory()
-            .coordinators
-            .get(&(kind, key.to_owned()))
-            .copied();
-        match cached {
+        match self.known_coordinator(kind, key) {
             Some(node) => Ok(node),
             None => self.find_coordinator(kind, key, self.deadline()).await,
         }
@@ -392,12 +384,25 @@ impl Admin {
             }
             self.pause_until(deadline).await;
         }
+        Err(self.gave_up(format!("no {} coordinator of {key:?}", kind.name()), last))
+    }
+
+    /// The [`Error::Timeout`] of a call that gave up on `what` at its deadline, with the last
+    /// retriable error seen.
+    fn gave_up(&self, what: String, last: Option<Error>) -> Error {
         let last = last.map_or_else(String::new, |e| format!(" (last: {e})"));
-        Err(Error::Timeout(format!(
-            "no {} coordinator of {key:?} within {} ms{last}",
-            kind.name(),
+        Error::Timeout(format!(
+            "{what} within {} ms{last}",
             self.timeout.as_millis()
-        )))
+        ))
+    }
+
+    /// The coordinator of `key` found before, if any.
+    fn known_coordinator(&self, kind: CoordinatorKind, key: &str) -> Option<i32> {
+        self.directory()
+            .coordinators
+            .get(&(kind, key.to_owned()))
+            .copied()
     }
 
     /// Metadata for `topics` (`None`: every topic; `Some(vec![])`: brokers only), within

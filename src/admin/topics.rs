@@ -14,9 +14,10 @@ use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest};
 
 use super::routing::topic_description;
-use super::wire::{broker_ids, millis_left, outcome, string, text, topic_name};
+use super::wire::{broker_ids, millis_left, outcome, string};
 use super::{Admin, TopicDescription};
 use crate::error::Result;
+use crate::protocol::generated::{str_bytes, topic_name};
 
 /// A topic to create: [`Admin::create_topics`].
 ///
@@ -97,8 +98,8 @@ impl NewTopic {
                     .iter()
                     .map(|(key, value)| {
                         CreatableTopicConfig::default()
-                            .with_name(text(key))
-                            .with_value(Some(text(value)))
+                            .with_name(str_bytes(key))
+                            .with_value(Some(str_bytes(value)))
                     })
                     .collect(),
             )

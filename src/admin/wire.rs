@@ -9,9 +9,7 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
-// The field constructors, under the names the admin modules use.
 use crate::protocol::error_code::ErrorCode;
-pub(super) use crate::protocol::generated::{group_id, str_bytes as text, topic_name};
 use crate::types::TopicPartition;
 
 /// Node ids as broker id fields.
@@ -62,19 +60,20 @@ pub(super) fn by_topic<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::generated::str_bytes;
 
     #[test]
     fn outcomes_keep_the_code_and_a_message_only_when_there_is_one() {
-        assert!(outcome(0, Some(&text("ignored"))).is_ok());
+        assert!(outcome(0, Some(&str_bytes("ignored"))).is_ok());
         let Err(Error::Broker { code, message }) =
-            outcome(36, Some(&text("Topic 't' already exists.")))
+            outcome(36, Some(&str_bytes("Topic 't' already exists.")))
         else {
             panic!("an error code is an error");
         };
         assert_eq!(code, ErrorCode::TOPIC_ALREADY_EXISTS);
         assert_eq!(message.as_deref(), Some("Topic 't' already exists."));
         assert!(matches!(
-            outcome(15, Some(&text(""))),
+            outcome(15, Some(&str_bytes(""))),
             Err(Error::Broker { message: None, .. })
         ));
     }

@@ -7,15 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tracing::debug;
-
 use super::hooks::{ConsumerHooks, HooksHandle};
 use crate::error::Error;
 use crate::net::properties::{
-    self, check_bootstrap_servers, config_error, list_entries, parse_bool, parse_choice,
-    parse_number, unknown_property,
+    self, check_bootstrap_servers, config_error, parse_bool, parse_choice, parse_number,
 };
-use crate::net::security::{SECURITY_PROPERTY_NAMES, SecurityConfig};
+use crate::net::security::SecurityConfig;
 use crate::types::Millis;
 
 const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
@@ -306,9 +303,7 @@ impl ConsumerConfig {
         let value = value.trim();
         match key {
             BOOTSTRAP_SERVERS => {
-                self.bootstrap_servers = list_entries(value)
-                    .filter(|entry| !entry.is_empty())
-                    .collect();
+                self.bootstrap_servers = properties::bootstrap_entries(value);
             }
             GROUP_ID => self.group_id = value.to_owned(),
             CLIENT_ID => self.client_id = value.to_owned(),
@@ -352,22 +347,13 @@ impl ConsumerConfig {
                 self.group_remote_assignor = (!value.is_empty()).then(|| value.to_owned());
             }
             _ => {
-                if let Some(result) = self.security.set(key, value) {
-                    return result;
-                }
-                if properties::is_ignored_property(key) {
-                    debug!(
-                        property = key,
-                        "ignoring a setting that does not apply to this consumer"
-                    );
-                    return Ok(());
-                }
-                return Err(unknown_property(
+                return properties::set_shared_property(
+                    &mut self.security,
                     key,
-                    CONSUMER_PROPERTY_NAMES
-                        .iter()
-                        .chain(&SECURITY_PROPERTY_NAMES),
-                ));
+                    value,
+                    &CONSUMER_PROPERTY_NAMES,
+                    "consumer",
+                );
             }
         }
         Ok(())

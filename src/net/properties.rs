@@ -1,10 +1,13 @@
-//! Parsing and checking of Kafka properties, shared by [`crate::ProducerConfig`] and
-//! [`crate::ConsumerConfig`]: both take `(name, value)` pairs under Kafka's names, parsed as
+//! Parsing and checking of Kafka properties, shared by [`crate::ProducerConfig`],
+//! [`crate::ConsumerConfig`] and [`crate::AdminConfig`]: each takes `(name, value)` pairs under Kafka's names, parsed as
 //! Java's `ConfigDef` parses its types, and name the property at fault in every error.
 
 use std::str::FromStr;
 
+use tracing::debug;
+
 use crate::error::Error;
+use crate::net::security::{SECURITY_PROPERTY_NAMES, SecurityConfig};
 
 /// A validated configuration from `(property, value)` pairs under Kafka's names: each applied
 /// with `set` over the defaults, in order (a repeated property: the last wins), then the whole
@@ -50,6 +53,39 @@ pub(crate) fn is_ignored_property(key: &str) -> bool {
     ];
     const IGNORED_PREFIXES: [&str; 3] = ["schema.registry.", "basic.auth.", "bearer.auth."];
     IGNORED.contains(&key) || IGNORED_PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
+/// A property none of `client`'s own settings matched: a security setting (applied to
+/// `security`), one of the shared file's ignored ones (a debug event), or else unknown, the
+/// error suggesting the closest of `own_names` and the security names.
+pub(crate) fn set_shared_property(
+    security: &mut SecurityConfig,
+    key: &str,
+    value: &str,
+    own_names: &[&str],
+    client: &'static str,
+) -> Result<(), Error> {
+    if let Some(result) = security.set(key, value) {
+        return result;
+    }
+    if is_ignored_property(key) {
+        debug!(
+            property = key,
+            client, "ignoring a setting that does not apply to this client"
+        );
+        return Ok(());
+    }
+    Err(unknown_property(
+        key,
+        own_names.iter().chain(&SECURITY_PROPERTY_NAMES),
+    ))
+}
+
+/// `bootstrap.servers`' entries, empty ones (a trailing comma) left out.
+pub(crate) fn bootstrap_entries(value: &str) -> Vec<String> {
+    list_entries(value)
+        .filter(|entry| !entry.is_empty())
+        .collect()
 }
 
 /// A configuration error about `setting`.

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use tracing::error;
 
-use super::connection::BrokerLink;
+use super::connection::{BrokerLink, LinkConfig, LinkSecurity};
+use super::security::SecurityConfig;
 use crate::error::{BrokerFailure, Error, ErrorChain, Result};
 use crate::protocol::messages::metadata::MetadataResponse;
 use crate::protocol::versions::BrokerApiVersions;
@@ -69,6 +70,43 @@ pub(crate) struct Probe {
     pub retry_backoff: Duration,
     /// Ask again, round after round, until then; `None`: one round.
     pub deadline: Option<Instant>,
+}
+
+/// What a client starts from: its connection settings and one link per bootstrap server.
+pub(crate) struct BootstrapLinks {
+    /// Every connection's settings, kept for the links opened later.
+    pub link_config: LinkConfig,
+    /// `client.id`, as the requests carry it.
+    pub client_id: Arc<str>,
+    /// One link per bootstrap server, in the configured order.
+    pub links: Vec<BrokerLink>,
+}
+
+/// Spawns one link per address in `servers` with a client's connection settings: `client_id`,
+/// each request's bound, the reconnect backoff (start, maximum) and `security`.
+pub(crate) fn bootstrap_links(
+    client_id: &str,
+    request_timeout: Duration,
+    reconnect_backoff: (Duration, Duration),
+    security: &SecurityConfig,
+    servers: &[String],
+) -> Result<BootstrapLinks> {
+    let link_config = LinkConfig::new(
+        client_id.to_owned(),
+        request_timeout,
+        reconnect_backoff.0,
+        reconnect_backoff.1,
+        LinkSecurity::from_config(security)?,
+    );
+    let links = servers
+        .iter()
+        .map(|address| BrokerLink::spawn(address.clone(), link_config.clone()))
+        .collect();
+    Ok(BootstrapLinks {
+        link_config,
+        client_id: Arc::from(client_id),
+        links,
+    })
 }
 
 /// Asks `links` for cluster metadata, one after the other, until one answers: its answer and

@@ -22,19 +22,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::net::properties::{
-    check_bootstrap_servers, config_error, list_entries, parse_bool, parse_number, unknown_property,
+    self, check_bootstrap_servers, config_error, list_entries, parse_bool, parse_number,
 };
 pub use compression::CompressionConfig;
-
-use tracing::debug;
 
 use crate::error::Error;
 use crate::net::secret::Secret;
 #[cfg(feature = "sasl-oauthbearer")]
 use crate::net::security::OAuthBearerTokenProvider;
-use crate::net::security::{
-    Pem, SECURITY_PROPERTY_NAMES, SaslMechanism, SecurityConfig, SecurityProtocol,
-};
+use crate::net::security::{Pem, SaslMechanism, SecurityConfig, SecurityProtocol};
 use crate::producer::hooks::{HooksObserver, ProducerHooks};
 use crate::protocol::record_batch::Compression;
 use crate::types::millis;
@@ -300,20 +296,13 @@ impl ProducerConfig {
             TRANSACTION_TIMEOUT_MS => self.transaction_timeout_ms = parse_number(key, value)?,
             compression if self.compression.set(compression, value)? => {}
             _ => {
-                if let Some(result) = self.security.set(key, value) {
-                    return result;
-                }
-                if crate::net::properties::is_ignored_property(key) {
-                    debug!(
-                        property = key,
-                        "ignoring a setting that does not apply to this producer"
-                    );
-                    return Ok(());
-                }
-                return Err(unknown_property(
+                return properties::set_shared_property(
+                    &mut self.security,
                     key,
-                    PROPERTY_NAMES.iter().chain(&SECURITY_PROPERTY_NAMES),
-                ));
+                    value,
+                    &PROPERTY_NAMES,
+                    "producer",
+                );
             }
         }
         Ok(())

@@ -3,15 +3,13 @@
 //! blocking socket with the crate's codec, so a test knows the generation and member id the
 //! group coordinator really assigned (KIP-447 fencing is checked against them).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use bytes::Bytes;
 use exactly::__private::protocol::generated::{group_id as group, str_bytes, topic_name};
-use exactly::__private::protocol::header::{ResponseHeader, encode_request_frame};
-use exactly::__private::protocol::{Decode, Decoder, Request};
 use exactly::ConsumerGroupMetadata;
+
+use super::raw::RawConnection;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopics,
@@ -31,48 +29,6 @@ const FIND_COORDINATOR_VERSION: i16 = 4;
 const JOIN_GROUP_VERSION: i16 = 5;
 const SYNC_GROUP_VERSION: i16 = 3;
 const OFFSET_FETCH_VERSION: i16 = 7;
-
-/// A blocking connection to one broker.
-pub struct RawConnection {
-    stream: TcpStream,
-    correlation_id: i32,
-}
-
-impl RawConnection {
-    /// Connects to `address` (`host:port`).
-    pub fn connect(address: &str) -> Self {
-        let stream =
-            TcpStream::connect(address).unwrap_or_else(|e| panic!("connect to {address}: {e}"));
-        stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
-        Self {
-            stream,
-            correlation_id: 0,
-        }
-    }
-
-    /// Sends `request` at `version` and decodes the response.
-    pub fn call<R: Request>(&mut self, request: &R, version: i16) -> R::Response {
-        self.correlation_id += 1;
-        let frame =
-            encode_request_frame(request, version, self.correlation_id, Some("exactly-tests"))
-                .expect("encode request");
-        self.stream.write_all(&frame).expect("write request");
-        let mut size = [0u8; 4];
-        self.stream
-            .read_exact(&mut size)
-            .expect("read response size");
-        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-        self.stream.read_exact(&mut body).expect("read response");
-        let mut d = Decoder::new(&body);
-        let header = ResponseHeader::decode(
-            &mut d,
-            ResponseHeader::is_v1(R::API_KEY as i16, R::is_flexible(version)),
-        )
-        .expect("response header");
-        assert_eq!(header.correlation_id, self.correlation_id);
-        R::Response::read_body(&mut d, version).expect("response body")
-    }
-}
 
 /// A member of a consumer group, as the group coordinator knows it.
 pub struct GroupMember {

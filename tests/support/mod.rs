@@ -14,6 +14,9 @@ pub mod delivery;
 pub mod group;
 pub mod java_group;
 pub mod members;
+// One blocking connection for the tests that speak the protocol by hand.
+#[cfg(feature = "internals")]
+pub mod raw;
 #[cfg(feature = "internals")]
 pub mod raw_txn;
 
@@ -221,75 +224,124 @@ impl Cluster {
         replication: u32,
         configs: &[(&str, &str)],
     ) {
+        let (partitions, replication) = (partitions.to_string(), replication.to_string());
+        let configs: Vec<String> = configs.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let mut args = vec![
-            "org.apache.kafka.tools.TopicCommand".to_owned(),
-            "--bootstrap-server".into(),
-            self.bootstrap.clone(),
-            "--create".into(),
-            "--topic".into(),
-            topic.into(),
-            "--partitions".into(),
-            partitions.to_string(),
-            "--replication-factor".into(),
-            replication.to_string(),
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            &partitions,
+            "--replication-factor",
+            &replication,
         ];
-        for (k, v) in configs {
-            args.push("--config".into());
-            args.push(format!("{k}={v}"));
+        for config in &configs {
+            args.extend(["--config", config]);
         }
-        run_ok(&mut java_tool(&args));
+        self.kafka_tool("org.apache.kafka.tools.TopicCommand", &args);
     }
 
     /// The offsets `group` committed for `topic`, by partition, as Kafka's own
     /// `kafka-consumer-groups --describe` reads them (a partition without a commit is left
     /// out).
     pub fn group_offsets(&self, group: &str, topic: &str) -> std::collections::BTreeMap<i32, i64> {
-        let args = [
-            "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand".to_owned(),
+        // "-": no commit.
+        self.group_rows(group, topic)
+            .iter()
+            .filter_map(|columns| Some((columns[2].parse().ok()?, columns[3].parse().ok()?)))
+            .collect()
+    }
+
+    /// `kafka-consumer-groups --describe` for `group`: the rows of `topic`'s partitions,
+    /// split into columns (GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...).
+    pub fn group_rows(&self, group: &str, topic: &str) -> Vec<Vec<String>> {
+        let out = self.kafka_tool(
+            "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+            &["--describe", "--group", group],
+        );
+        out.lines()
+            .map(|line| line.split_whitespace().map(str::to_owned).collect())
+            .filter(|columns: &Vec<String>| columns.len() >= 4 && columns[1] == topic)
+            .collect()
+    }
+
+    /// Kafka's own tool `class` (its `main`) run against this cluster with `args` after
+    /// `--bootstrap-server`: its standard output (a failed run fails the test).
+    pub fn kafka_tool(&self, class: &str, args: &[&str]) -> String {
+        let mut all = vec![
+            class.to_owned(),
             "--bootstrap-server".into(),
             self.bootstrap.clone(),
-            "--describe".into(),
-            "--group".into(),
-            group.into(),
         ];
-        let out = run_ok(&mut java_tool(&args));
-        // GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...; "-": no commit.
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|line| {
-                let columns: Vec<&str> = line.split_whitespace().collect();
-                if columns.len() < 4 || columns[1] != topic {
-                    return None;
-                }
-                Some((columns[2].parse().ok()?, columns[3].parse().ok()?))
-            })
+        all.extend(args.iter().map(|a| a.to_string()));
+        String::from_utf8_lossy(&run_ok(&mut java_tool(&all)).stdout).into_owned()
+    }
+
+    /// The values kcat reads from `topic` at `isolation` (records without a value left out).
+    pub fn read_values(&self, topic: &str, isolation: Isolation) -> Vec<String> {
+        self.read_topic(topic, isolation)
+            .into_iter()
+            .filter_map(|r| r.value)
             .collect()
+    }
+
+    /// An admin client bootstrapping from this cluster, each request given 20 seconds.
+    pub async fn admin(&self) -> exactly::Admin {
+        exactly::Admin::builder()
+            .bootstrap(self.bootstrap.as_str())
+            .request_timeout(Duration::from_secs(20))
+            .build()
+            .await
+            .expect("admin connects")
+    }
+
+    /// Kafka's own `kafka-configs --alter` of every broker's default (a dynamic,
+    /// cluster-wide config): `action` (`--add-config`, `--delete-config`) with `config`.
+    pub fn alter_broker_default(&self, action: &str, config: &str) {
+        self.kafka_tool(
+            "kafka.admin.ConfigCommand",
+            &[
+                "--entity-type",
+                "brokers",
+                "--entity-default",
+                "--alter",
+                action,
+                config,
+            ],
+        );
+    }
+
+    /// The `admin` example run with `args` against this cluster (`KAFKA_BOOTSTRAP` set to
+    /// it): what it printed; a failed run fails the test.
+    pub fn run_admin_example(&self, args: &[&str]) -> String {
+        let out = Command::new(env!("CARGO"))
+            .args(["run", "--quiet", "--example", "admin", "--"])
+            .args(args)
+            .env("KAFKA_BOOTSTRAP", &self.bootstrap)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("cargo runs");
+        assert!(
+            out.status.success(),
+            "admin {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Kafka's `FeatureCommand describe` output.
     pub fn describe_features(&self) -> String {
-        let args = [
-            "org.apache.kafka.tools.FeatureCommand".to_owned(),
-            "--bootstrap-server".into(),
-            self.bootstrap.clone(),
-            "describe".into(),
-        ];
-        String::from_utf8_lossy(&run_ok(&mut java_tool(&args)).stdout).into_owned()
+        self.kafka_tool("org.apache.kafka.tools.FeatureCommand", &["describe"])
     }
 
     /// The transaction coordinator's view of `transactional_id`, from Kafka's own
     /// `TransactionsCommand describe`: its state (`Ongoing`, `CompleteAbort`, ...) and the
     /// partitions of the open transaction (empty when none is open).
     pub fn describe_transaction(&self, transactional_id: &str) -> (String, Vec<String>) {
-        let args = [
-            "org.apache.kafka.tools.TransactionsCommand".to_owned(),
-            "--bootstrap-server".into(),
-            self.bootstrap.clone(),
-            "describe".into(),
-            "--transactional-id".into(),
-            transactional_id.into(),
-        ];
-        let out = String::from_utf8_lossy(&run_ok(&mut java_tool(&args)).stdout).into_owned();
+        let out = self.kafka_tool(
+            "org.apache.kafka.tools.TransactionsCommand",
+            &["describe", "--transactional-id", transactional_id],
+        );
         let mut lines = out.lines().filter(|l| !l.trim().is_empty());
         let header: Vec<&str> = lines
             .next()
@@ -402,6 +454,39 @@ pub async fn transactional_producer_with(
         .await
         .expect("init_transactions");
     producer
+}
+
+/// Creates `topic` with `partitions` and `replication` through `admin`; fails the test
+/// unless the broker created it.
+pub async fn admin_create_topic(
+    admin: &exactly::Admin,
+    topic: &str,
+    partitions: i32,
+    replication: i16,
+) {
+    let created = admin
+        .create_topics(
+            [exactly::NewTopic::new(topic)
+                .partitions(partitions)
+                .replication_factor(replication)],
+            false,
+        )
+        .await
+        .expect("create_topics answered");
+    assert!(created[topic].is_ok(), "{created:?}");
+}
+
+/// Waits until `check` holds, polling every 250 ms, or fails with `what` after `limit`.
+pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < limit, "{what} within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// A topic name unique to this test run, so reruns against the same cluster never collide.

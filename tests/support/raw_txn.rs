@@ -6,11 +6,8 @@
 //! Requests and responses are `kafka-protocol`'s generated messages over a blocking socket,
 //! independent of the crate's client code; the record batch is the crate's own builder.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
 use exactly::__private::protocol::record_batch::BatchBuilder;
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
@@ -20,63 +17,13 @@ use kafka_protocol::messages::produce_request::{
     PartitionProduceData, ProduceRequest, TopicProduceData,
 };
 use kafka_protocol::messages::produce_response::ProduceResponse;
-use kafka_protocol::messages::{
-    ApiKey, ProducerId, RequestHeader, ResponseHeader, TopicName, TransactionalId,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::messages::{ApiKey, ProducerId, TopicName, TransactionalId};
+use kafka_protocol::protocol::StrBytes;
+
+use super::raw::RawConnection;
 
 /// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: ask again.
 const COORDINATOR_RETRIABLE: [i16; 3] = [14, 15, 16];
-
-/// A blocking connection to one broker speaking generated messages.
-pub struct RawBroker {
-    stream: TcpStream,
-    correlation_id: i32,
-}
-
-impl RawBroker {
-    /// Connects to `address` (`host:port`).
-    pub fn connect(address: &str) -> Self {
-        let stream =
-            TcpStream::connect(address).unwrap_or_else(|e| panic!("connect to {address}: {e}"));
-        stream.set_read_timeout(Some(Duration::from_secs(30))).ok();
-        Self {
-            stream,
-            correlation_id: 0,
-        }
-    }
-
-    /// Sends `request` at `version` and decodes the answer.
-    pub fn call<Q, A>(&mut self, key: ApiKey, version: i16, request: &Q) -> A
-    where
-        Q: Encodable + HeaderVersion,
-        A: Decodable + HeaderVersion,
-    {
-        self.correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("exactly-raw-txn")));
-        let mut body = BytesMut::new();
-        header
-            .encode(&mut body, Q::header_version(version))
-            .expect("encode header");
-        request.encode(&mut body, version).expect("encode request");
-        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-        frame.extend_from_slice(&body);
-        self.stream.write_all(&frame).expect("write request");
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).expect("read size");
-        let mut answer = vec![0u8; i32::from_be_bytes(size) as usize];
-        self.stream.read_exact(&mut answer).expect("read answer");
-        let mut answer = Bytes::from(answer);
-        let header = ResponseHeader::decode(&mut answer, A::header_version(version))
-            .expect("response header");
-        assert_eq!(header.correlation_id, self.correlation_id);
-        A::decode(&mut answer, version).expect("response body")
-    }
-}
 
 /// A producer id and epoch the transaction coordinator handed out for a transactional id,
 /// used for hand-written transactional batches.
@@ -87,20 +34,21 @@ pub struct RawTransactionalProducer {
     pub producer_id: i64,
     /// The epoch.
     pub producer_epoch: i16,
-    broker: RawBroker,
+    broker: RawConnection,
 }
 
 impl RawTransactionalProducer {
     /// Registers `transactional_id` (FindCoordinator, InitProducerId) through `bootstrap`, a
     /// single-broker cluster's address, with a transaction timeout of `timeout`.
     pub fn init(bootstrap: &str, transactional_id: &str, timeout: Duration) -> Self {
-        let mut broker = RawBroker::connect(bootstrap);
+        let mut broker = RawConnection::connect(bootstrap);
         let deadline = Instant::now() + Duration::from_secs(60);
         let find = FindCoordinatorRequest::default()
             .with_key_type(1)
             .with_coordinator_keys(vec![StrBytes::from_string(transactional_id.to_owned())]);
         loop {
-            let answer: FindCoordinatorResponse = broker.call(ApiKey::FindCoordinator, 4, &find);
+            let answer: FindCoordinatorResponse =
+                broker.call_generated(ApiKey::FindCoordinator, 4, &find);
             let code = answer.coordinators[0].error_code;
             if code == 0 {
                 break;
@@ -119,7 +67,8 @@ impl RawTransactionalProducer {
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1);
         loop {
-            let answer: InitProducerIdResponse = broker.call(ApiKey::InitProducerId, 4, &init);
+            let answer: InitProducerIdResponse =
+                broker.call_generated(ApiKey::InitProducerId, 4, &init);
             if answer.error_code == 0 {
                 return Self {
                     transactional_id: transactional_id.to_owned(),
@@ -172,7 +121,7 @@ impl RawTransactionalProducer {
                             .with_records(Some(batch.to_bytes())),
                     ]),
             ]);
-        let answer: ProduceResponse = self.broker.call(ApiKey::Produce, 9, &request);
+        let answer: ProduceResponse = self.broker.call_generated(ApiKey::Produce, 9, &request);
         let partition = &answer.responses[0].partition_responses[0];
         (partition.error_code, partition.base_offset)
     }

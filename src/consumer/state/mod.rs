@@ -37,9 +37,9 @@ use super::membership::{
 use super::metrics::{ConsumerFigures, ConsumerMetrics};
 use super::records::ConsumerRecord;
 use crate::error::{Error, Result};
-use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};
+use crate::net::connection::{BrokerLink, LinkConfig};
 use crate::net::metadata::{ClusterMetadata, TopicMetadata};
-use crate::net::ready::{Probe, first_metadata};
+use crate::net::ready::{BootstrapLinks, Probe, bootstrap_links, first_metadata};
 use crate::observe::{self, ClientKind};
 use crate::protocol::ApiKey;
 use crate::protocol::messages::fetch::FetchResponse;
@@ -217,19 +217,20 @@ impl ConsumerState {
         if config.client_id.is_empty() {
             config.client_id = observe::default_client_id(ClientKind::Consumer).to_string();
         }
-        let link_config = LinkConfig::new(
-            config.client_id.clone(),
+        let BootstrapLinks {
+            link_config,
+            client_id,
+            links: bootstrap,
+        } = bootstrap_links(
+            &config.client_id,
             Duration::from_millis(config.request_timeout_ms),
-            Duration::from_millis(config.reconnect_backoff_ms),
-            Duration::from_millis(config.reconnect_backoff_max_ms),
-            LinkSecurity::from_config(&config.security)?,
-        );
-        let client_id: Arc<str> = Arc::from(config.client_id.as_str());
-        let bootstrap: Vec<BrokerLink> = config
-            .bootstrap_servers
-            .iter()
-            .map(|a| BrokerLink::spawn(a.clone(), link_config.clone()))
-            .collect();
+            (
+                Duration::from_millis(config.reconnect_backoff_ms),
+                Duration::from_millis(config.reconnect_backoff_max_ms),
+            ),
+            &config.security,
+            &config.bootstrap_servers,
+        )?;
         // One Metadata call tells the brokers and, through the connection's ApiVersions,
         // whether the cluster speaks KIP-848. One round over the bootstrap servers: when none
         // answers, the error names each with its last failure.
