@@ -3,23 +3,13 @@
 //! `assigned-partitions` is `org.apache.kafka.consumer.coordinator.assigned.partitions`).
 
 use super::Sample;
-use super::otlp::Kind;
 use crate::consumer::metrics::ConsumerMetrics;
 
 /// The samples of one snapshot and the partitions the consumer owns. Java's groups
 /// `consumer-fetch-manager-metrics` and `consumer-coordinator-metrics` become `fetch-manager-`
 /// and `coordinator-` (KIP-714 names a metric by its group and name, dotted).
 pub(crate) fn samples(m: &ConsumerMetrics, assigned_partitions: usize) -> Vec<Sample> {
-    let counter = |java_name, value: u64| Sample {
-        java_name,
-        kind: Kind::Counter,
-        value: value as f64,
-    };
-    let gauge = |java_name, value: f64| Sample {
-        java_name,
-        kind: Kind::Gauge,
-        value,
-    };
+    let (counter, gauge) = (Sample::counter, Sample::gauge);
     vec![
         gauge(
             "coordinator-assigned-partitions",

@@ -59,6 +59,26 @@ pub(crate) struct Sample {
     pub value: f64,
 }
 
+impl Sample {
+    /// A monotonic total (pushed as a sum).
+    pub(crate) fn counter(java_name: &'static str, value: u64) -> Self {
+        Self {
+            java_name,
+            kind: Kind::Counter,
+            value: value as f64,
+        }
+    }
+
+    /// A level (pushed as a gauge).
+    pub(crate) fn gauge(java_name: &'static str, value: f64) -> Self {
+        Self {
+            java_name,
+            kind: Kind::Gauge,
+            value,
+        }
+    }
+}
+
 /// Reads the client's metrics for a push.
 pub(crate) type Source = Box<dyn FnMut() -> Vec<Sample> + Send>;
 
@@ -415,16 +435,8 @@ mod tests {
 
     fn samples(sent: f64) -> Vec<Sample> {
         vec![
-            Sample {
-                java_name: "record-send-total",
-                kind: Kind::Counter,
-                value: sent,
-            },
-            Sample {
-                java_name: "buffer-available-bytes",
-                kind: Kind::Gauge,
-                value: 7.0,
-            },
+            Sample::counter("record-send-total", sent as u64),
+            Sample::gauge("buffer-available-bytes", 7.0),
         ]
     }
 

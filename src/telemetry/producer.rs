@@ -2,21 +2,11 @@
 //! KIP-714 turns into `org.apache.kafka.producer.<name with dots>`.
 
 use super::Sample;
-use super::otlp::Kind;
 use crate::producer::metrics::ProducerMetrics;
 
 /// The samples of one snapshot.
 pub(crate) fn samples(m: &ProducerMetrics) -> Vec<Sample> {
-    let counter = |java_name, value: u64| Sample {
-        java_name,
-        kind: Kind::Counter,
-        value: value as f64,
-    };
-    let gauge = |java_name, value: f64| Sample {
-        java_name,
-        kind: Kind::Gauge,
-        value,
-    };
+    let (counter, gauge) = (Sample::counter, Sample::gauge);
     vec![
         counter("record-send-total", m.record_send_total),
         gauge("record-send-rate", m.record_send_rate),
