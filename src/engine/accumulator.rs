@@ -17,10 +17,11 @@
 //! uncompressed records never exceed `max.request.size`, and a sealed batch is never larger
 //! than its records (see `BatchBuilder::seal_compressed`), so no batch can exceed it either.
 //!
-//! Compressing takes microseconds per record, too long to hold a partition's lock: a batch that `send` fills ([`Accumulator::append_deferring_seal`]) is handed to the
-//! sending task to seal outside the lock ([`ToSeal`]) and put back in its place
-//! ([`Accumulator::put_sealed`]); until then no later batch of its partition is handed to the
-//! engine, so batches keep their order.
+//! Compressing takes microseconds per record, too long to hold a partition's lock: a batch that `send` fills ([`Accumulator::append_deferring_seal`]) or that lingered its time
+//! ([`Accumulator::close_lingered`]) is handed out to be sealed outside the lock ([`ToSeal`]),
+//! by the task that closed it or a compression worker (`producer::seal_pool`), and put back in
+//! its place ([`Accumulator::put_sealed`]); until then no later batch of its partition is
+//! handed to the engine, so batches keep their order.
 
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -111,8 +112,8 @@ pub struct Appended {
     pub to_seal: Vec<ToSeal>,
 }
 
-/// A closed batch still to be compressed and sealed, by the task that closed it, outside the
-/// partition's lock. It must be handed back ([`ToSeal::seal`], then
+/// A closed batch still to be compressed and sealed outside the partition's lock, by the task
+/// that closed it or a compression worker. It must be handed back ([`ToSeal::seal`], then
 /// [`Accumulator::put_sealed`]) without waiting on anything: its partition's later batches
 /// wait for it.
 #[derive(Debug)]
@@ -634,15 +635,10 @@ impl Accumulator {
     /// order, each partition's in the order they were closed. A batch still being sealed holds
     /// back the later batches of its partition.
     pub fn take_ready(&self, now: Millis, flush: bool) -> Vec<ClosedBatch> {
-        let linger = self.config.linger_ms;
         let mut ready = Vec::new();
         for slot in self.slots() {
             let mut queue = slot.lock();
-            if queue
-                .open
-                .as_ref()
-                .is_some_and(|open| flush || open.created_ms.saturating_add(linger) <= now)
-            {
+            if flush || self.lingered(&queue, now) {
                 self.close(&slot, &mut queue, false);
             }
             while let Some(Closed::Ready(_)) = queue.closed.front() {
@@ -652,6 +648,29 @@ impl Accumulator {
             }
         }
         ready
+    }
+
+    /// Closes the open batches whose linger time ran out, for the caller to seal outside the
+    /// partitions' locks and hand back with [`Accumulator::put_sealed`], as `send` does with
+    /// the batches it fills: the driver calls it before the engine's poll, so a lingered batch
+    /// is not compressed under the lock its partition's `send`s wait on.
+    pub fn close_lingered(&self, now: Millis) -> Vec<ToSeal> {
+        let mut to_seal = Vec::new();
+        for slot in self.slots() {
+            let mut queue = slot.lock();
+            if self.lingered(&queue, now) {
+                to_seal.extend(self.close(&slot, &mut queue, true));
+            }
+        }
+        to_seal
+    }
+
+    /// Whether the partition's open batch has lingered its time.
+    fn lingered(&self, queue: &PartitionQueue, now: Millis) -> bool {
+        queue
+            .open
+            .as_ref()
+            .is_some_and(|open| open.created_ms.saturating_add(self.config.linger_ms) <= now)
     }
 
     /// When the next open batch's linger time runs out, if any batch is open.

@@ -4,12 +4,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
 use super::metrics::Publisher;
+use super::seal_pool::SealPool;
 use super::shared::Shared;
 use crate::engine::accumulator::Accumulator;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
@@ -66,6 +68,8 @@ pub(crate) struct Driver {
     next_any_broker: usize,
     /// The KIP-714 metrics pusher (its own task); its terminating push goes out on close.
     telemetry: Telemetry,
+    /// Seals the batches that lingered their time, off the engine's and partitions' locks.
+    seal_pool: Arc<SealPool>,
 }
 
 impl Driver {
@@ -75,6 +79,7 @@ impl Driver {
         shared: Arc<Shared>,
         commands: mpsc::UnboundedReceiver<Command>,
         security: LinkSecurity,
+        seal_pool: Arc<SealPool>,
     ) -> Self {
         let (inbound_tx, inbound_rx) = mpsc::unbounded_channel();
         let config = &shared.config;
@@ -117,6 +122,7 @@ impl Driver {
             metadata_reachability: Reachability::default(),
             next_any_broker: 0,
             telemetry,
+            seal_pool,
         }
     }
 
@@ -140,6 +146,13 @@ impl Driver {
             if cfg!(feature = "metrics") && tokio::time::Instant::now() >= next_publish {
                 publisher.publish(&self.shared.metrics());
                 next_publish = tokio::time::Instant::now() + Duration::from_secs(1);
+            }
+            if self.seal_pool.has_workers() {
+                // Compressed before the engine's lock is taken, on a worker or here (the
+                // engine would otherwise seal them in its poll, under the partitions' locks).
+                for batch in self.shared.acc.close_lingered(now) {
+                    self.seal_pool.seal(batch);
+                }
             }
             let (actions, idle, wake_at) = self.with_engine(|engine, acc| {
                 let actions = engine.poll(now, acc);
@@ -576,6 +589,9 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // Before resolving, so a batch a compression worker puts back from now on is resolved
+        // by the worker (`Shared::put_sealed`) and none is left behind.
+        self.shared.driver_stopped.store(true, Ordering::SeqCst);
         self.abandon();
     }
 }
