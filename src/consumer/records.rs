@@ -42,7 +42,9 @@ pub struct ConsumerRecord {
     pub timestamp_type: TimestampType,
     /// The key.
     pub key: Option<Bytes>,
-    /// The value (`None`: a tombstone).
+    /// The value (`None`: a tombstone). Key and value are slices of the fetch answer they
+    /// came in (of the decompressed batch, if compressed), not copies: a record kept keeps
+    /// that buffer alive; copy the bytes out to keep a record past many answers.
     pub value: Option<Bytes>,
     /// The headers, in order.
     pub headers: Vec<Header>,
