@@ -629,20 +629,22 @@ impl Accumulator {
             .observe(observed);
     }
 
-    /// Closes the batches whose linger time ran out (every open batch when `flush`) and
-    /// returns the closed batches ready for the engine, partition by partition in partition
-    /// order, each partition's in the order they were closed. A batch still being sealed holds
-    /// back the later batches of its partition.
-    pub fn take_ready(&self, now: Millis, flush: bool) -> Vec<ClosedBatch> {
-        let linger = self.config.linger_ms;
+    /// Closes the open batches `close` picks (every open batch when `flush`) and returns the
+    /// closed batches ready for the engine, partition by partition in partition order, each
+    /// partition's in the order they were closed. The engine picks from
+    /// [`Accumulator::lingered_partitions`] and its pipelines (see `Engine::batches_to_close`):
+    /// a lingered batch that could not go out stays open, an unlingered one that can join a
+    /// request leaving now closes. A batch still being sealed holds back the later batches of
+    /// its partition.
+    pub fn take_ready(
+        &self,
+        flush: bool,
+        close: impl Fn(&TopicPartition) -> bool,
+    ) -> Vec<ClosedBatch> {
         let mut ready = Vec::new();
         for slot in self.slots() {
             let mut queue = slot.lock();
-            if queue
-                .open
-                .as_ref()
-                .is_some_and(|open| flush || open.created_ms.saturating_add(linger) <= now)
-            {
+            if queue.open.is_some() && (flush || close(&slot.partition)) {
                 self.close(&slot, &mut queue, false);
             }
             while let Some(Closed::Ready(_)) = queue.closed.front() {
@@ -654,10 +656,31 @@ impl Accumulator {
         ready
     }
 
-    /// When the next open batch's linger time runs out, if any batch is open.
-    pub fn next_linger_deadline(&self) -> Option<Millis> {
+    /// The partitions whose open batch lingered its time at `now`.
+    pub fn lingered_partitions(&self, now: Millis) -> Vec<TopicPartition> {
         self.slots()
             .iter()
+            .filter(|slot| {
+                let queue = slot.lock();
+                queue
+                    .open
+                    .as_ref()
+                    .is_some_and(|open| self.lingered(open, now))
+            })
+            .map(|slot| slot.partition.clone())
+            .collect()
+    }
+
+    fn lingered(&self, open: &OpenBatch, now: Millis) -> bool {
+        open.created_ms.saturating_add(self.config.linger_ms) <= now
+    }
+
+    /// When the next open batch's linger time runs out, among the partitions `counts` keeps
+    /// (the engine leaves out those whose lingered batch it would keep open).
+    pub fn next_linger_deadline(&self, counts: impl Fn(&TopicPartition) -> bool) -> Option<Millis> {
+        self.slots()
+            .iter()
+            .filter(|slot| counts(&slot.partition))
             .filter_map(|slot| {
                 let queue = slot.lock();
                 let open = queue.open.as_ref()?;
@@ -697,7 +720,7 @@ impl Accumulator {
     /// Removes every open and closed batch (when the producer fails fatally or closes); a
     /// batch being sealed outside the lock stays until it is put back.
     pub fn take_all(&self) -> Vec<ClosedBatch> {
-        self.take_ready(Millis::MAX, true)
+        self.take_ready(true, |_| true)
     }
 }
 
@@ -731,18 +754,27 @@ mod tests {
         let c = acc.append(&tp(), 1, None, Some(&[0; 50]), &[], 0).unwrap();
         assert!(c.wake_engine, "the third record does not fit in 200 bytes");
         assert!(!Arc::ptr_eq(&a.completion, &c.completion));
-        assert_eq!(acc.take_ready(0, false).len(), 1);
+        assert_eq!(acc.take_ready(false, |_| false).len(), 1);
     }
 
     #[test]
-    fn linger_closes_batches_and_flush_closes_all() {
+    fn the_engine_picks_which_open_batches_close_and_flush_closes_all() {
         let acc = Accumulator::new(config());
         acc.append(&tp(), 1, None, Some(b"v"), &[], 10).unwrap();
-        assert_eq!(acc.next_linger_deadline(), Some(15));
-        assert!(acc.take_ready(14, false).is_empty());
-        assert_eq!(acc.take_ready(15, false).len(), 1);
+        assert_eq!(acc.next_linger_deadline(|_| true), Some(15));
+        assert_eq!(acc.next_linger_deadline(|_| false), None);
+        assert!(acc.lingered_partitions(14).is_empty());
+        assert_eq!(acc.lingered_partitions(15), vec![tp()]);
+        // Kept open past its linger time (it could not go out).
+        assert!(acc.take_ready(false, |_| false).is_empty());
+        assert!(acc.has_pending());
+        assert_eq!(acc.take_ready(false, |p| *p == tp()).len(), 1);
+        // Closed before its linger time (it joins a request leaving now).
         acc.append(&tp(), 1, None, Some(b"v"), &[], 20).unwrap();
-        assert_eq!(acc.take_ready(20, true).len(), 1);
+        assert!(acc.lingered_partitions(21).is_empty());
+        assert_eq!(acc.take_ready(false, |_| true).len(), 1);
+        acc.append(&tp(), 1, None, Some(b"v"), &[], 30).unwrap();
+        assert_eq!(acc.take_ready(true, |_| false).len(), 1);
         assert!(!acc.has_pending());
     }
 
@@ -760,7 +792,7 @@ mod tests {
         let mut batches = Vec::new();
         for _ in 0..20_000 {
             acc.append(&tp(), 1, None, Some(value), &[], 0).unwrap();
-            batches.extend(acc.take_ready(0, false));
+            batches.extend(acc.take_ready(false, |_| false));
         }
         batches.extend(acc.take_all());
         // The first batch assumes no gain: 4 KiB of records. Later ones hold more records as
@@ -802,12 +834,12 @@ mod tests {
         // A later batch of the same partition, and one of another partition.
         let second = acc.append(&tp(), 1, None, Some(&value), &[], 0).unwrap();
         acc.append(&other, 1, None, Some(&value), &[], 0).unwrap();
-        let ready = acc.take_ready(0, false);
+        let ready = acc.take_ready(false, |_| false);
         assert_eq!(ready.len(), 1, "only the other partition's batch");
         assert_eq!(ready[0].partition, other);
         assert!(acc.has_pending());
         acc.put_sealed(to_seal.seal());
-        let ready = acc.take_ready(0, false);
+        let ready = acc.take_ready(false, |_| false);
         assert_eq!(ready.len(), 2);
         assert!(Arc::ptr_eq(&ready[0].completion, &first.completion));
         assert!(Arc::ptr_eq(&ready[1].completion, &second.completion));
