@@ -32,7 +32,7 @@ use crate::producer::driver::{Command, Driver};
 use crate::producer::hooks::{HooksObserver, ProducerHooks};
 use crate::producer::metrics::ProducerMetrics;
 use crate::producer::partitioner::{StickyPartitioner, partition_for_key};
-use crate::producer::shared::Shared;
+use crate::producer::shared::{Shared, TopicRoute};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::Header;
 use crate::telemetry::{ClientInstanceId, InstanceIdCell};
@@ -399,7 +399,8 @@ impl Producer {
         let mut deadline_at = None;
         let mut deadline =
             || *deadline_at.get_or_insert_with(|| tokio::time::Instant::now() + max_block);
-        let partitions = self.partition_count(&record.topic, &mut deadline).await?;
+        let route = self.topic_route(&record.topic, &mut deadline).await?;
+        let partitions = route.partitions();
         let partition = match (record.partition, &record.key) {
             (Some(p), _) if (0..partitions).contains(&p) => p,
             (Some(p), _) => {
@@ -423,8 +424,9 @@ impl Producer {
                 ),
         };
         let timestamp = record.timestamp.unwrap_or_else(now_epoch_ms);
-        let tp = TopicPartition::new(Arc::clone(&record.topic), partition);
-        let span = send_span(&tp, &record, &shared.config.client_id);
+        // In range: checked above, or chosen below the count.
+        let slot = &route.slots[partition as usize];
+        let span = send_span(slot.partition(), &record, &shared.config.client_id);
         #[cfg(feature = "opentelemetry")]
         if shared.config.propagate_trace_context {
             // The send span's context, or the caller's when TRACE is off for this crate
@@ -436,15 +438,19 @@ impl Producer {
             };
             crate::trace_context::inject(&context, &mut record.headers);
         }
+        // Registered only once the buffer was found full, and before the append is tried
+        // again, so a release between the two is not missed (`notify_waiters` wakes only the
+        // waiters already registered); the per-record path makes none.
+        let mut space = None;
+        // Bounded by the deadline: every wait for space ends at it.
         loop {
-            let space = shared.space.notified();
             let appended = {
                 let _in_send = span.enter();
                 // Only the partition's lock: the engine's is never taken here. A
                 // transactional producer accepts records only inside a transaction (T1): the
                 // append checks the engine's published answer under that lock.
                 shared.acc.append_deferring_seal(
-                    &tp,
+                    slot,
                     timestamp,
                     record.key.as_deref(),
                     record.value.as_deref(),
@@ -473,6 +479,10 @@ impl Producer {
                 }
                 Err(AppendError::Refused(error)) => return Err(error),
                 Err(AppendError::BufferFull) => {
+                    let Some(space) = space.take() else {
+                        space = Some(shared.space.notified());
+                        continue;
+                    };
                     shared.wake.notify_one();
                     shared.buffer_exhausted.fetch_add(1, Ordering::Relaxed);
                     let waiting = tokio::time::Instant::now();
@@ -491,24 +501,31 @@ impl Producer {
         }
     }
 
-    /// The number of partitions of `topic`, fetching metadata when the topic is new.
-    async fn partition_count(
+    /// Where `topic`'s records go, fetching metadata when the topic is new.
+    async fn topic_route(
         &self,
         topic: &Arc<str>,
         deadline: &mut impl FnMut() -> tokio::time::Instant,
-    ) -> Result<i32> {
+    ) -> Result<Arc<TopicRoute>> {
         let shared = &self.inner.shared;
-        // The per-record path: the topic is known, no waiting machinery needed.
-        if let Some(TopicMetadata::Known { leaders }) = shared
-            .metadata
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .topics
-            .get(topic)
-            && !leaders.is_empty()
-        {
-            return Ok(leaders.len() as i32);
+        // Bounded by the deadline: each round waits for metadata that knows the topic, and
+        // fails at the deadline (a second round only if the topic went away meanwhile).
+        loop {
+            // The per-record path: the topic is known, no waiting machinery needed.
+            if let Some(route) = shared.route(topic) {
+                return Ok(route);
+            }
+            self.await_topic(topic, deadline).await?;
         }
+    }
+
+    /// Waits until the metadata knows `topic` with at least one partition.
+    async fn await_topic(
+        &self,
+        topic: &Arc<str>,
+        deadline: &mut impl FnMut() -> tokio::time::Instant,
+    ) -> Result<()> {
+        let shared = &self.inner.shared;
         // A topic the broker described is valid; a name is checked only before asking.
         validate_topic(topic)?;
         let started = tokio::time::Instant::now();
@@ -518,7 +535,7 @@ impl Producer {
             .await_metadata(deadline(), ask_first, |metadata, _| {
                 match metadata.topics.get(topic) {
                     Some(TopicMetadata::Known { leaders }) if !leaders.is_empty() => {
-                        return Some(Ok(leaders.len() as i32));
+                        return Some(Ok(()));
                     }
                     Some(TopicMetadata::Failed(code)) => last_error = *code,
                     _ => {}

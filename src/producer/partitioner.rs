@@ -91,6 +91,22 @@ struct StickyChoice {
     appended_bytes: usize,
 }
 
+impl StickyChoice {
+    /// The partition to use now: a new one first when `batch_size` bytes went to this one or
+    /// it is no longer below `num_partitions` (at least 1).
+    fn current(&mut self, rng: &mut SmallRng, batch_size: usize, num_partitions: i32) -> i32 {
+        let still_valid = self.partition < num_partitions;
+        if !still_valid || self.appended_bytes >= batch_size {
+            let previous = still_valid.then_some(self.partition);
+            *self = StickyChoice {
+                partition: choose_partition(rng, previous, num_partitions),
+                appended_bytes: 0,
+            };
+        }
+        self.partition
+    }
+}
+
 impl StickyPartitioner {
     /// A partitioner switching partitions after `batch_size` bytes (`batch.size`; 0 is taken
     /// as 1, i.e. a switch after every record) with its random choices seeded by `seed`.
@@ -110,17 +126,7 @@ impl StickyPartitioner {
     pub fn partition(&mut self, topic: &str, num_partitions: i32) -> i32 {
         let num_partitions = num_partitions.max(1);
         match self.topics.get_mut(topic) {
-            Some(choice) => {
-                let still_valid = choice.partition < num_partitions;
-                if !still_valid || choice.appended_bytes >= self.batch_size {
-                    let previous = still_valid.then_some(choice.partition);
-                    *choice = StickyChoice {
-                        partition: choose_partition(&mut self.rng, previous, num_partitions),
-                        appended_bytes: 0,
-                    };
-                }
-                choice.partition
-            }
+            Some(choice) => choice.current(&mut self.rng, self.batch_size, num_partitions),
             None => {
                 let partition = choose_partition(&mut self.rng, None, num_partitions);
                 self.topics.insert(
@@ -138,9 +144,17 @@ impl StickyPartitioner {
     /// [`Self::partition`] for a keyless record of `bytes`, counted at once, so `send` takes
     /// the partitioner's lock once per record instead of twice. A record that then fails to
     /// append still counts: that only brings the next switch a little earlier.
+    ///
+    /// One lookup of the topic: `send` calls this for every keyless record.
     pub fn partition_record(&mut self, topic: &str, num_partitions: i32, bytes: usize) -> i32 {
-        let partition = self.partition(topic, num_partitions);
-        self.record_appended(topic, bytes);
+        let num_partitions = num_partitions.max(1);
+        let Some(choice) = self.topics.get_mut(topic) else {
+            let partition = self.partition(topic, num_partitions);
+            self.record_appended(topic, bytes);
+            return partition;
+        };
+        let partition = choice.current(&mut self.rng, self.batch_size, num_partitions);
+        choice.appended_bytes = choice.appended_bytes.saturating_add(bytes);
         partition
     }
 
