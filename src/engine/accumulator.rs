@@ -843,6 +843,24 @@ mod tests {
         assert_eq!(acc.buffered_bytes(), 0);
     }
 
+    /// The slots `send` keeps per topic are the ones the engine drains: a record appended
+    /// through one shares the batch of a record appended by partition.
+    #[test]
+    fn topic_slots_are_the_partitions_slots() {
+        let acc = Accumulator::new(config());
+        let by_name = acc.append(&tp(), 1, None, Some(b"v"), &[], 0).unwrap();
+        let slots = acc.topic_slots(&tp().topic, 2);
+        assert_eq!(slots.len(), 2);
+        assert_eq!(slots[1].partition(), &TopicPartition::new("t", 1));
+        let by_slot = acc
+            .append_deferring_seal(&slots[0], 1, None, Some(b"v"), &[], || 0)
+            .unwrap();
+        assert!(Arc::ptr_eq(&by_name.completion, &by_slot.completion));
+        assert_eq!(by_slot.index, 1);
+        let ready = acc.take_ready(Millis::MAX, true);
+        assert_eq!(ready.len(), 1, "partition 1 has no record");
+    }
+
     #[test]
     fn a_batch_sealed_outside_the_lock_keeps_its_place() {
         let acc = Accumulator::new(config());

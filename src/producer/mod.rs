@@ -31,7 +31,7 @@ use crate::producer::config::{ProducerBuilder, ProducerConfig};
 use crate::producer::driver::{Command, Driver};
 use crate::producer::hooks::{HooksObserver, ProducerHooks};
 use crate::producer::metrics::ProducerMetrics;
-use crate::producer::partitioner::{StickyPartitioner, partition_for_key};
+use crate::producer::partitioner::partition_for_key;
 use crate::producer::shared::{Shared, TopicRoute};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::Header;
@@ -335,8 +335,7 @@ impl Producer {
             random_seed(),
         );
         engine.observe_as(&config.client_id);
-        let sticky = StickyPartitioner::new(config.batch_size, random_seed());
-        let shared = Arc::new(Shared::new(config, engine, accumulator, sticky));
+        let shared = Arc::new(Shared::new(config, engine, accumulator, random_seed()));
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::Config {
             setting: "runtime".into(),
@@ -413,15 +412,11 @@ impl Producer {
                 });
             }
             (None, Some(key)) => partition_for_key(key, partitions),
-            (None, None) => shared
+            (None, None) => route
                 .sticky
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .partition_record(
-                    &record.topic,
-                    partitions,
-                    record.value.as_ref().map_or(0, Bytes::len),
-                ),
+                .partition_record(partitions, record.value.as_ref().map_or(0, Bytes::len)),
         };
         let timestamp = record.timestamp.unwrap_or_else(now_epoch_ms);
         // In range: checked above, or chosen below the count.
@@ -896,10 +891,14 @@ fn random_seed() -> u64 {
         .finish()
 }
 
+/// A record's CreateTime: now, in milliseconds since the epoch. Read per record, as Java's
+/// producer does; in `i64` arithmetic (`as_millis` goes through `u128`).
 fn now_epoch_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
+        i64::try_from(d.as_secs()).map_or(i64::MAX, |secs| {
+            secs.saturating_mul(1000) + i64::from(d.subsec_millis())
+        })
+    })
 }
 
 /// `topic` as a shared name, reusing the last one made on this thread when it is the same:

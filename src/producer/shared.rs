@@ -59,6 +59,9 @@ pub(crate) struct TopicRoute {
     pub topic: Arc<str>,
     /// Partition `i`'s slot at index `i`.
     pub slots: Vec<Arc<PartitionSlot>>,
+    /// Where the topic's keyless records go (carried over to the route that replaces this
+    /// one when the partition count changes).
+    pub sticky: Mutex<StickyPartitioner>,
 }
 
 impl TopicRoute {
@@ -95,7 +98,8 @@ pub(crate) struct Shared {
     engine: Mutex<Engine>,
     /// The batches `send` appends to, each partition behind its own lock.
     pub acc: Accumulator,
-    pub sticky: Mutex<StickyPartitioner>,
+    /// Seeds each topic's sticky partitioner (the seed plus the count of topics before it).
+    sticky_seed: u64,
     pub metadata: RwLock<ClusterMetadata>,
     /// Moves after every change of `metadata` ([`Shared::metadata_updated`]): a cached route
     /// is used only while it has not moved, so a new partition count (or a topic gone) is
@@ -125,19 +129,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn new(
-        config: ProducerConfig,
-        engine: Engine,
-        acc: Accumulator,
-        sticky: StickyPartitioner,
-    ) -> Self {
+    pub fn new(config: ProducerConfig, engine: Engine, acc: Accumulator, sticky_seed: u64) -> Self {
         Self {
             config,
             id: NEXT_PRODUCER.fetch_add(1, Ordering::Relaxed),
             clock: MonotonicClock::start(),
             engine: Mutex::new(engine),
             acc,
-            sticky: Mutex::new(sticky),
+            sticky_seed,
             metadata: RwLock::new(ClusterMetadata::default()),
             metadata_generation: AtomicU64::new(0),
             routes: Mutex::new(FxHashMap::default()),
@@ -206,14 +205,22 @@ impl Shared {
             _ => return None,
         };
         let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(route) = routes.get(topic)
-            && route.partitions() == partitions
-        {
-            return Some(Arc::clone(route));
-        }
+        let sticky = match routes.get(topic) {
+            Some(route) if route.partitions() == partitions => return Some(Arc::clone(route)),
+            Some(route) => route
+                .sticky
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            None => StickyPartitioner::new(
+                self.config.batch_size,
+                self.sticky_seed.wrapping_add(routes.len() as u64),
+            ),
+        };
         let route = Arc::new(TopicRoute {
             topic: Arc::clone(topic),
             slots: self.acc.topic_slots(topic, partitions),
+            sticky: Mutex::new(sticky),
         });
         routes.insert(Arc::clone(topic), Arc::clone(&route));
         Some(route)

@@ -18,12 +18,23 @@ use super::{
 };
 use crate::protocol::encoder::WireWrite;
 
-/// Bytes the unsigned LEB128 encoding of `v` takes (1..=10), computed without a loop: seven
-/// significant bits per byte.
+/// Bytes the unsigned LEB128 encoding of `v` takes (1..=10): seven significant bits per byte,
+/// looked up by the count of leading zeros (an append takes eight of these; computing each
+/// with a division by 7 was 3.5% of the send path's instructions).
 #[inline]
 fn uvarint_len(v: u64) -> usize {
-    let significant_bits = 64 - (v | 1).leading_zeros() as usize;
-    significant_bits.div_ceil(7)
+    /// Bytes by leading zeros of a non-zero `u64` (index 64 is never used: `v | 1` is not 0).
+    const BY_LEADING_ZEROS: [u8; 65] = {
+        let mut table = [1u8; 65];
+        let mut zeros = 0;
+        while zeros < 64 {
+            let significant_bits = 64 - zeros;
+            table[zeros] = significant_bits.div_ceil(7) as u8;
+            zeros += 1;
+        }
+        table
+    };
+    usize::from(BY_LEADING_ZEROS[(v | 1).leading_zeros() as usize])
 }
 
 /// Bytes a VARINT (zig-zag) of `v` takes, as [`WireWrite::put_varint`] writes it.
@@ -506,5 +517,25 @@ impl fmt::Debug for SealedBatch {
             .field("base_timestamp", &self.base_timestamp())
             .field("max_timestamp", &self.max_timestamp())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table agrees with the encoder at every length boundary (2^(7k) - 1 and 2^(7k)),
+    /// for 0 and for `u64::MAX`.
+    #[test]
+    fn uvarint_len_is_the_encoded_length() {
+        let mut values = vec![0, 1, u64::MAX];
+        for k in 1..10 {
+            values.extend([(1u64 << (7 * k)) - 1, 1u64 << (7 * k)]);
+        }
+        for v in values {
+            let mut out = Vec::new();
+            out.put_uvarlong(v);
+            assert_eq!(uvarint_len(v), out.len(), "{v:#x}");
+        }
     }
 }
