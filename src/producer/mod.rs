@@ -891,14 +891,12 @@ fn random_seed() -> u64 {
         .finish()
 }
 
-/// A record's CreateTime: now, in milliseconds since the epoch. Read per record, as Java's
-/// producer does; in `i64` arithmetic (`as_millis` goes through `u128`).
+/// A record's CreateTime: now, in milliseconds since the epoch, read per record as Java's
+/// producer does.
 fn now_epoch_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
-        i64::try_from(d.as_secs()).map_or(i64::MAX, |secs| {
-            secs.saturating_mul(1000) + i64::from(d.subsec_millis())
-        })
-    })
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// `topic` as a shared name, reusing the last one made on this thread when it is the same:
