@@ -253,7 +253,7 @@ impl Driver {
                             metadata.update(&response);
                             metadata.leaders()
                         };
-                        self.shared.metadata_changed.notify_waiters();
+                        self.shared.metadata_updated();
                         self.with_engine(|engine, acc| {
                             engine.handle(Event::Leaders(leaders), now, acc)
                         });
