@@ -27,6 +27,11 @@
 //!
 //! `--runtime current` runs everything on a `current_thread` runtime instead of the default
 //! multi-thread one.
+//!
+//! `--print-metrics` prints the producer's metrics after the run, one `name value` line each
+//! (Java's names, as ProducerPerformance's flag of that name does): among them the request
+//! shape, `records-per-request-avg` and `batch-size-avg` (`scripts/bench-peers.d/shape.sh`
+//! reads the same shape from the broker).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -53,6 +58,7 @@ struct Args {
     throughput: f64,
     payload_file: Option<String>,
     unique_values: bool,
+    print_metrics: bool,
     props: Vec<(String, String)>,
 }
 
@@ -60,7 +66,7 @@ fn usage(problem: &str) -> ! {
     eprintln!("perf: {problem}");
     eprintln!(
         "usage: perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
-         [--payload-file F] [--unique-values] [--mode channel|loop|spawned] [--tasks N] [--runtime multi|current] \
+         [--payload-file F] [--unique-values] [--print-metrics] [--mode channel|loop|spawned] [--tasks N] [--runtime multi|current] \
          --producer-props k=v [k=v ...]"
     );
     std::process::exit(2)
@@ -77,6 +83,7 @@ fn parse_args() -> Args {
         throughput: -1.0,
         payload_file: None,
         unique_values: false,
+        print_metrics: false,
         props: Vec::new(),
     };
     let mut it = std::env::args().skip(1).peekable();
@@ -98,6 +105,7 @@ fn parse_args() -> Args {
             }
             "--payload-file" => args.payload_file = Some(value()),
             "--unique-values" => args.unique_values = true,
+            "--print-metrics" => args.print_metrics = true,
             "--mode" => {
                 args.mode = match value().as_str() {
                     "channel" => Mode::Channel,
@@ -254,6 +262,7 @@ async fn collect(stats: &mut Stats, futures: Vec<(Instant, u64, DeliveryFuture)>
 }
 
 async fn run(args: Args) -> exactly::Result<()> {
+    let print_metrics = args.print_metrics;
     let producer =
         Producer::from_properties(args.props.iter().map(|(k, v)| (k.as_str(), v.as_str()))).await?;
     let payloads: Vec<bytes::Bytes> = match &args.payload_file {
@@ -361,5 +370,10 @@ async fn run(args: Args) -> exactly::Result<()> {
     let elapsed = start.elapsed();
     producer.close().await?;
     stats.print(elapsed);
+    if print_metrics {
+        for (name, value) in producer.metrics().named() {
+            println!("{name} {value}");
+        }
+    }
     Ok(())
 }

@@ -301,6 +301,66 @@ async fn bad_input_fails_clearly_and_consumes_nothing() {
     assert_eq!(log.len(), 1, "only the valid record is in the log: {log:?}");
 }
 
+/// Partitions added while a producer sends are used once a metadata refresh shows them:
+/// `send` keeps each topic's route (its partition count and slots) per thread, and a
+/// metadata update makes the next record look again. Checked with kcat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn added_partitions_are_used_after_a_metadata_refresh() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("grown");
+    cluster.create_topic(&topic, 2, 1, &[]);
+    let producer = producer(&cluster, &[("metadata.max.age.ms", "500")]).await;
+    // The route now says two partitions: partition 3 is refused, and nothing is written.
+    producer
+        .send(Record::to(&topic).value(value_of(0)))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let err = producer
+        .send(Record::to(&topic).partition(3).value(value_of(1)))
+        .await
+        .expect_err("the topic has two partitions");
+    assert!(matches!(err, Error::Config { .. }), "{err}");
+
+    let created = cluster
+        .admin()
+        .await
+        .create_partitions([(topic.as_str(), 4)], false)
+        .await
+        .expect("create_partitions answered");
+    assert!(created[&topic].is_ok(), "{created:?}");
+    // Within a few refreshes (500 ms each) the same loop on the same thread reaches the new
+    // partition: the cached route was dropped when the metadata changed.
+    let mut landed = None;
+    let started = std::time::Instant::now();
+    while landed.is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "partition 3 never became usable"
+        );
+        match producer
+            .send(Record::to(&topic).partition(3).value(value_of(2)))
+            .await
+        {
+            Ok(delivery) => landed = Some(delivery.await.unwrap()),
+            Err(Error::Config { .. }) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(other) => panic!("unexpected error {other}"),
+        }
+    }
+    assert_eq!(landed.map(|m| m.partition), Some(3));
+    producer.close().await.unwrap();
+
+    let in_log = cluster.read_topic(&topic, support::Isolation::ReadUncommitted);
+    let where_: Vec<(i32, Option<String>)> =
+        in_log.into_iter().map(|r| (r.partition, r.value)).collect();
+    assert_eq!(where_.len(), 2, "{where_:?}");
+    assert!(where_.contains(&(3, Some(value_of(2)))), "{where_:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_buffer_waits_then_resumes() {
     let Some(cluster) = Cluster::single() else {

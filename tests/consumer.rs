@@ -1613,3 +1613,125 @@ async fn auto_commit_before_revocation() {
     first.close().await.unwrap();
     second.close().await.unwrap();
 }
+
+/// Polls `c` (no group: nothing committed) until `want` distinct records of `seen` arrived.
+async fn poll_until_distinct(c: &mut Consumer, seen: &mut Vec<(i32, i64, String)>, want: usize) {
+    let end = Instant::now() + WAIT;
+    loop {
+        let distinct: BTreeSet<(i32, i64)> = seen.iter().map(|r| (r.0, r.1)).collect();
+        if distinct.len() >= want {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "{} of {want} records; metrics {:?}",
+            distinct.len(),
+            c.metrics()
+        );
+        if let Some(ConsumerEvent::Records(records)) = c
+            .poll_timeout(Duration::from_millis(300))
+            .await
+            .expect("poll")
+        {
+            seen.extend(records.iter().map(|r| {
+                let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default());
+                (r.partition, r.offset, value.into_owned())
+            }));
+        }
+    }
+}
+
+/// Incremental fetch sessions (KIP-227) against the real broker: over many partitions, most
+/// of them idle, the consumer fetches in a session (the broker answers incremental fetches)
+/// and keeps receiving what is written to any of them. When the broker loses the session (it
+/// is restarted while nothing is being fetched: every partition paused), the next incremental
+/// fetch is answered FETCH_SESSION_ID_NOT_FOUND and a full fetch opens a new session. Every
+/// record arrives exactly once, as kcat reads the topic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_sessions_over_idle_partitions_survive_a_lost_session() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("consumer-sessions");
+    let partitions = 24;
+    cluster.create_topic(&topic, partitions, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    let all: Vec<TopicPartition> = (0..partitions as i32)
+        .map(|i| TopicPartition::new(topic.as_str(), i))
+        .collect();
+    let mut c = test_builder(&cluster)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .build()
+        .await
+        .expect("consumer builds");
+    c.assign(&all).unwrap();
+    let mut seen = Vec::new();
+    send(&p, &topic, 0, &values("before-0", 20)).await;
+    send(&p, &topic, 7, &values("before-7", 20)).await;
+    poll_until_distinct(&mut c, &mut seen, 40).await;
+    // The idle partitions stay in the session: a few more long polls go out as increments.
+    let end = Instant::now() + WAIT;
+    while c.metrics().incremental_fetch_total < 3 {
+        assert!(
+            Instant::now() < end,
+            "no incremental fetch: {:?}",
+            c.metrics()
+        );
+        c.poll_timeout(Duration::from_millis(200))
+            .await
+            .expect("poll");
+    }
+    let before = c.metrics();
+    assert!(before.fetch_sessions_opened_total >= 1, "{before:?}");
+    assert_eq!(before.fetch_session_errors_total, 0, "{before:?}");
+    send(&p, &topic, 13, &values("idle-13", 5)).await;
+    poll_until_distinct(&mut c, &mut seen, 45).await;
+
+    // Nothing fetched (every partition paused, the last long poll answered), then the
+    // broker restarts: its session cache is empty, ours still names the old session.
+    c.pause(&all).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let paused_fetches = c.metrics().fetch_total;
+    assert_no_records_for(&mut c, Duration::from_secs(1), "everything is paused").await;
+    assert_eq!(
+        c.metrics().fetch_total,
+        paused_fetches,
+        "a fetch went out while paused"
+    );
+    cluster.stop_broker(0, false);
+    cluster.start_broker(0);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("after-0", 20)).await;
+    send(&p, &topic, 21, &values("after-21", 20)).await;
+    c.resume(&all).unwrap();
+    poll_until_distinct(&mut c, &mut seen, 85).await;
+    let after = c.metrics();
+    assert!(
+        after.fetch_session_errors_total >= 1,
+        "the lost session was never reported: {after:?}"
+    );
+    assert!(
+        after.fetch_sessions_opened_total > before.fetch_sessions_opened_total,
+        "no new session: {after:?}"
+    );
+    // The new session is used: idle partitions are fetched incrementally again.
+    let end = Instant::now() + WAIT;
+    while c.metrics().incremental_fetch_total < after.incremental_fetch_total + 2 {
+        assert!(
+            Instant::now() < end,
+            "no incremental fetch: {:?}",
+            c.metrics()
+        );
+        c.poll_timeout(Duration::from_millis(200))
+            .await
+            .expect("poll");
+    }
+    assert_exactly_once(
+        &seen,
+        &kcat_view(&cluster, &topic, Isolation::ReadCommitted),
+    );
+    assert_eq!(seen.len(), 85);
+    c.close().await.unwrap();
+}

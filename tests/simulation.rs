@@ -230,6 +230,13 @@ fn inject(
 }
 
 /// Runs a scenario; `EXACTLY_SIM_TRACE=N` prints the last N lines of its trace.
+/// One record per batch, so that a batch's sequence is its record's id: each batch is full
+/// with its first record (a lingered batch otherwise keeps taking records while its pipeline
+/// is busy, ARCHITECTURE.md, performance shape).
+fn one_record_per_batch(config: &mut SimConfig) {
+    config.accumulator.batch_size = 64;
+}
+
 fn run(name: &str, mut config: SimConfig, seed: u64) -> Report {
     let print = env_u64("EXACTLY_SIM_TRACE");
     if let Some(lines) = print {
@@ -381,7 +388,7 @@ fn kafka_12152() {
 fn kafka_14034() {
     let mut config = SimConfig::calm(&[("t", 1)], 1);
     let tp = TopicPartition::new("t", 0);
-    // One record per batch (linger 0, a record every millisecond): sequence = record id.
+    one_record_per_batch(&mut config);
     config.workload.burst(0, std::slice::from_ref(&tp), 30, 1);
     config.injected = vec![
         inject(&tp, 12, 0, ErrorCode::NOT_ENOUGH_REPLICAS, 1),
@@ -450,6 +457,7 @@ fn franz_go_216_sequence_wrap() {
 fn epoch_exhaustion() {
     let mut config = SimConfig::calm(&[("t", 1)], 1);
     let tp = TopicPartition::new("t", 0);
+    one_record_per_batch(&mut config);
     config.cluster.first_epoch = i16::MAX;
     config.workload.burst(0, std::slice::from_ref(&tp), 30, 1);
     config.injected = vec![inject(&tp, 8, i16::MAX, ErrorCode::MESSAGE_TOO_LARGE, 1)];
@@ -473,6 +481,7 @@ fn epoch_exhaustion() {
 fn kafka_13574() {
     let mut config = SimConfig::calm(&[("t", 1)], 1);
     let tp = TopicPartition::new("t", 0);
+    one_record_per_batch(&mut config);
     config.workload.burst(0, std::slice::from_ref(&tp), 10, 5);
     config.injected = vec![
         inject(&tp, 4, 0, ErrorCode::REQUEST_TIMED_OUT, 1),
@@ -496,6 +505,7 @@ fn kafka_13574() {
 fn kafka_13574_non_retriable_error_on_a_retry() {
     let mut config = SimConfig::calm(&[("t", 1)], 1);
     let tp = TopicPartition::new("t", 0);
+    one_record_per_batch(&mut config);
     config.workload.burst(0, std::slice::from_ref(&tp), 10, 5);
     config.injected = vec![
         inject(&tp, 4, 0, ErrorCode::REQUEST_TIMED_OUT, 1),
@@ -601,8 +611,8 @@ fn late_init_producer_id_answer() {
 fn kafka_15591_after_producer_state_expired() {
     let mut config = SimConfig::calm(&[("t", 1)], 1);
     let tp = TopicPartition::new("t", 0);
+    one_record_per_batch(&mut config);
     config.cluster.producer_expiration_ms = 5_000;
-    // One record per batch: sequence = record id.
     config
         .workload
         .burst(0, std::slice::from_ref(&tp), 10, 5)

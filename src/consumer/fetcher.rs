@@ -5,9 +5,11 @@
 //! Rules: a record is delivered once per position (an answer to a request made before a seek,
 //! a revocation or a reset is dropped, by token); an error never moves a position (a new
 //! leader is asked from the same offset, so nothing is skipped or repeated); memory is bounded
-//! (a partition with undelivered records is not fetched again, and an answer is decoded a
-//! batch at a time as its records are taken, so at most one batch per partition is held
-//! decoded: a revocation or a loss drops the rest undecoded).
+//! (a partition holds at most two answers: one being read, and one fetched ahead from where
+//! the first ends, so the next answer is on its way while the application takes the records
+//! of the last one; an answer is decoded a batch at a time as its records are taken, so at
+//! most one batch per partition is held decoded: a revocation or a loss drops the rest
+//! undecoded).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -15,14 +17,17 @@ use std::sync::Arc;
 use tracing::debug;
 
 use super::config::{ConsumerConfig, IsolationLevel, OffsetReset};
+use super::fetch_session::{FetchSessionCounts, FetchSessions};
 use super::metrics::PartitionLag;
 use super::records::{ConsumerRecord, PartitionReader};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::generated::topic_name;
-use crate::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
+use crate::protocol::messages::fetch::{
+    FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic,
+};
 use crate::protocol::messages::list_offsets::ListOffsetsResponse;
-use crate::types::TopicPartition;
+use crate::types::{BrokerId, TopicPartition};
 use kafka_protocol::messages::ListOffsetsRequest;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 
@@ -49,8 +54,10 @@ struct PartitionState {
     offset: Offset,
     /// Fetched and decoded, not yet delivered; the front is the position.
     buffered: VecDeque<ConsumerRecord>,
-    /// The rest of the last answer, not decoded yet.
-    reader: Option<PartitionReader>,
+    /// The answers not read to their end yet, oldest first: the front one is being decoded,
+    /// a second one was fetched from where the first ends ([`PartitionReader::end`], which
+    /// `offset` is while they last). At most [`MAX_ANSWERS_HELD`].
+    readers: VecDeque<PartitionReader>,
     /// Bumped whenever the offset is set from outside a fetch answer, so an answer to an
     /// older request is not applied.
     token: u64,
@@ -66,7 +73,7 @@ impl PartitionState {
         Self {
             offset,
             buffered: VecDeque::new(),
-            reader: None,
+            readers: VecDeque::new(),
             token: 0,
             paused: false,
             log_end: None,
@@ -74,7 +81,7 @@ impl PartitionState {
     }
 
     fn position(&self) -> Option<i64> {
-        match (self.buffered.front(), &self.reader, self.offset) {
+        match (self.buffered.front(), self.readers.front(), self.offset) {
             (Some(r), _, _) => Some(r.offset),
             // Past the batches decoded so far: what lies between was filtered or a marker.
             (None, Some(reader), _) => Some(reader.next_offset()),
@@ -85,36 +92,61 @@ impl PartitionState {
 
     fn set(&mut self, offset: Offset) {
         self.buffered.clear();
-        self.reader = None;
+        self.readers.clear();
         self.offset = offset;
         self.token += 1;
     }
 
-    /// Decodes the reader's next batch with records into the (empty) buffer; once the answer
-    /// is used up, the next fetch starts past it.
+    /// Drops the answers held and the fetch in flight (by token), and fetches from `offset`:
+    /// what was fetched ahead started somewhere else.
+    fn fetch_again_from(&mut self, offset: i64) {
+        self.readers.clear();
+        self.offset = Offset::Ready(offset);
+        self.token += 1;
+    }
+
+    /// Decodes the front answer's next batch with records into the (empty) buffer, going on
+    /// to the next answer when one is used up. An answer fetched ahead is read only if it
+    /// starts exactly where the one before it ended; otherwise (a prediction that did not
+    /// hold) it is dropped and the partition fetched again from the real end, so nothing is
+    /// skipped or delivered twice.
     fn refill(&mut self) -> Result<(), Error> {
-        let Some(reader) = self.reader.as_mut() else {
-            return Ok(());
-        };
-        match reader.next_batch() {
-            Ok(Some(records)) => {
-                self.buffered.extend(records);
-                Ok(())
-            }
-            Ok(None) => {
-                self.offset = Offset::Ready(reader.next_offset());
-                self.reader = None;
-                Ok(())
-            }
-            Err(e) => {
-                // A corrupt batch is not skipped over: fetch again from it and report it.
-                self.offset = Offset::Ready(reader.next_offset());
-                self.reader = None;
-                Err(Error::Decode(e))
+        while let Some(reader) = self.readers.front_mut() {
+            match reader.next_batch() {
+                Ok(Some(records)) => {
+                    // The buffer is empty here: take the batch's records as they are (a
+                    // Vec becomes a VecDeque without moving its elements).
+                    self.buffered = VecDeque::from(records);
+                    return Ok(());
+                }
+                Ok(None) => {
+                    let ended = reader.next_offset();
+                    self.readers.pop_front();
+                    let next = self
+                        .readers
+                        .front()
+                        .map_or(self.offset, |r| Offset::Ready(r.fetch_offset()));
+                    if next != Offset::Ready(ended) {
+                        self.fetch_again_from(ended);
+                        return Ok(());
+                    }
+                }
+                Err(e) => {
+                    // A corrupt batch is not skipped over: fetch again from it and report it.
+                    let at = reader.next_offset();
+                    self.fetch_again_from(at);
+                    return Err(Error::Decode(e));
+                }
             }
         }
+        Ok(())
     }
 }
+
+/// The answers a partition holds at most: one being read and one fetched ahead of it. More
+/// would only add memory: one answer ahead already hides the round trip as long as the
+/// application takes an answer's records more slowly than the broker sends them.
+const MAX_ANSWERS_HELD: usize = 2;
 
 /// A partition in a fetch request: which partition, the token it was asked under, the offset.
 pub type Fetched = (TopicPartition, u64, i64);
@@ -144,6 +176,8 @@ pub struct Fetcher {
     partitions: BTreeMap<TopicPartition, PartitionState>,
     /// A batch that failed to decode while records were taken, for the next `poll`.
     decode_error: Option<Error>,
+    /// The incremental fetch session with each broker (KIP-227).
+    sessions: FetchSessions,
 }
 
 impl Fetcher {
@@ -160,6 +194,7 @@ impl Fetcher {
             list_timeout_ms: i32::try_from(config.request_timeout_ms).unwrap_or(i32::MAX),
             partitions: BTreeMap::new(),
             decode_error: None,
+            sessions: FetchSessions::default(),
         }
     }
 
@@ -447,8 +482,9 @@ impl Fetcher {
         followup
     }
 
-    /// The `fetchable` partitions to fetch now: positioned, nothing of the last answer left
-    /// to deliver.
+    /// The `fetchable` partitions to fetch now: positioned, not paused, and holding fewer
+    /// than [`MAX_ANSWERS_HELD`] answers (a partition whose answer is being read is fetched
+    /// ahead from where that answer ends).
     pub fn to_fetch(&self, fetchable: &[TopicPartition]) -> Vec<Fetched> {
         fetchable
             .iter()
@@ -456,7 +492,7 @@ impl Fetcher {
                 let state = self.partitions.get(tp)?;
                 match state.offset {
                     Offset::Ready(offset)
-                        if !state.paused && state.buffered.is_empty() && state.reader.is_none() =>
+                        if !state.paused && state.readers.len() < MAX_ANSWERS_HELD =>
                     {
                         Some((tp.clone(), state.token, offset))
                     }
@@ -466,10 +502,14 @@ impl Fetcher {
             .collect()
     }
 
-    /// The Fetch request for `fetched` (all led by one broker).
-    pub fn fetch_request(&self, fetched: &[Fetched]) -> FetchRequest {
+    /// The Fetch request for `fetched` (all led by `broker`), in the fetch session with
+    /// `broker` (KIP-227): a full fetch that opens one, or an incremental one that names only
+    /// the partitions that joined or moved and forgets those no longer fetched. Its answer
+    /// goes to [`Fetcher::apply_fetch`], or [`Fetcher::fetch_failed`] if none came.
+    pub fn fetch_request(&mut self, broker: BrokerId, fetched: &[Fetched]) -> FetchRequest {
+        let session = self.sessions.next_fetch(broker, fetched);
         let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
-        for (tp, _, offset) in fetched {
+        for (tp, _, offset) in session.named.iter().filter_map(|&i| fetched.get(i)) {
             topics
                 .entry(tp.topic.to_string())
                 .or_default()
@@ -484,14 +524,28 @@ impl Fetcher {
                     ..FetchPartition::default()
                 });
         }
+        let mut forgotten: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        for tp in &session.forgotten {
+            forgotten
+                .entry(tp.topic.to_string())
+                .or_default()
+                .push(tp.partition);
+        }
         FetchRequest {
             max_wait_ms: self.max_wait_ms,
             min_bytes: self.min_bytes,
             max_bytes: self.max_bytes,
             isolation_level: self.isolation.wire(),
-            // No fetch session (KIP-227): every fetch is a full one.
-            session_id: 0,
-            session_epoch: -1,
+            session_id: session.session_id,
+            session_epoch: session.epoch,
+            forgotten_topics_data: forgotten
+                .into_iter()
+                .map(|(topic, partitions)| ForgottenTopic {
+                    topic,
+                    topic_id: [0; 16],
+                    partitions,
+                })
+                .collect(),
             topics: topics
                 .into_iter()
                 .map(|(topic, partitions)| FetchTopic {
@@ -540,10 +594,33 @@ impl Fetcher {
             .collect()
     }
 
-    /// The answer to a [`Fetcher::fetch_request`] for `fetched`.
-    pub fn apply_fetch(&mut self, response: FetchResponse, fetched: Vec<Fetched>) -> Followup {
+    /// The fetch to `broker` for `fetched` got no answer: its session starts over.
+    pub fn fetch_failed(&mut self, broker: BrokerId) {
+        self.sessions.failed(broker);
+    }
+
+    /// How the fetch sessions went, for the metrics.
+    pub fn session_counts(&self) -> FetchSessionCounts {
+        self.sessions.counts()
+    }
+
+    /// The answer from `broker` to a [`Fetcher::fetch_request`] for `fetched`. In an
+    /// incremental session the broker leaves out the partitions with nothing new: they keep
+    /// their positions and are fetched on.
+    pub fn apply_fetch(
+        &mut self,
+        broker: BrokerId,
+        response: FetchResponse,
+        fetched: Vec<Fetched>,
+    ) -> Followup {
         let mut followup = Followup::default();
         let top = ErrorCode(response.error_code);
+        if !self.sessions.answered(broker, top, response.session_id) {
+            // The session is gone or out of step: nothing in the answer; the next fetch, a
+            // full one, opens a new session at once.
+            debug!("fetch session with broker {broker} answered {top}: a full fetch next");
+            return followup;
+        }
         if !top.is_ok() {
             debug!("fetch answered {top}");
             followup.refresh_metadata = true;
@@ -595,7 +672,7 @@ impl Fetcher {
                 let Some(bytes) = p.records.as_ref() else {
                     continue;
                 };
-                state.reader = Some(PartitionReader::new(
+                let reader = PartitionReader::new(
                     &name,
                     tp.partition,
                     bytes.clone(),
@@ -603,10 +680,15 @@ impl Fetcher {
                     self.isolation,
                     p.last_stable_offset,
                     p.aborted_transactions.as_deref(),
-                ));
+                );
+                // The next fetch starts where this answer ends, while it is read.
+                state.offset = Offset::Ready(reader.end());
+                state.readers.push_back(reader);
                 // The first batch now, so an answer with nothing deliverable (markers,
                 // aborted records) moves the position without waiting for a poll.
-                if let Err(e) = state.refill() {
+                if state.buffered.is_empty()
+                    && let Err(e) = state.refill()
+                {
                     followup.error = Some(e);
                     followup.retry = true;
                 }
@@ -637,6 +719,9 @@ mod tests {
     use super::*;
     use crate::protocol::messages::fetch::{FetchPartitionResponse, FetchTopicResponse};
     use crate::protocol::record_batch::BatchBuilder;
+
+    /// The broker every partition here is led by.
+    const BROKER: BrokerId = 1;
 
     fn tp(p: i32) -> TopicPartition {
         TopicPartition::new("t", p)
@@ -694,17 +779,23 @@ mod tests {
         assert_eq!(crate::protocol::generated::lowest_version(&reset), 2);
         let fetched = f.to_fetch(&all);
         assert_eq!(fetched.len(), 1);
-        let request = f.fetch_request(&fetched);
+        let request = f.fetch_request(BROKER, &fetched);
         assert_eq!(request.topics[0].partitions[0].fetch_offset, 10);
         assert_eq!(request.isolation_level, 1, "read_committed by default");
-        let followup = f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(10, 3))), fetched);
+        let followup = f.apply_fetch(
+            BROKER,
+            answer(0, ErrorCode::NONE, Some(batch(10, 3))),
+            fetched,
+        );
         assert!(!followup.retry && !followup.refresh_metadata && followup.error.is_none());
         // max.poll.records = 2: the position moves as records are handed over.
         assert_eq!(f.take_records(&all, usize::MAX).unwrap().len(), 2);
         assert_eq!(f.position(&tp(0)), Some(12));
-        assert!(
-            f.to_fetch(&all).is_empty(),
-            "not fetched again while records wait"
+        let ahead = f.to_fetch(&all);
+        assert_eq!(
+            ahead,
+            vec![(tp(0), 1, 13)],
+            "fetched ahead from the answer's end while its records wait"
         );
         assert_eq!(f.take_records(&all, usize::MAX).unwrap().len(), 1);
         assert_eq!(f.position(&tp(0)), Some(13));
@@ -729,7 +820,7 @@ mod tests {
             let fetched = f.to_fetch(&all);
             let mut response = answer(0, ErrorCode::NONE, Some(batch(10, 3)));
             response.responses[0].partitions[0].high_watermark = 120;
-            f.apply_fetch(response, fetched);
+            f.apply_fetch(BROKER, response, fetched);
             let lag = f.lag(&tp(0)).unwrap();
             assert_eq!(
                 (lag.position, lag.high_watermark, lag.last_stable_offset),
@@ -753,19 +844,28 @@ mod tests {
         let fetched = f.to_fetch(&all);
         // A seek while the fetch is in flight: its answer is dropped.
         f.seek(&tp(0), 2).unwrap();
-        f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(5, 2))), fetched);
+        f.apply_fetch(
+            BROKER,
+            answer(0, ErrorCode::NONE, Some(batch(5, 2))),
+            fetched,
+        );
         assert_eq!(f.position(&tp(0)), Some(2));
         assert!(f.take_records(&all, usize::MAX).is_none());
         // A leader change: refresh metadata, same offset again.
         let fetched = f.to_fetch(&all);
         let followup = f.apply_fetch(
+            BROKER,
             answer(0, ErrorCode::NOT_LEADER_OR_FOLLOWER, None),
             fetched.clone(),
         );
         assert!(followup.refresh_metadata && followup.retry);
         assert_eq!(f.to_fetch(&all), fetched);
         // Out of range: reset per auto.offset.reset.
-        f.apply_fetch(answer(0, ErrorCode::OFFSET_OUT_OF_RANGE, None), fetched);
+        f.apply_fetch(
+            BROKER,
+            answer(0, ErrorCode::OFFSET_OUT_OF_RANGE, None),
+            fetched,
+        );
         assert_eq!(f.position(&tp(0)), None);
         assert_eq!(f.awaiting_reset(&HashSet::new()), vec![tp(0)]);
         assert_eq!(
@@ -781,7 +881,11 @@ mod tests {
         f.apply_committed(vec![(tp(0), Some(0))]);
         let all = [tp(0)];
         let fetched = f.to_fetch(&all);
-        f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(0, 5))), fetched);
+        f.apply_fetch(
+            BROKER,
+            answer(0, ErrorCode::NONE, Some(batch(0, 5))),
+            fetched,
+        );
         assert_eq!(f.take_records(&all, usize::MAX).unwrap().len(), 2);
         f.revoked(&all);
         assert_eq!(
@@ -804,14 +908,23 @@ mod tests {
         let fetched = f.to_fetch(&all);
         let answer_bytes = [batch(0, 3), batch(3, 3), batch(6, 3)].concat();
         f.apply_fetch(
+            BROKER,
             answer(0, ErrorCode::NONE, Some(Bytes::from(answer_bytes))),
             fetched,
         );
         let state = &f.partitions[&tp(0)];
         assert_eq!(state.buffered.len(), 3, "only the first batch is decoded");
+        let ahead = f.to_fetch(&all);
+        assert_eq!(ahead.len(), 1);
+        assert_eq!(ahead[0].2, 9, "fetched ahead from where the answer ends");
+        f.apply_fetch(
+            BROKER,
+            answer(0, ErrorCode::NONE, Some(batch(9, 3))),
+            ahead.clone(),
+        );
         assert!(
             f.to_fetch(&all).is_empty(),
-            "not fetched while the answer lasts"
+            "two answers held: not fetched again"
         );
         let taken: Vec<i64> = f
             .take_records(&all, usize::MAX)
@@ -833,8 +946,159 @@ mod tests {
             "the second batch's rest"
         );
         f.revoked(&all);
-        assert_eq!(f.position(&tp(0)), Some(4), "the undecoded rest is dropped");
+        assert_eq!(
+            f.position(&tp(0)),
+            Some(4),
+            "the undecoded rest and the answer ahead are dropped"
+        );
         assert!(f.take_records(&all, usize::MAX).is_none());
+        // An answer to the fetch ahead that arrives after the revocation is stale.
+        f.apply_fetch(BROKER, answer(0, ErrorCode::NONE, Some(batch(9, 3))), ahead);
+        assert!(f.take_records(&all, usize::MAX).is_none());
+        assert_eq!(f.position(&tp(0)), Some(4));
+    }
+
+    /// Every record of `f`'s partition 0 it hands out, `limit` at a time, until none is left.
+    fn drain(f: &mut Fetcher, limit: usize) -> Vec<i64> {
+        let mut offsets = Vec::new();
+        for _ in 0..1_000 {
+            match f.take_records(&[tp(0)], limit) {
+                Some(records) => offsets.extend(records.iter().map(|r| r.offset)),
+                None => break,
+            }
+        }
+        offsets
+    }
+
+    #[test]
+    fn answers_fetched_ahead_are_delivered_in_order_exactly_once() {
+        let mut f = fetcher(OffsetReset::Earliest);
+        f.assigned(&[tp(0)], true);
+        f.apply_committed(vec![(tp(0), Some(0))]);
+        let all = [tp(0)];
+        let first = f.to_fetch(&all);
+        f.apply_fetch(BROKER, answer(0, ErrorCode::NONE, Some(batch(0, 4))), first);
+        let ahead = f.to_fetch(&all);
+        assert_eq!(ahead[0].2, 4);
+        f.apply_fetch(BROKER, answer(0, ErrorCode::NONE, Some(batch(4, 4))), ahead);
+        assert_eq!(drain(&mut f, 3), (0..8).collect::<Vec<i64>>());
+        assert_eq!(f.to_fetch(&all)[0].2, 8);
+    }
+
+    #[test]
+    fn a_fetch_ahead_from_the_wrong_offset_is_dropped_and_fetched_again() {
+        // The answer's end as the headers give it: the last stable offset (6) cuts the batch.
+        let mut f = fetcher(OffsetReset::Earliest);
+        f.assigned(&[tp(0)], true);
+        f.apply_committed(vec![(tp(0), Some(0))]);
+        let all = [tp(0)];
+        let first = f.to_fetch(&all);
+        let mut response = answer(0, ErrorCode::NONE, Some(batch(0, 10)));
+        response.responses[0].partitions[0].last_stable_offset = 6;
+        f.apply_fetch(BROKER, response, first);
+        let ahead = f.to_fetch(&all);
+        assert_eq!(ahead[0].2, 6, "not past the last stable offset");
+        f.apply_fetch(BROKER, answer(0, ErrorCode::NONE, Some(batch(6, 4))), ahead);
+        assert_eq!(drain(&mut f, 4), (0..10).collect::<Vec<i64>>());
+
+        // An answer ahead that does not start where the first one really ended (a reader
+        // stopped by a corrupt batch) is dropped, and the partition fetched again from there.
+        let mut f = fetcher(OffsetReset::Earliest);
+        f.assigned(&[tp(0)], true);
+        f.apply_committed(vec![(tp(0), Some(0))]);
+        let first = f.to_fetch(&all);
+        let mut corrupt = BytesMut::from(&batch(3, 3)[..]);
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 0xff;
+        let bytes = [batch(0, 3), corrupt.freeze()].concat();
+        f.apply_fetch(
+            BROKER,
+            answer(0, ErrorCode::NONE, Some(Bytes::from(bytes))),
+            first,
+        );
+        let ahead = f.to_fetch(&all);
+        assert_eq!(ahead[0].2, 6, "the headers end past the corrupt batch");
+        f.apply_fetch(
+            BROKER,
+            answer(0, ErrorCode::NONE, Some(batch(6, 2))),
+            ahead.clone(),
+        );
+        assert_eq!(
+            drain(&mut f, 10),
+            vec![0, 1, 2],
+            "nothing past the corrupt batch"
+        );
+        assert!(f.take_decode_error().is_some());
+        assert_eq!(f.position(&tp(0)), Some(3));
+        let again = f.to_fetch(&all);
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].2, 3, "fetched again from the corrupt batch");
+        assert_ne!(again[0].1, ahead[0].1, "under a new token");
+    }
+
+    #[test]
+    fn fetches_go_in_a_session_naming_only_what_moved() {
+        let mut f = fetcher(OffsetReset::Earliest);
+        let all = [tp(0), tp(1), tp(2)];
+        f.assigned(&all, true);
+        f.apply_committed(vec![(tp(0), Some(0)), (tp(1), Some(5)), (tp(2), Some(7))]);
+        let fetched = f.to_fetch(&all);
+        let full = f.fetch_request(BROKER, &fetched);
+        assert_eq!(
+            (full.session_id, full.session_epoch),
+            (0, 0),
+            "opens a session"
+        );
+        assert_eq!(full.topics[0].partitions.len(), 3);
+        let mut response = answer(0, ErrorCode::NONE, Some(batch(0, 3)));
+        response.session_id = 42;
+        f.apply_fetch(BROKER, response, fetched);
+        // Partition 0 moved (fetched ahead from 3), 1 is idle, 2 is paused: forgotten.
+        f.set_paused(&[tp(2)], true).unwrap();
+        let fetched = f.to_fetch(&all);
+        let incremental = f.fetch_request(BROKER, &fetched);
+        assert_eq!((incremental.session_id, incremental.session_epoch), (42, 1));
+        let named: Vec<(i32, i64)> = incremental.topics[0]
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.fetch_offset))
+            .collect();
+        assert_eq!(named, vec![(0, 3)], "only what moved");
+        assert_eq!(incremental.forgotten_topics_data[0].partitions, vec![2]);
+        // The broker answers partition 1 only (it has records); partition 0, left out, keeps
+        // its position and its answer.
+        let mut response = answer(1, ErrorCode::NONE, Some(batch(5, 2)));
+        response.session_id = 42;
+        f.apply_fetch(BROKER, response, fetched);
+        assert_eq!(f.position(&tp(0)), Some(0));
+        assert_eq!(f.position(&tp(1)), Some(5));
+        // The broker lost the session: nothing in the answer is applied, no back-off, and the
+        // next fetch is a full one naming every partition wanted.
+        let fetched = f.to_fetch(&all);
+        f.fetch_request(BROKER, &fetched);
+        let mut lost = answer(1, ErrorCode::NONE, Some(batch(7, 2)));
+        lost.error_code = ErrorCode::FETCH_SESSION_ID_NOT_FOUND.0;
+        let followup = f.apply_fetch(BROKER, lost, fetched);
+        assert!(!followup.retry && !followup.refresh_metadata && followup.error.is_none());
+        assert_eq!(f.take_records(&[tp(1)], usize::MAX).unwrap().len(), 2);
+        assert!(
+            f.take_records(&[tp(1)], usize::MAX).is_none(),
+            "7 and 8 were not applied"
+        );
+        let fetched = f.to_fetch(&all);
+        let full = f.fetch_request(BROKER, &fetched);
+        assert_eq!((full.session_id, full.session_epoch), (0, 0));
+        assert_eq!(full.topics[0].partitions.len(), fetched.len());
+        assert_eq!(f.session_counts().errors, 1);
+        // A fetch without an answer: the next full fetch closes session 43 by its id.
+        let mut response = answer(1, ErrorCode::NONE, None);
+        response.session_id = 43;
+        f.apply_fetch(BROKER, response, fetched);
+        let fetched = f.to_fetch(&all);
+        f.fetch_request(BROKER, &fetched);
+        f.fetch_failed(BROKER);
+        let reopen = f.fetch_request(BROKER, &fetched);
+        assert_eq!((reopen.session_id, reopen.session_epoch), (43, 0));
     }
 
     #[test]
@@ -859,7 +1123,11 @@ mod tests {
             .into_iter()
             .filter(|x| x.0 == tp(0))
             .collect();
-        f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(0, 3))), fetched);
+        f.apply_fetch(
+            BROKER,
+            answer(0, ErrorCode::NONE, Some(batch(0, 3))),
+            fetched,
+        );
         assert!(
             f.set_paused(&[tp(0), tp(5)], true).is_err(),
             "tp 5 is not owned"
@@ -899,7 +1167,11 @@ mod tests {
         f.seek_to(&[tp(1)], LATEST_TIMESTAMP).unwrap();
         assert_eq!(f.position(&tp(0)), None, "looked up first");
         // The answer to a fetch from before the seek is dropped.
-        f.apply_fetch(answer(0, ErrorCode::NONE, Some(batch(7, 2))), fetched);
+        f.apply_fetch(
+            BROKER,
+            answer(0, ErrorCode::NONE, Some(batch(7, 2))),
+            fetched,
+        );
         assert!(f.take_records(&[tp(0)], usize::MAX).is_none());
         let listing = f.awaiting_reset(&HashSet::new());
         assert_eq!(listing, vec![tp(0), tp(1)]);

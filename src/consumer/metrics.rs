@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
+use super::fetch_session::FetchSessionCounts;
 use crate::engine::metrics::Summary;
 use crate::observe::{self, Counter, Gauge, Histogram, Labels};
 use crate::types::{BrokerId, TopicPartition};
@@ -54,6 +55,13 @@ pub struct ConsumerMetrics {
     pub commit_latency_max_ms: u64,
     /// `rebalance-total`: assignments this member received (a group's first one included).
     pub rebalance_total: u64,
+    /// Incremental fetch sessions (KIP-227) the brokers opened for this consumer.
+    pub fetch_sessions_opened_total: u64,
+    /// Incremental fetches (KIP-227) answered: each named only the partitions that moved.
+    pub incremental_fetch_total: u64,
+    /// Fetch answers that said the session was gone or out of step
+    /// (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH); a full fetch followed.
+    pub fetch_session_errors_total: u64,
     /// `records-lag-max`: the largest lag of the owned partitions now.
     pub records_lag_max: i64,
     /// Per owned partition that has had a fetch answer: its position and lag.
@@ -135,6 +143,7 @@ impl ConsumerFigures {
     pub(crate) fn snapshot(
         &self,
         partitions: BTreeMap<TopicPartition, PartitionLag>,
+        sessions: FetchSessionCounts,
     ) -> ConsumerMetrics {
         ConsumerMetrics {
             records_consumed_total: self.records_consumed,
@@ -146,6 +155,9 @@ impl ConsumerFigures {
             commit_latency_avg_ms: self.commit_latency_ms.avg(),
             commit_latency_max_ms: self.commit_latency_ms.max,
             rebalance_total: self.rebalances,
+            fetch_sessions_opened_total: sessions.opened,
+            incremental_fetch_total: sessions.incremental,
+            fetch_session_errors_total: sessions.errors,
             records_lag_max: partitions.values().map(|p| p.lag).max().unwrap_or(0),
             partitions,
         }

@@ -27,6 +27,7 @@ pub(crate) mod assignor;
 mod calls;
 pub mod config;
 mod driver;
+pub(crate) mod fetch_session;
 pub(crate) mod fetcher;
 pub mod hooks;
 pub(crate) mod membership;

@@ -20,7 +20,9 @@ use bytes::Bytes;
 use super::config::IsolationLevel;
 use crate::protocol::DecodeError;
 use crate::protocol::messages::fetch::AbortedTransaction;
-use crate::protocol::record_batch::{ControlRecordKind, Header, TimestampType, decode_batch};
+use crate::protocol::record_batch::{
+    ControlRecordKind, Header, TimestampType, decode_shared_batch,
+};
 use crate::types::TopicPartition;
 
 /// One consumed record.
@@ -40,7 +42,9 @@ pub struct ConsumerRecord {
     pub timestamp_type: TimestampType,
     /// The key.
     pub key: Option<Bytes>,
-    /// The value (`None`: a tombstone).
+    /// The value (`None`: a tombstone). Key and value are slices of the fetch answer they
+    /// came in (of the decompressed batch, if compressed), not copies: a record kept keeps
+    /// that buffer alive; copy the bytes out to keep a record past many answers.
     pub value: Option<Bytes>,
     /// The headers, in order.
     pub headers: Vec<Header>,
@@ -72,6 +76,58 @@ pub struct PartitionReader {
     /// Producers whose aborted transaction is under way at the current batch.
     aborting: HashSet<i64>,
     next_offset: i64,
+    /// Where the next fetch starts once the whole answer is read, from the batch headers
+    /// alone ([`answer_end`]): a fetch from there can be in flight while this answer is read.
+    end: i64,
+}
+
+/// Where the next fetch starts after `bytes` (a partition's `Records`, fetched from
+/// `fetch_offset`) is read to its end, from the batch headers (base offset, length, last
+/// offset delta) without decoding a record: past the last whole batch, but not past the
+/// last stable offset under read_committed (a batch from there on is fetched again; between
+/// the last record before it and it there is none). This is the offset
+/// [`PartitionReader::next_offset`] reaches when the answer decodes cleanly; the fetcher
+/// checks the two agree before it applies an answer fetched from here.
+fn answer_end(
+    bytes: &[u8],
+    fetch_offset: i64,
+    committed_only: bool,
+    last_stable_offset: i64,
+) -> i64 {
+    /// Base offset and length (the log overhead), then epoch, magic, CRC, attributes, and
+    /// the last offset delta.
+    const LOG_OVERHEAD: usize = 12;
+    const LAST_OFFSET_DELTA_END: usize = 27;
+    let stable_end = (committed_only && last_stable_offset >= 0).then_some(last_stable_offset);
+    let mut end = fetch_offset;
+    let mut at = 0usize;
+    while let Some(header) = bytes.get(at..at.saturating_add(LAST_OFFSET_DELTA_END)) {
+        let field = |from: usize, to: usize| header.get(from..to).unwrap_or_default();
+        let base = i64::from_be_bytes(field(0, 8).try_into().unwrap_or_default());
+        let length = i32::from_be_bytes(field(8, 12).try_into().unwrap_or_default());
+        let delta = i32::from_be_bytes(field(23, 27).try_into().unwrap_or_default());
+        let Some(total) = usize::try_from(length)
+            .ok()
+            .map(|l| l.saturating_add(LOG_OVERHEAD))
+            .filter(|t| at.saturating_add(*t) <= bytes.len() && *t >= LAST_OFFSET_DELTA_END)
+        else {
+            // A tail the broker cut (or a broken frame, which the decoder reports).
+            break;
+        };
+        at += total;
+        let last = base.saturating_add(i64::from(delta));
+        if last < fetch_offset {
+            continue;
+        }
+        if stable_end.is_some_and(|lso| base >= lso) {
+            break;
+        }
+        end = end.max(last.saturating_add(1));
+    }
+    match stable_end {
+        Some(lso) => end.min(lso).max(fetch_offset),
+        None => end,
+    }
 }
 
 impl PartitionReader {
@@ -85,13 +141,15 @@ impl PartitionReader {
         last_stable_offset: i64,
         aborted: Option<&[AbortedTransaction]>,
     ) -> Self {
+        let committed_only = isolation == IsolationLevel::ReadCommitted;
         Self {
+            end: answer_end(&bytes, fetch_offset, committed_only, last_stable_offset),
             topic: Arc::clone(topic),
             partition,
             bytes,
             at: Some(0),
             fetch_offset,
-            committed_only: isolation == IsolationLevel::ReadCommitted,
+            committed_only,
             last_stable_offset,
             pending_aborts: aborted
                 .unwrap_or_default()
@@ -109,15 +167,27 @@ impl PartitionReader {
         self.next_offset
     }
 
+    /// The offset this answer was fetched from.
+    pub fn fetch_offset(&self) -> i64 {
+        self.fetch_offset
+    }
+
+    /// Where the next fetch starts once this answer is read to its end (see [`answer_end`]).
+    pub fn end(&self) -> i64 {
+        self.end
+    }
+
     /// The deliverable records of the next batch that has any; `None` when the answer is used
     /// up (or the rest is past the last stable offset: fetched again later).
     pub fn next_batch(&mut self) -> Result<Option<Vec<ConsumerRecord>>, DecodeError> {
         while let Some(at) = self.at {
-            let Some(rest) = self.bytes.get(at..) else {
+            if at > self.bytes.len() {
                 self.at = None;
                 break;
-            };
-            let Some((batch, len)) = decode_batch(rest)? else {
+            }
+            // Keys and values stay slices of the fetched buffer: no copy per batch.
+            let rest = self.bytes.slice(at..);
+            let Some((batch, len)) = decode_shared_batch(&rest)? else {
                 self.at = None;
                 break;
             };
@@ -194,6 +264,9 @@ impl PartitionReader {
                 return Ok(Some(records));
             }
         }
+        // Read cleanly to the end: past what lies between the last record and the last
+        // stable offset too, where a fetch ahead of this reader started.
+        self.next_offset = self.next_offset.max(self.end);
         Ok(None)
     }
 }

@@ -17,11 +17,10 @@
 //! uncompressed records never exceed `max.request.size`, and a sealed batch is never larger
 //! than its records (see `BatchBuilder::seal_compressed`), so no batch can exceed it either.
 //!
-//! Compressing takes microseconds per record, too long to hold a partition's lock: a batch that `send` fills ([`Accumulator::append_deferring_seal`]) or that lingered its time
-//! ([`Accumulator::close_lingered`]) is handed out to be sealed outside the lock ([`ToSeal`]),
-//! by the task that closed it or a compression worker (`producer::seal_pool`), and put back in
-//! its place ([`Accumulator::put_sealed`]); until then no later batch of its partition is
-//! handed to the engine, so batches keep their order.
+//! Compressing takes microseconds per record, too long to hold a partition's lock: a batch that `send` fills ([`Accumulator::append_deferring_seal`]) is handed out to be
+//! sealed outside the lock ([`ToSeal`]), by the sending task or a compression worker
+//! (`producer::seal_pool`), and put back in its place ([`Accumulator::put_sealed`]); until
+//! then no later batch of its partition is handed to the engine, so batches keep their order.
 
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -76,6 +75,19 @@ impl RatioEstimate {
         }
         .min(1.0);
     }
+}
+
+/// One record as an append takes it, with its sizes computed once.
+#[derive(Clone, Copy)]
+struct RecordParts<'a> {
+    timestamp: i64,
+    key: Option<&'a [u8]>,
+    value: Option<&'a [u8]>,
+    headers: &'a [Header],
+    /// [`BatchBuilder::record_fixed_len`].
+    fixed_len: usize,
+    /// Bytes in a batch of its own, header included.
+    alone: usize,
 }
 
 /// Why a record was not appended.
@@ -183,15 +195,20 @@ struct OpenBatch {
     span: tracing::Span,
     created_ms: Millis,
     /// Expected compressed bytes per record byte: the topic's ratio estimate (with margin) when
-    /// the batch opened; exactly 1 without compression.
-    size_factor: f64,
+    /// the batch opened; `None` without compression, where the size is exact.
+    size_factor: Option<f64>,
 }
 
 impl OpenBatch {
-    /// The batch's expected size on the wire once `more` record bytes are appended.
+    /// The batch's expected size on the wire once `more` record bytes are appended (in
+    /// integers without compression: the float multiplication and `ceil` were a visible
+    /// part of every append).
     fn expected_size(&self, more: usize) -> usize {
-        let records = (self.builder.records_len() + more) as f64;
-        RECORD_BATCH_HEADER_LEN + (records * self.size_factor).ceil() as usize
+        let records = self.builder.records_len() + more;
+        match self.size_factor {
+            None => RECORD_BATCH_HEADER_LEN + records,
+            Some(factor) => RECORD_BATCH_HEADER_LEN + (records as f64 * factor).ceil() as usize,
+        }
     }
 }
 
@@ -214,6 +231,11 @@ struct PartitionQueue {
 impl PartitionSlot {
     fn lock(&self) -> MutexGuard<'_, PartitionQueue> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The slot's partition.
+    pub fn partition(&self) -> &TopicPartition {
+        &self.partition
     }
 }
 
@@ -361,22 +383,40 @@ impl Accumulator {
         headers: &[Header],
         now: Millis,
     ) -> Result<Appended, AppendError> {
-        self.append_to(partition, timestamp, key, value, headers, || now, false)
+        self.with_slot(partition, |slot| {
+            self.append_to(slot, timestamp, key, value, headers, || now, false)
+        })
     }
 
-    /// Like [`Accumulator::append`], but a batch this closes is returned in
-    /// [`Appended::to_seal`] for the caller to compress and seal outside the partition's lock;
-    /// `now` is called only when a batch opens (the clock is read once per batch).
+    /// Like [`Accumulator::append`], to the slot of [`Accumulator::topic_slots`], and a batch
+    /// this closes is returned in [`Appended::to_seal`] for the caller to compress and seal
+    /// outside the partition's lock; `now` is called only when a batch opens (the clock is
+    /// read once per batch).
     pub fn append_deferring_seal(
         &self,
-        partition: &TopicPartition,
+        slot: &Arc<PartitionSlot>,
         timestamp: i64,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         headers: &[Header],
         now: impl FnOnce() -> Millis,
     ) -> Result<Appended, AppendError> {
-        self.append_to(partition, timestamp, key, value, headers, now, true)
+        self.append_to(slot, timestamp, key, value, headers, now, true)
+    }
+
+    /// The slots of `topic`'s partitions `0..partitions`, made where missing. `send` keeps
+    /// them per topic, so a record reaches its partition's batch without a lookup by name
+    /// (hashing and comparing the topic name per record was 6% of the send path).
+    /// Slots are never removed, so a slot handed out stays the one the engine drains.
+    pub fn topic_slots(&self, topic: &Arc<str>, partitions: i32) -> Vec<Arc<PartitionSlot>> {
+        (0..partitions.max(0))
+            .map(|partition| {
+                self.with_slot(
+                    &TopicPartition::new(Arc::clone(topic), partition),
+                    Arc::clone,
+                )
+            })
+            .collect()
     }
 
     /// Runs `f` on the slot of `partition` (made on its first record) under the table's read
@@ -435,7 +475,7 @@ impl Accumulator {
     #[allow(clippy::too_many_arguments)] // the record's parts, as `append` takes them
     fn append_to(
         &self,
-        partition: &TopicPartition,
+        slot: &Arc<PartitionSlot>,
         timestamp: i64,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
@@ -443,8 +483,9 @@ impl Accumulator {
         now: impl FnOnce() -> Millis,
         defer_seal: bool,
     ) -> Result<Appended, AppendError> {
-        let alone = RECORD_BATCH_HEADER_LEN
-            + BatchBuilder::new(timestamp, 0).record_size(timestamp, key, value, headers);
+        // Computed once: the size alone, the size in the open batch and the append follow.
+        let fixed_len = BatchBuilder::record_fixed_len(key, value, headers);
+        let alone = RECORD_BATCH_HEADER_LEN + BatchBuilder::record_size_alone(fixed_len);
         if alone > self.config.max_request_size {
             return Err(AppendError::TooLarge {
                 size: alone,
@@ -459,31 +500,40 @@ impl Accumulator {
                 setting: "buffer.memory",
             });
         }
-        self.with_slot(partition, |slot| {
-            self.append_to_slot(slot, timestamp, key, value, headers, now, defer_seal, alone)
-        })
+        let record = RecordParts {
+            timestamp,
+            key,
+            value,
+            headers,
+            fixed_len,
+            alone,
+        };
+        self.append_to_slot(slot, &record, now, defer_seal)
     }
 
     /// The part of an append done under the partition's lock.
-    #[allow(clippy::too_many_arguments)] // the record's parts, as `append` takes them
     fn append_to_slot(
         &self,
         slot: &Arc<PartitionSlot>,
-        timestamp: i64,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        headers: &[Header],
+        record: &RecordParts<'_>,
         now: impl FnOnce() -> Millis,
         defer_seal: bool,
-        alone: usize,
     ) -> Result<Appended, AppendError> {
+        let RecordParts {
+            timestamp,
+            key,
+            value,
+            headers,
+            fixed_len,
+            alone,
+        } = *record;
         let mut queue = slot.lock();
         // Checked under the partition lock: see `SendGate`.
         self.gate.check().map_err(AppendError::Refused)?;
         let mut wake_engine = false;
         let mut to_seal = Vec::new();
         let fits_open = queue.open.as_ref().map(|open| {
-            let added = open.builder.record_size(timestamp, key, value, headers);
+            let added = open.builder.record_size_with(timestamp, fixed_len);
             let fits = open.expected_size(added) <= self.config.batch_size
                 && open.builder.size_in_bytes() + added <= self.config.max_request_size;
             (fits, added)
@@ -512,7 +562,9 @@ impl Accumulator {
                 })
             }
         };
-        let index = open.builder.append(timestamp, key, value, headers);
+        let index = open
+            .builder
+            .append_with(timestamp, fixed_len, key, value, headers);
         if !open.span.is_disabled() {
             // The caller's current span: the record's `send` span when TRACE is on (a link,
             // as the conventions have a batch point at the messages it carries).
@@ -531,14 +583,15 @@ impl Accumulator {
         })
     }
 
-    /// Expected compressed bytes per record byte for a new batch of `topic`.
-    fn size_factor(&self, topic: &Arc<str>) -> f64 {
+    /// Expected compressed bytes per record byte for a new batch of `topic` (`None`: exactly
+    /// one, without compression).
+    fn size_factor(&self, topic: &Arc<str>) -> Option<f64> {
         match self.config.compression {
-            Compression::None => 1.0,
+            Compression::None => None,
             _ => {
                 let ratios = self.ratios.lock().unwrap_or_else(|e| e.into_inner());
                 let ratio = ratios.get(topic).unwrap_or(&RatioEstimate::START);
-                ratio.0 * RatioEstimate::MARGIN
+                Some(ratio.0 * RatioEstimate::MARGIN)
             }
         }
     }
@@ -630,15 +683,22 @@ impl Accumulator {
             .observe(observed);
     }
 
-    /// Closes the batches whose linger time ran out (every open batch when `flush`) and
-    /// returns the closed batches ready for the engine, partition by partition in partition
-    /// order, each partition's in the order they were closed. A batch still being sealed holds
-    /// back the later batches of its partition.
-    pub fn take_ready(&self, now: Millis, flush: bool) -> Vec<ClosedBatch> {
+    /// Closes the open batches `close` picks (every open batch when `flush`) and returns the
+    /// closed batches ready for the engine, partition by partition in partition order, each
+    /// partition's in the order they were closed. The engine picks from
+    /// [`Accumulator::lingered_partitions`] and its pipelines (see `Engine::batches_to_close`):
+    /// a lingered batch that could not go out stays open, an unlingered one that can join a
+    /// request leaving now closes. A batch still being sealed holds back the later batches of
+    /// its partition.
+    pub fn take_ready(
+        &self,
+        flush: bool,
+        close: impl Fn(&TopicPartition) -> bool,
+    ) -> Vec<ClosedBatch> {
         let mut ready = Vec::new();
         for slot in self.slots() {
             let mut queue = slot.lock();
-            if flush || self.lingered(&queue, now) {
+            if queue.open.is_some() && (flush || close(&slot.partition)) {
                 self.close(&slot, &mut queue, false);
             }
             while let Some(Closed::Ready(_)) = queue.closed.front() {
@@ -650,33 +710,31 @@ impl Accumulator {
         ready
     }
 
-    /// Closes the open batches whose linger time ran out, for the caller to seal outside the
-    /// partitions' locks and hand back with [`Accumulator::put_sealed`], as `send` does with
-    /// the batches it fills: the driver calls it before the engine's poll, so a lingered batch
-    /// is not compressed under the lock its partition's `send`s wait on.
-    pub fn close_lingered(&self, now: Millis) -> Vec<ToSeal> {
-        let mut to_seal = Vec::new();
-        for slot in self.slots() {
-            let mut queue = slot.lock();
-            if self.lingered(&queue, now) {
-                to_seal.extend(self.close(&slot, &mut queue, true));
-            }
-        }
-        to_seal
-    }
-
-    /// Whether the partition's open batch has lingered its time.
-    fn lingered(&self, queue: &PartitionQueue, now: Millis) -> bool {
-        queue
-            .open
-            .as_ref()
-            .is_some_and(|open| open.created_ms.saturating_add(self.config.linger_ms) <= now)
-    }
-
-    /// When the next open batch's linger time runs out, if any batch is open.
-    pub fn next_linger_deadline(&self) -> Option<Millis> {
+    /// The partitions whose open batch lingered its time at `now`.
+    pub fn lingered_partitions(&self, now: Millis) -> Vec<TopicPartition> {
         self.slots()
             .iter()
+            .filter(|slot| {
+                let queue = slot.lock();
+                queue
+                    .open
+                    .as_ref()
+                    .is_some_and(|open| self.lingered(open, now))
+            })
+            .map(|slot| slot.partition.clone())
+            .collect()
+    }
+
+    fn lingered(&self, open: &OpenBatch, now: Millis) -> bool {
+        open.created_ms.saturating_add(self.config.linger_ms) <= now
+    }
+
+    /// When the next open batch's linger time runs out, among the partitions `counts` keeps
+    /// (the engine leaves out those whose lingered batch it would keep open).
+    pub fn next_linger_deadline(&self, counts: impl Fn(&TopicPartition) -> bool) -> Option<Millis> {
+        self.slots()
+            .iter()
+            .filter(|slot| counts(&slot.partition))
             .filter_map(|slot| {
                 let queue = slot.lock();
                 let open = queue.open.as_ref()?;
@@ -716,7 +774,7 @@ impl Accumulator {
     /// Removes every open and closed batch (when the producer fails fatally or closes); a
     /// batch being sealed outside the lock stays until it is put back.
     pub fn take_all(&self) -> Vec<ClosedBatch> {
-        self.take_ready(Millis::MAX, true)
+        self.take_ready(true, |_| true)
     }
 }
 
@@ -750,18 +808,27 @@ mod tests {
         let c = acc.append(&tp(), 1, None, Some(&[0; 50]), &[], 0).unwrap();
         assert!(c.wake_engine, "the third record does not fit in 200 bytes");
         assert!(!Arc::ptr_eq(&a.completion, &c.completion));
-        assert_eq!(acc.take_ready(0, false).len(), 1);
+        assert_eq!(acc.take_ready(false, |_| false).len(), 1);
     }
 
     #[test]
-    fn linger_closes_batches_and_flush_closes_all() {
+    fn the_engine_picks_which_open_batches_close_and_flush_closes_all() {
         let acc = Accumulator::new(config());
         acc.append(&tp(), 1, None, Some(b"v"), &[], 10).unwrap();
-        assert_eq!(acc.next_linger_deadline(), Some(15));
-        assert!(acc.take_ready(14, false).is_empty());
-        assert_eq!(acc.take_ready(15, false).len(), 1);
+        assert_eq!(acc.next_linger_deadline(|_| true), Some(15));
+        assert_eq!(acc.next_linger_deadline(|_| false), None);
+        assert!(acc.lingered_partitions(14).is_empty());
+        assert_eq!(acc.lingered_partitions(15), vec![tp()]);
+        // Kept open past its linger time (it could not go out).
+        assert!(acc.take_ready(false, |_| false).is_empty());
+        assert!(acc.has_pending());
+        assert_eq!(acc.take_ready(false, |p| *p == tp()).len(), 1);
+        // Closed before its linger time (it joins a request leaving now).
         acc.append(&tp(), 1, None, Some(b"v"), &[], 20).unwrap();
-        assert_eq!(acc.take_ready(20, true).len(), 1);
+        assert!(acc.lingered_partitions(21).is_empty());
+        assert_eq!(acc.take_ready(false, |_| true).len(), 1);
+        acc.append(&tp(), 1, None, Some(b"v"), &[], 30).unwrap();
+        assert_eq!(acc.take_ready(true, |_| false).len(), 1);
         assert!(!acc.has_pending());
     }
 
@@ -779,7 +846,7 @@ mod tests {
         let mut batches = Vec::new();
         for _ in 0..20_000 {
             acc.append(&tp(), 1, None, Some(value), &[], 0).unwrap();
-            batches.extend(acc.take_ready(0, false));
+            batches.extend(acc.take_ready(false, |_| false));
         }
         batches.extend(acc.take_all());
         // The first batch assumes no gain: 4 KiB of records. Later ones hold more records as
@@ -808,25 +875,44 @@ mod tests {
         assert_eq!(acc.buffered_bytes(), 0);
     }
 
+    /// The slots `send` keeps per topic are the ones the engine drains: a record appended
+    /// through one shares the batch of a record appended by partition.
+    #[test]
+    fn topic_slots_are_the_partitions_slots() {
+        let acc = Accumulator::new(config());
+        let by_name = acc.append(&tp(), 1, None, Some(b"v"), &[], 0).unwrap();
+        let slots = acc.topic_slots(&tp().topic, 2);
+        assert_eq!(slots.len(), 2);
+        assert_eq!(slots[1].partition(), &TopicPartition::new("t", 1));
+        let by_slot = acc
+            .append_deferring_seal(&slots[0], 1, None, Some(b"v"), &[], || 0)
+            .unwrap();
+        assert!(Arc::ptr_eq(&by_name.completion, &by_slot.completion));
+        assert_eq!(by_slot.index, 1);
+        let ready = acc.take_ready(true, |_| false);
+        assert_eq!(ready.len(), 1, "partition 1 has no record");
+    }
+
     #[test]
     fn a_batch_sealed_outside_the_lock_keeps_its_place() {
         let acc = Accumulator::new(config());
         let other = TopicPartition::new("t", 1);
         let value = [0u8; 150];
+        let slots = acc.topic_slots(&tp().topic, 1);
         let first = acc
-            .append_deferring_seal(&tp(), 1, None, Some(&value), &[], || 0)
+            .append_deferring_seal(&slots[0], 1, None, Some(&value), &[], || 0)
             .unwrap();
         assert_eq!(first.to_seal.len(), 1, "150 bytes fill a 200-byte batch");
         let to_seal = first.to_seal.into_iter().next().unwrap();
         // A later batch of the same partition, and one of another partition.
         let second = acc.append(&tp(), 1, None, Some(&value), &[], 0).unwrap();
         acc.append(&other, 1, None, Some(&value), &[], 0).unwrap();
-        let ready = acc.take_ready(0, false);
+        let ready = acc.take_ready(false, |_| false);
         assert_eq!(ready.len(), 1, "only the other partition's batch");
         assert_eq!(ready[0].partition, other);
         assert!(acc.has_pending());
         acc.put_sealed(to_seal.seal());
-        let ready = acc.take_ready(0, false);
+        let ready = acc.take_ready(false, |_| false);
         assert_eq!(ready.len(), 2);
         assert!(Arc::ptr_eq(&ready[0].completion, &first.completion));
         assert!(Arc::ptr_eq(&ready[1].completion, &second.completion));

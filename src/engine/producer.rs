@@ -515,7 +515,9 @@ impl Engine {
             self.fail_fatally_remaining(acc);
             return std::mem::take(&mut self.actions);
         }
-        for closed in acc.take_ready(now, self.flushing) {
+        let lingered = acc.lingered_partitions(now);
+        let close = self.batches_to_close(now, &lingered);
+        for closed in acc.take_ready(self.flushing, |tp| close.contains(tp)) {
             let state = self.partitions.entry(closed.partition).or_default();
             state.queued.push_back(ProducerBatch::new(
                 closed.batch,
@@ -751,7 +753,15 @@ impl Engine {
                 wake = Some(wake.map_or(t, |w| w.min(t)));
             }
         };
-        if let Some(linger) = acc.next_linger_deadline() {
+        // A lingered batch kept open for a busy pipeline closes on the answer that frees it,
+        // not on a timer.
+        let broker_in_flight = self.broker_in_flight();
+        let counts = |tp: &TopicPartition| {
+            self.partitions
+                .get(tp)
+                .is_none_or(|state| !self.pipeline_busy(state, &broker_in_flight))
+        };
+        if let Some(linger) = acc.next_linger_deadline(counts) {
             consider(linger.max(now + 1));
         }
         let timeout = self.config.delivery_timeout_ms;

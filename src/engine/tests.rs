@@ -402,20 +402,35 @@ fn a_retry_that_never_left_does_not_erase_an_earlier_lost_ack() {
     assert_eq!(h.engine.counters().epoch_bumps, 1);
 }
 
-/// Queues `batches` batches on each of `partitions` behind an acknowledged opener, so the
-/// next poll may pipeline (KAFKA-15591 sends the first batch of an identity alone).
+/// Queues `batches` full batches on each of `partitions` behind an acknowledged opener, so
+/// the next poll may pipeline (KAFKA-15591 sends the first batch of an identity alone). While
+/// the opener is in flight a lingered batch stays open and takes more records, so each
+/// batch here is closed by the next record not fitting in it; the last record's batch stays
+/// open behind them.
 fn backlog_behind_acknowledged_opener(h: &mut Harness, partitions: &[i32], batches: usize) {
     h.give_identity(1, 0);
     for &p in partitions {
         h.send(p);
     }
     let openers = produces(&h.poll());
-    for _ in 0..batches {
+    // Two of these do not fit in one 16 KiB batch.
+    let large = [0u8; 9_000];
+    for _ in 0..=batches {
         for &p in partitions {
-            h.send(p);
+            h.acc
+                .append(
+                    &TopicPartition::new(T0, p),
+                    0,
+                    None,
+                    Some(&large),
+                    &[],
+                    h.now,
+                )
+                .expect("append");
         }
         assert!(produces(&h.poll()).is_empty(), "openers go alone");
     }
+    assert!(h.acc.has_pending(), "the last batch is still open");
     for (request, stamps) in openers {
         let answers: Vec<_> = stamps.iter().map(|s| (s.0, ErrorCode::NONE, 0)).collect();
         h.answer(request, &answers);
@@ -495,6 +510,98 @@ fn nothing_goes_to_a_throttled_broker_until_the_throttle_time_passed() {
     );
     let throttle = h.engine.metrics().produce_throttle_time_ms;
     assert_eq!((throttle.count, throttle.max), (1, 500));
+}
+
+/// Records per batch of each Produce action, by partition.
+fn batch_records(actions: &[Action]) -> Vec<Vec<(i32, i32)>> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Produce { batches, .. } => Some(
+                batches
+                    .iter()
+                    .map(|(tp, b)| (tp.partition, b.record_count()))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_lingered_batch_keeps_taking_records_while_its_pipeline_is_busy() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    h.send(0);
+    let opener = produces(&h.poll());
+    assert_eq!(opener.len(), 1);
+    // The opener goes alone (KAFKA-15591): the batches lingered behind it stay one open batch
+    // instead of closing into a queue of one-record batches.
+    let a = h.send(0);
+    assert!(produces(&h.advance(1)).is_empty());
+    let b = h.send(0);
+    assert!(produces(&h.advance(1)).is_empty());
+    assert!(Arc::ptr_eq(&a, &b), "one batch took both records");
+    assert!(
+        h.engine
+            .next_wakeup(h.now, &h.acc)
+            .is_none_or(|t| t > h.now + 1),
+        "a batch held for the pipeline sets no linger timer"
+    );
+    h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
+    assert_eq!(batch_records(&h.poll()), vec![vec![(0, 2)]]);
+}
+
+#[test]
+fn a_request_leaving_for_a_broker_takes_every_partition_with_room() {
+    let mut h = Harness::new();
+    h.acc = Accumulator::new(AccumulatorConfig {
+        batch_size: 16 * 1024,
+        linger_ms: 5,
+        buffer_memory: 1 << 20,
+        max_request_size: 1 << 20,
+        transactional: false,
+        compression: crate::protocol::record_batch::Compression::None,
+    });
+    let other = TopicPartition::new("u", 0);
+    let mut leaders: Vec<_> = (0..3)
+        .map(|p| (TopicPartition::new(T0, p), Some(1)))
+        .collect();
+    leaders.push((other.clone(), Some(2)));
+    h.engine.handle(Event::Leaders(leaders), 0, &h.acc);
+    h.give_identity(1, 0);
+    for p in 0..3 {
+        h.send(p);
+    }
+    let openers = produces(&h.advance(5));
+    assert_eq!(openers.len(), 1);
+    h.answer(
+        openers[0].0,
+        &[
+            (0, ErrorCode::NONE, 0),
+            (1, ErrorCode::NONE, 0),
+            (2, ErrorCode::NONE, 0),
+        ],
+    );
+    h.send(0);
+    h.now += 3;
+    h.send(1);
+    h.send(2);
+    h.acc
+        .append(&other, 0, None, Some(b"v"), &[], h.now)
+        .expect("append");
+    // Partition 0 lingered its 5 ms; 1, 2 and broker 2's partition were appended to later.
+    let sent = batch_records(&h.advance(2));
+    assert_eq!(
+        sent,
+        vec![vec![(0, 1), (1, 1), (2, 1)]],
+        "one request to broker 1 with partitions 0, 1 and 2; broker 2's batch lingers on"
+    );
+    assert_eq!(
+        batch_records(&h.advance(3)),
+        vec![vec![(other.partition, 1)]],
+        "broker 2's batch goes once it lingered"
+    );
 }
 
 #[test]

@@ -11,7 +11,6 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 
 use super::metrics::Publisher;
-use super::seal_pool::SealPool;
 use super::shared::Shared;
 use crate::engine::accumulator::Accumulator;
 use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
@@ -68,8 +67,6 @@ pub(crate) struct Driver {
     next_any_broker: usize,
     /// The KIP-714 metrics pusher (its own task); its terminating push goes out on close.
     telemetry: Telemetry,
-    /// Seals the batches that lingered their time, off the engine's and partitions' locks.
-    seal_pool: Arc<SealPool>,
 }
 
 impl Driver {
@@ -79,7 +76,6 @@ impl Driver {
         shared: Arc<Shared>,
         commands: mpsc::UnboundedReceiver<Command>,
         security: LinkSecurity,
-        seal_pool: Arc<SealPool>,
     ) -> Self {
         let (inbound_tx, inbound_rx) = mpsc::unbounded_channel();
         let config = &shared.config;
@@ -122,7 +118,6 @@ impl Driver {
             metadata_reachability: Reachability::default(),
             next_any_broker: 0,
             telemetry,
-            seal_pool,
         }
     }
 
@@ -146,13 +141,6 @@ impl Driver {
             if cfg!(feature = "metrics") && tokio::time::Instant::now() >= next_publish {
                 publisher.publish(&self.shared.metrics());
                 next_publish = tokio::time::Instant::now() + Duration::from_secs(1);
-            }
-            if self.seal_pool.has_workers() {
-                // Compressed before the engine's lock is taken, on a worker or here (the
-                // engine would otherwise seal them in its poll, under the partitions' locks).
-                for batch in self.shared.acc.close_lingered(now) {
-                    self.seal_pool.seal(batch);
-                }
             }
             let (actions, idle, wake_at) = self.with_engine(|engine, acc| {
                 let actions = engine.poll(now, acc);
@@ -266,7 +254,7 @@ impl Driver {
                             metadata.update(&response);
                             metadata.leaders()
                         };
-                        self.shared.metadata_changed.notify_waiters();
+                        self.shared.metadata_updated();
                         self.with_engine(|engine, acc| {
                             engine.handle(Event::Leaders(leaders), now, acc)
                         });

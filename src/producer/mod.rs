@@ -32,9 +32,9 @@ use crate::producer::config::{ProducerBuilder, ProducerConfig};
 use crate::producer::driver::{Command, Driver};
 use crate::producer::hooks::{HooksObserver, ProducerHooks};
 use crate::producer::metrics::ProducerMetrics;
-use crate::producer::partitioner::{StickyPartitioner, partition_for_key};
+use crate::producer::partitioner::partition_for_key;
 use crate::producer::seal_pool::SealPool;
-use crate::producer::shared::Shared;
+use crate::producer::shared::{Shared, TopicRoute};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::Header;
 use crate::telemetry::{ClientInstanceId, InstanceIdCell};
@@ -227,7 +227,7 @@ struct ProducerInner {
     hooks: Option<Arc<dyn ProducerHooks>>,
     client_instance_id: InstanceIdCell,
     /// Seals the batches `send` fills, off the sending task when compression is on.
-    seal_pool: Arc<SealPool>,
+    seal_pool: SealPool,
 }
 
 /// An idempotent Kafka producer. Cheap to clone; all clones share one connection pool,
@@ -339,8 +339,7 @@ impl Producer {
             random_seed(),
         );
         engine.observe_as(&config.client_id);
-        let sticky = StickyPartitioner::new(config.batch_size, random_seed());
-        let shared = Arc::new(Shared::new(config, engine, accumulator, sticky));
+        let shared = Arc::new(Shared::new(config, engine, accumulator, random_seed()));
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::Config {
             setting: "runtime".into(),
@@ -350,16 +349,9 @@ impl Producer {
         let seal_pool = {
             let shared = Arc::clone(&shared);
             let workers = SealPool::workers_for(shared.config.compression.compression());
-            Arc::new(SealPool::start(workers, move |sealed| {
-                shared.put_sealed(sealed);
-            }))
+            SealPool::start(workers, move |sealed| shared.put_sealed(sealed))
         };
-        let driver = Driver::new(
-            Arc::clone(&shared),
-            commands_rx,
-            security,
-            Arc::clone(&seal_pool),
-        );
+        let driver = Driver::new(Arc::clone(&shared), commands_rx, security);
         let client_instance_id = driver.client_instance_id();
         runtime.spawn(driver.run());
         Ok(Producer {
@@ -416,7 +408,8 @@ impl Producer {
         let mut deadline_at = None;
         let mut deadline =
             || *deadline_at.get_or_insert_with(|| tokio::time::Instant::now() + max_block);
-        let partitions = self.partition_count(&record.topic, &mut deadline).await?;
+        let route = self.topic_route(&record.topic, &mut deadline).await?;
+        let partitions = route.partitions();
         let partition = match (record.partition, &record.key) {
             (Some(p), _) if (0..partitions).contains(&p) => p,
             (Some(p), _) => {
@@ -429,19 +422,16 @@ impl Producer {
                 });
             }
             (None, Some(key)) => partition_for_key(key, partitions),
-            (None, None) => shared
+            (None, None) => route
                 .sticky
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .partition_record(
-                    &record.topic,
-                    partitions,
-                    record.value.as_ref().map_or(0, Bytes::len),
-                ),
+                .partition_record(partitions, record.value.as_ref().map_or(0, Bytes::len)),
         };
         let timestamp = record.timestamp.unwrap_or_else(now_epoch_ms);
-        let tp = TopicPartition::new(Arc::clone(&record.topic), partition);
-        let span = send_span(&tp, &record, &shared.config.client_id);
+        // In range: checked above, or chosen below the count.
+        let slot = &route.slots[partition as usize];
+        let span = send_span(slot.partition(), &record, &shared.config.client_id);
         #[cfg(feature = "opentelemetry")]
         if shared.config.propagate_trace_context {
             // The send span's context, or the caller's when TRACE is off for this crate
@@ -453,15 +443,19 @@ impl Producer {
             };
             crate::trace_context::inject(&context, &mut record.headers);
         }
+        // Registered only once the buffer was found full, and before the append is tried
+        // again, so a release between the two is not missed (`notify_waiters` wakes only the
+        // waiters already registered); the per-record path makes none.
+        let mut space = None;
+        // Bounded by the deadline: every wait for space ends at it.
         loop {
-            let space = shared.space.notified();
             let appended = {
                 let _in_send = span.enter();
                 // Only the partition's lock: the engine's is never taken here. A
                 // transactional producer accepts records only inside a transaction (T1): the
                 // append checks the engine's published answer under that lock.
                 shared.acc.append_deferring_seal(
-                    &tp,
+                    slot,
                     timestamp,
                     record.key.as_deref(),
                     record.value.as_deref(),
@@ -491,6 +485,10 @@ impl Producer {
                 }
                 Err(AppendError::Refused(error)) => return Err(error),
                 Err(AppendError::BufferFull) => {
+                    let Some(space) = space.take() else {
+                        space = Some(shared.space.notified());
+                        continue;
+                    };
                     shared.wake.notify_one();
                     shared.buffer_exhausted.fetch_add(1, Ordering::Relaxed);
                     let waiting = tokio::time::Instant::now();
@@ -509,24 +507,31 @@ impl Producer {
         }
     }
 
-    /// The number of partitions of `topic`, fetching metadata when the topic is new.
-    async fn partition_count(
+    /// Where `topic`'s records go, fetching metadata when the topic is new.
+    async fn topic_route(
         &self,
         topic: &Arc<str>,
         deadline: &mut impl FnMut() -> tokio::time::Instant,
-    ) -> Result<i32> {
+    ) -> Result<Arc<TopicRoute>> {
         let shared = &self.inner.shared;
-        // The per-record path: the topic is known, no waiting machinery needed.
-        if let Some(TopicMetadata::Known { leaders }) = shared
-            .metadata
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .topics
-            .get(topic)
-            && !leaders.is_empty()
-        {
-            return Ok(leaders.len() as i32);
+        // Bounded by the deadline: each round waits for metadata that knows the topic, and
+        // fails at the deadline (a second round only if the topic went away meanwhile).
+        loop {
+            // The per-record path: the topic is known, no waiting machinery needed.
+            if let Some(route) = shared.route(topic) {
+                return Ok(route);
+            }
+            self.await_topic(topic, deadline).await?;
         }
+    }
+
+    /// Waits until the metadata knows `topic` with at least one partition.
+    async fn await_topic(
+        &self,
+        topic: &Arc<str>,
+        deadline: &mut impl FnMut() -> tokio::time::Instant,
+    ) -> Result<()> {
+        let shared = &self.inner.shared;
         // A topic the broker described is valid; a name is checked only before asking.
         validate_topic(topic)?;
         let started = tokio::time::Instant::now();
@@ -536,7 +541,7 @@ impl Producer {
             .await_metadata(deadline(), ask_first, |metadata, _| {
                 match metadata.topics.get(topic) {
                     Some(TopicMetadata::Known { leaders }) if !leaders.is_empty() => {
-                        return Some(Ok(leaders.len() as i32));
+                        return Some(Ok(()));
                     }
                     Some(TopicMetadata::Failed(code)) => last_error = *code,
                     _ => {}
@@ -897,6 +902,8 @@ fn random_seed() -> u64 {
         .finish()
 }
 
+/// A record's CreateTime: now, in milliseconds since the epoch, read per record as Java's
+/// producer does.
 fn now_epoch_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

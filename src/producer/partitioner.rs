@@ -7,8 +7,6 @@
 //!   bytes as KIP-794's uniform sticky partitioner does, so batches fill up instead of every
 //!   partition getting a trickle of one-record batches.
 
-use rustc_hash::FxHashMap;
-
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -61,28 +59,30 @@ pub fn partition_for_key(key: &[u8], num_partitions: i32) -> i32 {
     (murmur2(key) & 0x7fff_ffff) % num_partitions.max(1)
 }
 
-/// The sticky partitioner for keyless records (KIP-480, as refined by KIP-794).
+/// The sticky partitioner for one topic's keyless records (KIP-480, as refined by KIP-794).
 ///
-/// Per topic it keeps one partition and gives it every keyless record until `batch.size`
-/// bytes have been appended to it (Java's `BuiltInPartitioner.updatePartitionInfo`), then
-/// moves on to another partition chosen at random. Unlike Java's uniform sticky partitioner,
-/// which picks among all partitions and may pick the same one again, the next partition is
-/// never the one just left when there is more than one (as KIP-480's `StickyPartitionCache`
-/// did), so a switch always spreads load. Java also weighs the choice by broker queue sizes
-/// (KIP-794 adaptive partitioning); this one picks uniformly.
+/// It keeps one partition and gives it every keyless record until `batch.size` bytes have
+/// been appended to it (Java's `BuiltInPartitioner.updatePartitionInfo`), then moves on to
+/// another partition chosen at random. Unlike Java's uniform sticky partitioner, which picks
+/// among all partitions and may pick the same one again, the next partition is never the one
+/// just left when there is more than one (as KIP-480's `StickyPartitionCache` did), so a
+/// switch always spreads load. Java also weighs the choice by broker queue sizes (KIP-794
+/// adaptive partitioning); this one picks uniformly.
 ///
-/// The random choices come from an RNG seeded at construction, so a simulation replays them.
-#[derive(Debug)]
+/// One per topic, kept in the topic's route by `send`, so a keyless record's partition takes
+/// no lookup by topic name. The random choices come from an RNG seeded at construction, so a
+/// seed replays them.
+#[derive(Debug, Clone)]
 pub struct StickyPartitioner {
     /// Bytes a partition receives before the partitioner moves on; at least 1.
     batch_size: usize,
     /// Chooses the next partition.
     rng: SmallRng,
-    /// The current choice per topic; the topic's name is allocated once, at its first record.
-    topics: FxHashMap<String, StickyChoice>,
+    /// The current choice; `None` before the topic's first keyless record.
+    choice: Option<StickyChoice>,
 }
 
-/// One topic's current sticky partition.
+/// The current sticky partition.
 #[derive(Debug, Clone, Copy)]
 struct StickyChoice {
     /// The partition keyless records go to.
@@ -98,57 +98,50 @@ impl StickyPartitioner {
         StickyPartitioner {
             batch_size: batch_size.max(1),
             rng: SmallRng::seed_from_u64(seed),
-            topics: FxHashMap::default(),
+            choice: None,
         }
     }
 
-    /// The partition for the next keyless record of `topic`, which has `num_partitions`
+    /// The partition for the next keyless record of the topic, which has `num_partitions`
     /// partitions (at least 1; a non-positive count gives partition 0).
     ///
-    /// A new partition is chosen on the topic's first record, after `batch_size` bytes went to
-    /// the current one, and when the current one is no longer below `num_partitions`.
-    pub fn partition(&mut self, topic: &str, num_partitions: i32) -> i32 {
+    /// A new partition is chosen on the first record, after `batch_size` bytes went to the
+    /// current one, and when the current one is no longer below `num_partitions`.
+    #[cfg(test)]
+    pub fn partition(&mut self, num_partitions: i32) -> i32 {
+        self.partition_record(num_partitions, 0)
+    }
+
+    /// The partition for the next keyless record of `bytes` (see [`StickyPartitioner`]),
+    /// counted at once. A record that then fails to append still counts: that only brings
+    /// the next switch a little earlier.
+    pub fn partition_record(&mut self, num_partitions: i32, bytes: usize) -> i32 {
         let num_partitions = num_partitions.max(1);
-        match self.topics.get_mut(topic) {
-            Some(choice) => {
-                let still_valid = choice.partition < num_partitions;
-                if !still_valid || choice.appended_bytes >= self.batch_size {
-                    let previous = still_valid.then_some(choice.partition);
-                    *choice = StickyChoice {
-                        partition: choose_partition(&mut self.rng, previous, num_partitions),
-                        appended_bytes: 0,
-                    };
-                }
-                choice.partition
+        // `Some(previous)`: a new partition is due, other than `previous` if that is set.
+        let due = match &self.choice {
+            Some(current) if current.partition < num_partitions => {
+                (current.appended_bytes >= self.batch_size).then_some(Some(current.partition))
             }
-            None => {
-                let partition = choose_partition(&mut self.rng, None, num_partitions);
-                self.topics.insert(
-                    topic.to_owned(),
-                    StickyChoice {
-                        partition,
-                        appended_bytes: 0,
-                    },
-                );
-                partition
-            }
-        }
+            // The first record, or the partition is gone: any partition.
+            _ => Some(None),
+        };
+        let choice = match (due, &mut self.choice) {
+            (None, Some(current)) => current,
+            (previous, choice) => choice.insert(StickyChoice {
+                partition: choose_partition(&mut self.rng, previous.flatten(), num_partitions),
+                appended_bytes: 0,
+            }),
+        };
+        choice.appended_bytes = choice.appended_bytes.saturating_add(bytes);
+        choice.partition
     }
 
-    /// [`Self::partition`] for a keyless record of `bytes`, counted at once, so `send` takes
-    /// the partitioner's lock once per record instead of twice. A record that then fails to
-    /// append still counts: that only brings the next switch a little earlier.
-    pub fn partition_record(&mut self, topic: &str, num_partitions: i32, bytes: usize) -> i32 {
-        let partition = self.partition(topic, num_partitions);
-        self.record_appended(topic, bytes);
-        partition
-    }
-
-    /// Records that `bytes` of a keyless record were appended to `topic`'s current partition.
-    /// The switch it may cause happens at the next [`Self::partition`] call, which knows the
-    /// current partition count. A topic never partitioned is ignored.
-    pub fn record_appended(&mut self, topic: &str, bytes: usize) {
-        if let Some(choice) = self.topics.get_mut(topic) {
+    /// Records that `bytes` of a keyless record were appended to the current partition. The
+    /// switch it may cause happens at the next [`Self::partition`] call, which knows the
+    /// current partition count. Before the first record it is ignored.
+    #[cfg(test)]
+    pub fn record_appended(&mut self, bytes: usize) {
+        if let Some(choice) = &mut self.choice {
             choice.appended_bytes = choice.appended_bytes.saturating_add(bytes);
         }
     }
@@ -293,26 +286,26 @@ mod tests {
     #[test]
     fn sticks_until_batch_size_bytes_then_switches() {
         let mut partitioner = StickyPartitioner::new(100, 7);
-        let first = partitioner.partition("t", 8);
+        let first = partitioner.partition(8);
         for _ in 0..9 {
-            partitioner.record_appended("t", 10);
-            assert_eq!(partitioner.partition("t", 8), first);
+            partitioner.record_appended(10);
+            assert_eq!(partitioner.partition(8), first);
         }
-        partitioner.record_appended("t", 9);
-        assert_eq!(partitioner.partition("t", 8), first, "99 bytes: not yet");
-        partitioner.record_appended("t", 1);
-        let second = partitioner.partition("t", 8);
+        partitioner.record_appended(9);
+        assert_eq!(partitioner.partition(8), first, "99 bytes: not yet");
+        partitioner.record_appended(1);
+        let second = partitioner.partition(8);
         assert_ne!(second, first, "100 bytes: switched");
-        assert_eq!(partitioner.partition("t", 8), second, "and sticks again");
+        assert_eq!(partitioner.partition(8), second, "and sticks again");
     }
 
     #[test]
     fn never_the_same_partition_twice_in_a_row() {
         let mut partitioner = StickyPartitioner::new(1, 42);
-        let mut previous = partitioner.partition("t", 2);
+        let mut previous = partitioner.partition(2);
         for _ in 0..1000 {
-            partitioner.record_appended("t", 1);
-            let next = partitioner.partition("t", 2);
+            partitioner.record_appended(1);
+            let next = partitioner.partition(2);
             assert_ne!(next, previous);
             previous = next;
         }
@@ -323,10 +316,10 @@ mod tests {
         let mut partitioner = StickyPartitioner::new(16_384, 1);
         let mut batches = [0u32; 12];
         for _ in 0..12_000 {
-            let partition = partitioner.partition("t", 12);
+            let partition = partitioner.partition(12);
             let index = usize::try_from(partition).unwrap();
             batches[index] += 1;
-            partitioner.record_appended("t", 16_384);
+            partitioner.record_appended(16_384);
         }
         // 12 000 switches over 12 partitions: about 1 000 each.
         for (partition, count) in batches.iter().enumerate() {
@@ -338,42 +331,29 @@ mod tests {
     }
 
     #[test]
-    fn topics_are_independent() {
-        let mut partitioner = StickyPartitioner::new(10, 3);
-        let a = partitioner.partition("a", 50);
-        let b = partitioner.partition("b", 50);
-        partitioner.record_appended("a", 10);
-        assert_eq!(partitioner.partition("b", 50), b);
-        assert_ne!(partitioner.partition("a", 50), a);
-        // Bytes for a topic never partitioned are ignored.
-        partitioner.record_appended("c", 1000);
-        assert!(!partitioner.topics.contains_key("c"));
-    }
-
-    #[test]
     fn follows_partition_count_changes() {
         let mut partitioner = StickyPartitioner::new(1000, 5);
         // Find a seed state whose partition is not 0, then shrink below it.
-        let mut current = partitioner.partition("t", 10);
+        let mut current = partitioner.partition(10);
         while current == 0 {
-            partitioner.record_appended("t", 1000);
-            current = partitioner.partition("t", 10);
+            partitioner.record_appended(1000);
+            current = partitioner.partition(10);
         }
-        let shrunk = partitioner.partition("t", current);
+        let shrunk = partitioner.partition(current);
         assert!(shrunk < current, "moved inside the smaller topic");
         // Growing keeps the current choice.
-        assert_eq!(partitioner.partition("t", 1000), shrunk);
+        assert_eq!(partitioner.partition(1000), shrunk);
     }
 
     #[test]
     fn one_partition_is_always_partition_zero() {
         let mut partitioner = StickyPartitioner::new(1, 9);
         for _ in 0..100 {
-            assert_eq!(partitioner.partition("t", 1), 0);
-            partitioner.record_appended("t", 5);
+            assert_eq!(partitioner.partition(1), 0);
+            partitioner.record_appended(5);
         }
-        assert_eq!(partitioner.partition("t", 0), 0);
-        assert_eq!(partitioner.partition("t", -1), 0);
+        assert_eq!(partitioner.partition(0), 0);
+        assert_eq!(partitioner.partition(-1), 0);
     }
 
     #[test]
@@ -382,8 +362,8 @@ mod tests {
             let mut partitioner = StickyPartitioner::new(1, seed);
             (0..50)
                 .map(|_| {
-                    let partition = partitioner.partition("t", 100);
-                    partitioner.record_appended("t", 1);
+                    let partition = partitioner.partition(100);
+                    partitioner.record_appended(1);
                     partition
                 })
                 .collect::<Vec<_>>()

@@ -1,6 +1,7 @@
 //! Compression off the sending task: a few worker threads seal (compress, then CRC) the
-//! batches `send` fills and the driver closes at linger, so the task that appends goes on
-//! appending while a full batch is compressed on another core (ARCHITECTURE.md, compression).
+//! batches `send` fills, so the task that appends goes on appending while a full batch is
+//! compressed on another core (ARCHITECTURE.md, compression). Batches the engine closes
+//! (linger, flush) are sealed in its poll, as before.
 //!
 //! Bounded in work and memory: a batch goes to a worker only when one is idle and already
 //! waiting for it (a rendezvous channel per worker, no queue). When every worker is busy the
@@ -77,11 +78,6 @@ impl SealPool {
             })
             .collect();
         Self { workers, finish }
-    }
-
-    /// Whether it has workers (it has none without compression).
-    pub fn has_workers(&self) -> bool {
-        !self.workers.is_empty()
     }
 
     /// Seals `batch` on an idle worker, or here when none is idle; either way it is handed

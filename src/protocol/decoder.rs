@@ -14,12 +14,29 @@ use super::error::{DecodeError, DecodeErrorKind};
 pub struct Decoder<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// The shared buffer `buf` is, if the decoder was made with [`Decoder::shared`]: byte
+    /// strings read are slices of it instead of copies.
+    shared: Option<&'a Bytes>,
 }
 
 impl<'a> Decoder<'a> {
     /// A decoder positioned at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
-        Self { buf, pos: 0 }
+        Self {
+            buf,
+            pos: 0,
+            shared: None,
+        }
+    }
+
+    /// A decoder over a shared frame: the byte strings it reads (a Fetch answer's records)
+    /// are slices of `frame`, not copies, and keep it alive as long as they live.
+    pub fn shared(frame: &'a Bytes) -> Self {
+        Self {
+            buf: frame,
+            pos: 0,
+            shared: Some(frame),
+        }
     }
 
     /// Bytes consumed so far.
@@ -263,10 +280,14 @@ impl<'a> Decoder<'a> {
             let raw = self.i32(context)?;
             self.length(i64::from(raw), nullable, context)?
         };
+        let shared = self.shared;
         Ok(len
             .map(|n| self.take(n, context))
             .transpose()?
-            .map(Bytes::copy_from_slice))
+            .map(|taken| match shared {
+                Some(frame) => frame.slice_ref(taken),
+                None => Bytes::copy_from_slice(taken),
+            }))
     }
 
     /// The element count of an ARRAY (int32) or COMPACT_ARRAY, chosen by `flexible`; `None`
@@ -337,6 +358,8 @@ impl<'a> Decoder<'a> {
             let mut field = Decoder {
                 buf: &self.buf[..start + body.len()],
                 pos: start,
+                // The same memory, cut shorter: its slices are still the frame's.
+                shared: self.shared,
             };
             if known(tag, &mut field)? {
                 field.finish(context)?;

@@ -99,6 +99,8 @@ error_codes! {
     REASSIGNMENT_IN_PROGRESS = 60, false;
     NON_EMPTY_GROUP = 68, false;
     GROUP_ID_NOT_FOUND = 69, false;
+    FETCH_SESSION_ID_NOT_FOUND = 70, true;
+    INVALID_FETCH_SESSION_EPOCH = 71, true;
     TOPIC_DELETION_DISABLED = 73, false;
     FENCED_LEADER_EPOCH = 74, true;
     UNKNOWN_LEADER_EPOCH = 75, true;

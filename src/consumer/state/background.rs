@@ -260,7 +260,7 @@ impl ConsumerState {
                 continue;
             };
             self.fetching.insert(leader);
-            let request = self.fetcher.fetch_request(&fetched);
+            let request = self.fetcher.fetch_request(leader, &fetched);
             let timeout = self.config.request_timeout()
                 + Duration::from_millis(self.config.fetch_max_wait_ms);
             let client_id = Arc::clone(&self.client_id);
@@ -403,12 +403,13 @@ impl ConsumerState {
                         self.observe_fetch(broker, latency_ms, &response);
                         let answered: Vec<TopicPartition> =
                             fetched.iter().map(|(tp, _, _)| tp.clone()).collect();
-                        let followup = self.fetcher.apply_fetch(response, fetched);
+                        let followup = self.fetcher.apply_fetch(broker, response, fetched);
                         self.observe_lags(&answered);
                         self.follow_up(followup, RetryTimer::Fetch, now);
                     }
                     Err(e) => {
                         debug!("fetch from broker {broker} failed: {}", ErrorChain(&e));
+                        self.fetcher.fetch_failed(broker);
                         if e.is_fatal() {
                             self.fatal = Some(e);
                             return;

@@ -516,7 +516,8 @@ impl ConsumerState {
 
     /// The client id requests carry.
     pub fn metrics(&self) -> ConsumerMetrics {
-        self.figures.snapshot(self.fetcher.lags())
+        self.figures
+            .snapshot(self.fetcher.lags(), self.fetcher.session_counts())
     }
 
     /// An explicit offset commit the coordinator accepted after `latency_ms`.

@@ -4,12 +4,12 @@
 //! to `max.in.flight.requests.per.connection` per partition and broker and
 //! `max.request.size` per request.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use tracing::{debug, debug_span};
 
 use super::{Engine, Outstanding};
-use crate::engine::partition::WireState;
+use crate::engine::partition::{PartitionState, WireState};
 use crate::engine::{Action, ProducerIdentity};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
@@ -43,6 +43,97 @@ impl Engine {
         }
     }
 
+    /// Produce requests in flight per broker.
+    pub(super) fn broker_in_flight(&self) -> HashMap<BrokerId, usize> {
+        let mut in_flight: HashMap<BrokerId, usize> = HashMap::new();
+        for o in self.outstanding.values() {
+            if let Outstanding::Produce { broker, .. } = o {
+                *in_flight.entry(*broker).or_default() += 1;
+            }
+        }
+        in_flight
+    }
+
+    /// Whether a new batch of this partition would have to wait for the pipeline: its leader
+    /// or the partition has every in-flight slot taken, an earlier batch is already queued
+    /// for the next free one, or the identity's first batch is still unacknowledged (it goes
+    /// alone, KAFKA-15591). Its open batch then keeps taking records past its linger time,
+    /// as Java's and franz-go's do (they close a batch when a request takes it), instead of
+    /// closing into a queue of small batches: under load the broker gets fewer, fuller
+    /// batches. Only these waits hold a batch open, and each ends without the application (an
+    /// answer, a request timeout, or the batch filling), so no record waits unbounded (P9).
+    pub(super) fn pipeline_busy(
+        &self,
+        state: &PartitionState,
+        broker_in_flight: &HashMap<BrokerId, usize>,
+    ) -> bool {
+        let max_in_flight = self.config.max_in_flight;
+        state.leader.is_some_and(|broker| {
+            broker_in_flight.get(&broker).copied().unwrap_or(0) >= max_in_flight
+                || state.in_flight() >= max_in_flight
+                || !state.queued.is_empty()
+                || (self.config.idempotent && !state.unacked.is_empty() && !state.confirmed)
+        })
+    }
+
+    /// Which open batches this poll closes, given the partitions whose open batch lingered
+    /// its time. A lingered batch closes unless its pipeline is busy (see
+    /// [`Engine::pipeline_busy`]); and when a request leaves for a broker anyway (a lingered
+    /// batch or a queued one goes to it now), every partition of that broker with room joins
+    /// it with its open batch, lingered or not, as Java's drain and franz-go's sink do: one
+    /// request per broker carries every ready partition, rather than one request per
+    /// partition's linger deadline. Sealing stays where it is and stamping at dispatch (P1).
+    pub(super) fn batches_to_close(
+        &self,
+        now: Millis,
+        lingered: &[TopicPartition],
+    ) -> HashSet<TopicPartition> {
+        let broker_in_flight = self.broker_in_flight();
+        let max_in_flight = self.config.max_in_flight;
+        let has_room = |state: &PartitionState| {
+            state.leader.is_some_and(|broker| {
+                !self.pipeline_busy(state, &broker_in_flight)
+                    && !state.has_retry()
+                    && !state.diverged
+                    && self.throttled_until.get(&broker).is_none_or(|&t| now >= t)
+            })
+        };
+        let mut close = HashSet::new();
+        let mut leaving: HashSet<BrokerId> = HashSet::new();
+        for tp in lingered {
+            match self.partitions.get(tp) {
+                Some(state) if self.pipeline_busy(state, &broker_in_flight) => {}
+                Some(state) => {
+                    if has_room(state) {
+                        leaving.extend(state.leader);
+                    }
+                    close.insert(tp.clone());
+                }
+                None => {
+                    close.insert(tp.clone());
+                }
+            }
+        }
+        for state in self.partitions.values() {
+            if let Some(broker) = state.leader
+                && !state.queued.is_empty()
+                && !state.has_retry()
+                && state.in_flight() < max_in_flight
+                && broker_in_flight.get(&broker).copied().unwrap_or(0) < max_in_flight
+            {
+                leaving.insert(broker);
+            }
+        }
+        if !leaving.is_empty() {
+            for (tp, state) in &self.partitions {
+                if state.leader.is_some_and(|b| leaving.contains(&b)) && has_room(state) {
+                    close.insert(tp.clone());
+                }
+            }
+        }
+        close
+    }
+
     /// What one dispatch round would send, per broker: retries first and alone (after the
     /// partition's pipeline drained, P4), then new batches to be stamped now (P1), up to
     /// `max_in_flight` per partition and per broker and `max.request.size` per request.
@@ -56,12 +147,7 @@ impl Engine {
         if self.identity.is_none() {
             return round;
         }
-        let mut broker_in_flight: HashMap<BrokerId, usize> = HashMap::new();
-        for o in self.outstanding.values() {
-            if let Outstanding::Produce { broker, .. } = o {
-                *broker_in_flight.entry(*broker).or_default() += 1;
-            }
-        }
+        let broker_in_flight = self.broker_in_flight();
         let mut request_bytes: HashMap<BrokerId, usize> = HashMap::new();
         let bumping = self.bump_reason.is_some();
         let max_in_flight = self.config.max_in_flight;

@@ -3,7 +3,7 @@
 //! connection is checked for a TLS record header where a size belongs, which is how a
 //! plaintext link learns it reached a TLS listener.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::{LinkSecurity, Stream, io_error};
@@ -93,8 +93,16 @@ pub(super) async fn read_frame_body<R: AsyncRead + Unpin + ?Sized>(
                 format!("response size {size}"),
             )
         })?;
-    let mut frame = BytesMut::zeroed(size);
-    reader.read_exact(&mut frame).await?;
+    // Room that is not zeroed first: zeroing a fetch answer's megabytes cost about as much
+    // as reading them. Each read fills some of it or ends the loop, so it ends within `size`
+    // reads.
+    let mut frame = BytesMut::with_capacity(size);
+    while frame.len() < size {
+        let room = size - frame.len();
+        if reader.read_buf(&mut (&mut frame).limit(room)).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
     Ok(frame.freeze())
 }
 

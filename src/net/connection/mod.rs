@@ -347,7 +347,8 @@ impl BrokerLink {
             .await
             .map_err(|_| Error::Closed)?
             .map_err(SendFailure::into_error)?;
-        let mut d = Decoder::new(&body);
+        // Shared: a Fetch answer's records stay slices of the frame read (no copy).
+        let mut d = Decoder::shared(&body);
         let response = R::Response::read_body(&mut d, version)?;
         d.finish("response body")?;
         let versions = seen

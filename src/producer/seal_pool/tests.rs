@@ -34,10 +34,14 @@ fn value(i: usize) -> Vec<u8> {
 /// Appends records to `partition` until `acc` hands out a batch to seal, and returns it with
 /// the completion of its records.
 fn fill(acc: &Accumulator, partition: &TopicPartition) -> (ToSeal, Arc<BatchCompletion>) {
+    let slot = acc
+        .topic_slots(&partition.topic, partition.partition + 1)
+        .pop()
+        .unwrap();
     let mut first = None;
     for i in 0..100 {
         let appended = acc
-            .append_deferring_seal(partition, 1, None, Some(&value(i)), &[], || 0)
+            .append_deferring_seal(&slot, 1, None, Some(&value(i)), &[], || 0)
             .unwrap();
         let completion = first.get_or_insert_with(|| Arc::clone(&appended.completion));
         if let Some(batch) = appended.to_seal.into_iter().next() {
@@ -71,7 +75,7 @@ fn batches_sealed_on_workers_leave_in_the_order_they_were_closed() {
     let mut closed: Vec<Vec<Arc<BatchCompletion>>> = vec![Vec::new(), Vec::new()];
     let mut taken: Vec<Vec<Arc<BatchCompletion>>> = vec![Vec::new(), Vec::new()];
     let take = |taken: &mut Vec<Vec<Arc<BatchCompletion>>>| {
-        for batch in acc.take_ready(0, false) {
+        for batch in acc.take_ready(false, |_| false) {
             assert_eq!(
                 batch.batch.codec(),
                 crate::protocol::record_batch::Codec::Lz4
@@ -182,7 +186,7 @@ fn with_every_worker_busy_a_batch_is_sealed_by_its_caller_and_nothing_waits() {
         assert_eq!(finished.load(Ordering::SeqCst), handed - 1 + n);
     }
     // The other partition's batches go out; the held one's partition waits for it.
-    let ready = acc.take_ready(0, false);
+    let ready = acc.take_ready(false, |_| false);
     assert!(ready.iter().any(|b| b.partition == other));
     assert!(
         acc.has_pending(),
@@ -207,7 +211,7 @@ fn a_dropped_pool_still_finishes_the_batch_a_worker_holds() {
     wait_until("the held batch finished", || {
         finished.load(Ordering::SeqCst) == handed
     });
-    let ready = acc.take_ready(0, true);
+    let ready = acc.take_ready(true, |_| false);
     assert_eq!(
         ready.iter().filter(|b| b.partition == partition).count(),
         handed + 1,
@@ -220,6 +224,5 @@ fn a_dropped_pool_still_finishes_the_batch_a_worker_holds() {
 fn no_compression_means_no_workers() {
     assert_eq!(SealPool::workers_for(Compression::None), 0);
     assert!((1..=4).contains(&SealPool::workers_for(Compression::Snappy)));
-    let pool = SealPool::start(0, |_| {});
-    assert!(!pool.has_workers());
+    assert!(SealPool::start(0, |_| {}).workers.is_empty());
 }

@@ -18,12 +18,23 @@ use super::{
 };
 use crate::protocol::encoder::WireWrite;
 
-/// Bytes the unsigned LEB128 encoding of `v` takes (1..=10), computed without a loop: seven
-/// significant bits per byte.
+/// Bytes the unsigned LEB128 encoding of `v` takes (1..=10): seven significant bits per byte,
+/// looked up by the count of leading zeros (an append takes eight of these; computing each
+/// with a division by 7 was 3.5% of the send path's instructions).
 #[inline]
 fn uvarint_len(v: u64) -> usize {
-    let significant_bits = 64 - (v | 1).leading_zeros() as usize;
-    significant_bits.div_ceil(7)
+    /// Bytes by leading zeros of a non-zero `u64` (index 64 is never used: `v | 1` is not 0).
+    const BY_LEADING_ZEROS: [u8; 65] = {
+        let mut table = [1u8; 65];
+        let mut zeros = 0;
+        while zeros < 64 {
+            let significant_bits = 64 - zeros;
+            table[zeros] = significant_bits.div_ceil(7) as u8;
+            zeros += 1;
+        }
+        table
+    };
+    usize::from(BY_LEADING_ZEROS[(v | 1).leading_zeros() as usize])
 }
 
 /// Bytes a VARINT (zig-zag) of `v` takes, as [`WireWrite::put_varint`] writes it.
@@ -105,18 +116,15 @@ impl BatchBuilder {
         }
     }
 
-    /// The record's bytes after its length varint, for the record appended next.
+    /// The bytes of a record that do not depend on where it goes in a batch: its attributes,
+    /// key, value and headers. The per-record path computes this once and derives from it
+    /// the record's size alone in a batch, its size in the open batch and the append
+    /// ([`BatchBuilder::record_size_with`], [`BatchBuilder::append_with`]): the headers' loop
+    /// and the varint lengths were 7.7% of the send path's instructions when computed three
+    /// times per record.
     #[inline]
-    fn record_body_len(
-        &self,
-        timestamp: i64,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        headers: &[Header],
-    ) -> usize {
+    pub fn record_fixed_len(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header]) -> usize {
         let mut len = 1 // Attributes
-            + varlong_len(timestamp.wrapping_sub(self.base_timestamp))
-            + varint_len(self.record_count)
             + nullable_len(key)
             + nullable_len(value)
             + len_varint_len(headers.len());
@@ -128,9 +136,28 @@ impl BatchBuilder {
         len
     }
 
+    /// The record's bytes after its length varint, for the record appended next, from its
+    /// [`BatchBuilder::record_fixed_len`].
+    #[inline]
+    fn record_body_len(&self, timestamp: i64, fixed_len: usize) -> usize {
+        fixed_len
+            + varlong_len(timestamp.wrapping_sub(self.base_timestamp))
+            + varint_len(self.record_count)
+    }
+
+    /// Exact bytes a record of [`BatchBuilder::record_fixed_len`] `fixed_len` takes in a
+    /// batch of its own (offset and timestamp deltas 0, one byte each; length varint
+    /// included).
+    #[inline]
+    pub fn record_size_alone(fixed_len: usize) -> usize {
+        let body_len = fixed_len + 2;
+        len_varint_len(body_len) + body_len
+    }
+
     /// Exact bytes [`BatchBuilder::append`] would add for this record at this position (length
     /// varint included). The offset delta is the position, so the answer depends on how many
     /// records the batch already holds.
+    #[cfg(any(test, feature = "internals"))]
     #[inline]
     pub fn record_size(
         &self,
@@ -139,7 +166,13 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header],
     ) -> usize {
-        let body_len = self.record_body_len(timestamp, key, value, headers);
+        self.record_size_with(timestamp, Self::record_fixed_len(key, value, headers))
+    }
+
+    /// [`BatchBuilder::record_size`] from the record's [`BatchBuilder::record_fixed_len`].
+    #[inline]
+    pub fn record_size_with(&self, timestamp: i64, fixed_len: usize) -> usize {
+        let body_len = self.record_body_len(timestamp, fixed_len);
         len_varint_len(body_len) + body_len
     }
 
@@ -153,7 +186,27 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header],
     ) -> i32 {
-        let body_len = self.record_body_len(timestamp, key, value, headers);
+        let fixed_len = Self::record_fixed_len(key, value, headers);
+        self.append_with(timestamp, fixed_len, key, value, headers)
+    }
+
+    /// [`BatchBuilder::append`] of a record whose [`BatchBuilder::record_fixed_len`] the caller
+    /// computed already.
+    #[inline]
+    pub fn append_with(
+        &mut self,
+        timestamp: i64,
+        fixed_len: usize,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+    ) -> i32 {
+        let body_len = self.record_body_len(timestamp, fixed_len);
+        debug_assert_eq!(
+            fixed_len,
+            Self::record_fixed_len(key, value, headers),
+            "fixed length of another record"
+        );
         debug_assert!(body_len < i32::MAX as usize, "record of {body_len} bytes");
         debug_assert!(self.record_count < i32::MAX, "batch full");
         let offset_delta = self.record_count;
@@ -464,5 +517,25 @@ impl fmt::Debug for SealedBatch {
             .field("base_timestamp", &self.base_timestamp())
             .field("max_timestamp", &self.max_timestamp())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table agrees with the encoder at every length boundary (2^(7k) - 1 and 2^(7k)),
+    /// for 0 and for `u64::MAX`.
+    #[test]
+    fn uvarint_len_is_the_encoded_length() {
+        let mut values = vec![0, 1, u64::MAX];
+        for k in 1..10 {
+            values.extend([(1u64 << (7 * k)) - 1, 1u64 << (7 * k)]);
+        }
+        for v in values {
+            let mut out = Vec::new();
+            out.put_uvarlong(v);
+            assert_eq!(uvarint_len(v), out.len(), "{v:#x}");
+        }
     }
 }

@@ -236,6 +236,7 @@ pub fn decode_batches(bytes: &[u8]) -> Result<Vec<DecodedBatch>, DecodeError> {
 /// Decodes the batch at the start of `bytes`, returning it with the bytes it took; `None`
 /// when `bytes` holds less than one whole batch (empty, or a tail the broker cut; see
 /// [`decode_batches`]).
+#[cfg(any(test, feature = "internals"))]
 pub fn decode_batch(bytes: &[u8]) -> Result<Option<(DecodedBatch, usize)>, DecodeError> {
     decode_batch_bounded(bytes, DEFAULT_MAX_DECOMPRESSED_LEN)
 }
@@ -245,6 +246,26 @@ pub fn decode_batch(bytes: &[u8]) -> Result<Option<(DecodedBatch, usize)>, Decod
 pub fn decode_batch_bounded(
     bytes: &[u8],
     max_decompressed: usize,
+) -> Result<Option<(DecodedBatch, usize)>, DecodeError> {
+    // One copy per batch; keys, values and header values are slices of it.
+    decode_batch_framed(bytes, max_decompressed, Bytes::copy_from_slice)
+}
+
+/// [`decode_batch`] of the batch at the start of a buffer the caller shares (a fetched
+/// partition's records): keys, values and header values are slices of `bytes` itself, with
+/// no copy; a compressed batch's are slices of its own decompressed buffer.
+pub fn decode_shared_batch(bytes: &Bytes) -> Result<Option<(DecodedBatch, usize)>, DecodeError> {
+    decode_batch_framed(bytes, DEFAULT_MAX_DECOMPRESSED_LEN, |frame| {
+        bytes.slice_ref(frame)
+    })
+}
+
+/// The decoder behind both: `own` turns the batch's bytes (a sub-slice of `bytes`) into the
+/// buffer its records are sliced from.
+fn decode_batch_framed(
+    bytes: &[u8],
+    max_decompressed: usize,
+    own: impl FnOnce(&[u8]) -> Bytes,
 ) -> Result<Option<(DecodedBatch, usize)>, DecodeError> {
     let mut d = Decoder::new(bytes);
     if d.remaining() < LOG_OVERHEAD {
@@ -264,8 +285,7 @@ pub fn decode_batch_bounded(
     let Some(frame) = bytes.get(..total) else {
         return Ok(None);
     };
-    // One copy per batch; keys, values and header values are slices of it.
-    let frame = Bytes::copy_from_slice(frame);
+    let frame = own(frame);
     let mut d = Decoder::new(&frame);
     d.take(LOG_OVERHEAD, "RecordBatch.length")?;
     let partition_leader_epoch = d.i32("RecordBatch.partition_leader_epoch")?;

@@ -49,14 +49,15 @@ mod tests;
 
 pub use builder::{BatchBuilder, SealedBatch};
 pub use compression::{Codec, Compression};
-pub use decode::{ControlRecordKind, TimestampType, decode_batch};
+pub use decode::{ControlRecordKind, TimestampType, decode_shared_batch};
 // The rest of the codec's surface serves the crate's tests, fuzz targets and simulation (they
 // decode what the producer wrote, and write the markers a broker would).
 #[cfg(feature = "internals")]
 pub use decode::DecodedRecord;
 #[cfg(any(test, feature = "internals"))]
 pub use decode::{
-    ControlRecord, DEFAULT_MAX_DECOMPRESSED_LEN, DecodedBatch, decode_batch_bounded, decode_batches,
+    ControlRecord, DEFAULT_MAX_DECOMPRESSED_LEN, DecodedBatch, decode_batch, decode_batch_bounded,
+    decode_batches,
 };
 #[cfg(any(test, feature = "internals"))]
 pub use markers::encode_control_batch;
