@@ -17,10 +17,10 @@
 //! uncompressed records never exceed `max.request.size`, and a sealed batch is never larger
 //! than its records (see `BatchBuilder::seal_compressed`), so no batch can exceed it either.
 //!
-//! Compressing takes microseconds per record, too long to hold a partition's lock: a batch that `send` fills ([`Accumulator::append_deferring_seal`]) is handed to the
-//! sending task to seal outside the lock ([`ToSeal`]) and put back in its place
-//! ([`Accumulator::put_sealed`]); until then no later batch of its partition is handed to the
-//! engine, so batches keep their order.
+//! Compressing takes microseconds per record, too long to hold a partition's lock: a batch that `send` fills ([`Accumulator::append_deferring_seal`]) is handed out to be
+//! sealed outside the lock ([`ToSeal`]), by the sending task or a compression worker
+//! (`producer::seal_pool`), and put back in its place ([`Accumulator::put_sealed`]); until
+//! then no later batch of its partition is handed to the engine, so batches keep their order.
 
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -124,8 +124,8 @@ pub struct Appended {
     pub to_seal: Vec<ToSeal>,
 }
 
-/// A closed batch still to be compressed and sealed, by the task that closed it, outside the
-/// partition's lock. It must be handed back ([`ToSeal::seal`], then
+/// A closed batch still to be compressed and sealed outside the partition's lock, by the task
+/// that closed it or a compression worker. It must be handed back ([`ToSeal::seal`], then
 /// [`Accumulator::put_sealed`]) without waiting on anything: its partition's later batches
 /// wait for it.
 #[derive(Debug)]
@@ -889,7 +889,7 @@ mod tests {
             .unwrap();
         assert!(Arc::ptr_eq(&by_name.completion, &by_slot.completion));
         assert_eq!(by_slot.index, 1);
-        let ready = acc.take_ready(Millis::MAX, true);
+        let ready = acc.take_ready(true, |_| false);
         assert_eq!(ready.len(), 1, "partition 1 has no record");
     }
 

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -576,6 +577,9 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // Before resolving, so a batch a compression worker puts back from now on is resolved
+        // by the worker (`Shared::put_sealed`) and none is left behind.
+        self.shared.driver_stopped.store(true, Ordering::SeqCst);
         self.abandon();
     }
 }

@@ -7,6 +7,7 @@ pub(crate) mod driver;
 pub mod hooks;
 pub mod metrics;
 pub mod partitioner;
+pub(crate) mod seal_pool;
 pub(crate) mod shared;
 
 use std::future::Future;
@@ -32,6 +33,7 @@ use crate::producer::driver::{Command, Driver};
 use crate::producer::hooks::{HooksObserver, ProducerHooks};
 use crate::producer::metrics::ProducerMetrics;
 use crate::producer::partitioner::partition_for_key;
+use crate::producer::seal_pool::SealPool;
 use crate::producer::shared::{Shared, TopicRoute};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::record_batch::Header;
@@ -224,6 +226,8 @@ struct ProducerInner {
     /// The application's hooks, if it set any (checked once per record).
     hooks: Option<Arc<dyn ProducerHooks>>,
     client_instance_id: InstanceIdCell,
+    /// Seals the batches `send` fills, off the sending task when compression is on.
+    seal_pool: SealPool,
 }
 
 /// An idempotent Kafka producer. Cheap to clone; all clones share one connection pool,
@@ -342,6 +346,11 @@ impl Producer {
             reason: "Producer::build must be called inside a tokio runtime".into(),
         })?;
         let security = LinkSecurity::from_config(&shared.config.security)?;
+        let seal_pool = {
+            let shared = Arc::clone(&shared);
+            let workers = SealPool::workers_for(shared.config.compression.compression());
+            SealPool::start(workers, move |sealed| shared.put_sealed(sealed))
+        };
         let driver = Driver::new(Arc::clone(&shared), commands_rx, security);
         let client_instance_id = driver.client_instance_id();
         runtime.spawn(driver.run());
@@ -352,6 +361,7 @@ impl Producer {
                 commands: commands_tx,
                 closed: AtomicBool::new(false),
                 hooks: hooks.map(|h| h.0),
+                seal_pool,
             }),
         })
     }
@@ -455,10 +465,11 @@ impl Producer {
             };
             match appended {
                 Ok(appended) => {
-                    // A batch this record filled is compressed and sealed here, outside the
-                    // partition's lock, then put back in its place (no await between).
+                    // A batch this record filled is compressed and sealed outside the
+                    // partition's lock, on an idle worker or here (no await between), then put
+                    // back in its place.
                     for to_seal in appended.to_seal {
-                        shared.acc.put_sealed(to_seal.seal());
+                        self.inner.seal_pool.seal(to_seal);
                     }
                     if appended.wake_engine {
                         shared.wake.notify_one();

@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use rustc_hash::FxHashMap;
@@ -13,7 +13,7 @@ use tokio::sync::{Notify, oneshot};
 use super::config::ProducerConfig;
 use super::metrics::{BrokerMetrics, ProducerMetrics, SnapshotParts};
 use super::partitioner::StickyPartitioner;
-use crate::engine::accumulator::{Accumulator, PartitionSlot, SendGate};
+use crate::engine::accumulator::{Accumulator, PartitionSlot, Sealed, SendGate};
 use crate::engine::{CallId, Engine};
 use crate::error::Error;
 use crate::net::connection::ConnectionState;
@@ -126,6 +126,9 @@ pub(crate) struct Shared {
     pub buffer_wait_ns: AtomicU64,
     /// Each broker link's connection state, by node id, for the metrics.
     pub connections: Mutex<BTreeMap<BrokerId, Arc<AtomicU8>>>,
+    /// Set when the driver task stops, just before it resolves what is outstanding: a batch a
+    /// compression worker puts back after that is resolved by the worker ([`Shared::put_sealed`]).
+    pub driver_stopped: AtomicBool,
 }
 
 impl Shared {
@@ -149,6 +152,20 @@ impl Shared {
             buffer_exhausted: AtomicU64::new(0),
             buffer_wait_ns: AtomicU64::new(0),
             connections: Mutex::new(BTreeMap::new()),
+            driver_stopped: AtomicBool::new(false),
+        }
+    }
+
+    /// Puts a batch sealed outside its partition's lock back in its place and wakes the driver
+    /// to send it. If the driver has stopped meanwhile (every handle dropped, or its runtime
+    /// shut down), nobody else would resolve the batch: the engine, failed by the driver's last
+    /// act, fails it here (a poll of a failed engine fails what the accumulator holds, P6).
+    pub fn put_sealed(&self, sealed: Sealed) {
+        self.acc.put_sealed(sealed);
+        self.wake.notify_one();
+        if self.driver_stopped.load(Ordering::SeqCst) {
+            let now = self.now_ms();
+            drop(self.lock_engine().poll(now, &self.acc));
         }
     }
 

@@ -2,7 +2,9 @@
 //! writes it. Read with a multi-member decoder, as Java's `GZIPInputStream` reads
 //! concatenated members.
 //!
-//! flate2 on its pure-Rust backend (miniz_oxide): no C zlib to build, link or keep patched.
+//! flate2 on zlib-rs, the pure-Rust port of zlib: no C zlib to build, link or keep patched.
+//! At Kafka's default level (6) it takes about half the instructions of flate2's other
+//! pure-Rust backend (miniz_oxide) for a batch within 1% of its size (benches/compress.rs).
 
 use std::io::Write;
 

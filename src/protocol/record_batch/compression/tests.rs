@@ -24,7 +24,9 @@ fn every_codec_round_trips_compressible_and_random_data() {
             100,
             32 * 1024,
             32 * 1024 + 1,
+            64 * 1024,
             64 * 1024 + 7,
+            128 * 1024,
             300_000,
         ] {
             let text = json_like(&mut rng, len);
@@ -117,6 +119,28 @@ fn lz4_frames_have_kafkas_descriptor() {
     assert_eq!(&framed[..4], &[0x04, 0x22, 0x4D, 0x18]);
     assert_eq!(framed[4], 0b0110_0000);
     assert_eq!(framed[5], 0b0100_0000);
+}
+
+/// The frame header is a constant (its checksum included): the one lz4_flex's frame encoder
+/// writes for the same settings.
+#[cfg(feature = "lz4")]
+#[test]
+fn the_lz4_frame_header_is_what_a_frame_encoder_writes() {
+    use lz4_flex::frame::{BlockMode, BlockSize, FrameEncoder, FrameInfo};
+    use std::io::Write;
+    let info = FrameInfo::new()
+        .block_size(BlockSize::Max64KB)
+        .block_mode(BlockMode::Independent)
+        .block_checksums(false)
+        .content_checksum(false);
+    let mut encoder = FrameEncoder::with_frame_info(info, Vec::new());
+    encoder.write_all(b"records").unwrap();
+    let reference = encoder.finish().unwrap();
+    assert_eq!(reference[..7], lz4::FRAME_HEADER);
+    let ours = compress(Compression::Lz4, b"records").unwrap();
+    assert_eq!(ours[..7], lz4::FRAME_HEADER);
+    // Each frame ends with the EndMark, an empty block.
+    assert_eq!(ours[ours.len() - 4..], [0, 0, 0, 0]);
 }
 
 #[test]
