@@ -1614,6 +1614,21 @@ async fn auto_commit_before_revocation() {
     second.close().await.unwrap();
 }
 
+/// Polls `c` until it has made `want` incremental fetches (KIP-227) in all.
+async fn poll_until_incremental_fetches(c: &mut Consumer, want: u64) {
+    let end = Instant::now() + WAIT;
+    while c.metrics().incremental_fetch_total < want {
+        assert!(
+            Instant::now() < end,
+            "{want} incremental fetches expected: {:?}",
+            c.metrics()
+        );
+        c.poll_timeout(Duration::from_millis(200))
+            .await
+            .expect("poll");
+    }
+}
+
 /// Polls `c` (no group: nothing committed) until `want` distinct records of `seen` arrived.
 async fn poll_until_distinct(c: &mut Consumer, seen: &mut Vec<(i32, i64, String)>, want: usize) {
     let end = Instant::now() + WAIT;
@@ -1672,17 +1687,7 @@ async fn fetch_sessions_over_idle_partitions_survive_a_lost_session() {
     send(&p, &topic, 7, &values("before-7", 20)).await;
     poll_until_distinct(&mut c, &mut seen, 40).await;
     // The idle partitions stay in the session: a few more long polls go out as increments.
-    let end = Instant::now() + WAIT;
-    while c.metrics().incremental_fetch_total < 3 {
-        assert!(
-            Instant::now() < end,
-            "no incremental fetch: {:?}",
-            c.metrics()
-        );
-        c.poll_timeout(Duration::from_millis(200))
-            .await
-            .expect("poll");
-    }
+    poll_until_incremental_fetches(&mut c, 3).await;
     let before = c.metrics();
     assert!(before.fetch_sessions_opened_total >= 1, "{before:?}");
     assert_eq!(before.fetch_session_errors_total, 0, "{before:?}");
@@ -1717,17 +1722,7 @@ async fn fetch_sessions_over_idle_partitions_survive_a_lost_session() {
         "no new session: {after:?}"
     );
     // The new session is used: idle partitions are fetched incrementally again.
-    let end = Instant::now() + WAIT;
-    while c.metrics().incremental_fetch_total < after.incremental_fetch_total + 2 {
-        assert!(
-            Instant::now() < end,
-            "no incremental fetch: {:?}",
-            c.metrics()
-        );
-        c.poll_timeout(Duration::from_millis(200))
-            .await
-            .expect("poll");
-    }
+    poll_until_incremental_fetches(&mut c, after.incremental_fetch_total + 2).await;
     assert_exactly_once(
         &seen,
         &kcat_view(&cluster, &topic, Isolation::ReadCommitted),

@@ -183,7 +183,31 @@ enum Closed {
         completion: Arc<BatchCompletion>,
         created_ms: Millis,
         span: tracing::Span,
+        /// What failing it needs while it is away (see [`Accumulator::take_all`]).
+        record_count: i32,
+        uncompressed_bytes: usize,
     },
+}
+
+/// Everything [`Accumulator::take_all`] removed.
+#[derive(Debug, Default)]
+pub struct TakenBatches {
+    /// The open batches (closed for it) and the closed ones, sealed.
+    pub closed: Vec<ClosedBatch>,
+    /// The batches that were being sealed outside the lock.
+    pub sealing: Vec<UnsealedBatch>,
+}
+
+/// A batch removed while it was being sealed outside the lock: never stamped, so never on the
+/// wire; its sealed form finds no place when it is put back and is dropped there.
+#[derive(Debug)]
+pub struct UnsealedBatch {
+    /// Shared by the records' delivery futures.
+    pub completion: Arc<BatchCompletion>,
+    /// Its records.
+    pub record_count: i32,
+    /// What it accounts for in `buffer.memory` (header + uncompressed records).
+    pub uncompressed_bytes: usize,
 }
 
 #[derive(Debug)]
@@ -612,6 +636,8 @@ impl Accumulator {
                 completion: open.completion,
                 created_ms: open.created_ms,
                 span: open.span,
+                record_count: open.builder.record_count(),
+                uncompressed_bytes: open.builder.size_in_bytes(),
             });
             return Some(ToSeal {
                 slot: slot_id,
@@ -771,10 +797,32 @@ impl Accumulator {
         self.buffered_bytes.fetch_add(held, Ordering::SeqCst);
     }
 
-    /// Removes every open and closed batch (when the producer fails fatally or closes); a
-    /// batch being sealed outside the lock stays until it is put back.
-    pub fn take_all(&self) -> Vec<ClosedBatch> {
-        self.take_ready(true, |_| true)
+    /// Removes every open and closed batch, those being sealed outside the lock included
+    /// (when the producer fails fatally, purges, or aborts a transaction). A batch being
+    /// sealed must go too: left in place it would be put back and sent after an abort, in
+    /// the next transaction, or after a purge that reported its records failed.
+    pub fn take_all(&self) -> TakenBatches {
+        let mut taken = TakenBatches::default();
+        for slot in self.slots() {
+            let mut queue = slot.lock();
+            self.close(&slot, &mut queue, false);
+            for closed in queue.closed.drain(..) {
+                match closed {
+                    Closed::Ready(batch) => taken.closed.push(batch),
+                    Closed::Sealing {
+                        completion,
+                        record_count,
+                        uncompressed_bytes,
+                        ..
+                    } => taken.sealing.push(UnsealedBatch {
+                        completion,
+                        record_count,
+                        uncompressed_bytes,
+                    }),
+                }
+            }
+        }
+        taken
     }
 }
 
@@ -848,7 +896,7 @@ mod tests {
             acc.append(&tp(), 1, None, Some(value), &[], 0).unwrap();
             batches.extend(acc.take_ready(false, |_| false));
         }
-        batches.extend(acc.take_all());
+        batches.extend(acc.take_all().closed);
         // The first batch assumes no gain: 4 KiB of records. Later ones hold more records as
         // the estimate improves, but never more than max.request.size of them.
         let first = &batches[0].batch;
@@ -917,6 +965,35 @@ mod tests {
         assert!(Arc::ptr_eq(&ready[0].completion, &first.completion));
         assert!(Arc::ptr_eq(&ready[1].completion, &second.completion));
         assert!(!acc.has_pending());
+    }
+
+    #[test]
+    fn take_all_removes_a_batch_being_sealed_and_its_return_finds_no_place() {
+        let acc = Accumulator::new(config());
+        let value = [0u8; 150];
+        let slots = acc.topic_slots(&tp().topic, 1);
+        let first = acc
+            .append_deferring_seal(&slots[0], 1, None, Some(&value), &[], || 0)
+            .unwrap();
+        let to_seal = first.to_seal.into_iter().next().unwrap();
+        let second = acc.append(&tp(), 1, None, Some(&value), &[], 0).unwrap();
+        let held = acc.buffered_bytes();
+        // A purge or an abort while the first batch is away: both go, the one being sealed
+        // with what failing it needs.
+        let taken = acc.take_all();
+        assert_eq!(taken.closed.len(), 1);
+        assert!(Arc::ptr_eq(&taken.closed[0].completion, &second.completion));
+        assert_eq!(taken.sealing.len(), 1);
+        let unsealed = &taken.sealing[0];
+        assert!(Arc::ptr_eq(&unsealed.completion, &first.completion));
+        assert_eq!(unsealed.record_count, 1);
+        let closed_bytes = taken.closed[0].batch.uncompressed_size_in_bytes();
+        assert_eq!(unsealed.uncompressed_bytes + closed_bytes, held);
+        assert!(!acc.has_pending());
+        // Sealed later, it is not put back: nothing of it is sent.
+        acc.put_sealed(to_seal.seal());
+        assert!(!acc.has_pending());
+        assert!(acc.take_ready(true, |_| true).is_empty());
     }
 
     #[test]
@@ -999,6 +1076,7 @@ mod tests {
                 .publish(Err(Error::InvalidState("committing".into())));
             let flushed: usize = acc
                 .take_all()
+                .closed
                 .iter()
                 .map(|b| b.batch.record_count() as usize)
                 .sum();

@@ -501,11 +501,19 @@ impl Engine {
 
     /// Fails every record still in the accumulator (never stamped, so never in the log).
     fn fail_accumulated(&mut self, acc: &Accumulator, error: &Error) {
-        for closed in acc.take_all() {
-            let records = u64::try_from(closed.batch.record_count()).unwrap_or(0);
-            self.counters.records_failed += records;
-            acc.release(closed.batch.uncompressed_size_in_bytes());
-            closed.completion.complete(Err(error.clone()));
+        let taken = acc.take_all();
+        let closed = taken.closed.into_iter().map(|closed| {
+            let bytes = closed.batch.uncompressed_size_in_bytes();
+            (closed.batch.record_count(), bytes, closed.completion)
+        });
+        let sealing = taken.sealing.into_iter().map(|unsealed| {
+            let (records, bytes) = (unsealed.record_count, unsealed.uncompressed_bytes);
+            (records, bytes, unsealed.completion)
+        });
+        for (records, bytes, completion) in closed.chain(sealing) {
+            self.counters.records_failed += u64::try_from(records).unwrap_or(0);
+            acc.release(bytes);
+            completion.complete(Err(error.clone()));
         }
     }
 

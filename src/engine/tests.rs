@@ -641,3 +641,33 @@ mod transactions;
 /// What compression brings to the engine: batches the broker rejects as too large, split in
 /// two; a codec the broker's Produce versions cannot carry.
 mod compression;
+
+/// A purge while a batch is being sealed outside the partition's lock (by `send`, or by a
+/// compression worker) fails that batch's records too; sealed afterwards, it is never sent.
+/// Left in place it would go out after the purge said its records failed.
+#[test]
+fn a_purge_fails_a_batch_being_sealed_and_it_is_never_sent() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    let slot = h.acc.topic_slots(&Arc::from(T0), 3).swap_remove(0);
+    let value = [7u8; 10_000];
+    let append = |h: &Harness| {
+        h.acc
+            .append_deferring_seal(&slot, 0, None, Some(&value), &[], || h.now)
+            .expect("append")
+    };
+    let first = append(&h);
+    let second = append(&h);
+    let to_seal = second
+        .to_seal
+        .into_iter()
+        .next()
+        .expect("10 kB twice fill 16 KiB");
+    assert_eq!(h.engine.purge(&h.acc), 2);
+    for completion in [&first.completion, &second.completion] {
+        assert!(matches!(completion.outcome(), Some(Err(Error::Purged))));
+    }
+    h.acc.put_sealed(to_seal.seal());
+    assert!(produces(&h.advance(10)).is_empty(), "nothing left to send");
+    assert_eq!(h.acc.buffered_bytes(), 0, "the memory came back once");
+}

@@ -234,7 +234,6 @@ impl BatchBuilder {
     }
 
     /// Records appended so far.
-    #[cfg(any(test, feature = "internals"))]
     pub fn record_count(&self) -> i32 {
         self.record_count
     }
