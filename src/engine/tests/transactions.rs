@@ -282,6 +282,45 @@ fn an_outcome_reached_after_the_timeout_is_returned_to_the_next_call() {
     h.engine.begin_transaction(h.now).unwrap();
 }
 
+/// The ledger numbers the transactions begun and says how the last one ended, also when its
+/// outcome arrived after the caller's timeout and was collected by a later call.
+#[test]
+fn the_ledger_numbers_transactions_and_keeps_how_the_last_ended() {
+    let mut h = transactional_harness();
+    commit_one_record(&mut h, true);
+    let ledger = h.engine.transaction_ledger().unwrap();
+    assert_eq!(
+        (ledger.state, ledger.begun, ledger.last_ended),
+        (TxnState::Committing, 1, None)
+    );
+    advance_losing_answers(&mut h, 10_500);
+    h.engine.take_finished_calls();
+    let request = next_end_txn(&mut h);
+    answer_txn(
+        &mut h,
+        request,
+        TxnResponse::EndTxn {
+            error: ErrorCode::NONE,
+            identity: None,
+        },
+    );
+    // Committed while nobody waited: the ledger says so before the outcome is collected.
+    let ledger = h.engine.transaction_ledger().unwrap();
+    assert_eq!((ledger.begun, ledger.last_ended), (1, Some((1, true))));
+    h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+    h.engine.take_finished_calls();
+    h.engine.begin_transaction(h.now).unwrap();
+    // Nothing sent in it: the abort ends it locally.
+    let abort = h.engine.start_call(TxnCall::Abort, h.now).unwrap();
+    h.poll();
+    assert_finished_ok(&mut h, abort);
+    let ledger = h.engine.transaction_ledger().unwrap();
+    assert_eq!(
+        (ledger.state, ledger.begun, ledger.last_ended),
+        (TxnState::Ready, 2, Some((2, false)))
+    );
+}
+
 #[test]
 fn an_end_txn_error_that_leaves_the_transaction_abortable_says_so() {
     let mut h = transactional_harness();
