@@ -1244,7 +1244,7 @@ impl Drop for Restored {
 /// (1 s), the attempts the loop once made before it gave up and wedged.
 const CUT: Duration = Duration::from_secs(8);
 
-/// The issue's outage, on both transaction versions: a copier (producer `max.block.ms=1000`,
+/// The outage that once wedged the loop, on both transaction versions: a copier (producer `max.block.ms=1000`,
 /// `request.timeout.ms=2000`) copies a source that keeps growing, and the transaction
 /// coordinator's link is cut for 8 s twice: once while `commit_transaction` runs (seen as the
 /// producer's Committing state, with 150 ms of latency on the answers so the cut lands before
@@ -1384,13 +1384,14 @@ async fn step_within(
 }
 
 /// Every `step` runs under a short `tokio::time::timeout` while latency sits on the
-/// transaction coordinator's answers (the only broker's): 200 ms under 2 s of latency, as in
-/// the issue, then 20 to 260 ms under 80 ms, so steps are dropped wherever they wait: in the
-/// poll, the transform and send, the generation hold, `send_offsets_to_transaction`, the
-/// commit, the abort. Then the latency goes and the copy finishes under a 200 ms timeout. Every source
-/// record is in the destination exactly once (kcat, read_committed), every committed
-/// transaction was reported once, and no step failed with the producer left in a
-/// transaction the loop no longer knew ("begin_transaction in state InTransaction").
+/// transaction coordinator's answers (the only broker's): 200 ms under 2 s of latency (where
+/// the loop was once left in a transaction it no longer knew), then 20 to 260 ms under 80 ms,
+/// so steps are dropped wherever they wait: in the poll, the transform and send, the
+/// generation hold, `send_offsets_to_transaction`, the commit, the abort. Then the latency goes
+/// and the copy finishes under a 200 ms timeout. Every source record is in the destination
+/// exactly once (kcat, read_committed), every committed transaction was reported once, and no
+/// step failed with the producer left in a transaction the loop no longer knew
+/// ("begin_transaction in state InTransaction").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_loop_step_cancelled_anywhere_recovers() {
     let Some(cluster) = Cluster::single() else {
@@ -1408,7 +1409,7 @@ async fn copy_loop_step_cancelled_anywhere_recovers() {
     let proxy = cluster.proxy(0);
     let _restore = Restored(proxy.clone());
     let (mut copied, mut dropped, mut failed) = (0, 0, Vec::new());
-    // The issue's 2 s, under which a step never gets past the generation hold (a heartbeat
+    // First 2 s, under which a step never gets past the generation hold (a heartbeat
     // is always in flight) or the offsets; then 80 ms, with each step given 20 to 260 ms
     // (a fixed pseudo-random sequence), so drops land in the copy, the offsets, the commit
     // and the abort alike while the copy moves on. Bounded: 15 s each, 260 ms a step.

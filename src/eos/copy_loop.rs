@@ -18,6 +18,11 @@
 //! loop seeks every partition it still owns back to where the aborted transaction began
 //! reading it, so the aborted input is processed again, never skipped.
 //!
+//! Where the transaction stands is the loop's own state (rule C1, `stage.rs`): each step of
+//! ending it is written down before the await that carries it out, and every `step`, `commit`
+//! and `close` finishes what an earlier call left (a commit or abort that timed out, offsets
+//! not sent, a half-copied transaction) before it reads anything (`copy_loop/ending.rs`).
+//!
 //! A transform that fails is handled by the loop's [`TransformErrorPolicy`]. A dead letter is
 //! sent in the open transaction like any output, so it shares the transaction's fate: what
 //! rule T4 promises for the output (all visible once committed, none once aborted) holds for

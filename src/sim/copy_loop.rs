@@ -24,6 +24,12 @@
 //! the transaction and the record is copied again (rule T4: the aborted dead letters and output
 //! are never visible). The loop's counters equal what its committed transactions reported.
 //!
+//! The coordinators go out of reach for longer than the copiers' `max.block.ms`
+//! ([`CoordinatorOutage`]), so commits, aborts and offset commits time out with their outcome
+//! unknown, and the copiers' applications drop steps at random await points
+//! ([`StepCancellation`]); the invariants are the same (rule C1: the loop resolves what a
+//! timed-out call or a dropped step left, and loses nothing).
+//!
 //! The model transaction coordinator keeps one transactional id; a copier's requests are
 //! handled by lending the cluster that copier's own coordinator state (one per transactional
 //! id, as Kafka keeps one per id), so producer ids and logs are shared and nothing else is.

@@ -332,9 +332,9 @@ fn offsets_timing_out_are_sent_again_at_each_step() {
     assert_no_way_out_through_the_producer(&errors);
 }
 
-/// The way out, taken anyway: the loop's commit timed out, and its user called
-/// commit on the producer by hand, which took the outcome. The loop finds its own commit
-/// landed (its offsets were in it) and reports it: nothing lost, nothing twice.
+/// The way out the loop's errors once named, taken anyway: the loop's commit timed out, and
+/// its user called commit on the producer by hand, which took the outcome. The loop finds its
+/// own commit landed (its offsets were in it) and reports it: nothing lost, nothing twice.
 #[test]
 fn a_commit_finished_by_hand_is_reported_once() {
     let (world, mut copier) = setup();
