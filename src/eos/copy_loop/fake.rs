@@ -48,27 +48,27 @@ pub(super) enum Waiting {
 /// Everything both fakes share (single-threaded, borrowed only inside a poll).
 #[derive(Debug)]
 pub(super) struct World {
-    pub(super) now: Millis,
+    now: Millis,
     /// Per source partition, how many records it holds (offsets 0..n).
     pub(super) source: Vec<i64>,
     pub(super) positions: BTreeMap<i32, i64>,
-    pub(super) per_poll: usize,
+    per_poll: usize,
     /// What the loop's last fake future waits for.
     pub(super) waiting: Option<Waiting>,
     /// Held `Pending` while set.
-    pub(super) poll_blocked: bool,
-    pub(super) transform_blocked: bool,
-    pub(super) send_blocked: bool,
-    pub(super) hold_blocked: bool,
+    poll_blocked: bool,
+    transform_blocked: bool,
+    send_blocked: bool,
+    hold_blocked: bool,
     /// The calls the coordinator does not answer: they wait, then time out.
-    pub(super) unreachable: Vec<Call>,
+    unreachable: Vec<Call>,
     /// A commit applied leaves its records' deliveries pending until this is cleared.
     pub(super) deliveries_held: bool,
     held: Vec<(Arc<BatchCompletion>, i64)>,
     // ---- the producer ----
-    pub(super) state: TxnState,
-    pub(super) begun: u64,
-    pub(super) last_ended: Option<(u64, bool)>,
+    state: TxnState,
+    begun: u64,
+    last_ended: Option<(u64, bool)>,
     /// A commit or abort whose caller timed out or stopped waiting: only it is valid.
     pending: Option<Call>,
     /// The open transaction's records (destination partition, value, completion) and offsets.
@@ -112,11 +112,27 @@ impl World {
         }))
     }
 
-    pub(super) fn ledger(&self) -> TxnLedger {
+    fn ledger(&self) -> TxnLedger {
         TxnLedger {
             state: self.state.clone(),
             begun: self.begun,
             last_ended: self.last_ended,
+        }
+    }
+
+    /// Holds the loop `Pending` at `at` (`on`), or lets it go.
+    pub(super) fn hold(&mut self, at: Waiting, on: bool) {
+        match at {
+            Waiting::Poll => self.poll_blocked = on,
+            Waiting::Transform => self.transform_blocked = on,
+            Waiting::Send => self.send_blocked = on,
+            Waiting::Hold => self.hold_blocked = on,
+            Waiting::Coordinator(call) => {
+                self.unreachable.retain(|c| *c != call);
+                if on {
+                    self.unreachable.push(call);
+                }
+            }
         }
     }
 

@@ -137,107 +137,132 @@ fn assert_no_way_out_through_the_producer(errors: &[Error]) {
 #[test]
 fn copies_exactly_once_without_faults() {
     let (world, mut copier) = setup();
-    let (reports, errors) = copy_to_the_end(&world, &mut copier);
+    finish_exactly_once(&world, &mut copier, None, 0);
+}
+
+/// Holds the loop at `at`, drops the step waiting there, and lets go.
+fn drop_held_step(world: &Rc<RefCell<World>>, copier: &mut Copier, at: Waiting) {
+    world.borrow_mut().hold(at, true);
+    drop_step_at(world, copier, at);
+    world.borrow_mut().hold(at, false);
+}
+
+/// Copies to the end with no step failing: exactly once (with `first`, a transaction reported
+/// before), `aborts` transactions aborted.
+fn finish_exactly_once(
+    world: &Rc<RefCell<World>>,
+    copier: &mut Copier,
+    first: Option<CommittedTransaction>,
+    aborts: u64,
+) {
+    let (mut reports, errors) = copy_to_the_end(world, copier);
     assert!(errors.is_empty(), "{errors:?}");
-    assert_exactly_once(&world, &reports);
-    assert_eq!(copier.counters().transactions_aborted, 0);
+    reports.splice(0..0, first);
+    assert_exactly_once(world, &reports);
+    assert_eq!(world.borrow().aborts, aborts);
+    assert_eq!(copier.counters().transactions_aborted, aborts);
+    assert_eq!(
+        copier.counters().transactions_committed,
+        world.borrow().commits
+    );
+}
+
+/// With `call` unreachable, `steps` steps fail with a retriable error, and after the first
+/// (which reads the transaction) none reads anything; returns their errors, the coordinator
+/// back.
+fn steps_wait_for(
+    world: &Rc<RefCell<World>>,
+    copier: &mut Copier,
+    call: Call,
+    steps: usize,
+) -> Vec<Error> {
+    world.borrow_mut().hold(Waiting::Coordinator(call), true);
+    let mut positions = None;
+    let mut errors = Vec::new();
+    for _ in 0..steps {
+        errors.push(run(copier.step()).expect_err("the call cannot finish"));
+        // Nothing is read while the transaction has no outcome.
+        let now = world.borrow().positions.clone();
+        assert_eq!(*positions.get_or_insert_with(|| now.clone()), now);
+    }
+    world.borrow_mut().hold(Waiting::Coordinator(call), false);
+    for e in &errors {
+        assert!(e.is_retriable() && matches!(e, Error::Timeout(_)), "{e}");
+    }
+    assert_no_way_out_through_the_producer(&errors);
+    errors
 }
 
 #[test]
 fn dropped_while_polling_loses_nothing() {
     let (world, mut copier) = setup();
-    world.borrow_mut().poll_blocked = true;
-    drop_step_at(&world, &mut copier, Waiting::Poll);
-    world.borrow_mut().poll_blocked = false;
+    drop_held_step(&world, &mut copier, Waiting::Poll);
     assert!(matches!(copier.stage, Stage::Idle));
-    let (reports, errors) = copy_to_the_end(&world, &mut copier);
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_exactly_once(&world, &reports);
+    finish_exactly_once(&world, &mut copier, None, 0);
 }
 
 #[test]
 fn dropped_in_the_transform_aborts_and_rewinds() {
     let (world, mut copier) = setup();
-    world.borrow_mut().transform_blocked = true;
-    drop_step_at(&world, &mut copier, Waiting::Transform);
-    world.borrow_mut().transform_blocked = false;
-    let (reports, errors) = copy_to_the_end(&world, &mut copier);
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_exactly_once(&world, &reports);
-    assert_eq!(world.borrow().aborts, 1);
+    drop_held_step(&world, &mut copier, Waiting::Transform);
+    finish_exactly_once(&world, &mut copier, None, 1);
 }
 
 #[test]
 fn dropped_in_a_send_aborts_and_rewinds() {
     let (world, mut copier) = setup();
-    world.borrow_mut().send_blocked = true;
-    drop_step_at(&world, &mut copier, Waiting::Send);
-    world.borrow_mut().send_blocked = false;
-    let (reports, errors) = copy_to_the_end(&world, &mut copier);
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_exactly_once(&world, &reports);
-    assert_eq!(world.borrow().aborts, 1);
+    drop_held_step(&world, &mut copier, Waiting::Send);
+    finish_exactly_once(&world, &mut copier, None, 1);
 }
 
 #[test]
 fn dropped_in_the_generation_hold_sends_the_offsets_next_step() {
     let (world, mut copier) = setup();
-    world.borrow_mut().hold_blocked = true;
-    drop_step_at(&world, &mut copier, Waiting::Hold);
-    world.borrow_mut().hold_blocked = false;
+    drop_held_step(&world, &mut copier, Waiting::Hold);
     assert!(matches!(&copier.stage, Stage::Ending(e) if e.step == EndStep::SendOffsets));
     let positions = world.borrow().positions.clone();
     // The next step ends that transaction first and reports it, before reading more.
     let first = run(copier.step()).expect("resolved").expect("committed");
     assert_eq!(world.borrow().positions, positions);
-    let (mut reports, errors) = copy_to_the_end(&world, &mut copier);
-    reports.insert(0, first);
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_exactly_once(&world, &reports);
-    assert_eq!(world.borrow().aborts, 0);
+    finish_exactly_once(&world, &mut copier, Some(first), 0);
 }
 
 #[test]
 fn dropped_in_send_offsets_sends_them_again() {
     let (world, mut copier) = setup();
-    world.borrow_mut().unreachable = vec![Call::SendOffsets];
-    drop_step_at(&world, &mut copier, Waiting::Coordinator(Call::SendOffsets));
-    world.borrow_mut().unreachable.clear();
-    let (reports, errors) = copy_to_the_end(&world, &mut copier);
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_exactly_once(&world, &reports);
-    assert_eq!(world.borrow().aborts, 0);
+    drop_held_step(&world, &mut copier, Waiting::Coordinator(Call::SendOffsets));
+    finish_exactly_once(&world, &mut copier, None, 0);
 }
 
 #[test]
 fn dropped_in_the_commit_commits_again() {
     let (world, mut copier) = setup();
-    world.borrow_mut().unreachable = vec![Call::Commit];
+    world
+        .borrow_mut()
+        .hold(Waiting::Coordinator(Call::Commit), true);
     drop_step_at(&world, &mut copier, Waiting::Coordinator(Call::Commit));
     // Only commit is valid now (T4); the loop's stage says so.
     assert!(matches!(&copier.stage, Stage::Ending(e) if e.step == EndStep::Commit));
-    world.borrow_mut().unreachable.clear();
-    let (reports, errors) = copy_to_the_end(&world, &mut copier);
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_exactly_once(&world, &reports);
-    assert_eq!(world.borrow().aborts, 0);
+    world
+        .borrow_mut()
+        .hold(Waiting::Coordinator(Call::Commit), false);
+    finish_exactly_once(&world, &mut copier, None, 0);
 }
 
 #[test]
 fn dropped_in_the_abort_aborts_again() {
     let (world, mut copier) = setup();
-    world.borrow_mut().transform_blocked = true;
-    drop_step_at(&world, &mut copier, Waiting::Transform);
-    world.borrow_mut().transform_blocked = false;
+    drop_held_step(&world, &mut copier, Waiting::Transform);
     // The next step aborts the half-copied transaction; it is dropped inside the abort.
-    world.borrow_mut().unreachable = vec![Call::Abort];
+    world
+        .borrow_mut()
+        .hold(Waiting::Coordinator(Call::Abort), true);
     drop_step_at(&world, &mut copier, Waiting::Coordinator(Call::Abort));
     assert!(matches!(&copier.stage, Stage::Ending(e) if e.step == EndStep::Abort));
-    world.borrow_mut().unreachable.clear();
-    let (reports, errors) = copy_to_the_end(&world, &mut copier);
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_exactly_once(&world, &reports);
-    assert_eq!(world.borrow().aborts, 1);
+    world
+        .borrow_mut()
+        .hold(Waiting::Coordinator(Call::Abort), false);
+    finish_exactly_once(&world, &mut copier, None, 1);
 }
 
 #[test]
@@ -258,78 +283,32 @@ fn dropped_while_reading_the_deliveries_reports_next_step() {
     world.borrow_mut().release_deliveries();
     let first = run(copier.step()).expect("resolved").expect("the report");
     assert_eq!(first.records_in(), 10);
-    let (mut reports, errors) = copy_to_the_end(&world, &mut copier);
-    reports.insert(0, first);
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_exactly_once(&world, &reports);
-    assert_eq!(
-        copier.counters().transactions_committed,
-        world.borrow().commits
-    );
+    finish_exactly_once(&world, &mut copier, Some(first), 0);
 }
 
 #[test]
 fn a_commit_timing_out_is_committed_again_at_each_step() {
     let (world, mut copier) = setup();
-    world.borrow_mut().unreachable = vec![Call::Commit];
-    let mut errors = Vec::new();
-    let mut positions = None;
-    for _ in 0..4 {
-        let e = run(copier.step()).expect_err("the commit cannot finish");
-        assert!(e.is_retriable() && matches!(e, Error::Timeout(_)), "{e}");
-        // Nothing is read while the transaction has no outcome.
-        let now = world.borrow().positions.clone();
-        assert_eq!(*positions.get_or_insert_with(|| now.clone()), now);
-        errors.push(e);
-    }
-    world.borrow_mut().unreachable.clear();
+    steps_wait_for(&world, &mut copier, Call::Commit, 4);
     let first = run(copier.step())
         .expect("the commit's outcome")
         .expect("committed");
-    let (mut reports, later) = copy_to_the_end(&world, &mut copier);
-    assert!(later.is_empty(), "{later:?}");
-    reports.insert(0, first);
-    assert_exactly_once(&world, &reports);
-    assert_no_way_out_through_the_producer(&errors);
+    finish_exactly_once(&world, &mut copier, Some(first), 0);
 }
 
 #[test]
 fn an_abort_timing_out_is_aborted_again_at_each_step() {
     let (world, mut copier) = setup();
-    world.borrow_mut().transform_blocked = true;
-    drop_step_at(&world, &mut copier, Waiting::Transform);
-    world.borrow_mut().transform_blocked = false;
-    world.borrow_mut().unreachable = vec![Call::Abort];
-    let mut errors = Vec::new();
-    for _ in 0..3 {
-        let e = run(copier.step()).expect_err("the abort cannot finish");
-        assert!(e.is_retriable(), "{e}");
-        errors.push(e);
-    }
-    world.borrow_mut().unreachable.clear();
-    let (reports, later) = copy_to_the_end(&world, &mut copier);
-    assert!(later.is_empty(), "{later:?}");
-    assert_exactly_once(&world, &reports);
-    assert_eq!(world.borrow().aborts, 1);
-    assert_no_way_out_through_the_producer(&errors);
+    drop_held_step(&world, &mut copier, Waiting::Transform);
+    steps_wait_for(&world, &mut copier, Call::Abort, 3);
+    finish_exactly_once(&world, &mut copier, None, 1);
 }
 
 #[test]
 fn offsets_timing_out_are_sent_again_at_each_step() {
     let (world, mut copier) = setup();
-    world.borrow_mut().unreachable = vec![Call::SendOffsets];
-    let mut errors = Vec::new();
-    for _ in 0..3 {
-        let e = run(copier.step()).expect_err("the offsets cannot be sent");
-        assert!(e.is_retriable(), "{e}");
-        errors.push(e);
-    }
-    world.borrow_mut().unreachable.clear();
-    let (reports, later) = copy_to_the_end(&world, &mut copier);
-    assert!(later.is_empty(), "{later:?}");
-    assert_exactly_once(&world, &reports);
-    assert_eq!(world.borrow().aborts, 0);
-    assert_no_way_out_through_the_producer(&errors);
+    steps_wait_for(&world, &mut copier, Call::SendOffsets, 3);
+    finish_exactly_once(&world, &mut copier, None, 0);
 }
 
 /// The way out the loop's errors once named, taken anyway: the loop's commit timed out, and
@@ -338,17 +317,12 @@ fn offsets_timing_out_are_sent_again_at_each_step() {
 #[test]
 fn a_commit_finished_by_hand_is_reported_once() {
     let (world, mut copier) = setup();
-    world.borrow_mut().unreachable = vec![Call::Commit];
-    run(copier.step()).expect_err("the commit times out");
-    world.borrow_mut().unreachable.clear();
+    steps_wait_for(&world, &mut copier, Call::Commit, 1);
     run(copier.producer().commit_transaction()).expect("committed by hand");
     let first = run(copier.step())
         .expect("resolved")
         .expect("the loop's commit");
-    let (mut reports, errors) = copy_to_the_end(&world, &mut copier);
-    reports.insert(0, first);
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_exactly_once(&world, &reports);
+    finish_exactly_once(&world, &mut copier, Some(first), 0);
 }
 
 /// The loop's transaction, whose offsets could not be sent, committed by hand: its output is
@@ -358,9 +332,7 @@ fn a_commit_finished_by_hand_is_reported_once() {
 #[test]
 fn a_transaction_committed_behind_the_loops_back_is_rewound_not_skipped() {
     let (world, mut copier) = setup();
-    world.borrow_mut().unreachable = vec![Call::SendOffsets];
-    run(copier.step()).expect_err("the offsets time out");
-    world.borrow_mut().unreachable.clear();
+    steps_wait_for(&world, &mut copier, Call::SendOffsets, 1);
     run(copier.producer().commit_transaction()).expect("committed by hand");
     let noticed = run(copier.step()).expect_err("noticed");
     assert!(matches!(noticed, Error::InvalidState(_)), "{noticed}");
@@ -386,8 +358,5 @@ fn a_transaction_begun_behind_the_loops_back_is_aborted() {
     let noticed = run(copier.step()).expect_err("noticed");
     assert!(noticed.to_string().contains("behind its back"), "{noticed}");
     assert_eq!(world.borrow().aborts, 1);
-    let (mut reports, errors) = copy_to_the_end(&world, &mut copier);
-    reports.insert(0, first);
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_exactly_once(&world, &reports);
+    finish_exactly_once(&world, &mut copier, Some(first), 1);
 }
