@@ -222,7 +222,10 @@ where
         &mut self.consumer
     }
 
-    /// The producer (for its metrics or transaction state).
+    /// The producer (for its metrics or transaction state). The loop owns its transactions:
+    /// one begun, committed or aborted on it behind the loop's back is noticed by the next
+    /// step, which rewinds the loop's input rather than committing over it (see
+    /// [`CopyLoop::step`]).
     pub fn producer(&self) -> &P {
         &self.producer
     }
