@@ -24,12 +24,13 @@ fn interference(what: &str) -> Error {
 }
 
 /// The retriable error of a step whose transaction has not ended yet: `call` did not give
-/// the outcome within the producer's `max.block.ms`.
+/// the outcome (within the producer's `max.block.ms`, or refused for now; the cause is
+/// logged).
 fn unresolved(call: &str) -> Error {
     Error::Timeout(format!(
-        "the copy loop's transaction has no outcome yet: {call} did not finish within \
-         max.block.ms (is the transaction coordinator reachable?); the next step asks again \
-         before it reads anything else"
+        "the copy loop's transaction has no outcome yet: {call} did not finish (within \
+         max.block.ms, or the coordinator refused it for now: is it reachable?); the next step \
+         asks again before it reads anything else"
     ))
 }
 
