@@ -14,6 +14,9 @@ use crate::eos::stage::{EndStep, Ending, Finding, OpenTransaction, Stage, after_
 use crate::eos::transform::TransformOutput;
 use crate::{ConsumerRecord, DeliveryFuture, Error, Result, TopicPartition};
 
+/// The most steps one call takes an ending through (see `end`).
+const ENDING_STEPS: usize = 8;
+
 /// Why a step found the producer used behind the loop's back (rule C1).
 fn interference(what: &str) -> Error {
     Error::InvalidState(format!(
@@ -125,8 +128,13 @@ where
     /// Starts ending the open transaction at `step`: its offsets are taken for the commit;
     /// `leaving` are partitions given up once it ended.
     pub(super) fn begin_end(&mut self, step: EndStep, leaving: Vec<TopicPartition>) {
-        let Stage::Open(mut txn) = std::mem::replace(&mut self.stage, Stage::Idle) else {
-            return;
+        let mut txn = match std::mem::replace(&mut self.stage, Stage::Idle) {
+            Stage::Open(txn) => txn,
+            // Only an open transaction is begun to end; anything else stays as it was.
+            other => {
+                self.stage = other;
+                return;
+            }
         };
         let offsets = if step == EndStep::SendOffsets {
             txn.pending.take()
@@ -156,7 +164,10 @@ where
         &mut self,
         mut cause: Option<Error>,
     ) -> Result<Option<CommittedTransaction>> {
-        loop {
+        // Bounded: the steps go forward (offsets, commit, report; or abort), and a refusal the
+        // ledger explains moves the ending on once or twice more; past that, the next call
+        // goes on from where this one stopped.
+        for _ in 0..ENDING_STEPS {
             let Stage::Ending(ending) = &self.stage else {
                 return cause.map_or(Ok(None), Err);
             };
@@ -215,6 +226,7 @@ where
                 EndStep::Report => return self.report().await.map(Some),
             }
         }
+        Err(cause.unwrap_or_else(|| unresolved("the end of the transaction")))
     }
 
     /// Under a generation hold, checks that every partition of the offsets is still owned and
@@ -277,7 +289,11 @@ where
         let (Stage::Ending(ending), Some(ledger)) =
             (&self.stage, self.producer.transaction_ledger())
         else {
-            return None;
+            // Only a transactional producer ends a transaction, and it keeps a ledger.
+            return Some(Error::InvalidState(format!(
+                "the copy loop's producer refused its commit or abort ({why}) and keeps no \
+                 transaction ledger to explain it: is it transactional?"
+            )));
         };
         match after_refusal(ending, &ledger) {
             Finding::EndedElsewhere { committed } => self.ended_elsewhere(committed),
