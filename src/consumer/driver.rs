@@ -716,6 +716,10 @@ struct PollInProgress<'a>(&'a Shared);
 impl Drop for PollInProgress<'_> {
     fn drop(&mut self) {
         self.0.lock().end_poll(self.0.clock.now());
+        // The budget starts now: the background task arms its timer (M2). Without this it
+        // slept on whatever it had waited for, so with every answer held back (a slow
+        // coordinator) a member that stopped polling did not leave on time.
+        self.0.wake.notify_one();
     }
 }
 
@@ -965,6 +969,38 @@ mod tests {
         assert!(
             started > 100,
             "the background started only {started} heartbeats"
+        );
+    }
+
+    /// The end of a `poll` (returned or dropped) wakes the background task, so the
+    /// `max.poll.interval.ms` timer starts then, whatever else it waits for.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_end_of_a_poll_wakes_the_background_task() {
+        let handle = handle();
+        let polling = tokio::spawn({
+            let handle = handle.clone();
+            async move { handle.poll(None, 1).await }
+        });
+        // The poll began (it wakes the task to send what it may have given up) ...
+        tokio::time::timeout(Duration::from_secs(5), handle.shared.wake.notified())
+            .await
+            .expect("the poll's start wakes the background task");
+        assert_eq!(
+            handle.shared.lock().next_wake(0),
+            1_000,
+            "no budget timer yet"
+        );
+        // ... and ends: dropped, as a `poll_timeout` that passed drops its future.
+        polling.abort();
+        assert!(polling.await.is_err_and(|e| e.is_cancelled()));
+        tokio::time::timeout(Duration::from_secs(5), handle.shared.wake.notified())
+            .await
+            .expect("the poll's end wakes the background task");
+        let now = handle.shared.clock.now();
+        let budget_ends = handle.shared.lock().next_wake(now);
+        assert!(
+            (now + 290_000..=now + 300_000).contains(&budget_ends),
+            "the budget timer: {budget_ends} (now {now})"
         );
     }
 }
