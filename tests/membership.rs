@@ -9,7 +9,13 @@
 //! - a member whose commit is refused as fenced delivers nothing more of the lost partitions,
 //!   and `CopyLoop` aborts once instead of opening transactions on records it no longer owns;
 //! - a member of ours and Kafka's own Java consumer share a group;
-//! - `close()` is bounded while the member is rejoining.
+//! - `close()` is bounded while the member is rejoining, and by one `request.timeout.ms` with
+//!   auto-commit on and a coordinator that answers nothing;
+//! - an eager classic member processing longer than its session through a rebalance is kept
+//!   alive by its heartbeats, and its `Revoked` commit is accepted;
+//! - a late KIP-848 heartbeat answer never undoes a leave;
+//! - a classic member rejoins for a subscription changed mid-join, and for partitions added
+//!   to a topic it reads (rule M5).
 //!
 //! Every record delivered is checked against kcat's read of the topic; every copy is read back
 //! read_committed with kcat.

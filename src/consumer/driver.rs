@@ -415,8 +415,8 @@ impl Handle {
 
     /// Auto-commit before revoked partitions are given up (or, `closing`, at `close`):
     /// the current positions, after an auto-commit in flight, both by `deadline` (default:
-    /// one `request.timeout.ms` from now). A failure is logged: the partitions move on regardless (the
-    /// next owner re-reads from the last commit: at-least-once).
+    /// one `request.timeout.ms` from now). A failure is logged: the partitions move on
+    /// regardless (the next owner re-reads from the last commit: at-least-once).
     async fn auto_commit_now(&self, closing: bool, deadline: Option<Instant>) {
         let timeout = {
             let state = self.shared.lock();

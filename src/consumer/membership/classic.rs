@@ -19,12 +19,13 @@
 //! was handed is not expired, and the commit it makes at `Revoked` is accepted (the Java
 //! consumer's heartbeat thread does the same, KIP-62).
 //!
-//! A rebalance is also the member's to start (Java's `ConsumerCoordinator.rejoinNeededOrPending`):
-//! when its subscription changed since the JoinGroup of the round (a `subscribe`, or a
-//! pattern's matches, made mid-join: the assignment is then for the old subscription), and,
-//! on the leader, when the partition count of a topic it assigned changed since (Java's
-//! `MetadataSnapshot`: the leader assigns for the whole group, so it watches every member's
-//! topics; the driver refreshes their metadata at least every `metadata.max.age.ms`).
+//! A rebalance is also the member's to start (rule M5, as Java's
+//! `ConsumerCoordinator.rejoinNeededOrPending`): when its subscription changed since the
+//! JoinGroup of the round (a `subscribe`, or a pattern's matches, made mid-join: the
+//! assignment is then for the old subscription), and, on the leader, when the partition count
+//! of a topic it assigned changed since (Java's `MetadataSnapshot`: the leader assigns for the
+//! whole group, so it watches every member's topics; the driver refreshes their metadata at
+//! least every `metadata.max.age.ms`).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
