@@ -1730,3 +1730,314 @@ async fn fetch_sessions_over_idle_partitions_survive_a_lost_session() {
     assert_eq!(seen.len(), 85);
     c.close().await.unwrap();
 }
+
+/// Two seeks in a row on a manually assigned partition of 1,000 records, the second made while
+/// the first's ListOffsets is still in flight (400 ms of latency on the leader's answers, and
+/// rounds without any fault, where the lookup waits behind the long-poll fetch): the seek that
+/// came last counts. `seek_to_end` then `seek_to_beginning` delivers from offset 0, every
+/// record as kcat reads them; `seek_to_beginning` then `seek_to_end` delivers nothing old, and
+/// the first record delivered is one written after the seeks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seek_after_seek_is_the_one_that_counts() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _g = cluster.exclusive();
+    let topic = support::unique_topic("seek-seek");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("r", 1_000)).await;
+    let expected = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(expected.len(), 1_000);
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let mut c = test_builder(&cluster)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .build()
+        .await
+        .unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    let mut written = 1_000;
+    for round in 0..4 {
+        let latency = round % 2 == 0;
+        if latency {
+            cluster
+                .proxy(0)
+                .add_toxic("slow", "latency", "downstream", r#"{"latency":400}"#);
+        }
+        c.seek_to_end(std::slice::from_ref(&tp)).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        c.seek_to_beginning(std::slice::from_ref(&tp)).unwrap();
+        let delivered = poll_records(&mut c, written).await;
+        assert_eq!(
+            delivered.first().map(|r| r.offset),
+            Some(0),
+            "round {round} (latency {latency}): seek_to_beginning came last"
+        );
+        assert_eq!(
+            coordinates(&delivered[..1_000]),
+            expected,
+            "round {round}: every record from the beginning, once, as kcat reads them"
+        );
+
+        c.seek_to_beginning(std::slice::from_ref(&tp)).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        c.seek_to_end(std::slice::from_ref(&tp)).unwrap();
+        wait_for_position(&mut c, &tp, written as i64).await;
+        assert_no_records_for(
+            &mut c,
+            Duration::from_secs(2),
+            "seek_to_end came last: nothing old is delivered",
+        )
+        .await;
+        send(&p, &topic, 0, &[format!("new-{round}")]).await;
+        let new = poll_records(&mut c, 1).await;
+        assert_eq!(
+            coordinates(&new),
+            vec![(0, written as i64, format!("new-{round}"))],
+            "round {round} (latency {latency}): the first record delivered after seek_to_end"
+        );
+        written += 1;
+        if latency {
+            cluster.proxy(0).remove_all_toxics();
+        }
+    }
+    c.close().await.unwrap();
+}
+
+/// The SASL_PLAINTEXT listener and the limited user whose rights come from ACLs alone.
+fn limited_login() -> Option<(String, String, String)> {
+    let var = |name: &str| std::env::var(name).ok();
+    let login = (|| {
+        Some((
+            var("KAFKA_SASL_PLAINTEXT_BOOTSTRAP")?,
+            var("KAFKA_SASL_LIMITED_USER")?,
+            var("KAFKA_SASL_LIMITED_PASSWORD")?,
+        ))
+    })();
+    if login.is_none() {
+        assert!(
+            !support::in_ci(),
+            "CI=true but the SASL_PLAINTEXT listener or its limited user is not exported"
+        );
+        eprintln!("SKIPPED: no SASL_PLAINTEXT listener; eval \"$(scripts/testbed up)\" first");
+    }
+    login
+}
+
+/// How long a consumer of the authorization test waits for an answer.
+const AUTHZ_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A consumer logged in as the limited user (SCRAM-SHA-512), with `group` if any.
+async fn limited_consumer(
+    login: &(String, String, String),
+    group: Option<(&str, GroupProtocol)>,
+) -> Consumer {
+    let (bootstrap, user, password) = login;
+    let jaas = format!(
+        r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";"#
+    );
+    let mut builder = Consumer::builder()
+        .bootstrap(bootstrap.as_str())
+        .set("security.protocol", "SASL_PLAINTEXT")
+        .set("sasl.mechanism", "SCRAM-SHA-512")
+        .set("sasl.jaas.config", &jaas)
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500")
+        .set("fetch.max.wait.ms", "200")
+        .set(
+            "request.timeout.ms",
+            &AUTHZ_REQUEST_TIMEOUT.as_millis().to_string(),
+        )
+        .auto_offset_reset(OffsetReset::Earliest);
+    if let Some((group, protocol)) = group {
+        builder = builder.group_id(group).group_protocol(protocol);
+    }
+    builder
+        .build()
+        .await
+        .expect("the limited user's consumer builds")
+}
+
+/// Polls until `poll` returns an error (bounded by [`AUTHZ_REQUEST_TIMEOUT`], the brief's one
+/// request timeout): the error and how long it took. No record may be delivered meanwhile.
+async fn first_error(c: &mut Consumer, what: &str) -> (exactly::Error, Duration) {
+    let started = Instant::now();
+    while started.elapsed() < AUTHZ_REQUEST_TIMEOUT {
+        match c.poll_timeout(Duration::from_millis(200)).await {
+            Err(e) => return (e, started.elapsed()),
+            Ok(Some(ConsumerEvent::Records(r))) => panic!("{what}: records delivered: {r:?}"),
+            Ok(_) => {}
+        }
+    }
+    panic!("{what}: no error from poll within {AUTHZ_REQUEST_TIMEOUT:?}");
+}
+
+/// Grants the limited user `operations` on `--topic`/`--group` `name` with Kafka's kafka-acls.
+fn grant(cluster: &Cluster, user: &str, resource: &str, name: &str, operations: &[&str]) {
+    let principal = format!("User:{user}");
+    let mut args = vec!["--add", "--allow-principal", &principal, resource, name];
+    for op in operations {
+        args.extend(["--operation", op]);
+    }
+    let out = cluster.kafka_tool("org.apache.kafka.tools.AclCommand", &args);
+    assert!(out.contains(&principal), "{out}");
+}
+
+/// A principal without READ on a topic, or on a group, gets a typed error from `poll` naming
+/// the topic (or the group) within one request timeout, instead of a `poll` that returns
+/// nothing forever (the Java consumer throws `TopicAuthorizationException` /
+/// `GroupAuthorizationException`): KRaft's StandardAuthorizer on the test bed, the limited
+/// user `bob`, ACLs made with Kafka's `kafka-acls`. Without even DESCRIBE the Metadata answer
+/// refuses the topic; with DESCRIBE only, the Fetch does; with READ granted afterwards the same
+/// consumer goes on and reads what kcat reads. Manual assignment, and both group protocols.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorization_errors_reach_poll() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let Some(login) = limited_login() else {
+        return;
+    };
+    let user = login.1.clone();
+    let _g = cluster.shared();
+    let refused_topic = |e: &exactly::Error, topic: &str, api: &str| match e {
+        exactly::Error::TopicRefused {
+            topic: t,
+            api: a,
+            code,
+            ..
+        } => t == topic && *a == api && *code == exactly::ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+        _ => false,
+    };
+
+    // Manual assignment, no ACL on the topic at all: Metadata refuses it.
+    let hidden = support::unique_topic("authz-hidden");
+    cluster.create_topic(&hidden, 1, 1, &[]);
+    let mut c = limited_consumer(&login, None).await;
+    c.assign(&[TopicPartition::new(hidden.as_str(), 0)])
+        .unwrap();
+    let (e, took) = first_error(&mut c, "no ACL").await;
+    assert!(refused_topic(&e, &hidden, "Metadata"), "{e:?}");
+    assert!(
+        e.to_string().contains(&hidden),
+        "the error names the topic: {e}"
+    );
+    assert!(!e.is_retriable() && !e.is_fatal(), "{e:?}");
+    eprintln!("no ACL: {e} after {took:?}");
+    c.close().await.unwrap();
+
+    // DESCRIBE only: the partition's Fetch is refused, naming the partition; then READ is
+    // granted and the same consumer reads on.
+    let unreadable = support::unique_topic("authz-describe");
+    cluster.create_topic(&unreadable, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &unreadable, 0, &values("a", 5)).await;
+    grant(&cluster, &user, "--topic", &unreadable, &["Describe"]);
+    let tp = TopicPartition::new(unreadable.as_str(), 0);
+    let mut c = limited_consumer(&login, None).await;
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    c.seek(&tp, 0).unwrap();
+    let (e, took) = first_error(&mut c, "DESCRIBE only").await;
+    assert!(refused_topic(&e, &unreadable, "Fetch"), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            exactly::Error::TopicRefused {
+                partition: Some(0),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    eprintln!("DESCRIBE only: {e} after {took:?}");
+    grant(&cluster, &user, "--topic", &unreadable, &["Read"]);
+    let mut read = Vec::new();
+    let end = Instant::now() + WAIT;
+    while read.len() < 5 {
+        assert!(
+            Instant::now() < end,
+            "READ granted, still {} of 5",
+            read.len()
+        );
+        match c.poll_timeout(Duration::from_millis(300)).await {
+            Ok(Some(ConsumerEvent::Records(r))) => read.extend(r),
+            // Refusals answered before the grant took effect.
+            Ok(_) | Err(exactly::Error::TopicRefused { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(
+        coordinates(&read),
+        kcat_view(&cluster, &unreadable, Isolation::ReadCommitted)
+    );
+    c.close().await.unwrap();
+
+    // A manual assignment with a group.id but no READ on the group: OffsetFetch is refused,
+    // naming the group.
+    let group = unique_group("authz-group");
+    let mut c = limited_consumer(&login, Some((&group, GroupProtocol::Classic))).await;
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    let (e, took) = first_error(&mut c, "no group ACL, manual assignment").await;
+    // FindCoordinator needs DESCRIBE on the group: the refusal comes from there.
+    assert!(
+        matches!(&e, exactly::Error::GroupRefused { group: g, code, .. }
+            if *g == group && *code == exactly::ErrorCode::GROUP_AUTHORIZATION_FAILED),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains(&group),
+        "the error names the group: {e}"
+    );
+    eprintln!("no group ACL (manual): {e} after {took:?}");
+    c.close().await.unwrap();
+
+    for protocol in [GroupProtocol::Consumer, GroupProtocol::Classic] {
+        // Subscribed, with DESCRIBE but not READ on the group (the coordinator is found):
+        // joining is refused, naming the group.
+        let group = unique_group("authz-member");
+        grant(&cluster, &user, "--group", &group, &["Describe"]);
+        let mut c = limited_consumer(&login, Some((&group, protocol))).await;
+        c.subscribe([unreadable.clone()]).unwrap();
+        let (e, took) = first_error(&mut c, "no group READ, subscribed").await;
+        let joining = match protocol {
+            GroupProtocol::Consumer => "ConsumerGroupHeartbeat",
+            _ => "JoinGroup",
+        };
+        assert!(
+            matches!(&e, exactly::Error::GroupRefused { group: g, api, code }
+                if *g == group && *api == joining
+                    && *code == exactly::ErrorCode::GROUP_AUTHORIZATION_FAILED),
+            "{protocol:?}: {e:?}"
+        );
+        eprintln!("{protocol:?}, no group READ: {e} after {took:?}");
+        drop(c);
+
+        // READ on the group, DESCRIBE only on the topic: the member is assigned the partition
+        // and its Fetch is refused, naming the topic.
+        let topic = support::unique_topic("authz-member-topic");
+        cluster.create_topic(&topic, 1, 1, &[]);
+        send(&p, &topic, 0, &values("m", 3)).await;
+        grant(&cluster, &user, "--topic", &topic, &["Describe"]);
+        grant(&cluster, &user, "--group", &group, &["Read"]);
+        let mut c = limited_consumer(&login, Some((&group, protocol))).await;
+        c.subscribe([topic.clone()]).unwrap();
+        let started = Instant::now();
+        let e = loop {
+            assert!(started.elapsed() < WAIT, "{protocol:?}: no error from poll");
+            match c.poll_timeout(Duration::from_millis(200)).await {
+                Err(e) => break e,
+                Ok(Some(ConsumerEvent::Records(r))) => panic!("{protocol:?}: read {r:?}"),
+                Ok(_) => {}
+            }
+        };
+        assert!(
+            refused_topic(&e, &topic, "Fetch") || refused_topic(&e, &topic, "OffsetFetch"),
+            "{protocol:?}: {e:?}"
+        );
+        eprintln!(
+            "{protocol:?}, DESCRIBE only: {e} after {:?}",
+            started.elapsed()
+        );
+        c.close().await.unwrap();
+    }
+}

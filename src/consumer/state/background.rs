@@ -396,6 +396,19 @@ impl ConsumerState {
                     Ok((address, _node)) => self.set_coordinator(address),
                     Err(e) => {
                         debug!("FindCoordinator failed: {}", ErrorChain(&e));
+                        if e.is_fatal() {
+                            self.fatal = Some(e);
+                            return;
+                        }
+                        // GROUP_AUTHORIZATION_FAILED (no DESCRIBE on the group) and the like
+                        // reach `poll`; the look-up goes on after the back-off.
+                        if let Some(code) = e.code().filter(|c| !c.is_retriable()) {
+                            self.errors.push(Error::GroupRefused {
+                                group: self.config.group_id.clone(),
+                                api: "FindCoordinator",
+                                code,
+                            });
+                        }
                         self.coordinator_retry_at = Some(self.after_backoff(now));
                     }
                 }
