@@ -2041,3 +2041,478 @@ async fn authorization_errors_reach_poll() {
         c.close().await.unwrap();
     }
 }
+
+/// `(leader, in-sync replicas)` of `topic`-0 as kcat's metadata gives them (-1: no leader).
+fn leader_and_isr(cluster: &Cluster, topic: &str) -> (i64, Vec<i64>) {
+    let out = support::run_ok(std::process::Command::new("kcat").args([
+        "-L",
+        "-J",
+        "-b",
+        &cluster.bootstrap,
+        "-t",
+        topic,
+        "-m",
+        "10",
+    ]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("kcat -L -J prints JSON");
+    let p = &v["topics"][0]["partitions"][0];
+    let mut isr: Vec<i64> = p["isrs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["id"].as_i64().or_else(|| r.as_i64()))
+        .collect();
+    isr.sort();
+    (p["leader"].as_i64().unwrap_or(-1), isr)
+}
+
+/// Waits (bounded) until `done` holds for `topic`-0's leader and in-sync replicas.
+async fn wait_for_partition(
+    cluster: &Cluster,
+    topic: &str,
+    what: &str,
+    done: impl Fn(i64, &[i64]) -> bool,
+) {
+    let end = Instant::now() + Duration::from_secs(180);
+    loop {
+        let (leader, isr) = leader_and_isr(cluster, topic);
+        if done(leader, &isr) {
+            return;
+        }
+        assert!(Instant::now() < end, "{what}: leader {leader}, ISR {isr:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Starts the given brokers again however the test ends, so the cluster is whole for the
+/// next test.
+struct RestartOnDrop<'a>(&'a Cluster, &'a [usize]);
+
+impl Drop for RestartOnDrop<'_> {
+    fn drop(&mut self) {
+        for &i in self.1 {
+            self.0.start_broker(i);
+        }
+    }
+}
+
+/// What a reader saw, in order: records (offset, value), and errors from `poll`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Read {
+    Record(i64, String),
+    Error(String),
+}
+
+/// Polls `c` until `done` holds for what it saw (bounded by `limit`); errors are kept in
+/// order with the records.
+async fn read_until(
+    c: &mut Consumer,
+    seen: &mut Vec<Read>,
+    limit: Duration,
+    what: &str,
+    done: impl Fn(&[Read]) -> bool,
+) -> Option<exactly::Error> {
+    let end = Instant::now() + limit;
+    let mut last_error = None;
+    while !done(seen) {
+        assert!(Instant::now() < end, "{what}: saw {seen:?}");
+        match c.poll_timeout(Duration::from_millis(200)).await {
+            Ok(Some(ConsumerEvent::Records(records))) => {
+                seen.extend(
+                    coordinates(&records)
+                        .into_iter()
+                        .map(|(_, o, v)| Read::Record(o, v)),
+                );
+            }
+            Ok(_) => {}
+            Err(e) => {
+                seen.push(Read::Error(e.to_string()));
+                last_error = Some(e);
+            }
+        }
+    }
+    last_error
+}
+
+/// A copy loop of `source`-0 to `destination`-0 on its own task, committing every `records`
+/// records or `interval`, with what it reports: each committed transaction's next offset, or
+/// the error of a step.
+struct TruncationCopier {
+    task: tokio::task::JoinHandle<()>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    transformed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    reports: tokio::sync::mpsc::UnboundedReceiver<Result<i64, String>>,
+    log: Vec<Result<i64, String>>,
+}
+
+impl TruncationCopier {
+    fn spawn(
+        cluster: &Cluster,
+        source: &str,
+        destination: &str,
+        records: usize,
+        interval: Duration,
+    ) -> Self {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let (sender, reports) = tokio::sync::mpsc::unbounded_channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let transformed = Arc::new(AtomicUsize::new(0));
+        let (cluster, source, destination) =
+            (cluster.clone(), source.to_owned(), destination.to_owned());
+        let (stopped, count) = (Arc::clone(&stop), Arc::clone(&transformed));
+        let task = tokio::spawn(async move {
+            let consumer = consumer_with(
+                &cluster,
+                &unique_group("truncated-copy"),
+                GroupProtocol::Consumer,
+                OffsetReset::Earliest,
+                IsolationLevel::ReadCommitted,
+                &source,
+                &[("request.timeout.ms", "5000")],
+            )
+            .await;
+            let id = support::unique_topic("truncated-tx");
+            let producer = support::transactional_producer_with(
+                &cluster,
+                &[
+                    ("transactional.id", id.as_str()),
+                    ("request.timeout.ms", "5000"),
+                    ("delivery.timeout.ms", "120000"),
+                    ("transaction.timeout.ms", "600000"),
+                ],
+                &[],
+            )
+            .await;
+            let transform = move |r: ConsumerRecord| {
+                count.fetch_add(1, Ordering::Relaxed);
+                std::future::ready(vec![
+                    Record::to(&destination)
+                        .partition(0)
+                        .value(r.value.unwrap_or_default()),
+                ])
+            };
+            let mut copier = exactly::eos::CopyLoop::new(consumer, producer, transform)
+                .commit_every(records, interval);
+            while !stopped.load(Ordering::Relaxed) {
+                let report = match copier.step().await {
+                    Ok(Some(t)) => t.consumed.iter().map(|c| c.next).max().map(Ok),
+                    Ok(None) => None,
+                    Err(e) => {
+                        assert!(!e.is_fatal(), "copy loop: fatal {e}");
+                        Some(Err(e.to_string()))
+                    }
+                };
+                if let Some(report) = report {
+                    let _ = sender.send(report);
+                }
+            }
+            copier.close().await.expect("the copy loop closes");
+        });
+        Self {
+            task,
+            stop,
+            transformed,
+            reports,
+            log: Vec::new(),
+        }
+    }
+
+    /// Waits (bounded) until a committed transaction's next offset is `next`.
+    async fn wait_committed(&mut self, next: i64) {
+        let end = Instant::now() + Duration::from_secs(240);
+        while !self.log.iter().any(|r| *r == Ok(next)) {
+            let left = end.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.reports.recv()).await {
+                Ok(Some(report)) => self.log.push(report),
+                _ => panic!("the copy loop did not commit up to {next}: {:?}", self.log),
+            }
+        }
+    }
+
+    /// Waits (bounded) until the transform was called `n` times.
+    async fn wait_transformed(&self, n: usize) {
+        let end = Instant::now() + WAIT;
+        while self.transformed.load(std::sync::atomic::Ordering::Relaxed) < n {
+            assert!(
+                Instant::now() < end,
+                "the copy loop transformed fewer than {n}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stops the loop (between two steps it commits what is open and closes; a step idle
+    /// for its whole interval is cut short, which loses nothing): everything it reported.
+    async fn stop(mut self) -> Vec<Result<i64, String>> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if tokio::time::timeout(Duration::from_secs(10), &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+        }
+        while let Ok(report) = self.reports.try_recv() {
+            self.log.push(report);
+        }
+        eprintln!("copy loop: {:?}", self.log);
+        self.log
+    }
+}
+
+/// The records `values` at offsets from `from` on, as [`read_until`] sees them.
+fn records_of(values: &[String], from: i64) -> Vec<Read> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Read::Record(from + i as i64, v.clone()))
+        .collect()
+}
+
+/// KIP-320 against a real unclean leader election on three brokers: the topic's two replicas
+/// on brokers 2 and 3 (`unclean.leader.election.enable=true`, `min.insync.replicas=1`), 50
+/// records written to both, the in-sync follower (3) SIGKILLed, 30 more written to the leader
+/// (2) alone and read by everyone, the leader SIGKILLed, the old follower started and elected
+/// uncleanly (Kafka's `kafka-leader-election --election-type UNCLEAN`): its log ends at 50.
+/// After the leader change each reader validates its position (80) with the new leader, which
+/// says epoch 0 ends at 50: a reader under `auto.offset.reset=none` gets
+/// [`exactly::Error::LogTruncation`] naming the partition, 80 and 50, and reads nothing until
+/// it seeks; one under `earliest` gets the same error with `reset` and reads on from 50 (as the
+/// Java consumer moves it). Neither skips a record written after the election, nor re-reads
+/// one: what each delivers after the error is the new log from 50 on, as kcat reads it. Two
+/// copy loops: one that had committed all 80 copies the new records too (its record of what it
+/// committed no longer filters them out), so its output, read `read_committed` by kcat, is the
+/// 80 it copied before and then every record the source holds from 50 on, each once, in order;
+/// one that held all 80 in an open transaction aborts it and copies the log again from where
+/// that transaction began, so its output is exactly the source as it is now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncation_is_detected() {
+    let Some(cluster) = Cluster::three() else {
+        return;
+    };
+    let _g = cluster.exclusive();
+    let topic = support::unique_topic("truncated");
+    cluster.kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--create",
+            "--topic",
+            &topic,
+            "--replica-assignment",
+            "2:3",
+            "--config",
+            "unclean.leader.election.enable=true",
+            "--config",
+            "min.insync.replicas=1",
+        ],
+    );
+    wait_for_partition(&cluster, &topic, "created", |leader, isr| {
+        leader == 2 && isr == [2, 3]
+    })
+    .await;
+    let _restart = RestartOnDrop(&cluster, &[1, 2]);
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let p = producer(&cluster, &[]).await;
+    let before = values("before", 50);
+    send(&p, &topic, 0, &before).await;
+
+    let reader = |reset| {
+        test_builder(&cluster)
+            .auto_offset_reset(reset)
+            .set("request.timeout.ms", "5000")
+            .build()
+    };
+    let mut none = reader(OffsetReset::None).await.unwrap();
+    none.assign(std::slice::from_ref(&tp)).unwrap();
+    none.seek(&tp, 0).unwrap();
+    // No group and `none`: the assignment alone said to seek first.
+    assert!(matches!(
+        none.poll_timeout(Duration::from_millis(10)).await,
+        Err(exactly::Error::InvalidState(_))
+    ));
+    let mut earliest = reader(OffsetReset::Earliest).await.unwrap();
+    earliest.assign(std::slice::from_ref(&tp)).unwrap();
+
+    // Two copy loops of the topic, each on its own task: one commits every 10 records, the
+    // other holds one transaction open across the whole failover (it commits at 130 records).
+    let eager_copy = support::unique_topic("truncated-eager");
+    let holding_copy = support::unique_topic("truncated-holding");
+    cluster.create_topic(&eager_copy, 1, 3, &[]);
+    cluster.create_topic(&holding_copy, 1, 3, &[]);
+    let mut eager = TruncationCopier::spawn(
+        &cluster,
+        &topic,
+        &eager_copy,
+        10,
+        Duration::from_millis(100),
+    );
+    // 150 s: longer than the failover below, so its transaction stays open across it.
+    let mut holding = TruncationCopier::spawn(
+        &cluster,
+        &topic,
+        &holding_copy,
+        130,
+        Duration::from_secs(150),
+    );
+
+    // The in-sync follower dies; the next records are on the leader alone.
+    let mut seen_none = Vec::new();
+    let mut seen_earliest = Vec::new();
+    read_until(&mut none, &mut seen_none, WAIT, "before", |s| s.len() >= 50).await;
+    cluster.stop_broker(2, true);
+    wait_for_partition(
+        &cluster,
+        &topic,
+        "follower out of the ISR",
+        |leader, isr| leader == 2 && isr == [2],
+    )
+    .await;
+    let lost = values("lost", 30);
+    send(&p, &topic, 0, &lost).await;
+    let read_80 = |s: &[Read]| s.len() >= 80;
+    read_until(&mut none, &mut seen_none, WAIT, "none, 80", read_80).await;
+    read_until(
+        &mut earliest,
+        &mut seen_earliest,
+        WAIT,
+        "earliest, 80",
+        read_80,
+    )
+    .await;
+    let first_80: Vec<Read> = [records_of(&before, 0), records_of(&lost, 50)].concat();
+    assert_eq!(seen_none, first_80);
+    assert_eq!(seen_earliest, first_80);
+    eager.wait_committed(80).await;
+    holding.wait_transformed(80).await;
+    drop(p);
+
+    // The leader dies; the old follower, whose log ends at 50, is elected uncleanly.
+    cluster.stop_broker(1, true);
+    cluster.start_broker(2);
+    let end = Instant::now() + Duration::from_secs(180);
+    loop {
+        let (leader, _) = leader_and_isr(&cluster, &topic);
+        if leader == 3 {
+            break;
+        }
+        assert!(Instant::now() < end, "no unclean election: leader {leader}");
+        let _ = support::java_tool(&[
+            "org.apache.kafka.tools.LeaderElectionCommand".into(),
+            "--bootstrap-server".into(),
+            cluster.bootstrap.clone(),
+            "--election-type".into(),
+            "UNCLEAN".into(),
+            "--topic".into(),
+            topic.clone(),
+            "--partition".into(),
+            "0".into(),
+        ])
+        .output();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    eprintln!("unclean election done: leader 3");
+
+    // Each reader learns of the truncation before anything else.
+    let error = |s: &[Read]| s.len() > 80;
+    let e = read_until(
+        &mut none,
+        &mut seen_none,
+        Duration::from_secs(120),
+        "none",
+        error,
+    )
+    .await
+    .expect("an error");
+    match &e {
+        exactly::Error::LogTruncation {
+            partition,
+            offset: 80,
+            divergent_offset: Some(50),
+            reset: false,
+        } => assert_eq!(*partition, tp),
+        other => panic!("auto.offset.reset=none: {other:?}"),
+    }
+    eprintln!("none: {e}");
+    assert_eq!(none.position(&tp), None, "waits for a seek");
+    let e = read_until(
+        &mut earliest,
+        &mut seen_earliest,
+        Duration::from_secs(120),
+        "earliest",
+        error,
+    )
+    .await
+    .expect("an error");
+    assert!(
+        matches!(
+            &e,
+            exactly::Error::LogTruncation {
+                offset: 80,
+                divergent_offset: Some(50),
+                reset: true,
+                ..
+            }
+        ),
+        "auto.offset.reset=earliest: {e:?}"
+    );
+    eprintln!("earliest: {e}");
+    none.seek(&tp, 50).unwrap();
+
+    // Records written after the election are read by every reader, none skipped or twice.
+    let p = producer(&cluster, &[]).await;
+    let after = values("after", 80);
+    send(&p, &topic, 0, &after).await;
+    let all = |s: &[Read]| s.len() >= 161;
+    read_until(&mut none, &mut seen_none, WAIT, "none, after", all).await;
+    read_until(
+        &mut earliest,
+        &mut seen_earliest,
+        WAIT,
+        "earliest, after",
+        all,
+    )
+    .await;
+    let source = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    let expected_source: Vec<(i32, i64, String)> = before
+        .iter()
+        .chain(&after)
+        .enumerate()
+        .map(|(i, v)| (0, i as i64, v.clone()))
+        .collect();
+    assert_eq!(source, expected_source, "kcat: the log was truncated at 50");
+    for (name, seen) in [("none", &seen_none), ("earliest", &seen_earliest)] {
+        assert_eq!(&seen[..80], &first_80[..], "{name}");
+        assert!(matches!(seen[80], Read::Error(_)), "{name}: {:?}", seen[80]);
+        assert_eq!(
+            &seen[81..],
+            &records_of(&after, 50)[..],
+            "{name}: the new log from 50 on"
+        );
+    }
+
+    // The copy loops: the eager one copies the new records too; the holding one aborted its
+    // transaction (it held copies of records now gone) and copied the log again from 0.
+    eager.wait_committed(130).await;
+    holding.wait_committed(130).await;
+    let eager_log = eager.stop().await;
+    let holding_log = holding.stop().await;
+    for (name, log) in [("eager", &eager_log), ("holding", &holding_log)] {
+        assert!(
+            log.iter()
+                .any(|r| r.as_ref().is_err_and(|e| e.contains("truncated"))),
+            "the {name} copy loop reported the truncation: {log:?}"
+        );
+    }
+    assert_eq!(
+        cluster.read_values(&eager_copy, Isolation::ReadCommitted),
+        [&before[..], &lost[..], &after[..]].concat(),
+        "the eager copy: what it committed before the truncation, then the new log, each once"
+    );
+    assert_eq!(
+        cluster.read_values(&holding_copy, Isolation::ReadCommitted),
+        [&before[..], &after[..]].concat(),
+        "the holding copy: exactly the source as it is now"
+    );
+    none.close().await.unwrap();
+    earliest.close().await.unwrap();
+}
