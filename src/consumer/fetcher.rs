@@ -809,7 +809,14 @@ impl Fetcher {
     /// the partitions that joined or moved and forgets those no longer fetched. Its answer
     /// goes to [`Fetcher::apply_fetch`], or [`Fetcher::fetch_failed`] if none came.
     pub fn fetch_request(&mut self, broker: BrokerId, fetched: &[Fetched]) -> FetchRequest {
-        let session = self.sessions.next_fetch(broker, fetched);
+        let partitions = &self.partitions;
+        let leader_epoch = |tp: &TopicPartition| {
+            partitions
+                .get(tp)
+                .and_then(|s| s.leader_epoch)
+                .unwrap_or(-1)
+        };
+        let session = self.sessions.next_fetch(broker, fetched, leader_epoch);
         let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
         for (tp, _, offset) in session.named.iter().filter_map(|&i| fetched.get(i)) {
             topics

@@ -245,7 +245,10 @@ where
     ///
     /// # Errors
     ///
-    /// An error from the consumer leaves the open transaction as it is (call `step` again). A
+    /// An error from the consumer leaves the open transaction as it is (call `step` again),
+    /// except [`Error::LogTruncation`] (the source log lost records under the position,
+    /// KIP-320): the transaction is aborted and rewound first, the truncated partition to where
+    /// it began or to the divergence, whichever comes first. A
     /// failed transaction (an error from the producer, or the group coordinator fencing this
     /// member's offsets, KIP-447) is aborted and the partitions still owned are rewound to
     /// where it began, so its input is copied again by the next steps; the error is
