@@ -1756,8 +1756,7 @@ async fn seek_after_seek_is_the_one_that_counts() {
         .await
         .unwrap();
     c.assign(std::slice::from_ref(&tp)).unwrap();
-    let mut written = 1_000;
-    for round in 0..4 {
+    for (round, written) in (0..4).zip(1_000usize..) {
         let latency = round % 2 == 0;
         if latency {
             cluster
@@ -1796,7 +1795,6 @@ async fn seek_after_seek_is_the_one_that_counts() {
             vec![(0, written as i64, format!("new-{round}"))],
             "round {round} (latency {latency}): the first record delivered after seek_to_end"
         );
-        written += 1;
         if latency {
             cluster.proxy(0).remove_all_toxics();
         }
@@ -1846,7 +1844,7 @@ async fn limited_consumer(
         .set("fetch.max.wait.ms", "200")
         .set(
             "request.timeout.ms",
-            &AUTHZ_REQUEST_TIMEOUT.as_millis().to_string(),
+            AUTHZ_REQUEST_TIMEOUT.as_millis().to_string(),
         )
         .auto_offset_reset(OffsetReset::Earliest);
     if let Some((group, protocol)) = group {
@@ -2221,7 +2219,7 @@ impl TruncationCopier {
     /// Waits (bounded) until a committed transaction's next offset is `next`.
     async fn wait_committed(&mut self, next: i64) {
         let end = Instant::now() + Duration::from_secs(240);
-        while !self.log.iter().any(|r| *r == Ok(next)) {
+        while !self.log.contains(&Ok(next)) {
             let left = end.saturating_duration_since(Instant::now());
             match tokio::time::timeout(left, self.reports.recv()).await {
                 Ok(Some(report)) => self.log.push(report),
