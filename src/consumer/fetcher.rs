@@ -597,21 +597,18 @@ impl Fetcher {
         &self,
         queries: impl IntoIterator<Item = (&'a TopicPartition, i64)>,
     ) -> ListOffsetsRequest {
-        let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
-        for (tp, timestamp) in queries {
-            topics.entry(&*tp.topic).or_default().push(
-                ListOffsetsPartition::default()
-                    .with_partition_index(tp.partition)
-                    .with_current_leader_epoch(self.leader_epoch(tp))
-                    .with_timestamp(timestamp),
-            );
-        }
+        let topics = by_topic(queries.into_iter().map(|(tp, timestamp)| {
+            let partition = ListOffsetsPartition::default()
+                .with_partition_index(tp.partition)
+                .with_current_leader_epoch(self.leader_epoch(tp))
+                .with_timestamp(timestamp);
+            (&*tp.topic, partition)
+        }));
         ListOffsetsRequest::default()
             .with_replica_id((-1).into())
             .with_isolation_level(self.isolation.wire())
             .with_topics(
                 topics
-                    .into_iter()
                     .map(|(name, partitions)| {
                         ListOffsetsTopic::default()
                             .with_name(topic_name(name))
@@ -673,26 +670,21 @@ impl Fetcher {
     /// each, the epoch of the log at the position, under the leader epoch known (so a stale
     /// leader refuses it). The leader answers where that epoch ends in its log.
     pub fn validation_request(&self, asked: &[Asked]) -> OffsetForLeaderEpochRequest {
-        let mut topics: BTreeMap<&str, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
-        for a in asked {
-            let Some(state) = self.partitions.get(&a.partition) else {
-                continue;
-            };
+        let topics = by_topic(asked.iter().filter_map(|a| {
+            let state = self.partitions.get(&a.partition)?;
             let (Offset::Validate(_), Some(epoch)) = (state.offset, state.epoch) else {
-                continue;
+                return None;
             };
-            topics.entry(&*a.partition.topic).or_default().push(
-                OffsetForLeaderPartition::default()
-                    .with_partition(a.partition.partition)
-                    .with_current_leader_epoch(state.leader_epoch.unwrap_or(-1))
-                    .with_leader_epoch(epoch),
-            );
-        }
+            let partition = OffsetForLeaderPartition::default()
+                .with_partition(a.partition.partition)
+                .with_current_leader_epoch(state.leader_epoch.unwrap_or(-1))
+                .with_leader_epoch(epoch);
+            Some((&*a.partition.topic, partition))
+        }));
         OffsetForLeaderEpochRequest::default()
             .with_replica_id((-1).into())
             .with_topics(
                 topics
-                    .into_iter()
                     .map(|(name, partitions)| {
                         OffsetForLeaderTopic::default()
                             .with_topic(topic_name(name))
@@ -1016,6 +1008,18 @@ impl Fetcher {
         }
         followup
     }
+}
+
+/// `(topic, partition entry)` pairs grouped by topic, topics in name order: the topic level
+/// of a request.
+fn by_topic<'a, P>(
+    entries: impl IntoIterator<Item = (&'a str, P)>,
+) -> impl Iterator<Item = (&'a str, Vec<P>)> {
+    let mut topics: BTreeMap<&str, Vec<P>> = BTreeMap::new();
+    for (topic, entry) in entries {
+        topics.entry(topic).or_default().push(entry);
+    }
+    topics.into_iter()
 }
 
 /// The error of an operation on a partition this consumer does not own.

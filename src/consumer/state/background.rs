@@ -21,6 +21,7 @@ use crate::consumer::offsets::{PartitionCommitted, committed_offsets, offset_fet
 use crate::error::{Error, ErrorChain, Result};
 use crate::net::connection::BrokerLink;
 use crate::net::metadata::metadata_request;
+use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::fetch::FetchResponse;
 use crate::protocol::messages::metadata::MetadataResponse;
@@ -213,11 +214,7 @@ impl ConsumerState {
         self.committed_in_flight = true;
         let partitions: Vec<TopicPartition> = asked.iter().map(|a| a.partition.clone()).collect();
         let request = offset_fetch_request(&self.config.group_id, &partitions);
-        let link = coordinator.clone();
-        let timeout = self.config.request_timeout();
-        let client_id = Arc::clone(&self.client_id);
-        tasks.spawn(async move {
-            let result = call(&link, request, None, client_id, timeout).await;
+        self.spawn_call(tasks, coordinator.clone(), request, |result| {
             Completion::Committed { asked, result }
         });
     }
@@ -250,13 +247,28 @@ impl ConsumerState {
         for (link, asked) in self.by_leader(awaiting) {
             self.listing.extend(asked.iter().map(|a| a.token));
             let request = self.fetcher.reset_request(&asked);
-            let timeout = self.config.request_timeout();
-            let client_id = Arc::clone(&self.client_id);
-            tasks.spawn(async move {
-                let result = call(&link, request, None, client_id, timeout).await;
-                Completion::Listed { asked, result }
+            self.spawn_call(tasks, link, request, |result| Completion::Listed {
+                asked,
+                result,
             });
         }
+    }
+
+    /// Sends `request` on `link` (bounded by `request.timeout.ms`) in a task whose completion
+    /// `done` makes of the answer.
+    fn spawn_call<R>(
+        &self,
+        tasks: &mut JoinSet<Completion>,
+        link: BrokerLink,
+        request: R,
+        done: impl FnOnce(Result<R::Response>) -> Completion + Send + 'static,
+    ) where
+        R: Request + Send + 'static,
+        R::Response: Send + 'static,
+    {
+        let timeout = self.config.request_timeout();
+        let client_id = Arc::clone(&self.client_id);
+        tasks.spawn(async move { done(call(&link, request, None, client_id, timeout).await) });
     }
 
     /// OffsetForLeaderEpoch for the positions to validate after a leader change (KIP-320),
@@ -269,11 +281,9 @@ impl ConsumerState {
         for (link, asked) in self.by_leader(awaiting) {
             self.validating.extend(asked.iter().map(|a| a.token));
             let request = self.fetcher.validation_request(&asked);
-            let timeout = self.config.request_timeout();
-            let client_id = Arc::clone(&self.client_id);
-            tasks.spawn(async move {
-                let result = call(&link, request, None, client_id, timeout).await;
-                Completion::Validated { asked, result }
+            self.spawn_call(tasks, link, request, |result| Completion::Validated {
+                asked,
+                result,
             });
         }
     }
