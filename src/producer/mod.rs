@@ -324,7 +324,7 @@ impl Producer {
                 retry_backoff_max_ms: config.retry_backoff_max_ms,
                 delivery_timeout_ms: config.delivery_timeout_ms,
                 request_timeout_ms: config.request_timeout_ms,
-                max_request_size: config.max_request_size,
+                produce_request_max_bytes: config.produce_request_max_bytes,
                 metadata_refresh_backoff_ms: config.retry_backoff_ms,
                 idempotent: config.enable_idempotence,
                 transaction: config.transactional_id.clone().map(|transactional_id| {
