@@ -261,7 +261,7 @@ mod tests {
         assert_eq!(wire[0].entity_type.as_str(), "client-id");
         assert_eq!(wire[0].entity_name, None, "the default client id");
         assert_eq!(
-            wire[1].entity_name.as_deref().map(|s| s.as_str()),
+            wire[1].entity_name.as_ref().map(StrBytes::as_str),
             Some("bob")
         );
         let back = ClientQuotaEntity::from_wire(
