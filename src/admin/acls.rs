@@ -292,6 +292,22 @@ impl AclBindingFilter {
     }
 }
 
+/// `$wire` (a DescribeAclsRequest or a DeleteAcls filter: the same fields under the same
+/// names) with the fields of the [`AclBindingFilter`] `$filter`.
+macro_rules! with_filter {
+    ($wire:expr, $filter:expr) => {{
+        let filter: &AclBindingFilter = $filter;
+        $wire
+            .with_resource_type_filter(filter.resource_type.code())
+            .with_resource_name_filter(AclBindingFilter::optional(&filter.name))
+            .with_pattern_type_filter(filter.pattern_type.code())
+            .with_principal_filter(AclBindingFilter::optional(&filter.principal))
+            .with_host_filter(AclBindingFilter::optional(&filter.host))
+            .with_operation(filter.operation.code())
+            .with_permission_type(filter.permission.code())
+    }};
+}
+
 /// A binding of a DescribeAcls or DeleteAcls answer.
 fn binding(
     (resource_type, name, pattern_type): (i8, &StrBytes, i8),
@@ -357,14 +373,7 @@ impl Admin {
     /// The ACLs `filter` matches (DescribeAcls; the principal needs DESCRIBE on the cluster),
     /// sorted.
     pub async fn describe_acls(&self, filter: &AclBindingFilter) -> Result<Vec<AclBinding>> {
-        let request = DescribeAclsRequest::default()
-            .with_resource_type_filter(filter.resource_type.code())
-            .with_resource_name_filter(AclBindingFilter::optional(&filter.name))
-            .with_pattern_type_filter(filter.pattern_type.code())
-            .with_principal_filter(AclBindingFilter::optional(&filter.principal))
-            .with_host_filter(AclBindingFilter::optional(&filter.host))
-            .with_operation(filter.operation.code())
-            .with_permission_type(filter.permission.code());
+        let request = with_filter!(DescribeAclsRequest::default(), filter);
         let response = self.within("DescribeAcls", self.call_any(request)).await?;
         outcome(response.error_code, response.error_message.as_ref())?;
         let mut bindings: Vec<AclBinding> = response
@@ -394,16 +403,7 @@ impl Admin {
         let request = DeleteAclsRequest::default().with_filters(
             filters
                 .iter()
-                .map(|f| {
-                    DeleteAclsFilter::default()
-                        .with_resource_type_filter(f.resource_type.code())
-                        .with_resource_name_filter(AclBindingFilter::optional(&f.name))
-                        .with_pattern_type_filter(f.pattern_type.code())
-                        .with_principal_filter(AclBindingFilter::optional(&f.principal))
-                        .with_host_filter(AclBindingFilter::optional(&f.host))
-                        .with_operation(f.operation.code())
-                        .with_permission_type(f.permission.code())
-                })
+                .map(|f| with_filter!(DeleteAclsFilter::default(), f))
                 .collect(),
         );
         let response = self.within("DeleteAcls", self.call_any(request)).await?;

@@ -73,6 +73,18 @@ impl ClientQuotaEntity {
     }
 }
 
+/// The entity of an answer's entry (DescribeClientQuotas' and AlterClientQuotas' entity
+/// fields have the same names).
+macro_rules! entity_of {
+    ($entities:expr) => {
+        ClientQuotaEntity::from_wire(
+            $entities
+                .iter()
+                .map(|e| (&e.entity_type, e.entity_name.as_ref())),
+        )
+    };
+}
+
 /// One condition of a [`ClientQuotaFilter`] on an entity type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -183,12 +195,7 @@ impl Admin {
             .unwrap_or_default()
             .into_iter()
             .map(|entry| {
-                let entity = ClientQuotaEntity::from_wire(
-                    entry
-                        .entity
-                        .iter()
-                        .map(|e| (&e.entity_type, e.entity_name.as_ref())),
-                );
+                let entity = entity_of!(entry.entity);
                 let values = entry
                     .values
                     .iter()
@@ -234,12 +241,7 @@ impl Admin {
             .entries
             .iter()
             .map(|entry| {
-                let entity = ClientQuotaEntity::from_wire(
-                    entry
-                        .entity
-                        .iter()
-                        .map(|e| (&e.entity_type, e.entity_name.as_ref())),
-                );
+                let entity = entity_of!(entry.entity);
                 (
                     entity,
                     outcome(entry.error_code, entry.error_message.as_ref()),

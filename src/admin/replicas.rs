@@ -53,6 +53,27 @@ pub struct PartitionReassignment {
     pub removing: Vec<i32>,
 }
 
+/// The per-partition outcomes of an answer's topics (ElectLeaders and
+/// AlterPartitionReassignments answer alike, under other field names): each topic's
+/// `$name`, its partitions' list `$partitions`, each with its index `$index`, error code and
+/// message.
+macro_rules! partition_outcomes {
+    ($topics:expr, $name:ident, $partitions:ident, $index:ident) => {
+        $topics
+            .iter()
+            .flat_map(|topic| {
+                let name = string(&topic.$name.0);
+                topic.$partitions.iter().map(move |p| {
+                    (
+                        TopicPartition::new(name.as_str(), p.$index),
+                        outcome(p.error_code, p.error_message.as_ref()),
+                    )
+                })
+            })
+            .collect()
+    };
+}
+
 /// Partitions nested by topic, as ElectLeaders and ListPartitionReassignments name them.
 fn partitions_by_topic(
     partitions: Vec<TopicPartition>,
@@ -88,19 +109,12 @@ impl Admin {
             .with_timeout_ms(millis_left(self.deadline()));
         let response = self.within("ElectLeaders", self.call_any(request)).await?;
         outcome(response.error_code, None)?;
-        Ok(response
-            .replica_election_results
-            .iter()
-            .flat_map(|topic| {
-                let name = string(&topic.topic.0);
-                topic.partition_result.iter().map(move |p| {
-                    (
-                        TopicPartition::new(name.as_str(), p.partition_id),
-                        outcome(p.error_code, p.error_message.as_ref()),
-                    )
-                })
-            })
-            .collect())
+        Ok(partition_outcomes!(
+            response.replica_election_results,
+            topic,
+            partition_result,
+            partition_id
+        ))
     }
 
     /// Moves partitions to new replicas (AlterPartitionReassignments; the principal needs
@@ -138,19 +152,12 @@ impl Admin {
             .within("AlterPartitionReassignments", self.call_any(request))
             .await?;
         outcome(response.error_code, response.error_message.as_ref())?;
-        Ok(response
-            .responses
-            .iter()
-            .flat_map(|topic| {
-                let name = string(&topic.name.0);
-                topic.partitions.iter().map(move |p| {
-                    (
-                        TopicPartition::new(name.as_str(), p.partition_index),
-                        outcome(p.error_code, p.error_message.as_ref()),
-                    )
-                })
-            })
-            .collect())
+        Ok(partition_outcomes!(
+            response.responses,
+            name,
+            partitions,
+            partition_index
+        ))
     }
 
     /// The reassignments in progress (ListPartitionReassignments) among `partitions`

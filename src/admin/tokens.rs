@@ -10,13 +10,14 @@ use kafka_protocol::messages::create_delegation_token_request::CreatableRenewers
 use kafka_protocol::messages::describe_delegation_token_request::DescribeDelegationTokenOwner;
 use kafka_protocol::messages::{
     CreateDelegationTokenRequest, DescribeDelegationTokenRequest, ExpireDelegationTokenRequest,
-    RenewDelegationTokenRequest,
+    ExpireDelegationTokenResponse, RenewDelegationTokenRequest, RenewDelegationTokenResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use super::Admin;
 use super::wire::{outcome, string};
 use crate::error::{Error, Result};
+use crate::protocol::Request;
 use crate::protocol::generated::str_bytes;
 
 /// A delegation token.
@@ -102,6 +103,23 @@ fn principal(kind: &StrBytes, name: &StrBytes) -> String {
     format!("{}:{}", kind.as_str(), name.as_str())
 }
 
+/// The answers that set a token's expiry: their error code and the new expiry time.
+trait ExpiryAnswer {
+    fn expiry(&self) -> (i16, i64);
+}
+
+impl ExpiryAnswer for RenewDelegationTokenResponse {
+    fn expiry(&self) -> (i16, i64) {
+        (self.error_code, self.expiry_timestamp_ms)
+    }
+}
+
+impl ExpiryAnswer for ExpireDelegationTokenResponse {
+    fn expiry(&self) -> (i16, i64) {
+        (self.error_code, self.expiry_timestamp_ms)
+    }
+}
+
 fn millis(d: Option<Duration>) -> i64 {
     d.map_or(-1, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
@@ -163,11 +181,7 @@ impl Admin {
         let request = RenewDelegationTokenRequest::default()
             .with_hmac(hmac.to_vec().into())
             .with_renew_period_ms(millis(period));
-        let response = self
-            .within("RenewDelegationToken", self.call_any(request))
-            .await?;
-        outcome(response.error_code, None)?;
-        Ok(response.expiry_timestamp_ms)
+        self.new_expiry("RenewDelegationToken", request).await
     }
 
     /// Moves the token's expiry to `period` from now (`None` or zero: expires it at once,
@@ -180,11 +194,19 @@ impl Admin {
         let request = ExpireDelegationTokenRequest::default()
             .with_hmac(hmac.to_vec().into())
             .with_expiry_time_period_ms(millis(period));
-        let response = self
-            .within("ExpireDelegationToken", self.call_any(request))
-            .await?;
-        outcome(response.error_code, None)?;
-        Ok(response.expiry_timestamp_ms)
+        self.new_expiry("ExpireDelegationToken", request).await
+    }
+
+    /// The expiry time a Renew or Expire answer sets, or its error.
+    async fn new_expiry<R>(&self, what: &str, request: R) -> Result<i64>
+    where
+        R: Request + Clone + Send + 'static,
+        R::Response: ExpiryAnswer + Send + 'static,
+    {
+        let response = self.within(what, self.call_any(request)).await?;
+        let (code, expiry) = response.expiry();
+        outcome(code, None)?;
+        Ok(expiry)
     }
 
     /// The tokens of `owners` (`None`: every token the caller may describe).

@@ -462,14 +462,28 @@ impl Admin {
         &self,
         transactional_ids: impl IntoIterator<Item = impl AsRef<str>>,
     ) -> Result<BTreeMap<String, Result<TransactionDescription>>> {
+        self.per_transactional_id("DescribeTransactions", transactional_ids, async |id| {
+            self.describe_transaction(id).await
+        })
+        .await
+    }
+
+    /// `one` for each distinct transactional id in turn, all within one deadline: one result
+    /// per id.
+    pub(super) async fn per_transactional_id<T>(
+        &self,
+        what: &str,
+        transactional_ids: impl IntoIterator<Item = impl AsRef<str>>,
+        one: impl AsyncFn(&str) -> Result<T>,
+    ) -> Result<BTreeMap<String, Result<T>>> {
         let ids: BTreeSet<String> = transactional_ids
             .into_iter()
             .map(|id| id.as_ref().to_owned())
             .collect();
-        self.within("DescribeTransactions", async {
+        self.within(what, async {
             let mut results = BTreeMap::new();
             for id in ids {
-                let result = self.describe_transaction(&id).await;
+                let result = one(&id).await;
                 results.insert(id, result);
             }
             Ok(results)

@@ -48,17 +48,8 @@ impl Admin {
         &self,
         transactional_ids: impl IntoIterator<Item = impl AsRef<str>>,
     ) -> Result<BTreeMap<String, Result<FencedProducer>>> {
-        let ids: Vec<String> = transactional_ids
-            .into_iter()
-            .map(|id| id.as_ref().to_owned())
-            .collect();
-        self.within("fence producers", async {
-            let mut results = BTreeMap::new();
-            for id in ids {
-                let fenced = self.fence(&id).await;
-                results.insert(id, fenced);
-            }
-            Ok(results)
+        self.per_transactional_id("fence producers", transactional_ids, async |id| {
+            self.fence(id).await
         })
         .await
     }
