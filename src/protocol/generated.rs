@@ -542,6 +542,9 @@ generated_response!(
 );
 
 #[cfg(test)]
+mod operator_tests;
+
+#[cfg(test)]
 mod connection_and_transactions_tests;
 
 #[cfg(test)]
@@ -593,24 +596,6 @@ mod tests {
         assert_flexible_from::<kp::DescribeTransactionsRequest>();
         assert_flexible_from::<kp::DescribeProducersRequest>();
         assert_flexible_from::<kp::WriteTxnMarkersRequest>();
-        assert_flexible_from::<kp::DescribeAclsRequest>();
-        assert_flexible_from::<kp::CreateAclsRequest>();
-        assert_flexible_from::<kp::DeleteAclsRequest>();
-        assert_flexible_from::<kp::DescribeLogDirsRequest>();
-        assert_flexible_from::<kp::AlterReplicaLogDirsRequest>();
-        assert_flexible_from::<kp::CreateDelegationTokenRequest>();
-        assert_flexible_from::<kp::RenewDelegationTokenRequest>();
-        assert_flexible_from::<kp::ExpireDelegationTokenRequest>();
-        assert_flexible_from::<kp::DescribeDelegationTokenRequest>();
-        assert_flexible_from::<kp::ElectLeadersRequest>();
-        assert_flexible_from::<kp::AlterPartitionReassignmentsRequest>();
-        assert_flexible_from::<kp::ListPartitionReassignmentsRequest>();
-        assert_flexible_from::<kp::DescribeClientQuotasRequest>();
-        assert_flexible_from::<kp::AlterClientQuotasRequest>();
-        assert_flexible_from::<kp::DescribeUserScramCredentialsRequest>();
-        assert_flexible_from::<kp::AlterUserScramCredentialsRequest>();
-        assert_flexible_from::<kp::UpdateFeaturesRequest>();
-        assert_flexible_from::<kp::DescribeClusterRequest>();
     }
 
     #[test]
