@@ -130,6 +130,14 @@ impl Drop for JavaLogin {
     }
 }
 
+/// Fails the test unless `result` is the broker's refusal with `code`.
+fn assert_refused<T: std::fmt::Debug>(result: &exactly::Result<T>, code: ErrorCode) {
+    assert!(
+        matches!(result, Err(exactly::Error::Broker { code: c, .. }) if *c == code),
+        "expected {code}, got {result:?}"
+    );
+}
+
 /// `kafka-acls --list` for the topic `topic`.
 fn java_acls(cluster: &Cluster, topic: &str) -> String {
     cluster.kafka_tool(
@@ -496,10 +504,7 @@ async fn client_quotas_roundtrip() {
         )
         .await
         .expect("AlterClientQuotas");
-    assert!(
-        matches!(&bad[&entity], Err(exactly::Error::Broker { code, .. }) if *code == ErrorCode::INVALID_REQUEST),
-        "{bad:?}"
-    );
+    assert_refused(&bad[&entity], ErrorCode::INVALID_REQUEST);
     // Quotas reach the brokers through the metadata log.
     eventually("the quota is described", WAIT, || async {
         let described = admin
@@ -644,10 +649,7 @@ async fn scram_user_create_then_login() {
         .alter_user_scram_credentials([weak])
         .await
         .expect("answered");
-    assert!(
-        matches!(&refused[&user], Err(exactly::Error::Broker { code, .. }) if *code == ErrorCode::UNACCEPTABLE_CREDENTIAL),
-        "{refused:?}"
-    );
+    assert_refused(&refused[&user], ErrorCode::UNACCEPTABLE_CREDENTIAL);
 
     let login = (user.clone(), password.to_owned());
     let ours = Admin::from_properties(bed.properties(&login))
@@ -684,10 +686,7 @@ async fn scram_user_create_then_login() {
         .describe_user_scram_credentials(Some(vec![user.clone()]))
         .await
         .expect("describe");
-    assert!(
-        matches!(&gone[&user], Err(exactly::Error::Broker { code, .. }) if *code == ErrorCode::RESOURCE_NOT_FOUND),
-        "{gone:?}"
-    );
+    assert_refused(&gone[&user], ErrorCode::RESOURCE_NOT_FOUND);
     let started = Instant::now();
     let mut refused = None;
     // The deletion reaches the broker through the metadata log.
@@ -761,10 +760,7 @@ async fn elect_preferred_leaders() {
         .elect_leaders(ElectionType::Preferred, Some(vec![tp.clone()]))
         .await
         .expect("ElectLeaders");
-    assert!(
-        matches!(&again[&tp], Err(exactly::Error::Broker { code, .. }) if *code == ErrorCode::ELECTION_NOT_NEEDED),
-        "{again:?}"
-    );
+    assert_refused(&again[&tp], ErrorCode::ELECTION_NOT_NEEDED);
     let missing = TopicPartition::new(topic.as_str(), 5);
     let unknown = admin
         .elect_leaders(ElectionType::Preferred, Some(vec![missing.clone()]))
@@ -837,10 +833,7 @@ async fn reassign_partition_moves_replicas() {
         .alter_partition_reassignments([(tp.clone(), None)])
         .await
         .expect("answered");
-    assert!(
-        matches!(&cancelled[&tp], Err(exactly::Error::Broker { code, .. }) if *code == ErrorCode::NO_REASSIGNMENT_IN_PROGRESS),
-        "{cancelled:?}"
-    );
+    assert_refused(&cancelled[&tp], ErrorCode::NO_REASSIGNMENT_IN_PROGRESS);
     admin.delete_topics([&topic]).await.expect("delete");
 }
 
@@ -917,10 +910,7 @@ async fn describe_log_dirs() {
         .alter_replica_log_dirs([((tp.clone(), broker), "/nonexistent/exactly".to_owned())])
         .await
         .expect("AlterReplicaLogDirs");
-    assert!(
-        matches!(&moved[&(tp, broker)], Err(exactly::Error::Broker { code, .. }) if *code == ErrorCode::LOG_DIR_NOT_FOUND),
-        "{moved:?}"
-    );
+    assert_refused(&moved[&(tp, broker)], ErrorCode::LOG_DIR_NOT_FOUND);
     admin.delete_topics([&topic]).await.expect("delete");
 }
 
@@ -977,9 +967,9 @@ async fn describe_and_update_features() {
         )
         .await
         .expect("UpdateFeatures");
-    assert!(
-        matches!(&impossible["transaction.version"], Err(exactly::Error::Broker { code, .. }) if *code == ErrorCode::INVALID_UPDATE_VERSION),
-        "{impossible:?}"
+    assert_refused(
+        &impossible["transaction.version"],
+        ErrorCode::INVALID_UPDATE_VERSION,
     );
 }
 
@@ -1001,10 +991,7 @@ async fn delegation_tokens_create_login_expire() {
     let refused = plaintext
         .create_delegation_token(&NewDelegationToken::default())
         .await;
-    assert!(
-        matches!(&refused, Err(exactly::Error::Broker { code, .. }) if *code == ErrorCode::DELEGATION_TOKEN_REQUEST_NOT_ALLOWED),
-        "{refused:?}"
-    );
+    assert_refused(&refused, ErrorCode::DELEGATION_TOKEN_REQUEST_NOT_ALLOWED);
     let admin = Admin::from_properties(bed.properties(&bed.super_user))
         .await
         .expect("admin over SASL");
