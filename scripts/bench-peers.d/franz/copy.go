@@ -11,7 +11,10 @@
 // record polled and ends after N records or MS milliseconds, whichever comes first (defaults
 // 1,000 / 100, examples/copy's). The clock starts once the producer ID is loaded
 // (examples/copy's starts after init_transactions); one line per committed transaction gives
-// the time on it, then "copied N records" after S seconds without a record (0: never stop).
+// the time on it, its records, how long it took (from the poll that brought its first record to
+// the end of its commit, as examples/copy measures a step) and its records per source partition,
+// in examples/copy's format, then "copied N records" after S seconds without a record (0: never
+// stop).
 package main
 
 import (
@@ -19,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -108,8 +112,10 @@ func copyMain(argv []string) {
 	started := time.Now()
 	lastRecord := started
 	total := 0
+	perPartition := map[int32]int{}
 	for {
 		// Wait for the first record of the next transaction, an interval at a time.
+		polled := time.Now()
 		records := pollOnce(sess, commitRecords, max(interval, time.Millisecond))
 		if len(records) == 0 {
 			if idle > 0 && time.Since(lastRecord) >= idle {
@@ -123,10 +129,12 @@ func copyMain(argv []string) {
 		began := time.Now()
 		promise := kgo.AbortingFirstErrPromise(sess.Client())
 		in := 0
+		clear(perPartition)
 		for {
 			for _, r := range records {
 				sess.Produce(ctx, &kgo.Record{Topic: destination, Partition: r.Partition, Key: r.Key, Value: r.Value,
 					Headers: r.Headers}, promise.Promise())
+				perPartition[r.Partition]++
 			}
 			in += len(records)
 			left := interval - time.Since(began)
@@ -140,7 +148,9 @@ func copyMain(argv []string) {
 		switch {
 		case committed:
 			total += in
-			fmt.Printf("%8.1fs committed %d in / %d out (total %d)\n", time.Since(started).Seconds(), in, in, total)
+			took := time.Since(polled)
+			fmt.Printf("%8.1fs committed %d in / %d out (total %d) in %.1f ms; partitions %s\n", time.Since(started).Seconds(),
+				in, in, total, took.Seconds()*1e3, partitionCounts(perPartition))
 		case err != nil:
 			copyFatal("ending a transaction", err)
 		default:
@@ -151,4 +161,19 @@ func copyMain(argv []string) {
 	}
 	sess.Close()
 	fmt.Printf("copied %d records\n", total)
+}
+
+// partitionCounts formats records per partition as examples/copy does: "0:167 1:166 ...", in
+// partition order.
+func partitionCounts(counts map[int32]int) string {
+	partitions := make([]int32, 0, len(counts))
+	for p := range counts {
+		partitions = append(partitions, p)
+	}
+	slices.Sort(partitions)
+	parts := make([]string, len(partitions))
+	for i, p := range partitions {
+		parts[i] = fmt.Sprintf("%d:%d", p, counts[p])
+	}
+	return strings.Join(parts, " ")
 }
