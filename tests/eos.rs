@@ -1150,8 +1150,11 @@ async fn fill_some_partitions(
 
 /// One copier copies `records` records of 1 KiB, written to `with_data` of 6 source partitions,
 /// in transactions of 1,000 records or 100 ms, at the consumer's default fetch.max.wait.ms
-/// (500 ms); the destination is read back read_committed, every record once. Returns the copy
-/// rate in records/s from its first commit to its last (the group join left out).
+/// (500 ms) and with answers of 64 KiB per partition (max.partition.fetch.bytes), so the two
+/// answers a partition holds last well under fetch.max.wait.ms even in a debug build on a
+/// loaded machine: a fetch that waits at the broker meanwhile shows as a stall. The
+/// destination is read back read_committed, every record once. Returns the copy rate in
+/// records/s from its first commit to its last (the group join left out).
 async fn timed_copy(cluster: &Cluster, with_data: i32, records: usize) -> f64 {
     let prefix = format!("eos-caught-up-{with_data}");
     let (source, destination, group) = copy_topics(cluster, &prefix, 6);
@@ -1194,7 +1197,8 @@ async fn timed_copy(cluster: &Cluster, with_data: i32, records: usize) -> f64 {
 /// hold back the ones with data: a fetch naming only caught-up partitions would wait out
 /// fetch.max.wait.ms at the broker while the partitions with data need their next fetch from
 /// the same broker. The same copy with its records on 3 of 6 partitions runs at least 0.8x
-/// the rate of the copy with records on all 6 (the same machine, one after the other).
+/// the rate of the copy with records on all 6 (the same machine, one after the other; it ran
+/// at 0.32x while such fetches went out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caught_up_partitions_do_not_stall_the_copy() {
     let Some(cluster) = Cluster::single() else {
