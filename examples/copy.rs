@@ -39,6 +39,8 @@ struct Args {
     commit_ms: u64,
     /// Stop after this long without a record (0: never).
     idle_seconds: u64,
+    /// The producer's `batch.size` (`None`: its default).
+    batch_size: Option<usize>,
 }
 
 fn parse_args() -> Args {
@@ -52,6 +54,7 @@ fn parse_args() -> Args {
         commit_records: 1_000,
         commit_ms: 100,
         idle_seconds: 0,
+        batch_size: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -64,6 +67,7 @@ fn parse_args() -> Args {
             "--commit-records" => args.commit_records = number(&arg) as usize,
             "--commit-ms" => args.commit_ms = number(&arg),
             "--idle-seconds" => args.idle_seconds = number(&arg),
+            "--batch-size" => args.batch_size = Some(number(&arg) as usize),
             flag if flag.starts_with("--") => usage(&format!("unknown flag {flag}")),
             _ => positional.push(arg),
         }
@@ -84,7 +88,7 @@ fn usage(problem: &str) -> ! {
     eprintln!("copy: {problem}");
     eprintln!(
         "usage: copy BOOTSTRAP SOURCE DESTINATION GROUP TRANSACTIONAL_ID \
-         [--commit-records N] [--commit-ms MS] [--idle-seconds S]"
+         [--commit-records N] [--commit-ms MS] [--idle-seconds S] [--batch-size BYTES]"
     );
     std::process::exit(2)
 }
@@ -99,11 +103,13 @@ async fn main() -> exactly::Result<()> {
         .build()
         .await?;
     consumer.subscribe([args.source.as_str()])?;
-    let producer = Producer::builder()
+    let mut producer = Producer::builder()
         .bootstrap(&args.bootstrap)
-        .transactional_id(&args.transactional_id)
-        .build()
-        .await?;
+        .transactional_id(&args.transactional_id);
+    if let Some(bytes) = args.batch_size {
+        producer = producer.batch_size(bytes);
+    }
+    let producer = producer.build().await?;
     producer.init_transactions().await?;
 
     let destination = args.destination.clone();

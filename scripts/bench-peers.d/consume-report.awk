@@ -65,7 +65,7 @@ END {
     else if (bad[k] != "") printf "| %s | %s B | failed:%s | | | | | | | | |\n", copier[c], sz[j], bad[k] }
   print ""
   print "records/s to its last commit: the records copied over the copier's own clock at its last commit (started once connected and its producer ID loaded, without the idle wait at the end); of process wall time: with start-up and the idle wait."
-  print "transactions/s: committed transactions over the same clock; transaction p99: of the transactions' times, from the poll that brought a transaction's first record to the end of its commit;"
+  print "transactions/s: committed transactions over the same clock; transaction p99: of the transactions' times, from the poll that brought a transaction's first record to the end of its commit (the first transaction, whose poll waited for the group join, left out);"
   print "partition spread: the most records one source partition had had copied more than another at any commit (its share: of the records of a partition), i.e. how far their lags drifted apart;"
   print "partition finish spread: from the commit that copied the last record of the first partition to finish to the one of the last. Each copier prints one line per transaction, in the same format."
   print ""

@@ -10,6 +10,9 @@ consume_aborted=4        # aborted transactions of the same size between them
 # timed here.
 copy_commit_records=10000
 copy_commit_ms=1000
+# Both copiers' producers batch up to $batch_size (the producer benchmark's 1 MiB, about
+# franz-go's default of 1,000,012 B; examples/copy's default batch.size is Java's 16 KiB, which
+# costs it CPU per record that franz-go does not spend).
 
 # The committed records of the input at record size $1: --records at 100 B, a quarter of it
 # from 1 KiB on (the producer benchmark's calibration sizes, in the same ratio).
@@ -113,7 +116,8 @@ copy_run() {
   create_topic "$dest" || die "could not create $dest"
   if ! timeout -k 10 $((consume_timeout + 60)) /usr/bin/time -f '%e %U %S %M' -o "$runs/$name.time" \
     "${program[@]}" "$client_bootstrap" "$topic" "$dest" "bench-$run_id-copy-$copier-$size-$round" "bench-$run_id-copy-$copier-$size-$round" \
-    --commit-records "$copy_commit_records" --commit-ms "$copy_commit_ms" --idle-seconds 3 >"$runs/$name.out" 2>"$runs/$name.err"; then
+    --commit-records "$copy_commit_records" --commit-ms "$copy_commit_ms" --idle-seconds 3 --batch-size "$batch_size" \
+    >"$runs/$name.out" 2>"$runs/$name.err"; then
     status=failed
     log "$name failed or timed out; see $runs/$name.{out,err}"
   fi
@@ -199,8 +203,8 @@ consume_main() {
     echo "over the partitions. Each client reads it from the beginning, read_committed, in a fresh group, until it has the committed count."
     echo "Fetch settings at each client's defaults; group protocol at each client's default: exactly KIP-848 (the broker has it),"
     echo "librdkafka, franz-go and Java classic (eager/cooperative join with the broker's group.initial.rebalance.delay.ms=0)."
-    echo "The copiers run at their clients' producer and consumer defaults too (exactly: Java's, linger.ms=5, batch.size=16384;"
-    echo "franz-go: linger 10 ms, 1 MB batches), with the same transactions ($copy_commit_records records or $copy_commit_ms ms)."
+    echo "The copiers run at their clients' producer and consumer defaults too (exactly: Java's, linger.ms=5; franz-go: linger 10 ms)"
+    echo "but for the batch size, $batch_size B for both, with the same transactions ($copy_commit_records records or $copy_commit_ms ms)."
     echo
     echo "Input:"
     echo

@@ -10,7 +10,8 @@
 #
 # transactions/s: committed transactions over the copier's clock at its last commit; p99-ms: the
 # 99th percentile of the transactions' times (from the poll that brought a transaction's first
-# record to the end of its commit); spread: the largest difference, at any commit, between the
+# record to the end of its commit), the first one left out (its poll waited for the group join);
+# spread: the largest difference, at any commit, between the
 # records two source partitions have had copied (how far the lag of one partition ran ahead of
 # another's), and spread-share: that as a share of the records of the partition with the most;
 # finish-spread-s: from the commit that finished the first partition (copied its last record)
@@ -18,7 +19,8 @@
 / committed [0-9]+ in .* in [0-9.]+ ms; partitions / {
   t = $1; sub(/s$/, "", t)
   for (i = 1; i <= NF; i++) if ($i == "ms;") ms = $(i - 1)
-  lat[++n] = ms + 0; last = t + 0
+  n++; if (n > 1) lat[n - 1] = ms + 0
+  last = t + 0
   for (i = 1; i <= NF; i++) if ($i == "partitions") break
   for (i++; i <= NF; i++) { split($i, pc, ":"); done[pc[1]] += pc[2]; finished[pc[1]] = last }
   most = -1; least = -1
@@ -32,8 +34,10 @@
 END {
   if (n == 0 || last <= 0) { print "- - - - -"; exit }
   # Insertion sort: a copy commits at most a few thousand transactions.
-  for (i = 2; i <= n; i++) { v = lat[i]; for (j = i - 1; j >= 1 && lat[j] > v; j--) lat[j + 1] = lat[j]; lat[j + 1] = v }
-  k = int(0.99 * n); if (k < 0.99 * n) k++; if (k < 1) k = 1
+  m = n - 1
+  for (i = 2; i <= m; i++) { v = lat[i]; for (j = i - 1; j >= 1 && lat[j] > v; j--) lat[j + 1] = lat[j]; lat[j + 1] = v }
+  k = int(0.99 * m); if (k < 0.99 * m) k++; if (k < 1) k = 1
+  p99 = (m > 0 ? sprintf("%.1f", lat[k]) : "-")
   first = -1; latest = 0; total = 0
   for (p = 0; p < partitions; p++) {
     if (done[p] > total) total = done[p]
@@ -43,5 +47,5 @@ END {
   }
   share = (total > 0 ? spread / total : 0)
   finish = (first < 0 ? "-" : sprintf("%.1f", latest - first))
-  printf "%.1f %.1f %d %.3f %s\n", n / last, lat[k], spread, share, finish
+  printf "%.1f %s %d %.3f %s\n", n / last, p99, spread, share, finish
 }

@@ -2,15 +2,16 @@
 // scripts/bench-peers --consume:
 //
 //	franz-perf copy BOOTSTRAP SOURCE DESTINATION GROUP TRANSACTIONAL_ID \
-//	    [--commit-records N] [--commit-ms MS] [--idle-seconds S]
+//	    [--commit-records N] [--commit-ms MS] [--idle-seconds S] [--batch-size BYTES]
 //
 // The same arguments, transactions and output as examples/copy: a GroupTransactSession (a
 // group member reading SOURCE read_committed from the start, and a transactional producer)
 // writes every record to the same partition of DESTINATION, and each transaction commits the
 // consumed offsets with the records (KIP-98, KIP-447). A transaction begins with the first
 // record polled and ends after N records or MS milliseconds, whichever comes first (defaults
-// 1,000 / 100, examples/copy's). The clock starts once the producer ID is loaded
-// (examples/copy's starts after init_transactions); one line per committed transaction gives
+// 1,000 / 100, examples/copy's); --batch-size sets the producer's largest batch
+// (ProducerBatchMaxBytes, as batch.size does for examples/copy; default franz-go's). The clock
+// starts once the producer ID is loaded (examples/copy's starts after init_transactions); one line per committed transaction gives
 // the time on it, its records, how long it took (from the poll that brought its first record to
 // the end of its commit, as examples/copy measures a step) and its records per source partition,
 // in examples/copy's format, then "copied N records" after S seconds without a record (0: never
@@ -33,7 +34,7 @@ import (
 func copyUsage(problem string) {
 	fmt.Fprintf(os.Stderr, "franz-perf copy: %s\n", problem)
 	fmt.Fprintln(os.Stderr, "usage: franz-perf copy BOOTSTRAP SOURCE DESTINATION GROUP TRANSACTIONAL_ID "+
-		"[--commit-records N] [--commit-ms MS] [--idle-seconds S]")
+		"[--commit-records N] [--commit-ms MS] [--idle-seconds S] [--batch-size BYTES]")
 	os.Exit(2)
 }
 
@@ -57,7 +58,7 @@ func pollOnce(sess *kgo.GroupTransactSession, max int, wait time.Duration) []*kg
 }
 
 func copyMain(argv []string) {
-	commitRecords, commitMs, idleSeconds := 1000, 100, 0
+	commitRecords, commitMs, idleSeconds, batchSize := 1000, 100, 0, 0
 	var positional []string
 	for i := 0; i < len(argv); i++ {
 		flag := argv[i]
@@ -80,6 +81,8 @@ func copyMain(argv []string) {
 			commitMs = n
 		case "--idle-seconds":
 			idleSeconds = n
+		case "--batch-size":
+			batchSize = n
 		default:
 			copyUsage("unknown flag " + flag)
 		}
@@ -91,7 +94,7 @@ func copyMain(argv []string) {
 	interval := time.Duration(commitMs) * time.Millisecond
 	idle := time.Duration(idleSeconds) * time.Second
 
-	sess, err := kgo.NewGroupTransactSession(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
 		kgo.TransactionalID(txnID),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -100,7 +103,11 @@ func copyMain(argv []string) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// Each record goes to its source partition, as examples/copy sends it.
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-	)
+	}
+	if batchSize > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(min(batchSize, 1<<30))))
+	}
+	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		copyFatal("creating the session", err)
 	}
