@@ -2514,3 +2514,92 @@ async fn truncation_is_detected() {
     none.close().await.unwrap();
     earliest.close().await.unwrap();
 }
+
+/// Fairness under a backlog: a consumer of 4 partitions, each with a backlog of many fetch
+/// answers, doing a little work per poll (as an application does), gets records of every
+/// partition from its first polls on, and the partitions drain together: the spread of the
+/// records delivered per partition (their lags' spread, the ends being equal) stays bounded
+/// through the whole read, instead of one partition draining after another (the Java
+/// consumer's greedy order, KAFKA-3932 / KIP-387). Every record arrives once, as kcat reads
+/// the topic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_share_every_poll_under_backlog() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("consumer-fair");
+    let partitions = 4;
+    let per_partition = 100_000;
+    cluster.create_topic(&topic, partitions as u32, 1, &[]);
+    let p = producer(&cluster, &[("linger.ms", "5")]).await;
+    send_to_each_partition(&p, &topic, partitions, "fair", per_partition).await;
+    p.close().await.expect("producer closes");
+
+    let mut c = member_from_earliest(
+        &cluster,
+        &unique_group("consumer-fair"),
+        GroupProtocol::Consumer,
+        &topic,
+    )
+    .await;
+    let total = per_partition * partitions as usize;
+    let mut seen: Vec<(i32, i64, String)> = Vec::with_capacity(total);
+    let mut delivered = vec![0usize; partitions as usize];
+    // The poll (counting polls with records) at which each partition delivered first.
+    let mut first_poll: Vec<Option<usize>> = vec![None; partitions as usize];
+    let mut polls = 0;
+    let mut widest = 0;
+    let end = Instant::now() + 4 * WAIT;
+    while seen.len() < total {
+        assert!(
+            Instant::now() < end,
+            "{} of {total} records within {:?}: per partition {delivered:?}",
+            seen.len(),
+            4 * WAIT
+        );
+        let Some(ConsumerEvent::Records(records)) = c
+            .poll_timeout(Duration::from_millis(300))
+            .await
+            .expect("poll")
+        else {
+            continue;
+        };
+        polls += 1;
+        for r in &records {
+            let at = r.partition as usize;
+            delivered[at] += 1;
+            first_poll[at].get_or_insert(polls);
+            let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default());
+            seen.push((r.partition, r.offset, value.into_owned()));
+        }
+        let (most, least) = (delivered.iter().max(), delivered.iter().min());
+        widest = widest.max(most.unwrap_or(&0) - least.unwrap_or(&0));
+        // The application's work on the poll's records.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!(
+        "partitions_share_every_poll_under_backlog: {polls} polls; first records at polls \
+         {first_poll:?}; widest spread of records delivered per partition {widest}"
+    );
+    for (partition, first) in first_poll.iter().enumerate() {
+        assert!(
+            first.is_some_and(|poll| poll <= 3),
+            "partition {partition} first delivered at poll {first:?} (of {polls})"
+        );
+    }
+    // Every partition gets its share of each poll (a quarter of max.poll.records, 500): they
+    // drift apart only while one waits for its next fetch answer and the others go on (their
+    // answers are fetched together, so on an idle machine they never drift). Draining one
+    // after another puts a whole partition (100,000 records) between them.
+    assert!(
+        widest <= 5_000,
+        "the records delivered per partition drifted {widest} apart"
+    );
+    assert_no_records_for(&mut c, Duration::from_secs(1), "more records than written").await;
+    c.close().await.unwrap();
+    assert_exactly_once(
+        &seen,
+        &kcat_view(&cluster, &topic, Isolation::ReadUncommitted),
+    );
+}

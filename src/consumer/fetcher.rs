@@ -138,6 +138,42 @@ impl PartitionState {
         }
     }
 
+    /// Whether records are held for delivery: decoded, or in answers not read to their end.
+    fn holds_records(&self) -> bool {
+        !self.buffered.is_empty() || !self.readers.is_empty()
+    }
+
+    /// Whether a fetch from `offset` would find nothing yet: the latest answer put the end of
+    /// what this consumer may read there.
+    fn caught_up_at(&self, offset: i64, isolation: IsolationLevel) -> bool {
+        self.log_end
+            .is_some_and(|(high_watermark, last_stable_offset)| {
+                offset >= readable_end(isolation, high_watermark, last_stable_offset)
+            })
+    }
+
+    /// Moves up to `want` records into `out`, decoding further batches as it goes; then one
+    /// batch ahead, so a used-up answer lets the next fetch start now. The records leave the
+    /// buffer in bulk: no per-record work beyond the move.
+    fn take_into(&mut self, out: &mut Vec<ConsumerRecord>, want: usize) -> Result<(), Error> {
+        let mut taken = 0;
+        while taken < want {
+            if self.buffered.is_empty() {
+                self.refill()?;
+                if self.buffered.is_empty() {
+                    break;
+                }
+            }
+            let n = (want - taken).min(self.buffered.len());
+            out.extend(self.buffered.drain(..n));
+            taken += n;
+        }
+        if self.buffered.is_empty() {
+            self.refill()?;
+        }
+        Ok(())
+    }
+
     /// The leader epoch of the log at the position, when known: that of the last batch read
     /// (the buffered records are of the front answer's last batch), else the one kept.
     fn position_epoch(&self) -> Option<i32> {
@@ -248,6 +284,15 @@ const MAX_ANSWERS_HELD: usize = 2;
 /// A partition in a fetch request: which partition, the token it was asked under, the offset.
 pub type Fetched = (TopicPartition, u64, i64);
 
+/// The fetches [`Fetcher::fetch_round`] chose.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct FetchRound {
+    /// Per broker (in id order), the partitions to fetch from it.
+    pub fetches: Vec<(BrokerId, Vec<Fetched>)>,
+    /// Some partition to fetch has no known leader: the metadata is to be refreshed.
+    pub leaderless: bool,
+}
+
 /// What an answer asks of the driver.
 #[derive(Debug, Default)]
 pub struct Followup {
@@ -297,6 +342,9 @@ pub struct Fetcher {
     decode_error: Option<Error>,
     /// The incremental fetch session with each broker (KIP-227).
     sessions: FetchSessions,
+    /// Where in the fetchable partitions the next [`Fetcher::take_records`] starts, so the
+    /// rounding of each poll's shares favours a different partition each time.
+    next_start: usize,
 }
 
 impl Fetcher {
@@ -315,6 +363,7 @@ impl Fetcher {
             incarnations: 0,
             decode_error: None,
             sessions: FetchSessions::default(),
+            next_start: 0,
         }
     }
 
@@ -463,33 +512,61 @@ impl Fetcher {
 
     /// Up to `limit` (at most `max.poll.records`) buffered records of the `fetchable`
     /// partitions that are not paused, decoding further batches of their answers as it goes.
+    ///
+    /// Every partition holding records gets its share of the poll: the room is split evenly
+    /// among them (what one cannot fill goes to those after it), starting one partition
+    /// further each poll, and room still left after that round goes to whoever has more. So
+    /// under a backlog the partitions drain together and their lags stay even; filling each
+    /// poll from the first partition with records, as the Java consumer does (KAFKA-3932,
+    /// KIP-387), drains them one after another while fetch-ahead keeps the first one full. A
+    /// partition's records stay in offset order; it appears in at most two runs of a poll.
     pub fn take_records(
         &mut self,
         fetchable: &[TopicPartition],
         limit: usize,
     ) -> Option<Vec<ConsumerRecord>> {
         let limit = limit.min(self.max_poll_records);
-        let mut out = Vec::new();
-        for tp in fetchable {
-            let Some(state) = self.partitions.get_mut(tp).filter(|s| !s.paused) else {
-                continue;
-            };
-            while out.len() < limit {
-                if state.buffered.is_empty()
-                    && let Err(e) = state.refill()
-                {
+        if fetchable.is_empty() || limit == 0 {
+            return None;
+        }
+        let start = self.next_start % fetchable.len();
+        self.next_start = start + 1;
+        let (after, before) = fetchable.split_at(start);
+        let order = || before.iter().chain(after);
+        let holding = |tp: &TopicPartition| {
+            self.partitions
+                .get(tp)
+                .is_some_and(|s| !s.paused && s.holds_records())
+        };
+        let mut sharing = order().filter(|tp| holding(tp)).count();
+        if sharing == 0 {
+            return None;
+        }
+        let mut out = Vec::with_capacity(limit);
+        // The even round, then one without shares for the room left.
+        for even in [true, false] {
+            for tp in order() {
+                let room = limit - out.len();
+                if room == 0 {
+                    break;
+                }
+                let Some(state) = self
+                    .partitions
+                    .get_mut(tp)
+                    .filter(|s| !s.paused && s.holds_records())
+                else {
+                    continue;
+                };
+                let want = if even {
+                    let share = room.div_ceil(sharing);
+                    sharing -= 1;
+                    share
+                } else {
+                    room
+                };
+                if let Err(e) = state.take_into(&mut out, want) {
                     self.decode_error = Some(e);
                 }
-                match state.buffered.pop_front() {
-                    Some(r) => out.push(r),
-                    None => break,
-                }
-            }
-            // One batch ahead, so a used-up answer lets the next fetch start now.
-            if state.buffered.is_empty()
-                && let Err(e) = state.refill()
-            {
-                self.decode_error = Some(e);
             }
             if out.len() >= limit {
                 break;
@@ -796,6 +873,58 @@ impl Fetcher {
             .collect()
     }
 
+    /// The fetches to send now, one per broker: [`Fetcher::to_fetch`] of `fetchable`, by
+    /// `leader` (a partition without a known leader is left out, and the round says so).
+    ///
+    /// A fetch whose every partition is caught up (at the end the latest answer reported) is
+    /// held back while another `fetchable`, unpaused partition of the same broker still holds
+    /// records to deliver. The broker would keep such a fetch for `fetch.max.wait.ms` waiting
+    /// for new data, and one fetch per broker is in flight (one incremental session, one epoch
+    /// sequence: KIP-227), so the partitions being read could not be fetched ahead again until
+    /// it returned: a copy with half its partitions at their end ran at a third of its rate.
+    /// Held back, the caught-up partitions go in the next fetch the partitions with data make,
+    /// which the broker answers at once, so new data on them is read within about one fetch
+    /// round trip of the others; when nothing is held, the fetch goes and waits at the broker as
+    /// a long poll should. Nothing is sent instead (no short-wait fetch loop), sessions stay as
+    /// they are, and the answers held per partition stay at two. The Java consumer goes further
+    /// and sends no fetch to a broker while any of its partitions has buffered data
+    /// (KAFKA-17182), and franz-go fetches again from a broker only once its buffered fetch was
+    /// taken; both give up the fetch ahead that keeps a steady read from waiting a round trip.
+    pub fn fetch_round(
+        &self,
+        fetchable: &[TopicPartition],
+        leader: impl Fn(&TopicPartition) -> Option<BrokerId>,
+    ) -> FetchRound {
+        let mut round = FetchRound::default();
+        let mut by_broker: BTreeMap<BrokerId, Vec<Fetched>> = BTreeMap::new();
+        for fetched in self.to_fetch(fetchable) {
+            match leader(&fetched.0) {
+                Some(broker) => by_broker.entry(broker).or_default().push(fetched),
+                None => round.leaderless = true,
+            }
+        }
+        let reading: HashSet<BrokerId> = fetchable
+            .iter()
+            .filter(|tp| {
+                self.partitions
+                    .get(*tp)
+                    .is_some_and(|s| !s.paused && s.holds_records())
+            })
+            .filter_map(&leader)
+            .collect();
+        for (broker, fetched) in by_broker {
+            let would_wait = fetched.iter().all(|(tp, _, offset)| {
+                self.partitions
+                    .get(tp)
+                    .is_some_and(|s| s.caught_up_at(*offset, self.isolation))
+            });
+            if !(would_wait && reading.contains(&broker)) {
+                round.fetches.push((broker, fetched));
+            }
+        }
+        round
+    }
+
     /// The Fetch request for `fetched` (all led by `broker`), in the fetch session with
     /// `broker` (KIP-227): a full fetch that opens one, or an incremental one that names only
     /// the partitions that joined or moved and forgets those no longer fetched. Its answer
@@ -866,10 +995,7 @@ impl Fetcher {
         let state = self.partitions.get(tp)?;
         let (high_watermark, last_stable_offset) = state.log_end?;
         let position = state.position()?;
-        let end = match self.isolation {
-            IsolationLevel::ReadCommitted if last_stable_offset >= 0 => last_stable_offset,
-            _ => high_watermark,
-        };
+        let end = readable_end(self.isolation, high_watermark, last_stable_offset);
         Some(PartitionLag {
             position,
             high_watermark,
@@ -1022,6 +1148,15 @@ fn by_topic<'a, P>(
     topics.into_iter()
 }
 
+/// The end of what a reader at `isolation` can read: the last stable offset under
+/// read_committed (when the broker gave one), else the high watermark.
+fn readable_end(isolation: IsolationLevel, high_watermark: i64, last_stable_offset: i64) -> i64 {
+    match isolation {
+        IsolationLevel::ReadCommitted if last_stable_offset >= 0 => last_stable_offset,
+        _ => high_watermark,
+    }
+}
+
 /// The error of an operation on a partition this consumer does not own.
 fn not_assigned(what: &str, partition: &TopicPartition) -> Error {
     Error::InvalidState(format!(
@@ -1113,6 +1248,205 @@ mod tests {
             }],
             ..FetchResponse::default()
         }
+    }
+
+    /// An answer from [`BROKER`] for each `(partition, records, end)`: the log (high
+    /// watermark and last stable offset) ends at `end`.
+    fn answers(parts: &[(i32, Option<Bytes>, i64)]) -> FetchResponse {
+        let mut response = answer(0, ErrorCode::NONE, None);
+        response.responses[0].partitions = parts
+            .iter()
+            .map(|(partition, records, end)| FetchPartitionResponse {
+                partition_index: *partition,
+                high_watermark: *end,
+                last_stable_offset: *end,
+                records: records.clone(),
+                ..FetchPartitionResponse::default()
+            })
+            .collect();
+        response
+    }
+
+    /// A fetcher handing out up to `max_poll_records` per poll.
+    fn fetcher_of(max_poll_records: usize) -> Fetcher {
+        Fetcher::new(&ConsumerConfig {
+            auto_offset_reset: OffsetReset::Earliest,
+            max_poll_records,
+            ..ConsumerConfig::default()
+        })
+    }
+
+    /// Partitions 0 and 1 are led by [`BROKER`], 2 by broker 2.
+    fn leader(tp: &TopicPartition) -> Option<BrokerId> {
+        Some(if tp.partition == 2 { 2 } else { BROKER })
+    }
+
+    /// The partitions and offsets of `round`'s fetch to `broker`, if it has one.
+    fn fetch_to(round: &FetchRound, broker: BrokerId) -> Option<Vec<(i32, i64)>> {
+        round
+            .fetches
+            .iter()
+            .find(|(b, _)| *b == broker)
+            .map(|(_, fetched)| {
+                fetched
+                    .iter()
+                    .map(|(tp, _, o)| (tp.partition, *o))
+                    .collect()
+            })
+    }
+
+    #[test]
+    fn caught_up_partitions_wait_for_the_next_fetch_of_a_broker_being_read() {
+        let mut f = fetcher_of(1_000);
+        let all = [tp(0), tp(1), tp(2)];
+        f.assigned(&all, true);
+        answer_committed(&mut f, vec![(tp(0), Some(0)), (tp(1), Some(0)), (tp(2), Some(0))]);
+        let first = f.fetch_round(&all, leader);
+        assert_eq!(fetch_to(&first, BROKER), Some(vec![(0, 0), (1, 0)]));
+        assert_eq!(fetch_to(&first, 2), Some(vec![(2, 0)]));
+        let (_, fetched) = &first.fetches[0];
+        // Partition 0 has a backlog; 1 and 2 are at their end.
+        f.apply_fetch(
+            BROKER,
+            answers(&[(0, Some(batch(0, 4)), 100), (1, None, 0)]),
+            fetched.clone(),
+        );
+        f.apply_fetch(2, answers(&[(2, None, 0)]), first.fetches[1].1.clone());
+        let ahead = f.fetch_round(&all, leader);
+        assert_eq!(
+            fetch_to(&ahead, BROKER),
+            Some(vec![(0, 4), (1, 0)]),
+            "fetched ahead, the caught-up partition along"
+        );
+        assert_eq!(
+            fetch_to(&ahead, 2),
+            Some(vec![(2, 0)]),
+            "nothing of broker 2 is being read: its fetch waits at the broker"
+        );
+        f.apply_fetch(
+            BROKER,
+            answers(&[(0, Some(batch(4, 4)), 100)]),
+            ahead.fetches[0].1.clone(),
+        );
+        // Partition 0 holds two answers: a fetch of partition 1 alone would wait out
+        // fetch.max.wait.ms at the broker while partition 0 needs its next one.
+        let held = f.fetch_round(&all, leader);
+        assert_eq!(fetch_to(&held, BROKER), None, "held back");
+        assert_eq!(
+            fetch_to(&held, 2),
+            Some(vec![(2, 0)]),
+            "another broker's goes"
+        );
+        assert!(!held.leaderless);
+        // A paused partition is not being read: nothing to wait for.
+        f.set_paused(&[tp(0)], true).unwrap();
+        assert_eq!(
+            fetch_to(&f.fetch_round(&all, leader), BROKER),
+            Some(vec![(1, 0)])
+        );
+        f.set_paused(&[tp(0)], false).unwrap();
+        // The first answer read: partition 0 is fetched ahead again, 1 goes with it.
+        assert_eq!(f.take_records(&[tp(0)], 4).unwrap().len(), 4);
+        let next = f.fetch_round(&all, leader);
+        assert_eq!(fetch_to(&next, BROKER), Some(vec![(0, 8), (1, 0)]));
+        // Everything fetched is at the end: held back until the records held are taken,
+        // then it goes (the broker answers it when new data comes).
+        f.apply_fetch(
+            BROKER,
+            answers(&[(0, None, 8), (1, None, 0)]),
+            next.fetches[0].1.clone(),
+        );
+        assert_eq!(fetch_to(&f.fetch_round(&all, leader), BROKER), None);
+        assert_eq!(f.take_records(&all, usize::MAX).unwrap().len(), 4);
+        assert_eq!(
+            fetch_to(&f.fetch_round(&all, leader), BROKER),
+            Some(vec![(0, 8), (1, 0)]),
+            "nothing held: a long poll"
+        );
+        // No leader known: left out, and the round says so.
+        let round = f.fetch_round(&all, |tp| leader(tp).filter(|_| tp.partition != 1));
+        assert!(round.leaderless);
+        assert_eq!(fetch_to(&round, BROKER), Some(vec![(0, 8)]));
+    }
+
+    /// `f`'s partitions 0..4, each given one answer of `records` records from offset 0.
+    fn four_with_backlog(f: &mut Fetcher, records: &[usize; 4]) -> [TopicPartition; 4] {
+        let all = [tp(0), tp(1), tp(2), tp(3)];
+        f.assigned(&all, true);
+        answer_committed(f, all.iter().map(|tp| (tp.clone(), Some(0))).collect());
+        let fetched = f.to_fetch(&all);
+        let parts: Vec<(i32, Option<Bytes>, i64)> = records
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(p, n)| (p as i32, Some(batch(0, *n)), 1_000))
+            .collect();
+        f.apply_fetch(BROKER, answers(&parts), fetched);
+        all
+    }
+
+    /// The records of each partition in `taken`, by partition: their offsets in order.
+    fn by_partition(taken: &[ConsumerRecord]) -> BTreeMap<i32, Vec<i64>> {
+        let mut out: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+        for r in taken {
+            out.entry(r.partition).or_default().push(r.offset);
+        }
+        out
+    }
+
+    #[test]
+    fn every_partition_gets_its_share_of_each_poll() {
+        let mut f = fetcher_of(6);
+        let all = four_with_backlog(&mut f, &[100; 4]);
+        let mut delivered: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+        for poll in 1..=8 {
+            let taken = f.take_records(&all, usize::MAX).unwrap();
+            assert_eq!(taken.len(), 6, "a full poll");
+            let shares = by_partition(&taken);
+            assert_eq!(
+                shares.len(),
+                4,
+                "every partition in poll {poll}: {shares:?}"
+            );
+            for (p, offsets) in shares {
+                delivered.entry(p).or_default().extend(offsets);
+            }
+            let counts: Vec<usize> = delivered.values().map(Vec::len).collect();
+            let spread = counts.iter().max().unwrap() - counts.iter().min().unwrap();
+            assert!(spread <= 2, "poll {poll}: {counts:?}");
+            if poll % 4 == 0 {
+                assert!(counts.iter().all(|n| *n == poll / 4 * 6), "{counts:?}");
+            }
+        }
+        for offsets in delivered.values() {
+            assert_eq!(*offsets, (0..12).collect::<Vec<i64>>(), "in order, once");
+        }
+        // One record a poll: the partitions take turns.
+        let mut f = fetcher_of(1);
+        let all = four_with_backlog(&mut f, &[10; 4]);
+        let turns: Vec<i32> = (0..8)
+            .map(|_| f.take_records(&all, usize::MAX).unwrap()[0].partition)
+            .collect();
+        assert_eq!(turns, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn the_room_a_partition_leaves_goes_to_the_others() {
+        let mut f = fetcher_of(8);
+        // Partition 0 has one record, 1 a backlog, 2 and 3 nothing.
+        let all = four_with_backlog(&mut f, &[1, 100, 0, 0]);
+        let taken = f.take_records(&all, usize::MAX).unwrap();
+        assert_eq!(taken.len(), 8, "the poll is filled");
+        let shares = by_partition(&taken);
+        assert_eq!(shares[&0], vec![0]);
+        assert_eq!(shares[&1], (0..7).collect::<Vec<i64>>());
+        // Starting at partition 1 this time: it takes its share, 0 has nothing left, and the
+        // room left goes back to 1, in order.
+        let taken = f.take_records(&all, usize::MAX).unwrap();
+        assert_eq!(by_partition(&taken)[&1], (7..15).collect::<Vec<i64>>());
+        // A limit below max.poll.records is kept.
+        assert_eq!(f.take_records(&all, 3).unwrap().len(), 3);
+        assert!(f.take_records(&all, 0).is_none());
     }
 
     #[test]

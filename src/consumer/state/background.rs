@@ -14,7 +14,7 @@ use tracing::{debug, warn};
 
 use super::{Completion, ConsumerState, View};
 use crate::consumer::calls::{call, call_built, find_coordinator, membership_call};
-use crate::consumer::fetcher::{Asked, Fetched, Followup};
+use crate::consumer::fetcher::{Asked, Followup};
 use crate::consumer::membership::{Membership, MembershipResponse, TopicView};
 use crate::consumer::metrics::elapsed_ms;
 use crate::consumer::offsets::{PartitionCommitted, committed_offsets, offset_fetch_request};
@@ -292,17 +292,16 @@ impl ConsumerState {
         if !Self::due(self.fetch_retry_at, now) {
             return;
         }
-        let mut by_leader: HashMap<BrokerId, Vec<Fetched>> = HashMap::new();
-        for fetched in self.fetcher.to_fetch(&self.membership.fetchable()) {
-            match self.leader_of(&fetched.0) {
-                Some(leader) if !self.fetching.contains(&leader) => {
-                    by_leader.entry(leader).or_default().push(fetched);
-                }
-                Some(_) => {}
-                None => self.metadata_stale = true,
+        // A fetch of caught-up partitions only is held back while the same broker's records
+        // are being read (see `Fetcher::fetch_round`); one fetch per broker is in flight.
+        let round = self
+            .fetcher
+            .fetch_round(&self.membership.fetchable(), |tp| self.leader_of(tp));
+        self.metadata_stale |= round.leaderless;
+        for (leader, fetched) in round.fetches {
+            if self.fetching.contains(&leader) {
+                continue;
             }
-        }
-        for (leader, fetched) in by_leader {
             let Some(link) = self.link_for(leader) else {
                 self.metadata_stale = true;
                 continue;

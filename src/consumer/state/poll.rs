@@ -77,13 +77,16 @@ impl ConsumerState {
             .fetcher
             .take_records(&self.membership.fetchable(), limit);
         if let Some(records) = &records {
-            // take_records hands each partition's records out together: one count per run.
+            // take_records hands a partition's records out in runs (at most two: its share,
+            // then some of the room the others left): one count per run.
             let mut handed = Vec::new();
             for run in records.chunk_by(|a, b| a.partition == b.partition && a.topic == b.topic) {
                 let tp = TopicPartition::new(Arc::clone(&run[0].topic), run[0].partition);
                 self.figures.consumed(&tp, run.len() as u64);
                 handed.push(tp);
             }
+            handed.sort();
+            handed.dedup();
             // The positions moved: so did the lags.
             self.observe_lags(&handed);
         }
