@@ -1206,10 +1206,11 @@ async fn timed_copy(cluster: Cluster, topics: (String, String, String), records:
 /// Partitions that have reached the end of their input (here: that never get any) do not
 /// hold back the ones with data: a fetch naming only caught-up partitions would wait out
 /// fetch.max.wait.ms at the broker while the partitions with data need their next fetch from
-/// the same broker. The same copy with its records on 3 of 6 partitions runs at least 0.8x
-/// the rate of the copy with records on all 6. The two run at the same time, so whatever else
-/// loads the machine loads both alike (the copy with 3 caught up ran at 0.32x of the other,
-/// one after the other, while such fetches went out).
+/// the same broker. The same copy with its records on 3 of 6 partitions runs at least 0.6x
+/// the rate of the copy with records on all 6 (0.94-1.15x on a quiet machine; the margin is
+/// for a loaded one). The two run at the same time, so whatever else loads the machine loads
+/// both alike (the copy with 3 caught up ran at 0.32x of the other, one after the other,
+/// while such fetches went out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caught_up_partitions_do_not_stall_the_copy() {
     let Some(cluster) = Cluster::single() else {
@@ -1230,7 +1231,7 @@ async fn caught_up_partitions_do_not_stall_the_copy() {
         on_half / on_all
     );
     assert!(
-        on_half >= 0.8 * on_all,
+        on_half >= 0.6 * on_all,
         "with 3 of 6 partitions caught up the copy ran at {on_half:.0} records/s, {:.2}x the \
          {on_all:.0} records/s with none",
         on_half / on_all

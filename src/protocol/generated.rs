@@ -245,6 +245,13 @@ generated_request!(
     kafka_protocol::messages::ListOffsetsRequest => super::messages::list_offsets::ListOffsetsResponse,
     ListOffsets, versions 1..=10, flexible from 6
 );
+// From v3, the first with the replica id a consumer sets to -1 (KIP-320); v0–2 are for
+// followers only.
+generated_request!(
+    kafka_protocol::messages::OffsetForLeaderEpochRequest
+        => super::messages::offset_for_leader_epoch::OffsetForLeaderEpochResponse,
+    OffsetForLeaderEpoch, versions 3..=4, flexible from 4
+);
 
 // Client telemetry (KIP-714): both clients ask for a subscription and push what it names.
 

@@ -44,6 +44,7 @@ pub enum ApiKey {
     DeleteTopics = 20,
     DeleteRecords = 21,
     InitProducerId = 22,
+    OffsetForLeaderEpoch = 23,
     AddPartitionsToTxn = 24,
     AddOffsetsToTxn = 25,
     EndTxn = 26,

@@ -39,7 +39,7 @@ impl ConsumerState {
             self.consumed = self
                 .fetcher
                 .positions()
-                .map(|(tp, offset)| (tp.clone(), offset))
+                .map(|(tp, position)| (tp.clone(), position))
                 .collect();
         }
         self.left_for_poll_timeout = false;
@@ -59,7 +59,7 @@ impl ConsumerState {
     /// records, so records of a partition that is revoked or lost are dropped first), or
     /// up to `limit` records of the partitions this member may deliver.
     pub fn next_for_user(&mut self, limit: usize) -> Result<Option<MembershipOrRecords>> {
-        if let Some(e) = self.pending_error.take() {
+        if let Some(e) = self.errors.pop() {
             return Err(e);
         }
         if let Some(e) = &self.fatal {
@@ -93,7 +93,7 @@ impl ConsumerState {
         // A batch that failed to decode is reported after the records before it.
         if let Some(e) = self.fetcher.take_decode_error() {
             match records {
-                Some(_) => self.pending_error = Some(e),
+                Some(_) => self.errors.push(e),
                 None => return Err(e),
             }
         }
