@@ -42,7 +42,9 @@ use super::hooks::{HooksHandle, Observer};
 use super::calls::{call, call_built, find_coordinator, membership_call, timed_out};
 use super::config::ConsumerConfig;
 use super::metrics::{ConsumerMetrics, elapsed_ms};
-use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
+use super::offsets::{
+    PartitionCommitted, committed_offsets, offset_commit_request, offset_fetch_request,
+};
 use super::state::{Completion, ConsumerState, MembershipOrRecords};
 use crate::error::{Error, Result};
 use crate::net::connection::BrokerLink;
@@ -555,7 +557,11 @@ impl Handle {
                 .min(timeout);
             match call(&link, request.clone(), None, Arc::clone(&client_id), left).await {
                 Ok(response) => match committed_offsets(&response, partitions) {
-                    Ok(offsets) => return Ok(offsets),
+                    Ok(found) => match committed_or_error(found) {
+                        Ok(offsets) => return Ok(offsets),
+                        Err(e) if e.is_retriable() => last = e,
+                        Err(e) => return Err(e),
+                    },
                     Err(code) => {
                         if matches!(
                             code,
@@ -563,7 +569,11 @@ impl Handle {
                         ) {
                             self.shared.lock().forget_coordinator();
                         } else if !code.is_retriable() {
-                            return Err(Error::broker(code));
+                            return Err(Error::GroupRefused {
+                                group: self.shared.lock().config().group_id.clone(),
+                                api: "OffsetFetch",
+                                code,
+                            });
                         }
                         last = Error::broker(code);
                     }
@@ -707,6 +717,27 @@ impl Handle {
         }
         Err(last)
     }
+}
+
+/// The committed offsets of an OffsetFetch answer's partitions, or the first partition's
+/// error: retriable as a broker error (UNSTABLE_OFFSET_COMMIT: asked again), else naming the
+/// partition.
+fn committed_or_error(
+    found: Vec<(TopicPartition, PartitionCommitted)>,
+) -> Result<Vec<(TopicPartition, Option<i64>)>> {
+    found
+        .into_iter()
+        .map(|(tp, answer)| match answer {
+            Ok(committed) => Ok((tp, committed.map(|c| c.offset))),
+            Err(code) if code.is_retriable() => Err(Error::broker(code)),
+            Err(code) => Err(Error::TopicRefused {
+                topic: tp.topic.to_string(),
+                partition: Some(tp.partition),
+                api: "OffsetFetch",
+                code,
+            }),
+        })
+        .collect()
 }
 
 /// Marks a `poll` as under way for as long as its future lives (the `max.poll.interval.ms`

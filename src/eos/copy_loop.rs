@@ -158,6 +158,9 @@ struct OpenTransaction {
 /// One record in the transform, in consumption order.
 struct Transforming<Fut: Future> {
     at: PartitionOffset,
+    /// The source record's leader epoch, which the commit of the offset after it carries
+    /// (KIP-320).
+    leader_epoch: Option<i32>,
     /// The source record, kept for its dead letter (only under that policy).
     original: Option<ConsumerRecord>,
     state: TransformState<Fut>,
@@ -242,7 +245,10 @@ where
     ///
     /// # Errors
     ///
-    /// An error from the consumer leaves the open transaction as it is (call `step` again). A
+    /// An error from the consumer leaves the open transaction as it is (call `step` again),
+    /// except [`Error::LogTruncation`] (the source log lost records under the position,
+    /// KIP-320): the transaction is aborted and rewound first, the truncated partition to where
+    /// it began or to the divergence, whichever comes first. A
     /// failed transaction (an error from the producer, or the group coordinator fencing this
     /// member's offsets, KIP-447) is aborted and the partitions still owned are rewound to
     /// where it began, so its input is copied again by the next steps; the error is
@@ -281,7 +287,10 @@ where
                     left
                 }
             };
-            let event = self.consumer.poll_timeout(wait).await?;
+            let event = match self.consumer.poll_timeout(wait).await {
+                Ok(event) => event,
+                Err(e) => return Err(self.source_failed(e).await),
+            };
             match &event {
                 Some(ConsumerEvent::Records(r)) => tracing::trace!(records = r.len(), "polled"),
                 other => tracing::debug!(event = ?other, "polled"),
@@ -399,6 +408,7 @@ where
                     .then(|| record.clone());
                 running.push_back(Transforming {
                     at: PartitionOffset::new(record.topic_partition(), record.offset),
+                    leader_epoch: record.leader_epoch,
                     original,
                     state: TransformState::Running(Box::pin((self.transform)(record))),
                 });
@@ -426,8 +436,13 @@ where
             let Some(output) = output else {
                 break;
             };
-            self.deliver(done.at, done.original, output.into_outputs())
-                .await?;
+            self.deliver(
+                done.at,
+                done.leader_epoch,
+                done.original,
+                output.into_outputs(),
+            )
+            .await?;
         }
         if let Some(open) = self.open.as_mut() {
             open.copying = false;
@@ -440,6 +455,7 @@ where
     async fn deliver(
         &mut self,
         at: PartitionOffset,
+        leader_epoch: Option<i32>,
         original: Option<ConsumerRecord>,
         outputs: std::result::Result<Vec<Record>, String>,
     ) -> Result<()> {
@@ -481,7 +497,8 @@ where
         let Some(open) = self.open.as_mut() else {
             return Ok(());
         };
-        open.pending.processed(at.partition.clone(), at.offset);
+        open.pending
+            .processed_in_epoch(at.partition.clone(), at.offset, leader_epoch);
         if let Some(ack) = dead_ack {
             open.dead_letters.push((at.clone(), ack));
         }
@@ -631,6 +648,47 @@ where
             consumed,
             dead_letters,
         })
+    }
+
+    /// An error from the consumer's poll. A log truncated under a position (KIP-320) means
+    /// records the open transaction copied may no longer be in the source, and that the
+    /// source's offsets from the divergent one on hold other records: the transaction is
+    /// aborted and rewound, the truncated partition to where the transaction began reading it
+    /// or to the divergent offset, whichever comes first (without an open transaction the
+    /// consumer's own position stands: the divergent offset, or a seek under
+    /// `auto.offset.reset=none`), and what this loop committed of that partition no longer
+    /// counts as copied, so the new records are copied. Any other error leaves the open
+    /// transaction as it is. The error is handed back either way.
+    async fn source_failed(&mut self, error: Error) -> Error {
+        let Error::LogTruncation {
+            partition,
+            divergent_offset,
+            ..
+        } = &error
+        else {
+            return error;
+        };
+        let partition = partition.clone();
+        let divergent = *divergent_offset;
+        self.committed.remove(&partition);
+        let Some(open) = self.open.take() else {
+            return error;
+        };
+        let from = open.from.get(&partition).copied();
+        tracing::warn!(%partition.topic, partition.partition, ?divergent, records = open.copies.len(), "the source log was truncated: aborting the open copy transaction");
+        if let Err(abort_error) = self
+            .abort_and_rewind(open, std::slice::from_ref(&partition))
+            .await
+        {
+            return abort_error;
+        }
+        if let (Some(from), Some(divergent)) = (from, divergent)
+            && self.consumer.assignment().contains(&partition)
+            && let Err(seek_error) = self.consumer.seek(&partition, from.min(divergent))
+        {
+            return seek_error;
+        }
+        error
     }
 
     /// The loop's answer to a failed transaction: abort it unless the producer is dead, rewind,

@@ -11,6 +11,7 @@ use tracing::{debug, warn};
 
 use super::{Completion, ConsumerState};
 use crate::consumer::calls::call;
+use crate::consumer::fetcher::Position;
 use crate::consumer::metrics::elapsed_ms;
 use crate::consumer::offsets::offset_commit_request;
 use crate::error::Result;
@@ -127,18 +128,22 @@ impl ConsumerState {
         });
     }
 
-    /// Of `positions`, those of owned partitions that differ from the last auto-commit.
+    /// Of `positions`, those of owned partitions that differ from the last auto-commit, with
+    /// their leader epochs (KIP-320).
     fn offsets_to_auto_commit(
         &self,
-        positions: &HashMap<TopicPartition, i64>,
+        positions: &HashMap<TopicPartition, Position>,
     ) -> Vec<OffsetToCommit> {
         let owned: HashSet<TopicPartition> = self.membership.owned().into_iter().collect();
         let mut offsets: Vec<OffsetToCommit> = positions
             .iter()
-            .filter(|(tp, offset)| {
-                owned.contains(*tp) && self.auto_committed.get(*tp) != Some(*offset)
+            .filter(|(tp, position)| {
+                owned.contains(*tp) && self.auto_committed.get(*tp) != Some(&position.offset)
             })
-            .map(|(tp, offset)| OffsetToCommit::new(tp.clone(), *offset))
+            .map(|(tp, position)| {
+                OffsetToCommit::new(tp.clone(), position.offset)
+                    .with_leader_epoch(position.leader_epoch)
+            })
             .collect();
         offsets.sort_by(|a, b| a.partition.cmp(&b.partition));
         offsets
@@ -156,10 +161,10 @@ impl ConsumerState {
         if !closing && !revoking {
             return None;
         }
-        let positions: HashMap<TopicPartition, i64> = self
+        let positions: HashMap<TopicPartition, Position> = self
             .fetcher
             .positions()
-            .map(|(tp, offset)| (tp.clone(), offset))
+            .map(|(tp, position)| (tp.clone(), position))
             .collect();
         let offsets = self.offsets_to_auto_commit(&positions);
         (!offsets.is_empty()).then_some(offsets)
