@@ -1300,7 +1300,10 @@ mod tests {
         let mut f = fetcher_of(1_000);
         let all = [tp(0), tp(1), tp(2)];
         f.assigned(&all, true);
-        answer_committed(&mut f, vec![(tp(0), Some(0)), (tp(1), Some(0)), (tp(2), Some(0))]);
+        answer_committed(
+            &mut f,
+            vec![(tp(0), Some(0)), (tp(1), Some(0)), (tp(2), Some(0))],
+        );
         let first = f.fetch_round(&all, leader);
         assert_eq!(fetch_to(&first, BROKER), Some(vec![(0, 0), (1, 0)]));
         assert_eq!(fetch_to(&first, 2), Some(vec![(2, 0)]));

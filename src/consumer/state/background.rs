@@ -15,7 +15,7 @@ use tracing::{debug, warn};
 use super::{Completion, ConsumerState, View};
 use crate::consumer::calls::{call, call_built, find_coordinator, membership_call};
 use crate::consumer::fetcher::{Asked, Followup};
-use crate::consumer::membership::{Membership, MembershipResponse, TopicView};
+use crate::consumer::membership::{Membership, MembershipRequest, MembershipResponse, TopicView};
 use crate::consumer::metrics::elapsed_ms;
 use crate::consumer::offsets::{PartitionCommitted, committed_offsets, offset_fetch_request};
 use crate::error::{Error, ErrorChain, Result};
@@ -130,7 +130,10 @@ impl ConsumerState {
         }
         wanted.sort();
         wanted.dedup();
-        if self.pattern.is_some() && Self::due(self.metadata_refresh_at, now) {
+        // At least every `metadata.max.age.ms` (as Java's `Metadata` does): a subscribed
+        // topic that gained partitions, a classic pattern's new matches and moved leaders are
+        // only learnt from a fresh answer (the classic leader rejoins on what it shows).
+        if Self::due(self.metadata_refresh_at, now) {
             self.metadata_stale = true;
         }
         if self.metadata_stale && !self.metadata_in_flight && Self::due(self.metadata_retry_at, now)
@@ -164,25 +167,18 @@ impl ConsumerState {
         }
 
         if let Some(coordinator) = self.coordinator.clone() {
-            if !self.membership_in_flight && self.polled_once && !self.generation_held(now) {
-                let view = View {
-                    metadata: &self.metadata,
-                    ids: &self.topic_ids,
-                };
-                if let Some(request) = self.membership.poll_request(now, &view) {
-                    self.membership_in_flight = true;
-                    let timeout = self.config.request_timeout();
-                    // A JoinGroup waits for the whole rebalance.
-                    let join_timeout =
-                        timeout + Duration::from_millis(self.config.max_poll_interval_ms);
-                    let client_id = Arc::clone(&self.client_id);
-                    let link = coordinator.clone();
-                    tasks.spawn(async move {
-                        Completion::Membership(
-                            membership_call(&link, request, client_id, timeout, join_timeout).await,
-                        )
-                    });
-                }
+            if let Some(request) = self.start_membership_request(now) {
+                let timeout = self.config.request_timeout();
+                // A JoinGroup waits for the whole rebalance.
+                let join_timeout =
+                    timeout + Duration::from_millis(self.config.max_poll_interval_ms);
+                let client_id = Arc::clone(&self.client_id);
+                let link = coordinator.clone();
+                tasks.spawn(async move {
+                    Completion::Membership(
+                        membership_call(&link, request, client_id, timeout, join_timeout).await,
+                    )
+                });
             }
             self.start_committed_lookup(&coordinator, now, tasks);
             self.start_auto_commit(&coordinator, now, tasks);
@@ -194,6 +190,23 @@ impl ConsumerState {
         self.start_resets(now, tasks);
         self.start_validations(now, tasks);
         self.start_fetches(now, tasks);
+    }
+
+    /// The membership's request to send now, marked in flight: none while one is in flight,
+    /// before the first `poll`, or while a generation hold keeps a request that may move the
+    /// generation back. The one place a membership request starts, so a hold taken under the
+    /// same lock (`ConsumerState::try_hold`) is never overtaken by one.
+    pub(crate) fn start_membership_request(&mut self, now: Millis) -> Option<MembershipRequest> {
+        if self.membership_in_flight || !self.polled_once || self.generation_held(now) {
+            return None;
+        }
+        let view = View {
+            metadata: &self.metadata,
+            ids: &self.topic_ids,
+        };
+        let request = self.membership.poll_request(now, &view)?;
+        self.membership_in_flight = true;
+        Some(request)
     }
 
     fn start_committed_lookup(
@@ -382,11 +395,9 @@ impl ConsumerState {
                     Ok(response) => {
                         self.apply_metadata(&response);
                         self.report_topic_errors(&response);
-                        if self.pattern.is_some() {
-                            self.match_pattern(&response);
-                            self.metadata_refresh_at =
-                                Some(now.saturating_add(self.config.metadata_max_age_ms));
-                        }
+                        self.match_pattern(&response);
+                        self.metadata_refresh_at =
+                            Some(now.saturating_add(self.config.metadata_max_age_ms));
                         self.metadata_stale = false;
                         // Unknown leaders are asked again, not in a tight loop.
                         self.metadata_retry_at = Some(self.after_backoff(now));
@@ -530,7 +541,8 @@ impl ConsumerState {
 
     /// Classic pattern subscription: the topics of a full metadata answer that match
     /// (internal topics never do, as Java's `exclude.internal.topics`) become the
-    /// subscription, and the member rejoins when they changed.
+    /// subscription, and the member rejoins when they changed (matches found in the middle
+    /// of a join are joined with once that round ends: `ClassicMember::subscribe`).
     fn match_pattern(&mut self, response: &MetadataResponse) {
         let Some(pattern) = &self.pattern else {
             return;

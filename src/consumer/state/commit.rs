@@ -31,9 +31,19 @@ impl ConsumerState {
         (self.membership_in_flight && self.uses_kip848()) || self.membership.joining()
     }
 
+    /// Holds the generation for an offset commit unless a request that may move it is in
+    /// flight (then `None`: wait for its answer and try again). The check and the hold are
+    /// one step under the consumer's lock, and every membership request starts under that
+    /// lock after checking the hold (`start_membership_request`), so none can start between
+    /// the two: the metadata returned is the coordinator's.
+    pub fn try_hold(&mut self, now: Millis) -> Option<ConsumerGroupMetadata> {
+        (!self.generation_moving()).then(|| self.hold(now))
+    }
+
     /// Holds the generation for an offset commit (see [`super::driver::GenerationHold`]):
     /// until `release_hold`, or for at most one heartbeat interval (at least a second), no
-    /// request that may move the generation is started. Returns the metadata to commit with.
+    /// request that may move the generation is started. Returns the metadata to commit with
+    /// (the coordinator's only if nothing that may move it is in flight: see `try_hold`).
     pub fn hold(&mut self, now: Millis) -> ConsumerGroupMetadata {
         let limit = self.membership.heartbeat_interval_ms().max(MIN_HOLD_MS);
         let until = now.saturating_add(limit);

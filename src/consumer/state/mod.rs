@@ -230,11 +230,7 @@ impl ConsumerState {
         if config.client_id.is_empty() {
             config.client_id = observe::default_client_id(ClientKind::Consumer).to_string();
         }
-        let BootstrapLinks {
-            link_config,
-            client_id,
-            links: bootstrap,
-        } = bootstrap_links(
+        let links = bootstrap_links(
             &config.client_id,
             Duration::from_millis(config.request_timeout_ms),
             (
@@ -252,7 +248,7 @@ impl ConsumerState {
             retry_backoff: config.retry_backoff(),
             deadline: None,
         };
-        let (response, versions) = first_metadata(&bootstrap, &client_id, probe).await?;
+        let (response, versions) = first_metadata(&links.links, &links.client_id, probe).await?;
         let mut metadata = ClusterMetadata::default();
         metadata.update(&response);
         let kip848 = config.group_protocol == GroupProtocol::Consumer
@@ -262,14 +258,30 @@ impl ConsumerState {
         if !kip848 && config.group_protocol == GroupProtocol::Consumer && config.has_group() {
             debug!("the broker has no ConsumerGroupHeartbeat: using the classic protocol");
         }
+        Ok(Self::new(config, links, metadata, kip848, now()))
+    }
+
+    /// The state of a consumer connected through `links`, knowing `metadata`, whose group
+    /// (if it has one) speaks KIP-848 when `kip848`; `now` on the driver's clock.
+    pub(crate) fn new(
+        config: ConsumerConfig,
+        links: BootstrapLinks,
+        metadata: ClusterMetadata,
+        kip848: bool,
+        now: Millis,
+    ) -> Self {
+        let BootstrapLinks {
+            link_config,
+            client_id,
+            links: bootstrap,
+        } = links;
         let membership = if config.has_group() {
             group_membership(&config, kip848)
         } else {
             Membership::Manual(ManualAssignment::new(String::new(), &[]))
         };
-        let now = now();
         let auto_commit_at = now.saturating_add(config.auto_commit_interval_millis());
-        Ok(Self {
+        Self {
             client_id,
             link_config,
             bootstrap,
@@ -316,7 +328,7 @@ impl ConsumerState {
                 config.has_group().then_some(config.group_id.as_str()),
             ),
             config,
-        })
+        }
     }
 
     /// Whether the group uses KIP-848.
