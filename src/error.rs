@@ -211,6 +211,87 @@ pub enum Error {
         /// The partitions.
         partitions: Vec<crate::types::TopicPartition>,
     },
+    /// A broker refused a consumer's request for a topic (or one of its partitions) with an
+    /// error no retry can fix: TOPIC_AUTHORIZATION_FAILED (the principal lacks READ, or
+    /// DESCRIBE, on the topic: the Java consumer's `TopicAuthorizationException`),
+    /// UNKNOWN_SERVER_ERROR and the like. Returned by `poll`; the consumer keeps the partition
+    /// and asks again after `retry.backoff.ms`, so granting the access lets it go on, and
+    /// until then a later `poll` may return the error again.
+    #[error("{api} of {}{} refused: {code}", topic, partition.map(|p| format!("-{p}")).unwrap_or_default())]
+    TopicRefused {
+        /// The topic.
+        topic: String,
+        /// The partition, when the refusal was for one partition (`None`: the whole topic,
+        /// e.g. in a Metadata answer).
+        partition: Option<i32>,
+        /// The request refused (`Metadata`, `OffsetFetch`, `ListOffsets`, `Fetch`,
+        /// `OffsetForLeaderEpoch`).
+        api: &'static str,
+        /// Why, under its Kafka name.
+        code: ErrorCode,
+    },
+    /// The group coordinator refused a consumer's request for its group with an error no retry
+    /// can fix: GROUP_AUTHORIZATION_FAILED (the principal lacks READ on the group: the Java
+    /// consumer's `GroupAuthorizationException`) and the like. Returned by `poll`.
+    #[error("{api} for group {group:?} refused: {code}")]
+    GroupRefused {
+        /// The `group.id`.
+        group: String,
+        /// The request refused (`OffsetFetch`, `JoinGroup`, `ConsumerGroupHeartbeat`, ...).
+        api: &'static str,
+        /// Why, under its Kafka name.
+        code: ErrorCode,
+    },
+    /// A fetch position is out of the partition's log and `auto.offset.reset=none` says not to
+    /// move it (the Java consumer's `OffsetOutOfRangeException`): nothing more is read from the
+    /// partition until the application seeks.
+    #[error(
+        "offset {offset} of {}-{} is out of range{} and auto.offset.reset=none: seek to go on",
+        partition.topic,
+        partition.partition,
+        log_range(*log_start_offset, *high_watermark)
+    )]
+    OffsetOutOfRange {
+        /// The partition.
+        partition: crate::types::TopicPartition,
+        /// The offset fetched from.
+        offset: i64,
+        /// The log's start, when the broker said.
+        log_start_offset: Option<i64>,
+        /// The log's high watermark, when the broker said.
+        high_watermark: Option<i64>,
+    },
+    /// The partition's log was truncated under the consumer's position: its records from
+    /// `divergent_offset` on are not the ones this consumer read (an unclean leader election
+    /// gave the partition to a replica that lacked them; KIP-320, the Java consumer's
+    /// `LogTruncationException`). Found by validating the position with the new leader after
+    /// a leader change, or a committed offset with its leader epoch before reading from it.
+    /// Returned by `poll` whatever `auto.offset.reset` says, so nobody goes on silently from
+    /// records that no longer exist: under `earliest` or `latest` (`reset`) the position has
+    /// already moved to where the logs diverge, as the Java consumer moves it (or, when the
+    /// leader knows no epoch that old, was reset), and the next `poll` reads on from there;
+    /// under `none` nothing more is read from the partition until the application seeks.
+    #[error(
+        "the log of {}-{} was truncated under the position {offset}: {}{}",
+        partition.topic,
+        partition.partition,
+        divergent_offset.map_or_else(|| "the leader has no records of its epoch".to_owned(), |d| format!("its records from offset {d} on are not the ones read")),
+        if *reset { "; reading on from there (auto.offset.reset)" } else { " (auto.offset.reset=none: seek to go on)" }
+    )]
+    LogTruncation {
+        /// The partition.
+        partition: crate::types::TopicPartition,
+        /// The position validated: the next offset the consumer would have delivered.
+        offset: i64,
+        /// The first offset whose record may differ from the one read: the end, in the new
+        /// leader's log, of the epoch of the position (`None`: the leader knows no epoch that
+        /// old).
+        divergent_offset: Option<i64>,
+        /// Whether the consumer moved on by itself (`auto.offset.reset` earliest or latest:
+        /// to `divergent_offset`, or reset when that is unknown); `false` under
+        /// `auto.offset.reset=none`, which waits for a seek.
+        reset: bool,
+    },
     /// The copy loop's transform failed on a record and the loop's policy is to fail
     /// (`eos::TransformErrorPolicy::Fail`): the open transaction was aborted and the
     /// partitions rewound, so the record is read again by the next step.
@@ -223,6 +304,16 @@ pub enum Error {
         /// What the transform said.
         message: String,
     },
+}
+
+/// ", log start L, high watermark H" as far as known, for [`Error::OffsetOutOfRange`].
+fn log_range(log_start_offset: Option<i64>, high_watermark: Option<i64>) -> String {
+    match (log_start_offset, high_watermark) {
+        (Some(start), Some(end)) => format!(" (the log holds {start}..{end})"),
+        (Some(start), None) => format!(" (the log starts at {start})"),
+        (None, Some(end)) => format!(" (the high watermark is {end})"),
+        (None, None) => String::new(),
+    }
 }
 
 /// The last failure of one broker address, in [`Error::NoBrokerAnswered`].
@@ -389,7 +480,10 @@ impl Error {
     /// The broker error code, if this error carries one.
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            Error::Broker { code, .. } => Some(*code),
+            Error::Broker { code, .. }
+            | Error::TopicRefused { code, .. }
+            | Error::GroupRefused { code, .. } => Some(*code),
+            Error::OffsetOutOfRange { .. } => Some(ErrorCode::OFFSET_OUT_OF_RANGE),
             Error::Fatal(inner) => inner.code(),
             Error::Abortable { cause } => cause.code(),
             _ => None,
@@ -483,6 +577,29 @@ mod tests {
                 reason: "TLS answered".into(),
             },
             Error::Timeout("x".into()),
+            Error::TopicRefused {
+                topic: "t".into(),
+                partition: Some(0),
+                api: "Fetch",
+                code: ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+            },
+            Error::GroupRefused {
+                group: "g".into(),
+                api: "OffsetFetch",
+                code: ErrorCode::GROUP_AUTHORIZATION_FAILED,
+            },
+            Error::OffsetOutOfRange {
+                partition: crate::types::TopicPartition::new("t", 0),
+                offset: 9,
+                log_start_offset: Some(0),
+                high_watermark: Some(5),
+            },
+            Error::LogTruncation {
+                partition: crate::types::TopicPartition::new("t", 0),
+                offset: 9,
+                divergent_offset: Some(5),
+                reset: false,
+            },
             Error::Encode(EncodeError {
                 api_key: 11,
                 version: 4,
@@ -577,6 +694,35 @@ mod tests {
              127.0.0.1:3: timed out: no answer"
         );
         assert!(error.is_retriable() && !error.is_fatal());
+    }
+
+    #[test]
+    fn consumer_errors_name_what_they_concern_and_are_not_retried_as_such() {
+        let texts: Vec<String> = one_of_each()
+            .into_iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    Error::TopicRefused { .. }
+                        | Error::GroupRefused { .. }
+                        | Error::OffsetOutOfRange { .. }
+                        | Error::LogTruncation { .. }
+                )
+            })
+            .inspect(|e| assert!(!e.is_retriable() && !e.is_fatal(), "{e:?}"))
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(
+            texts,
+            vec![
+                "Fetch of t-0 refused: TOPIC_AUTHORIZATION_FAILED (29)",
+                "OffsetFetch for group \"g\" refused: GROUP_AUTHORIZATION_FAILED (30)",
+                "offset 9 of t-0 is out of range (the log holds 0..5) and auto.offset.reset=none: \
+                 seek to go on",
+                "the log of t-0 was truncated under the position 9: its records from offset 5 on \
+                 are not the ones read (auto.offset.reset=none: seek to go on)",
+            ]
+        );
     }
 
     #[test]

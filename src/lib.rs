@@ -103,10 +103,20 @@ pub use admin::{
     GroupMember, GroupType, ListedOffset, NewTopic, OffsetSpec, PartitionDescription,
     TopicDescription,
 };
-// The transaction doctor (KIP-664).
+// The operator's calls: ACLs, quotas, SCRAM users, replicas, log dirs, features, tokens.
 pub use admin::{
-    AbortTransactionSpec, ActiveProducer, FindHangingOptions, HangingTransaction,
-    ListTransactionsFilter, TransactionDescription, TransactionListing, TransactionState,
+    AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermission,
+    ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilter, DelegationToken, DeletedAcls,
+    ElectionType, FeatureLevels, FeatureMetadata, FeatureUpgrade, LogDirDescription,
+    NewDelegationToken, PartitionReassignment, PatternType, QuotaFilterComponent, ReplicaInfo,
+    ResourcePattern, ResourceType, ScramCredentialAlteration, ScramCredentialInfo, ScramMechanism,
+};
+// The transaction doctor (KIP-664), the safe abort and the LSO explanation.
+pub use admin::{
+    AbortTransactionOptions, AbortTransactionSpec, ActiveProducer, FencedProducer,
+    FindHangingOptions, HangingTransaction, LastStableOffsetExplanation, ListTransactionsFilter,
+    OpenTransaction, SuggestedAction, TransactionDescription, TransactionListing, TransactionState,
+    TransactionVerdict,
 };
 pub use consumer::hooks::{ConsumerHooks, Rebalance};
 pub use consumer::metrics::{ConsumerMetrics, PartitionLag};

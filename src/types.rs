@@ -127,15 +127,22 @@ pub struct OffsetToCommit {
     pub offset: i64,
     /// Optional metadata stored with the offset.
     pub metadata: Option<String>,
+    /// The leader epoch of the last record processed (`ConsumerRecord::leader_epoch`), sent as
+    /// the commit's `committed_leader_epoch` (KIP-320): a consumer that starts from the
+    /// offset checks with the partition's leader that the log was not truncated under it.
+    /// `None` sends -1, which skips that check.
+    pub leader_epoch: Option<i32>,
 }
 
 impl OffsetToCommit {
-    /// The next offset to consume of `partition` (last processed + 1), without metadata.
+    /// The next offset to consume of `partition` (last processed + 1), without metadata or
+    /// leader epoch.
     pub fn new(partition: TopicPartition, offset: i64) -> Self {
         Self {
             partition,
             offset,
             metadata: None,
+            leader_epoch: None,
         }
     }
 
@@ -144,6 +151,18 @@ impl OffsetToCommit {
         self.metadata = Some(metadata.into());
         self
     }
+
+    /// The same, with the leader epoch of the last record processed (see
+    /// [`OffsetToCommit::leader_epoch`]).
+    pub fn with_leader_epoch(mut self, leader_epoch: Option<i32>) -> Self {
+        self.leader_epoch = leader_epoch;
+        self
+    }
+
+    /// The `committed_leader_epoch` field: the epoch, or -1 when unknown.
+    pub(crate) fn wire_leader_epoch(&self) -> i32 {
+        self.leader_epoch.unwrap_or(-1)
+    }
 }
 
 /// The offsets a consume-transform-produce loop has processed and not yet committed, per
@@ -151,7 +170,8 @@ impl OffsetToCommit {
 /// for partitions this member no longer owns (the librdkafka rewind incident).
 #[derive(Debug, Clone, Default)]
 pub struct PendingOffsets {
-    next: BTreeMap<TopicPartition, i64>,
+    /// Per partition, the next offset to consume and the leader epoch of the record before it.
+    next: BTreeMap<TopicPartition, (i64, Option<i32>)>,
 }
 
 impl PendingOffsets {
@@ -160,10 +180,29 @@ impl PendingOffsets {
         Self::default()
     }
 
-    /// Records that the record at `offset` of `partition` was processed.
+    /// Records that the record at `offset` of `partition` was processed (without its leader
+    /// epoch: prefer [`PendingOffsets::processed_in_epoch`] with the record's
+    /// `leader_epoch`).
     pub fn processed(&mut self, partition: TopicPartition, offset: i64) {
-        let next = self.next.entry(partition).or_insert(offset + 1);
-        *next = (*next).max(offset + 1);
+        self.processed_in_epoch(partition, offset, None);
+    }
+
+    /// Records that the record at `offset` of `partition`, appended under `leader_epoch`
+    /// (`ConsumerRecord::leader_epoch`), was processed: the commit carries the epoch of the
+    /// last record (KIP-320).
+    pub fn processed_in_epoch(
+        &mut self,
+        partition: TopicPartition,
+        offset: i64,
+        leader_epoch: Option<i32>,
+    ) {
+        let next = self
+            .next
+            .entry(partition)
+            .or_insert((offset + 1, leader_epoch));
+        if offset + 1 >= next.0 {
+            *next = (offset + 1, leader_epoch.or(next.1));
+        }
     }
 
     /// Drops the entries of partitions taken away by a rebalance.
@@ -177,10 +216,11 @@ impl PendingOffsets {
     pub fn take(&mut self) -> Vec<OffsetToCommit> {
         std::mem::take(&mut self.next)
             .into_iter()
-            .map(|(partition, offset)| OffsetToCommit {
+            .map(|(partition, (offset, leader_epoch))| OffsetToCommit {
                 partition,
                 offset,
                 metadata: None,
+                leader_epoch,
             })
             .collect()
     }
@@ -208,5 +248,18 @@ mod tests {
         assert_eq!(offsets.len(), 1);
         assert_eq!((offsets[0].partition.clone(), offsets[0].offset), (a, 13));
         assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn pending_offsets_keep_the_epoch_of_the_last_record() {
+        let mut pending = PendingOffsets::new();
+        let a = TopicPartition::new("in", 0);
+        pending.processed_in_epoch(a.clone(), 10, Some(3));
+        pending.processed_in_epoch(a.clone(), 12, Some(4));
+        pending.processed_in_epoch(a.clone(), 11, Some(3));
+        let offsets = pending.take();
+        assert_eq!((offsets[0].offset, offsets[0].leader_epoch), (13, Some(4)));
+        assert_eq!(offsets[0].wire_leader_epoch(), 4);
+        assert_eq!(OffsetToCommit::new(a, 1).wire_leader_epoch(), -1);
     }
 }

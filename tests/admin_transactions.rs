@@ -2,7 +2,9 @@
 //! transaction (a transactional batch the coordinator never heard of, KAFKA-12671's shape)
 //! found and aborted; producers SIGKILLed mid-transaction (ours and Java's) whose open
 //! transactions are listed but not hanging, and aborted on the partition; a live transaction
-//! never reported; DescribeProducers agreeing with our producer. What the log shows is
+//! never reported; the safe abort refusing a live transaction (ours and librdkafka's), which
+//! then commits whole, and what a forced abort does; a stuck last stable offset explained
+//! and moved on by fencing; DescribeProducers agreeing with our producer. What the log shows is
 //! checked with kcat reading `read_committed` and with Kafka's own `kafka-transactions.sh`;
 //! the `admin` example's `hanging` table is read too.
 //!
@@ -16,9 +18,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use exactly::{
-    AbortTransactionSpec, ActiveProducer, Admin, FindHangingOptions, IsolationLevel,
-    ListTransactionsFilter, OffsetSpec, Producer, Record, TopicPartition, TransactionDescription,
-    TransactionState,
+    AbortTransactionOptions, AbortTransactionSpec, ActiveProducer, Admin, FindHangingOptions,
+    IsolationLevel, ListTransactionsFilter, OffsetSpec, Producer, Record, SuggestedAction,
+    TopicPartition, TransactionDescription, TransactionState, TransactionVerdict,
 };
 use support::raw_txn::RawTransactionalProducer;
 use support::{Cluster, Isolation, eventually, java_tool, unique_topic};
@@ -438,8 +440,9 @@ async fn start_killable(
 
 /// The producer is SIGKILLed mid-transaction. Its coordinator still tracks the transaction
 /// (it aborts it only when its timeout, here a minute, passes), so it is listed with its
-/// age and blocks `read_committed`, but it is not hanging. An abort written on the partition
-/// with the epochs its leader reports moves the last stable offset; the coordinator still
+/// age and blocks `read_committed`, but it is not hanging, and the safe abort refuses it. An
+/// abort forced on the partition with the epochs its leader reports moves the last stable
+/// offset; the coordinator still
 /// believes the transaction open there until it times it out, and its own abort then
 /// completes without a conflict.
 async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed) {
@@ -516,8 +519,15 @@ async fn killed_producer_is_tracked_not_hanging(cluster: Cluster, which: Killed)
     // Tracked by its coordinator: not hanging, whatever the bound.
     assert_not_hanging(&admin, &cluster, &topic).await;
 
+    // Live to its coordinator, so the safe abort refuses; forced, the leader takes it.
+    let spec = AbortTransactionSpec::for_producer(tp.clone(), producer);
+    let refused = admin.abort_transaction(&spec).await;
+    assert!(
+        matches!(&refused, Err(exactly::Error::InvalidState(why)) if why.contains(&id)),
+        "{refused:?}"
+    );
     admin
-        .abort_transaction(&AbortTransactionSpec::for_producer(tp.clone(), producer))
+        .abort_transaction_with(&spec, &AbortTransactionOptions::default().force_live())
         .await
         .expect("the leader takes the abort marker");
     let (lso, hw) = lso_and_hw(&admin, &topic).await;
@@ -756,4 +766,281 @@ async fn describe_producers_matches_our_producer() {
         .await
         .expect("call");
     assert!(described[&missing].is_err(), "{described:?}");
+}
+
+/// What the safe abort says when it refuses: the error names the transaction as live.
+fn assert_refused_as_live(refused: exactly::Result<()>, id: &str) {
+    let Err(exactly::Error::InvalidState(why)) = &refused else {
+        panic!("the abort of a live transaction went through: {refused:?}");
+    };
+    for part in [id, "live", "timeout", "last write", "atomicity"] {
+        assert!(why.contains(part), "{part:?} missing from {why}");
+    }
+}
+
+/// The open transaction of the only producer with one on `tp`, as its leader describes it.
+async fn open_spec(admin: &Admin, tp: &TopicPartition) -> AbortTransactionSpec {
+    let open = producers_of(admin, &tp.topic).await;
+    let producer = open
+        .iter()
+        .find(|p| p.current_txn_start_offset.is_some())
+        .unwrap_or_else(|| panic!("no open transaction on {tp:?}: {open:?}"));
+    AbortTransactionSpec::for_producer(tp.clone(), producer)
+}
+
+/// The librdkafka transactional producer of `tests/support/rdkafka_txn_producer.c`, built
+/// with the system C compiler against the librdkafka.so.1 kcat brings.
+fn rdkafka_producer() -> std::path::PathBuf {
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rdkafka_txn_producer");
+    support::run_ok(Command::new("cc").args([
+        "-O1",
+        "-o",
+        out.to_str().expect("UTF-8 path"),
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/support/rdkafka_txn_producer.c"
+        ),
+        "-l:librdkafka.so.1",
+    ]));
+    out
+}
+
+/// The refusal the issue asks for: a live transaction (10 records written and acknowledged,
+/// the producer still running) is not aborted by `abort_transaction`: the error says it is
+/// live, and the last stable offset stays. The producer writes 2 more and commits, and
+/// `read_committed` (kcat) shows all 12. With our producer and librdkafka's. Forced, the
+/// documented effect follows: the 10 are aborted at once, the producer is not told, and its
+/// commit shows only what it wrote after the abort.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_of_a_live_transaction_is_refused() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _guard = cluster.shared();
+    let admin = cluster.admin().await;
+    let values = |prefix: &str, n: usize| -> Vec<String> {
+        (0..n).map(|i| format!("{prefix}-{i}")).collect()
+    };
+
+    // Ours.
+    let topic = unique_topic("live-abort");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let id = format!("{topic}-producer");
+    let producer = transactional(&cluster.bootstrap, &id, WAIT).await;
+    producer.begin_transaction().expect("begin");
+    let before = values("before", 10);
+    send_acked(
+        &producer,
+        &topic,
+        &before.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    let spec = open_spec(&admin, &tp).await;
+    assert_refused_as_live(admin.abort_transaction(&spec).await, &id);
+    assert_eq!(lso_and_hw(&admin, &topic).await, (0, 10), "the LSO stayed");
+    send_acked(&producer, &topic, &["after-0", "after-1"]).await;
+    producer.commit_transaction().await.expect("commit");
+    let mut expected = before.clone();
+    expected.extend(values("after", 2));
+    assert_eq!(
+        cluster.read_values(&topic, Isolation::ReadCommitted),
+        expected
+    );
+
+    // librdkafka's.
+    let binary = rdkafka_producer();
+    let rd_topic = unique_topic("live-abort-rdkafka");
+    cluster.create_topic(&rd_topic, 1, 1, &[]);
+    let rd_tp = TopicPartition::new(rd_topic.as_str(), 0);
+    let rd_id = format!("{rd_topic}-producer");
+    let mut child = Command::new(&binary)
+        .args([&cluster.bootstrap, &rd_topic, &rd_id, "10", "2"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the librdkafka producer runs");
+    // Its lines, read on a thread (a blocking read; each wait below is bounded).
+    let (lines, from_child) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().expect("piped");
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let next_line = || from_child.recv_timeout(WAIT).unwrap_or_default();
+    assert_eq!(
+        next_line(),
+        "OPEN",
+        "the librdkafka producer opened its transaction"
+    );
+    let spec = open_spec(&admin, &rd_tp).await;
+    assert_refused_as_live(admin.abort_transaction(&spec).await, &rd_id);
+    assert_eq!(
+        lso_and_hw(&admin, &rd_topic).await,
+        (0, 10),
+        "the LSO stayed"
+    );
+    {
+        use std::io::Write as _;
+        writeln!(child.stdin.as_mut().expect("piped"), "go").expect("go ahead");
+    }
+    assert_eq!(next_line(), "COMMITTED");
+    assert!(child.wait().expect("exits").success());
+    assert_eq!(
+        cluster.read_values(&rd_topic, Isolation::ReadCommitted),
+        expected
+    );
+
+    // Forced on our producer's next transaction: what the option's documentation says.
+    producer.begin_transaction().expect("begin");
+    let second = values("second", 10);
+    send_acked(
+        &producer,
+        &topic,
+        &second.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    let spec = open_spec(&admin, &tp).await;
+    admin
+        .abort_transaction_with(&spec, &AbortTransactionOptions::default().force_live())
+        .await
+        .expect("forced");
+    let (lso, hw) = lso_and_hw(&admin, &topic).await;
+    assert_eq!(lso, hw, "the abort marker moved the LSO at once");
+    send_acked(&producer, &topic, &["late-0", "late-1"]).await;
+    producer
+        .commit_transaction()
+        .await
+        .expect("the producer was not told");
+    let mut forced = expected.clone();
+    forced.extend(values("late", 2));
+    assert_eq!(
+        cluster.read_values(&topic, Isolation::ReadCommitted),
+        forced,
+        "the 10 written before the forced abort are gone, the 2 after committed"
+    );
+}
+
+/// A producer SIGKILLed inside a transaction with a 900 s timeout holds the last stable
+/// offset. `find_hanging_transactions` rightly reports nothing (its coordinator tracks it);
+/// `explain_last_stable_offset` names it (producer, transactional id, first offset, how long
+/// open and silent, the coordinator's 900 s timeout and the time left), calls it live, and
+/// suggests waiting or fencing its id; the `admin` example's `lso` prints the same. The
+/// suggested fence aborts it whole: the LSO moves to the end and `read_committed` (kcat)
+/// shows none of its records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_stuck_lso() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _guard = cluster.shared();
+    let admin = cluster.admin().await;
+    let topic = unique_topic("stuck-lso");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let id = format!("{topic}-producer");
+    let timeout = Duration::from_secs(900);
+    let before = transactional(&cluster.bootstrap, &format!("{topic}-before"), WAIT).await;
+    before.begin_transaction().expect("begin");
+    send_acked(&before, &topic, &["committed-1"]).await;
+    before.commit_transaction().await.expect("commit");
+
+    let mut child = start_killable(&Killed::Ours, &cluster, &admin, &topic, &id, timeout).await;
+    child.kill().expect("SIGKILL the producer");
+    child.wait().expect("reaped");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_not_hanging(&admin, &cluster, &topic).await;
+
+    let explained = admin
+        .explain_last_stable_offset(&tp)
+        .await
+        .expect("explain");
+    assert_eq!(
+        explained.last_stable_offset, 2,
+        "after the record and its marker"
+    );
+    assert_eq!(explained.high_watermark, 5);
+    let blocking = explained.blocking().expect("a transaction holds the LSO");
+    assert_eq!(blocking.first_offset, 2);
+    assert_eq!(blocking.transactional_id.as_deref(), Some(id.as_str()));
+    let coordinator = blocking.coordinator.as_ref().expect("described");
+    assert_eq!(coordinator.state, TransactionState::Ongoing);
+    assert_eq!(coordinator.timeout, timeout);
+    assert!(
+        blocking.silent_for >= Duration::from_secs(2),
+        "{blocking:?}"
+    );
+    let open_for = blocking.open_for.expect("open");
+    assert!(
+        open_for >= Duration::from_secs(2) && open_for < WAIT * 3,
+        "{open_for:?}"
+    );
+    let TransactionVerdict::Live { time_left } = blocking.verdict else {
+        panic!("not live: {blocking:?}");
+    };
+    assert!(
+        time_left > timeout - WAIT * 3 && time_left < timeout,
+        "{time_left:?}"
+    );
+    let fence = SuggestedAction::Fence {
+        transactional_id: id.clone(),
+    };
+    assert!(
+        explained.actions().contains(&fence),
+        "{:?}",
+        explained.actions()
+    );
+    let text = explained.to_string();
+    for part in [
+        id.as_str(),
+        "holds the LSO",
+        "900.0s timeout",
+        "live",
+        "fence",
+    ] {
+        assert!(text.contains(part), "{part:?} missing from {text}");
+    }
+    let printed = example(&cluster, &["lso", &topic, "0"]);
+    assert!(
+        printed.contains("holds the LSO") && printed.contains(&id),
+        "{printed}"
+    );
+    assert_refused_as_live(
+        admin.abort_transaction(&open_spec(&admin, &tp).await).await,
+        &id,
+    );
+
+    // The suggested action: fence the id. Its coordinator aborts the transaction whole.
+    let fenced = admin.fence_producers([id.as_str()]).await.expect("fence");
+    let fenced = fenced[&id].as_ref().expect("fenced");
+    assert!(
+        fenced.producer_epoch > blocking.producer.producer_epoch,
+        "{fenced:?}"
+    );
+    eventually("the LSO moves to the end", WAIT, || async {
+        let (lso, hw) = lso_and_hw(&admin, &topic).await;
+        lso == hw
+    })
+    .await;
+    assert_eq!(
+        cluster.read_values(&topic, Isolation::ReadCommitted),
+        ["committed-1"],
+        "none of the killed transaction's records"
+    );
+    let after = admin
+        .explain_last_stable_offset(&tp)
+        .await
+        .expect("explain");
+    assert!(after.open_transactions.is_empty(), "{after}");
+    // The coordinator finished the abort before it answered the fencing InitProducerId: the
+    // id is idle at the fenced epoch.
+    let now = described(&admin, &id).await;
+    assert_eq!(
+        (now.state, now.producer_epoch),
+        (TransactionState::Empty, fenced.producer_epoch)
+    );
 }

@@ -361,6 +361,71 @@ async fn added_partitions_are_used_after_a_metadata_refresh() {
     assert!(where_.contains(&(3, Some(value_of(2)))), "{where_:?}");
 }
 
+/// One Produce request to a broker carries a ready batch of each partition it leads
+/// (`produce.request.max.bytes` caps the request, `max.request.size` a batch), so the broker
+/// handles fewer requests than batches: counted by the broker itself (its request metrics,
+/// over JMX) against the batches in its log (DumpLogSegments). Every record once and in order
+/// (kcat); a record above `max.request.size` is still refused at `send`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_carry_every_ready_partition() {
+    const PARTITIONS: u64 = 12;
+    const RECORDS: u64 = 240;
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    // The broker's request count is broker-wide: no other test may produce meanwhile.
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("shape");
+    cluster.create_topic(&topic, PARTITIONS as u32, 1, &[]);
+    // Records of 60 KB (a padded key) in batches of at most 100 KB hold one record each: a
+    // request capped at max.request.size, as Java's is, could carry one batch only.
+    let producer = producer(
+        &cluster,
+        &[
+            ("batch.size", "100000"),
+            ("linger.ms", "20"),
+            ("max.request.size", "100000"),
+        ],
+    )
+    .await;
+    let err = producer
+        .send(Record::to(&topic).value(vec![b'x'; 100_001]))
+        .await
+        .expect_err("a record over max.request.size");
+    assert!(matches!(err, Error::RecordTooLarge { .. }), "{err}");
+
+    let padding = vec![b'k'; 60_000];
+    let requests_before = cluster.produce_requests_handled(0);
+    let mut run = Run::default();
+    let mut sent = Vec::new();
+    for n in 0..RECORDS {
+        let partition = (n % PARTITIONS) as i32;
+        let record = Record::to(&topic)
+            .key(padding.clone())
+            .value(value_of(n))
+            .partition(partition);
+        sent.push((n, producer.send(record).await));
+    }
+    run.collect(sent, RESOLVE_LIMIT).await;
+    producer.close().await.unwrap();
+    let requests = cluster.produce_requests_handled(0) - requests_before;
+    assert_eq!(run.tally().0 as u64, RECORDS, "{:?}", run.errors().first());
+    run.verify_log(&cluster, &topic);
+
+    let batches: usize = (0..PARTITIONS as i32)
+        .map(|p| cluster.log_batches(&topic, p).len())
+        .sum();
+    println!("{RECORDS} records in {batches} batches, {requests} Produce requests");
+    assert_eq!(batches as u64, RECORDS, "one 60 KB record per batch");
+    // KAFKA-15591's rule sends each partition's first batch alone; after those, a request
+    // takes the ready batch of every partition: at least twice as many batches as requests,
+    // where a request capped at max.request.size took one batch each.
+    assert!(
+        batches as u64 >= 2 * requests,
+        "{batches} batches in {requests} requests: requests do not carry every ready partition"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_buffer_waits_then_resumes() {
     let Some(cluster) = Cluster::single() else {

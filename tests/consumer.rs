@@ -1730,3 +1730,876 @@ async fn fetch_sessions_over_idle_partitions_survive_a_lost_session() {
     assert_eq!(seen.len(), 85);
     c.close().await.unwrap();
 }
+
+/// Two seeks in a row on a manually assigned partition of 1,000 records, the second made while
+/// the first's ListOffsets is still in flight (400 ms of latency on the leader's answers, and
+/// rounds without any fault, where the lookup waits behind the long-poll fetch): the seek that
+/// came last counts. `seek_to_end` then `seek_to_beginning` delivers from offset 0, every
+/// record as kcat reads them; `seek_to_beginning` then `seek_to_end` delivers nothing old, and
+/// the first record delivered is one written after the seeks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seek_after_seek_is_the_one_that_counts() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _g = cluster.exclusive();
+    let topic = support::unique_topic("seek-seek");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &topic, 0, &values("r", 1_000)).await;
+    let expected = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(expected.len(), 1_000);
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let mut c = test_builder(&cluster)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .build()
+        .await
+        .unwrap();
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    for (round, written) in (0..4).zip(1_000usize..) {
+        let latency = round % 2 == 0;
+        if latency {
+            cluster
+                .proxy(0)
+                .add_toxic("slow", "latency", "downstream", r#"{"latency":400}"#);
+        }
+        c.seek_to_end(std::slice::from_ref(&tp)).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        c.seek_to_beginning(std::slice::from_ref(&tp)).unwrap();
+        let delivered = poll_records(&mut c, written).await;
+        assert_eq!(
+            delivered.first().map(|r| r.offset),
+            Some(0),
+            "round {round} (latency {latency}): seek_to_beginning came last"
+        );
+        assert_eq!(
+            coordinates(&delivered[..1_000]),
+            expected,
+            "round {round}: every record from the beginning, once, as kcat reads them"
+        );
+
+        c.seek_to_beginning(std::slice::from_ref(&tp)).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        c.seek_to_end(std::slice::from_ref(&tp)).unwrap();
+        wait_for_position(&mut c, &tp, written as i64).await;
+        assert_no_records_for(
+            &mut c,
+            Duration::from_secs(2),
+            "seek_to_end came last: nothing old is delivered",
+        )
+        .await;
+        send(&p, &topic, 0, &[format!("new-{round}")]).await;
+        let new = poll_records(&mut c, 1).await;
+        assert_eq!(
+            coordinates(&new),
+            vec![(0, written as i64, format!("new-{round}"))],
+            "round {round} (latency {latency}): the first record delivered after seek_to_end"
+        );
+        if latency {
+            cluster.proxy(0).remove_all_toxics();
+        }
+    }
+    c.close().await.unwrap();
+}
+
+/// The SASL_PLAINTEXT listener and the limited user whose rights come from ACLs alone.
+fn limited_login() -> Option<(String, String, String)> {
+    let var = |name: &str| std::env::var(name).ok();
+    let login = (|| {
+        Some((
+            var("KAFKA_SASL_PLAINTEXT_BOOTSTRAP")?,
+            var("KAFKA_SASL_LIMITED_USER")?,
+            var("KAFKA_SASL_LIMITED_PASSWORD")?,
+        ))
+    })();
+    if login.is_none() {
+        assert!(
+            !support::in_ci(),
+            "CI=true but the SASL_PLAINTEXT listener or its limited user is not exported"
+        );
+        eprintln!("SKIPPED: no SASL_PLAINTEXT listener; eval \"$(scripts/testbed up)\" first");
+    }
+    login
+}
+
+/// How long a consumer of the authorization test waits for an answer.
+const AUTHZ_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A consumer logged in as the limited user (SCRAM-SHA-512), with `group` if any.
+async fn limited_consumer(
+    login: &(String, String, String),
+    group: Option<(&str, GroupProtocol)>,
+) -> Consumer {
+    let (bootstrap, user, password) = login;
+    let jaas = format!(
+        r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="{user}" password="{password}";"#
+    );
+    let mut builder = Consumer::builder()
+        .bootstrap(bootstrap.as_str())
+        .set("security.protocol", "SASL_PLAINTEXT")
+        .set("sasl.mechanism", "SCRAM-SHA-512")
+        .set("sasl.jaas.config", &jaas)
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500")
+        .set("fetch.max.wait.ms", "200")
+        .set(
+            "request.timeout.ms",
+            AUTHZ_REQUEST_TIMEOUT.as_millis().to_string(),
+        )
+        .auto_offset_reset(OffsetReset::Earliest);
+    if let Some((group, protocol)) = group {
+        builder = builder.group_id(group).group_protocol(protocol);
+    }
+    builder
+        .build()
+        .await
+        .expect("the limited user's consumer builds")
+}
+
+/// Polls until `poll` returns an error (bounded by [`AUTHZ_REQUEST_TIMEOUT`], the brief's one
+/// request timeout): the error and how long it took. No record may be delivered meanwhile.
+async fn first_error(c: &mut Consumer, what: &str) -> (exactly::Error, Duration) {
+    let started = Instant::now();
+    while started.elapsed() < AUTHZ_REQUEST_TIMEOUT {
+        match c.poll_timeout(Duration::from_millis(200)).await {
+            Err(e) => return (e, started.elapsed()),
+            Ok(Some(ConsumerEvent::Records(r))) => panic!("{what}: records delivered: {r:?}"),
+            Ok(_) => {}
+        }
+    }
+    panic!("{what}: no error from poll within {AUTHZ_REQUEST_TIMEOUT:?}");
+}
+
+/// Grants the limited user `operations` on `--topic`/`--group` `name` with Kafka's kafka-acls.
+fn grant(cluster: &Cluster, user: &str, resource: &str, name: &str, operations: &[&str]) {
+    let principal = format!("User:{user}");
+    let mut args = vec!["--add", "--allow-principal", &principal, resource, name];
+    for op in operations {
+        args.extend(["--operation", op]);
+    }
+    let out = cluster.kafka_tool("org.apache.kafka.tools.AclCommand", &args);
+    assert!(out.contains(&principal), "{out}");
+}
+
+/// A principal without READ on a topic, or on a group, gets a typed error from `poll` naming
+/// the topic (or the group) within one request timeout, instead of a `poll` that returns
+/// nothing forever (the Java consumer throws `TopicAuthorizationException` /
+/// `GroupAuthorizationException`): KRaft's StandardAuthorizer on the test bed, the limited
+/// user `bob`, ACLs made with Kafka's `kafka-acls`. Without even DESCRIBE the Metadata answer
+/// refuses the topic; with DESCRIBE only, the Fetch does; with READ granted afterwards the same
+/// consumer goes on and reads what kcat reads. Manual assignment, and both group protocols.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorization_errors_reach_poll() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let Some(login) = limited_login() else {
+        return;
+    };
+    let user = login.1.clone();
+    let _g = cluster.shared();
+    let refused_topic = |e: &exactly::Error, topic: &str, api: &str| match e {
+        exactly::Error::TopicRefused {
+            topic: t,
+            api: a,
+            code,
+            ..
+        } => t == topic && *a == api && *code == exactly::ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+        _ => false,
+    };
+
+    // Manual assignment, no ACL on the topic at all: Metadata refuses it.
+    let hidden = support::unique_topic("authz-hidden");
+    cluster.create_topic(&hidden, 1, 1, &[]);
+    let mut c = limited_consumer(&login, None).await;
+    c.assign(&[TopicPartition::new(hidden.as_str(), 0)])
+        .unwrap();
+    let (e, took) = first_error(&mut c, "no ACL").await;
+    assert!(refused_topic(&e, &hidden, "Metadata"), "{e:?}");
+    assert!(
+        e.to_string().contains(&hidden),
+        "the error names the topic: {e}"
+    );
+    assert!(!e.is_retriable() && !e.is_fatal(), "{e:?}");
+    eprintln!("no ACL: {e} after {took:?}");
+    c.close().await.unwrap();
+
+    // DESCRIBE only: the partition's Fetch is refused, naming the partition; then READ is
+    // granted and the same consumer reads on.
+    let unreadable = support::unique_topic("authz-describe");
+    cluster.create_topic(&unreadable, 1, 1, &[]);
+    let p = producer(&cluster, &[]).await;
+    send(&p, &unreadable, 0, &values("a", 5)).await;
+    grant(&cluster, &user, "--topic", &unreadable, &["Describe"]);
+    let tp = TopicPartition::new(unreadable.as_str(), 0);
+    let mut c = limited_consumer(&login, None).await;
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    c.seek(&tp, 0).unwrap();
+    let (e, took) = first_error(&mut c, "DESCRIBE only").await;
+    assert!(refused_topic(&e, &unreadable, "Fetch"), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            exactly::Error::TopicRefused {
+                partition: Some(0),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    eprintln!("DESCRIBE only: {e} after {took:?}");
+    grant(&cluster, &user, "--topic", &unreadable, &["Read"]);
+    let mut read = Vec::new();
+    let end = Instant::now() + WAIT;
+    while read.len() < 5 {
+        assert!(
+            Instant::now() < end,
+            "READ granted, still {} of 5",
+            read.len()
+        );
+        match c.poll_timeout(Duration::from_millis(300)).await {
+            Ok(Some(ConsumerEvent::Records(r))) => read.extend(r),
+            // Refusals answered before the grant took effect.
+            Ok(_) | Err(exactly::Error::TopicRefused { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(
+        coordinates(&read),
+        kcat_view(&cluster, &unreadable, Isolation::ReadCommitted)
+    );
+    c.close().await.unwrap();
+
+    // A manual assignment with a group.id but no READ on the group: OffsetFetch is refused,
+    // naming the group.
+    let group = unique_group("authz-group");
+    let mut c = limited_consumer(&login, Some((&group, GroupProtocol::Classic))).await;
+    c.assign(std::slice::from_ref(&tp)).unwrap();
+    let (e, took) = first_error(&mut c, "no group ACL, manual assignment").await;
+    // FindCoordinator needs DESCRIBE on the group: the refusal comes from there.
+    assert!(
+        matches!(&e, exactly::Error::GroupRefused { group: g, code, .. }
+            if *g == group && *code == exactly::ErrorCode::GROUP_AUTHORIZATION_FAILED),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains(&group),
+        "the error names the group: {e}"
+    );
+    eprintln!("no group ACL (manual): {e} after {took:?}");
+    c.close().await.unwrap();
+
+    for protocol in [GroupProtocol::Consumer, GroupProtocol::Classic] {
+        // Subscribed, with DESCRIBE but not READ on the group (the coordinator is found):
+        // joining is refused, naming the group.
+        let group = unique_group("authz-member");
+        grant(&cluster, &user, "--group", &group, &["Describe"]);
+        let mut c = limited_consumer(&login, Some((&group, protocol))).await;
+        c.subscribe([unreadable.clone()]).unwrap();
+        let (e, took) = first_error(&mut c, "no group READ, subscribed").await;
+        let joining = match protocol {
+            GroupProtocol::Consumer => "ConsumerGroupHeartbeat",
+            _ => "JoinGroup",
+        };
+        assert!(
+            matches!(&e, exactly::Error::GroupRefused { group: g, api, code }
+                if *g == group && *api == joining
+                    && *code == exactly::ErrorCode::GROUP_AUTHORIZATION_FAILED),
+            "{protocol:?}: {e:?}"
+        );
+        eprintln!("{protocol:?}, no group READ: {e} after {took:?}");
+        drop(c);
+
+        // READ on the group, DESCRIBE only on the topic: the member is assigned the partition
+        // and its Fetch is refused, naming the topic.
+        let topic = support::unique_topic("authz-member-topic");
+        cluster.create_topic(&topic, 1, 1, &[]);
+        send(&p, &topic, 0, &values("m", 3)).await;
+        grant(&cluster, &user, "--topic", &topic, &["Describe"]);
+        grant(&cluster, &user, "--group", &group, &["Read"]);
+        let mut c = limited_consumer(&login, Some((&group, protocol))).await;
+        c.subscribe([topic.clone()]).unwrap();
+        let started = Instant::now();
+        let e = loop {
+            assert!(started.elapsed() < WAIT, "{protocol:?}: no error from poll");
+            match c.poll_timeout(Duration::from_millis(200)).await {
+                Err(e) => break e,
+                Ok(Some(ConsumerEvent::Records(r))) => panic!("{protocol:?}: read {r:?}"),
+                Ok(_) => {}
+            }
+        };
+        assert!(
+            refused_topic(&e, &topic, "Fetch") || refused_topic(&e, &topic, "OffsetFetch"),
+            "{protocol:?}: {e:?}"
+        );
+        eprintln!(
+            "{protocol:?}, DESCRIBE only: {e} after {:?}",
+            started.elapsed()
+        );
+        c.close().await.unwrap();
+    }
+}
+
+/// `(leader, in-sync replicas)` of `topic`-0 as kcat's metadata gives them (-1: no leader).
+fn leader_and_isr(cluster: &Cluster, topic: &str) -> (i64, Vec<i64>) {
+    let out = support::run_ok(std::process::Command::new("kcat").args([
+        "-L",
+        "-J",
+        "-b",
+        &cluster.bootstrap,
+        "-t",
+        topic,
+        "-m",
+        "10",
+    ]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("kcat -L -J prints JSON");
+    let p = &v["topics"][0]["partitions"][0];
+    let mut isr: Vec<i64> = p["isrs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["id"].as_i64().or_else(|| r.as_i64()))
+        .collect();
+    isr.sort();
+    (p["leader"].as_i64().unwrap_or(-1), isr)
+}
+
+/// Waits (bounded) until `done` holds for `topic`-0's leader and in-sync replicas.
+async fn wait_for_partition(
+    cluster: &Cluster,
+    topic: &str,
+    what: &str,
+    done: impl Fn(i64, &[i64]) -> bool,
+) {
+    let end = Instant::now() + Duration::from_secs(180);
+    loop {
+        let (leader, isr) = leader_and_isr(cluster, topic);
+        if done(leader, &isr) {
+            return;
+        }
+        assert!(Instant::now() < end, "{what}: leader {leader}, ISR {isr:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Starts the given brokers again however the test ends, so the cluster is whole for the
+/// next test.
+struct RestartOnDrop<'a>(&'a Cluster, &'a [usize]);
+
+impl Drop for RestartOnDrop<'_> {
+    fn drop(&mut self) {
+        for &i in self.1 {
+            self.0.start_broker(i);
+        }
+    }
+}
+
+/// What a reader saw, in order: records (offset, value), and errors from `poll`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Read {
+    Record(i64, String),
+    Error(String),
+}
+
+/// Polls `c` until `done` holds for what it saw (bounded by `limit`); errors are kept in
+/// order with the records.
+async fn read_until(
+    c: &mut Consumer,
+    seen: &mut Vec<Read>,
+    limit: Duration,
+    what: &str,
+    done: impl Fn(&[Read]) -> bool,
+) -> Option<exactly::Error> {
+    let end = Instant::now() + limit;
+    let mut last_error = None;
+    while !done(seen) {
+        assert!(Instant::now() < end, "{what}: saw {seen:?}");
+        match c.poll_timeout(Duration::from_millis(200)).await {
+            Ok(Some(ConsumerEvent::Records(records))) => {
+                seen.extend(
+                    coordinates(&records)
+                        .into_iter()
+                        .map(|(_, o, v)| Read::Record(o, v)),
+                );
+            }
+            Ok(_) => {}
+            Err(e) => {
+                seen.push(Read::Error(e.to_string()));
+                last_error = Some(e);
+            }
+        }
+    }
+    last_error
+}
+
+/// A copy loop of `source`-0 to `destination`-0 on its own task, committing every `records`
+/// records or `interval`, with what it reports: each committed transaction's next offset, or
+/// the error of a step.
+struct TruncationCopier {
+    task: tokio::task::JoinHandle<()>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    transformed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    reports: tokio::sync::mpsc::UnboundedReceiver<Result<i64, String>>,
+    log: Vec<Result<i64, String>>,
+}
+
+impl TruncationCopier {
+    fn spawn(
+        cluster: &Cluster,
+        source: &str,
+        destination: &str,
+        records: usize,
+        interval: Duration,
+    ) -> Self {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let (sender, reports) = tokio::sync::mpsc::unbounded_channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let transformed = Arc::new(AtomicUsize::new(0));
+        let (cluster, source, destination) =
+            (cluster.clone(), source.to_owned(), destination.to_owned());
+        let (stopped, count) = (Arc::clone(&stop), Arc::clone(&transformed));
+        let task = tokio::spawn(async move {
+            let consumer = consumer_with(
+                &cluster,
+                &unique_group("truncated-copy"),
+                GroupProtocol::Consumer,
+                OffsetReset::Earliest,
+                IsolationLevel::ReadCommitted,
+                &source,
+                &[("request.timeout.ms", "5000")],
+            )
+            .await;
+            let id = support::unique_topic("truncated-tx");
+            let producer = support::transactional_producer_with(
+                &cluster,
+                &[
+                    ("transactional.id", id.as_str()),
+                    ("request.timeout.ms", "5000"),
+                    ("delivery.timeout.ms", "120000"),
+                    ("transaction.timeout.ms", "600000"),
+                ],
+                &[],
+            )
+            .await;
+            let transform = move |r: ConsumerRecord| {
+                count.fetch_add(1, Ordering::Relaxed);
+                std::future::ready(vec![
+                    Record::to(&destination)
+                        .partition(0)
+                        .value(r.value.unwrap_or_default()),
+                ])
+            };
+            let mut copier = exactly::eos::CopyLoop::new(consumer, producer, transform)
+                .commit_every(records, interval);
+            while !stopped.load(Ordering::Relaxed) {
+                let report = match copier.step().await {
+                    Ok(Some(t)) => t.consumed.iter().map(|c| c.next).max().map(Ok),
+                    Ok(None) => None,
+                    Err(e) => {
+                        assert!(!e.is_fatal(), "copy loop: fatal {e}");
+                        Some(Err(e.to_string()))
+                    }
+                };
+                if let Some(report) = report {
+                    let _ = sender.send(report);
+                }
+            }
+            copier.close().await.expect("the copy loop closes");
+        });
+        Self {
+            task,
+            stop,
+            transformed,
+            reports,
+            log: Vec::new(),
+        }
+    }
+
+    /// Waits (bounded) until a committed transaction's next offset is `next`.
+    async fn wait_committed(&mut self, next: i64) {
+        let end = Instant::now() + Duration::from_secs(240);
+        while !self.log.contains(&Ok(next)) {
+            let left = end.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.reports.recv()).await {
+                Ok(Some(report)) => self.log.push(report),
+                _ => panic!("the copy loop did not commit up to {next}: {:?}", self.log),
+            }
+        }
+    }
+
+    /// Waits (bounded) until the transform was called `n` times.
+    async fn wait_transformed(&self, n: usize) {
+        let end = Instant::now() + WAIT;
+        while self.transformed.load(std::sync::atomic::Ordering::Relaxed) < n {
+            assert!(
+                Instant::now() < end,
+                "the copy loop transformed fewer than {n}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stops the loop (between two steps it commits what is open and closes; a step idle
+    /// for its whole interval is cut short, which loses nothing): everything it reported.
+    async fn stop(mut self) -> Vec<Result<i64, String>> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if tokio::time::timeout(Duration::from_secs(10), &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+        }
+        while let Ok(report) = self.reports.try_recv() {
+            self.log.push(report);
+        }
+        eprintln!("copy loop: {:?}", self.log);
+        self.log
+    }
+}
+
+/// The records `values` at offsets from `from` on, as [`read_until`] sees them.
+fn records_of(values: &[String], from: i64) -> Vec<Read> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Read::Record(from + i as i64, v.clone()))
+        .collect()
+}
+
+/// KIP-320 against a real unclean leader election on three brokers: the topic's two replicas
+/// on brokers 2 and 3 (`unclean.leader.election.enable=true`, `min.insync.replicas=1`), 50
+/// records written to both, the in-sync follower (3) SIGKILLed, 30 more written to the leader
+/// (2) alone and read by everyone, the leader SIGKILLed, the old follower started and elected
+/// uncleanly (Kafka's `kafka-leader-election --election-type UNCLEAN`): its log ends at 50.
+/// After the leader change each reader validates its position (80) with the new leader, which
+/// says epoch 0 ends at 50: a reader under `auto.offset.reset=none` gets
+/// [`exactly::Error::LogTruncation`] naming the partition, 80 and 50, and reads nothing until
+/// it seeks; one under `earliest` gets the same error with `reset` and reads on from 50 (as the
+/// Java consumer moves it). Neither skips a record written after the election, nor re-reads
+/// one: what each delivers after the error is the new log from 50 on, as kcat reads it. Two
+/// copy loops: one that had committed all 80 copies the new records too (its record of what it
+/// committed no longer filters them out), so its output, read `read_committed` by kcat, is the
+/// 80 it copied before and then every record the source holds from 50 on, each once, in order;
+/// one that held all 80 in an open transaction aborts it and copies the log again from where
+/// that transaction began, so its output is exactly the source as it is now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncation_is_detected() {
+    let Some(cluster) = Cluster::three() else {
+        return;
+    };
+    let _g = cluster.exclusive();
+    let topic = support::unique_topic("truncated");
+    cluster.kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--create",
+            "--topic",
+            &topic,
+            "--replica-assignment",
+            "2:3",
+            "--config",
+            "unclean.leader.election.enable=true",
+            "--config",
+            "min.insync.replicas=1",
+        ],
+    );
+    wait_for_partition(&cluster, &topic, "created", |leader, isr| {
+        leader == 2 && isr == [2, 3]
+    })
+    .await;
+    let _restart = RestartOnDrop(&cluster, &[1, 2]);
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    let p = producer(&cluster, &[]).await;
+    let before = values("before", 50);
+    send(&p, &topic, 0, &before).await;
+
+    let reader = |reset| {
+        test_builder(&cluster)
+            .auto_offset_reset(reset)
+            .set("request.timeout.ms", "5000")
+            .build()
+    };
+    let mut none = reader(OffsetReset::None).await.unwrap();
+    none.assign(std::slice::from_ref(&tp)).unwrap();
+    none.seek(&tp, 0).unwrap();
+    // No group and `none`: the assignment alone said to seek first.
+    assert!(matches!(
+        none.poll_timeout(Duration::from_millis(10)).await,
+        Err(exactly::Error::InvalidState(_))
+    ));
+    let mut earliest = reader(OffsetReset::Earliest).await.unwrap();
+    earliest.assign(std::slice::from_ref(&tp)).unwrap();
+
+    // Two copy loops of the topic, each on its own task: one commits every 10 records, the
+    // other holds one transaction open across the whole failover (it commits at 130 records).
+    let eager_copy = support::unique_topic("truncated-eager");
+    let holding_copy = support::unique_topic("truncated-holding");
+    cluster.create_topic(&eager_copy, 1, 3, &[]);
+    cluster.create_topic(&holding_copy, 1, 3, &[]);
+    let mut eager = TruncationCopier::spawn(
+        &cluster,
+        &topic,
+        &eager_copy,
+        10,
+        Duration::from_millis(100),
+    );
+    // 150 s: longer than the failover below, so its transaction stays open across it.
+    let mut holding = TruncationCopier::spawn(
+        &cluster,
+        &topic,
+        &holding_copy,
+        130,
+        Duration::from_secs(150),
+    );
+
+    // The in-sync follower dies; the next records are on the leader alone.
+    let mut seen_none = Vec::new();
+    let mut seen_earliest = Vec::new();
+    read_until(&mut none, &mut seen_none, WAIT, "before", |s| s.len() >= 50).await;
+    cluster.stop_broker(2, true);
+    wait_for_partition(
+        &cluster,
+        &topic,
+        "follower out of the ISR",
+        |leader, isr| leader == 2 && isr == [2],
+    )
+    .await;
+    let lost = values("lost", 30);
+    send(&p, &topic, 0, &lost).await;
+    let read_80 = |s: &[Read]| s.len() >= 80;
+    read_until(&mut none, &mut seen_none, WAIT, "none, 80", read_80).await;
+    read_until(
+        &mut earliest,
+        &mut seen_earliest,
+        WAIT,
+        "earliest, 80",
+        read_80,
+    )
+    .await;
+    let first_80: Vec<Read> = [records_of(&before, 0), records_of(&lost, 50)].concat();
+    assert_eq!(seen_none, first_80);
+    assert_eq!(seen_earliest, first_80);
+    eager.wait_committed(80).await;
+    holding.wait_transformed(80).await;
+    drop(p);
+
+    // The leader dies; the old follower, whose log ends at 50, is elected uncleanly.
+    cluster.stop_broker(1, true);
+    cluster.start_broker(2);
+    let end = Instant::now() + Duration::from_secs(180);
+    loop {
+        let (leader, _) = leader_and_isr(&cluster, &topic);
+        if leader == 3 {
+            break;
+        }
+        assert!(Instant::now() < end, "no unclean election: leader {leader}");
+        let _ = support::java_tool(&[
+            "org.apache.kafka.tools.LeaderElectionCommand".into(),
+            "--bootstrap-server".into(),
+            cluster.bootstrap.clone(),
+            "--election-type".into(),
+            "UNCLEAN".into(),
+            "--topic".into(),
+            topic.clone(),
+            "--partition".into(),
+            "0".into(),
+        ])
+        .output();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    eprintln!("unclean election done: leader 3");
+
+    // Each reader learns of the truncation before anything else.
+    let error = |s: &[Read]| s.len() > 80;
+    let e = read_until(
+        &mut none,
+        &mut seen_none,
+        Duration::from_secs(120),
+        "none",
+        error,
+    )
+    .await
+    .expect("an error");
+    match &e {
+        exactly::Error::LogTruncation {
+            partition,
+            offset: 80,
+            divergent_offset: Some(50),
+            reset: false,
+        } => assert_eq!(*partition, tp),
+        other => panic!("auto.offset.reset=none: {other:?}"),
+    }
+    eprintln!("none: {e}");
+    assert_eq!(none.position(&tp), None, "waits for a seek");
+    let e = read_until(
+        &mut earliest,
+        &mut seen_earliest,
+        Duration::from_secs(120),
+        "earliest",
+        error,
+    )
+    .await
+    .expect("an error");
+    assert!(
+        matches!(
+            &e,
+            exactly::Error::LogTruncation {
+                offset: 80,
+                divergent_offset: Some(50),
+                reset: true,
+                ..
+            }
+        ),
+        "auto.offset.reset=earliest: {e:?}"
+    );
+    eprintln!("earliest: {e}");
+    none.seek(&tp, 50).unwrap();
+
+    // Records written after the election are read by every reader, none skipped or twice.
+    let p = producer(&cluster, &[]).await;
+    let after = values("after", 80);
+    send(&p, &topic, 0, &after).await;
+    let all = |s: &[Read]| s.len() >= 161;
+    read_until(&mut none, &mut seen_none, WAIT, "none, after", all).await;
+    read_until(
+        &mut earliest,
+        &mut seen_earliest,
+        WAIT,
+        "earliest, after",
+        all,
+    )
+    .await;
+    let source = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    let expected_source: Vec<(i32, i64, String)> = before
+        .iter()
+        .chain(&after)
+        .enumerate()
+        .map(|(i, v)| (0, i as i64, v.clone()))
+        .collect();
+    assert_eq!(source, expected_source, "kcat: the log was truncated at 50");
+    for (name, seen) in [("none", &seen_none), ("earliest", &seen_earliest)] {
+        assert_eq!(&seen[..80], &first_80[..], "{name}");
+        assert!(matches!(seen[80], Read::Error(_)), "{name}: {:?}", seen[80]);
+        assert_eq!(
+            &seen[81..],
+            &records_of(&after, 50)[..],
+            "{name}: the new log from 50 on"
+        );
+    }
+
+    // The copy loops: the eager one copies the new records too; the holding one aborted its
+    // transaction (it held copies of records now gone) and copied the log again from 0.
+    eager.wait_committed(130).await;
+    holding.wait_committed(130).await;
+    let eager_log = eager.stop().await;
+    let holding_log = holding.stop().await;
+    for (name, log) in [("eager", &eager_log), ("holding", &holding_log)] {
+        assert!(
+            log.iter()
+                .any(|r| r.as_ref().is_err_and(|e| e.contains("truncated"))),
+            "the {name} copy loop reported the truncation: {log:?}"
+        );
+    }
+    assert_eq!(
+        cluster.read_values(&eager_copy, Isolation::ReadCommitted),
+        [&before[..], &lost[..], &after[..]].concat(),
+        "the eager copy: what it committed before the truncation, then the new log, each once"
+    );
+    assert_eq!(
+        cluster.read_values(&holding_copy, Isolation::ReadCommitted),
+        [&before[..], &after[..]].concat(),
+        "the holding copy: exactly the source as it is now"
+    );
+    none.close().await.unwrap();
+    earliest.close().await.unwrap();
+}
+
+/// Fairness under a backlog: a consumer of 4 partitions, each with a backlog of many fetch
+/// answers, doing a little work per poll (as an application does), gets records of every
+/// partition from its first polls on, and the partitions drain together: the spread of the
+/// records delivered per partition (their lags' spread, the ends being equal) stays bounded
+/// through the whole read, instead of one partition draining after another (the Java
+/// consumer's greedy order, KAFKA-3932 / KIP-387). Every record arrives once, as kcat reads
+/// the topic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_share_every_poll_under_backlog() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("consumer-fair");
+    let partitions = 4;
+    let per_partition = 100_000;
+    cluster.create_topic(&topic, partitions as u32, 1, &[]);
+    let p = producer(&cluster, &[("linger.ms", "5")]).await;
+    send_to_each_partition(&p, &topic, partitions, "fair", per_partition).await;
+    p.close().await.expect("producer closes");
+
+    let mut c = member_from_earliest(
+        &cluster,
+        &unique_group("consumer-fair"),
+        GroupProtocol::Consumer,
+        &topic,
+    )
+    .await;
+    let total = per_partition * partitions as usize;
+    let mut seen: Vec<(i32, i64, String)> = Vec::with_capacity(total);
+    let mut delivered = vec![0usize; partitions as usize];
+    // The poll (counting polls with records) at which each partition delivered first.
+    let mut first_poll: Vec<Option<usize>> = vec![None; partitions as usize];
+    let mut polls = 0;
+    let mut widest = 0;
+    let end = Instant::now() + 4 * WAIT;
+    while seen.len() < total {
+        assert!(
+            Instant::now() < end,
+            "{} of {total} records within {:?}: per partition {delivered:?}",
+            seen.len(),
+            4 * WAIT
+        );
+        let Some(ConsumerEvent::Records(records)) = c
+            .poll_timeout(Duration::from_millis(300))
+            .await
+            .expect("poll")
+        else {
+            continue;
+        };
+        polls += 1;
+        for r in &records {
+            let at = r.partition as usize;
+            delivered[at] += 1;
+            first_poll[at].get_or_insert(polls);
+            let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default());
+            seen.push((r.partition, r.offset, value.into_owned()));
+        }
+        let (most, least) = (delivered.iter().max(), delivered.iter().min());
+        widest = widest.max(most.unwrap_or(&0) - least.unwrap_or(&0));
+        // The application's work on the poll's records.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!(
+        "partitions_share_every_poll_under_backlog: {polls} polls; first records at polls \
+         {first_poll:?}; widest spread of records delivered per partition {widest}"
+    );
+    for (partition, first) in first_poll.iter().enumerate() {
+        assert!(
+            first.is_some_and(|poll| poll <= 3),
+            "partition {partition} first delivered at poll {first:?} (of {polls})"
+        );
+    }
+    // Every partition gets its share of each poll (a quarter of max.poll.records, 500): they
+    // drift apart only while one waits for its next fetch answer and the others go on (their
+    // answers are fetched together, so on an idle machine they never drift). Draining one
+    // after another puts a whole partition (100,000 records) between them.
+    assert!(
+        widest <= 5_000,
+        "the records delivered per partition drifted {widest} apart"
+    );
+    assert_no_records_for(&mut c, Duration::from_secs(1), "more records than written").await;
+    c.close().await.unwrap();
+    assert_exactly_once(
+        &seen,
+        &kcat_view(&cluster, &topic, Isolation::ReadUncommitted),
+    );
+}

@@ -9,7 +9,13 @@
 //! - a member whose commit is refused as fenced delivers nothing more of the lost partitions,
 //!   and `CopyLoop` aborts once instead of opening transactions on records it no longer owns;
 //! - a member of ours and Kafka's own Java consumer share a group;
-//! - `close()` is bounded while the member is rejoining.
+//! - `close()` is bounded while the member is rejoining, and by one `request.timeout.ms` with
+//!   auto-commit on and a coordinator that answers nothing;
+//! - an eager classic member processing longer than its session through a rebalance is kept
+//!   alive by its heartbeats, and its `Revoked` commit is accepted;
+//! - a late KIP-848 heartbeat answer never undoes a leave;
+//! - a classic member rejoins for a subscription changed mid-join, and for partitions added
+//!   to a topic it reads (rule M5).
 //!
 //! Every record delivered is checked against kcat's read of the topic; every copy is read back
 //! read_committed with kcat.
@@ -20,7 +26,7 @@
 #[macro_use]
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -1097,3 +1103,712 @@ fn parses_both_protocols_describe_tables() {
         Some((2, 17, "p2-x".into()))
     );
 }
+
+/// Every record of `topic` (kcat, read_committed) delivered exactly once in `delivered`
+/// (`(topic, partition, offset, value)`, across members), and nothing kcat does not hold.
+fn assert_topic_delivered_once(
+    cluster: &Cluster,
+    topic: &str,
+    delivered: &[(String, i32, i64, String)],
+) -> usize {
+    let mut ours: Vec<(i32, i64, String)> = delivered
+        .iter()
+        .filter(|d| d.0 == topic)
+        .map(|d| (d.1, d.2, d.3.clone()))
+        .collect();
+    ours.sort();
+    let unique: BTreeSet<(i32, i64)> = ours.iter().map(|d| (d.0, d.1)).collect();
+    assert_eq!(
+        unique.len(),
+        ours.len(),
+        "{topic}: a record delivered twice"
+    );
+    let mut expected: Vec<(i32, i64, String)> = cluster
+        .read_topic(topic, ReadCommitted)
+        .into_iter()
+        .map(|r| (r.partition, r.offset, r.value.unwrap_or_default()))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        ours, expected,
+        "{topic}: what was delivered is not what kcat reads"
+    );
+    ours.len()
+}
+
+/// What `log`'s member delivered, as `(topic, partition, offset, value)`.
+fn deliveries_of(log: &MemberLog) -> Vec<(String, i32, i64, String)> {
+    log.deliveries
+        .iter()
+        .map(|d| {
+            (
+                d.partition.topic.to_string(),
+                d.partition.partition,
+                d.offset,
+                d.value.clone(),
+            )
+        })
+        .collect()
+}
+
+/// Polls `m` (committing after records, as [`Member::poll_once`] does) until `done` holds
+/// for its log, within [`WAIT`].
+async fn poll_until(m: &mut Member, what: &str, done: impl Fn(&MemberLog) -> bool) {
+    let end = Instant::now() + WAIT;
+    while !done(&m.log()) {
+        assert!(Instant::now() < end, "{what}: {}", m.log().summary());
+        m.poll_once(Duration::from_millis(200)).await;
+    }
+}
+
+/// Latency on the coordinator while a classic member joins, so that a change of its
+/// subscription lands while the JoinGroup carrying the old one is in flight.
+const JOIN_LATENCY_MS: u64 = 3_000;
+
+/// How long a classic member may take, after its subscription changed, to own every
+/// partition of the new one: the round under way ends, then one more rebalance (eager: with a
+/// poll in between that hands the partitions back). Far below "never" (issue: 40 s and no
+/// rejoin).
+const RESUBSCRIBE_BOUND: Duration = Duration::from_secs(20);
+
+/// Classic (`strategy`): `subscribe([a, b])` while the member's JoinGroup carrying `[a]` is
+/// in flight (3 s of latency on the coordinator). The round ends with an assignment for `[a]`
+/// (cooperative: taken; eager: not taken, as it would be revoked at once), the member rejoins
+/// with `[a, b]` and reads the records written to `b` after the change: every record of both
+/// topics once, as kcat reads them.
+async fn subscription_change_mid_join(cluster: Cluster, strategy: &str) {
+    let _g = cluster.exclusive();
+    let a = support::unique_topic("membership-resub-a");
+    let b = support::unique_topic("membership-resub-b");
+    cluster.create_topic(&a, 2, 1, &[]);
+    cluster.create_topic(&b, 2, 1, &[]);
+    fill_partitions(&cluster, &a, 2, 50, RECORD_BYTES).await;
+    let group = support::unique_topic("resub");
+    let mut m = member(
+        &cluster,
+        "resubscribing",
+        &group,
+        GroupProtocol::Classic,
+        &a,
+        &[("partition.assignment.strategy", strategy)],
+    )
+    .await;
+    let proxy = cluster.proxy(0);
+    proxy.add_toxic(
+        "slow-join",
+        "latency",
+        "downstream",
+        &format!("{{\"latency\":{JOIN_LATENCY_MS}}}"),
+    );
+    // The first JoinGroup only hands out the member id (KIP-394); the second, sent at once,
+    // carries the subscription and is answered 3 s later.
+    let end = Instant::now() + WAIT;
+    while m.consumer().group_metadata().member_id.is_empty() {
+        assert!(Instant::now() < end, "no member id: {}", m.log().summary());
+        m.poll_once(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = m.consumer().group_metadata().generation_id;
+    m.consumer().subscribe([a.clone(), b.clone()]).unwrap();
+    let after = m.consumer().group_metadata().generation_id;
+    assert_eq!(
+        (before, after),
+        (-1, -1),
+        "the JoinGroup was answered before the subscription changed: not mid-join"
+    );
+    let changed_at = Instant::now();
+    proxy.remove_toxic("slow-join");
+    fill_partitions(&cluster, &b, 2, 50, RECORD_BYTES).await;
+    let all: BTreeSet<TopicPartition> = [&a, &b]
+        .iter()
+        .flat_map(|t| (0..2).map(|p| TopicPartition::new(t.as_str(), p)))
+        .collect();
+    poll_until(&mut m, "every record of a and b delivered", |log| {
+        log.owned() == all && log.deliveries.len() >= 200
+    })
+    .await;
+    let log = m.depart(Departure::Close).await;
+    let owned_all_in = all
+        .iter()
+        .filter_map(|tp| log.owned_since(tp, log.first_poll.expect("polled")))
+        .max()
+        .expect("owned")
+        .saturating_duration_since(changed_at);
+    eprintln!(
+        "{strategy}: every partition of [a, b] owned {owned_all_in:?} after the change; {}",
+        log.summary()
+    );
+    if strategy == "cooperative-sticky" {
+        // The round under way was for [a] (what proves the change came mid-join) ...
+        let first = &log.changes[0];
+        assert_eq!(first.kind, "assigned", "{}", log.summary());
+        assert!(
+            first.partitions.iter().all(|tp| *tp.topic == *a),
+            "the first assignment was already for [a, b]: {}",
+            log.summary()
+        );
+    }
+    // ... and the member rejoined for [a, b] without waiting for anything else.
+    assert!(
+        owned_all_in <= RESUBSCRIBE_BOUND,
+        "b's partitions owned only {owned_all_in:?} after the change: {}",
+        log.summary()
+    );
+    assert!(log.lost().is_empty(), "{}", log.summary());
+    assert!(log.refused_commits().is_empty(), "{}", log.summary());
+    assert!(log.poll_errors.is_empty(), "{}", log.summary());
+    assert_delivered_while_owned("resubscribing", &log);
+    let delivered = deliveries_of(&log);
+    assert_eq!(assert_topic_delivered_once(&cluster, &a, &delivered), 100);
+    assert_eq!(assert_topic_delivered_once(&cluster, &b, &delivered), 100);
+    assert_eq!(log.close.as_ref().map(|c| c.1.clone()), Some(Ok(())));
+}
+
+/// [`subscription_change_mid_join`] with both rebalance protocols.
+mod classic_subscription_change_mid_join_is_applied {
+    use super::Cluster;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cooperative() {
+        if let Some(cluster) = Cluster::single() {
+            super::subscription_change_mid_join(cluster, "cooperative-sticky").await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn eager() {
+        if let Some(cluster) = Cluster::single() {
+            super::subscription_change_mid_join(cluster, "range").await;
+        }
+    }
+}
+
+/// The `metadata.max.age.ms` of [`new_partitions_are_assigned`]'s member.
+const METADATA_MAX_AGE: Duration = Duration::from_secs(3);
+
+/// One classic rebalance on the test bed (a leader rejoining alone, eager with the poll that
+/// hands its partitions back), with room for a loaded machine.
+const REBALANCE_BOUND: Duration = Duration::from_secs(10);
+
+/// Classic (`strategy`): a member reads a one-partition topic; the topic gets a second
+/// partition (`exactly::Admin::create_partitions`) and records are written to both. The
+/// member (the group's leader) sees the partition count move in a metadata refresh (at most
+/// `metadata.max.age.ms` later), rejoins and owns the new partition within that age and a
+/// rebalance, and reads every record of both partitions once, as kcat reads them.
+async fn new_partitions_are_assigned(cluster: Cluster, strategy: &str) {
+    let _g = cluster.shared();
+    let topic = support::unique_topic("membership-grow");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    fill_partitions(&cluster, &topic, 1, 50, RECORD_BYTES).await;
+    let group = support::unique_topic("grow");
+    let max_age = METADATA_MAX_AGE.as_millis().to_string();
+    let mut m = member(
+        &cluster,
+        "growing",
+        &group,
+        GroupProtocol::Classic,
+        &topic,
+        &[
+            ("partition.assignment.strategy", strategy),
+            ("metadata.max.age.ms", max_age.as_str()),
+        ],
+    )
+    .await;
+    poll_until(&mut m, "the first partition read", |log| {
+        log.owned().len() == 1 && log.deliveries.len() >= 50
+    })
+    .await;
+    let admin = cluster.admin().await;
+    let grown = admin
+        .create_partitions([(topic.as_str(), 2)], false)
+        .await
+        .expect("CreatePartitions answered");
+    assert!(grown[&topic].is_ok(), "{grown:?}");
+    let grown_at = Instant::now();
+    // The producer that writes to it must find the new partition led.
+    support::eventually("the new partition has a leader", WAIT, || async {
+        let described = admin.describe_topics([&topic]).await.expect("described");
+        described[&topic].as_ref().is_ok_and(|t| {
+            t.partitions.len() == 2 && t.partitions.iter().all(|p| p.leader.is_some())
+        })
+    })
+    .await;
+    fill_partitions(&cluster, &topic, 2, 50, RECORD_BYTES).await;
+    let new = TopicPartition::new(topic.as_str(), 1);
+    poll_until(&mut m, "the new partition owned and read", |log| {
+        log.owned().contains(&new) && log.deliveries.len() >= 150
+    })
+    .await;
+    let log = m.depart(Departure::Close).await;
+    let assigned_in = log
+        .owned_since(&new, grown_at)
+        .expect("owned")
+        .saturating_duration_since(grown_at);
+    eprintln!("{strategy}: the new partition owned {assigned_in:?} after it was created");
+    let bound = METADATA_MAX_AGE + REBALANCE_BOUND;
+    assert!(
+        assigned_in <= bound,
+        "the new partition was owned only {assigned_in:?} after it was created (bound {bound:?}): {}",
+        log.summary()
+    );
+    assert!(log.lost().is_empty(), "{}", log.summary());
+    assert!(log.refused_commits().is_empty(), "{}", log.summary());
+    assert!(log.poll_errors.is_empty(), "{}", log.summary());
+    assert_delivered_while_owned("growing", &log);
+    let expected = cluster.read_topic(&topic, ReadCommitted);
+    assert_eq!(expected.iter().filter(|r| r.partition == 1).count(), 50);
+    assert_eq!(assert_delivered_once(&[("growing", &log)], &expected), 150);
+}
+
+/// [`new_partitions_are_assigned`] with both rebalance protocols.
+mod classic_new_partitions_are_assigned {
+    use super::Cluster;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cooperative() {
+        if let Some(cluster) = Cluster::single() {
+            super::new_partitions_are_assigned(cluster, "cooperative-sticky").await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn eager() {
+        if let Some(cluster) = Cluster::single() {
+            super::new_partitions_are_assigned(cluster, "range").await;
+        }
+    }
+}
+
+/// How long the eager member of [`classic_eager_member_survives_a_rebalance_while_processing`]
+/// processes its first records: well past its 6 s session, within `max.poll.interval.ms`.
+const PROCESSING: Duration = Duration::from_secs(15);
+
+/// Classic eager (`range`): a member is handed records and processes them for 15 s (its
+/// session is 6 s, `max.poll.interval.ms` 30 s) while a second member joins. Its heartbeats
+/// go on while it processes (answered REBALANCE_IN_PROGRESS, which the coordinator counts as
+/// liveness), so it is not expired: the `Revoked` its next poll returns is committed (what it
+/// processed, and nothing before: no commit after delivery), the group rebalances once both
+/// joined, and no record is delivered twice (a refused commit would have had the second member
+/// read again from the start). Checked against kcat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classic_eager_member_survives_a_rebalance_while_processing() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _g = cluster.shared();
+    let topic = support::unique_topic("membership-eager");
+    cluster.create_topic(&topic, 2, 1, &[]);
+    fill_partitions(&cluster, &topic, 2, 500, RECORD_BYTES).await;
+    let group = support::unique_topic("eager");
+    let eager = [
+        ("partition.assignment.strategy", "range"),
+        ("max.poll.interval.ms", "30000"),
+        ("max.poll.records", "100"),
+    ];
+    let mut slow = member(
+        &cluster,
+        "slow",
+        &group,
+        GroupProtocol::Classic,
+        &topic,
+        &eager,
+    )
+    .await;
+    // What it processed, committed when it is told to give partitions up (not on delivery).
+    let mut processed = exactly::PendingOffsets::new();
+    let mut revoke_commits: Vec<(Instant, Result<(), String>)> = Vec::new();
+    let took = |event: &ConsumerEvent, processed: &mut exactly::PendingOffsets| {
+        if let ConsumerEvent::Records(records) = event {
+            for r in records {
+                processed.processed(r.topic_partition(), r.offset);
+            }
+        }
+    };
+    // Alone, it owns both partitions and is handed its first records.
+    let end = Instant::now() + WAIT;
+    loop {
+        assert!(Instant::now() < end, "no records: {}", slow.log().summary());
+        if let Some(event) = slow.poll_uncommitted(Duration::from_secs(1)).await {
+            took(&event, &mut processed);
+            if matches!(event, ConsumerEvent::Records(_)) {
+                break;
+            }
+        }
+    }
+    assert_eq!(slow.log().owned().len(), 2);
+    // A second member joins while the first processes.
+    let second = member(
+        &cluster,
+        "second",
+        &group,
+        GroupProtocol::Classic,
+        &topic,
+        &eager[..2],
+    )
+    .await;
+    let second = BusyMember::spawn(second, PACE);
+    let joined_at = Instant::now();
+    tokio::time::sleep(PROCESSING).await;
+    // Back from processing: the rebalance is handled as a service does (commit at Revoked),
+    // with short processing from here on.
+    let end = Instant::now() + Duration::from_secs(120);
+    while slow.log().deliveries.len() + second.log().deliveries.len() < 1_000 {
+        assert!(
+            Instant::now() < end,
+            "not all delivered: slow: {}; second: {}",
+            slow.log().summary(),
+            second.log().summary()
+        );
+        let Some(event) = slow.poll_uncommitted(Duration::from_millis(500)).await else {
+            continue;
+        };
+        took(&event, &mut processed);
+        match &event {
+            ConsumerEvent::Records(_) => tokio::time::sleep(PACE).await,
+            ConsumerEvent::Revoked(tps) => {
+                let committed = slow.consumer().commit(&processed.take()).await;
+                revoke_commits.push((Instant::now(), committed.map_err(|e| e.to_string())));
+                processed.revoke(tps);
+            }
+            ConsumerEvent::Lost(tps) => processed.revoke(tps),
+            _ => {}
+        }
+    }
+    let second = second.depart(Departure::Close).await;
+    let slow = slow.depart(Departure::Close).await;
+    eprintln!(
+        "slow: {}; second: {}; revoke commits {revoke_commits:?}",
+        slow.summary(),
+        second.summary()
+    );
+    let (revoked_at, committed) = revoke_commits
+        .first()
+        .cloned()
+        .unwrap_or_else(|| panic!("no Revoked (expired instead?): {}", slow.summary()));
+    assert_eq!(
+        committed,
+        Ok(()),
+        "the Revoked commit was refused: {}",
+        slow.summary()
+    );
+    let revoked_after = revoked_at - joined_at;
+    assert!(
+        revoked_after >= PROCESSING - Duration::from_secs(1) && revoked_after > SESSION,
+        "the Revoked came {revoked_after:?} after the second member joined: the processing did not outlast a session"
+    );
+    assert!(
+        revoke_commits.iter().all(|(_, r)| r.is_ok()),
+        "{revoke_commits:?}"
+    );
+    let logs = [("slow", &slow), ("second", &second)];
+    for (name, log) in &logs {
+        assert!(
+            log.lost().is_empty(),
+            "{name} lost partitions: {}",
+            log.summary()
+        );
+        assert!(
+            log.refused_commits().is_empty(),
+            "{name}: {}",
+            log.summary()
+        );
+        assert!(log.poll_errors.is_empty(), "{name}: {}", log.summary());
+        assert!(!log.deliveries.is_empty(), "{name} never read");
+        assert_delivered_while_owned(name, log);
+    }
+    assert_no_overlapping_ownership(&logs);
+    assert_eq!(
+        assert_delivered_once(&logs, &cluster.read_topic(&topic, ReadCommitted)),
+        1_000
+    );
+}
+
+/// How long [`kip848_leave_is_not_undone_by_a_late_answer`] watches the group after the
+/// rejoin: ten heartbeat intervals.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// The latency that holds the KIP-848 member's heartbeat answers across its leave (released
+/// by removing the toxic, long before it would pass).
+const HELD_ANSWERS_MS: u64 = 30_000;
+
+/// KIP-848: two members share a 4-partition topic, two each. One of them ("leaving") stops
+/// polling; with its heartbeats kept back by a generation hold, the topic grows to 6
+/// partitions and a latency toxic on the coordinator starts holding every answer back. The
+/// hold ends, and the heartbeat that goes then is answered with a new epoch and an assignment
+/// with a new partition: held. Past `max.poll.interval.ms` (3 s) the member leaves (the
+/// leave queued behind that heartbeat) and the application polls right after (`Lost`). Only
+/// then does the held answer arrive, naming the epoch and partitions of the membership the
+/// member left, while requests take 3 s to reach the coordinator (so whatever the answer
+/// leaves behind stays visible). It must not undo the leave: the member's epoch stays 0 (a
+/// commit would otherwise carry the dead epoch) and nothing is assigned from it; then no
+/// partition is owned by both members at once, no record is delivered twice, there is a
+/// single `Lost`, and the member rejoins and gets its share again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kip848_leave_is_not_undone_by_a_late_answer() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _g = cluster.exclusive();
+    let topic = support::unique_topic("membership-late");
+    cluster.create_topic(&topic, 4, 1, &[]);
+    fill_partitions(&cluster, &topic, 4, 2_000, RECORD_BYTES).await;
+    let group = support::unique_topic("late");
+    let budget = POLL_BUDGET.as_millis().to_string();
+    let mut leaving = member(
+        &cluster,
+        "leaving",
+        &group,
+        GroupProtocol::Consumer,
+        &topic,
+        &[
+            ("max.poll.records", "100"),
+            ("max.poll.interval.ms", budget.as_str()),
+            // The held answer must come back, not time out.
+            ("request.timeout.ms", "40000"),
+        ],
+    )
+    .await;
+    poll_until(&mut leaving, "the first member reads", |log| {
+        log.owned().len() == 4 && !log.deliveries.is_empty()
+    })
+    .await;
+    let other = busy_member(&cluster, "other", &group, GroupProtocol::Consumer, &topic).await;
+    let split = |leaving: &MemberLog, other: &BusyMember, each: usize| {
+        leaving.owned().len() == each && other.log().owned().len() == each
+    };
+    let end = Instant::now() + WAIT;
+    while !split(&leaving.log(), &other, 2) {
+        assert!(
+            Instant::now() < end,
+            "no split: leaving: {}; other: {}",
+            leaving.log().summary(),
+            other.log().summary()
+        );
+        leaving.poll_once(Duration::from_millis(200)).await;
+        tokio::time::sleep(PACE).await;
+    }
+    let kept = leaving.log().owned();
+    // The stall: no poll from here until the leave. The budget runs from the end of the last
+    // poll, before this instant.
+    let stalled_at = Instant::now();
+    // No heartbeat of this member starts while the hold lasts (at most a second): the group
+    // changes meanwhile, and its next heartbeat, answered with that change, is held.
+    let hold = leaving.consumer().hold_generation().await;
+    let admin = cluster.admin().await;
+    let grown = admin
+        .create_partitions([(topic.as_str(), 6)], false)
+        .await
+        .expect("CreatePartitions answered");
+    assert!(grown[&topic].is_ok(), "{grown:?}");
+    support::eventually("the new partitions have leaders", WAIT, || async {
+        let described = admin.describe_topics([&topic]).await.expect("described");
+        described[&topic].as_ref().is_ok_and(|t| {
+            t.partitions.len() == 6 && t.partitions.iter().all(|p| p.leader.is_some())
+        })
+    })
+    .await;
+    // Time for the group coordinator to take the new partitions into its target assignment
+    // (the next heartbeat is then answered with them).
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let proxy = cluster.proxy(0);
+    proxy.add_toxic(
+        "held-answers",
+        "latency",
+        "downstream",
+        &format!("{{\"latency\":{HELD_ANSWERS_MS}}}"),
+    );
+    eprintln!(
+        "toxic added {:?} into the stall; the hold's epoch {}, now {}",
+        stalled_at.elapsed(),
+        hold.metadata().generation_id,
+        leaving.consumer().group_metadata().generation_id
+    );
+    drop(hold);
+    tokio::time::sleep_until((stalled_at + POLL_BUDGET + Duration::from_millis(500)).into()).await;
+    // The poll right after the leave: Lost, first.
+    let first = leaving
+        .poll_uncommitted(Duration::from_millis(500))
+        .await
+        .unwrap_or_else(|| panic!("no event after the stall: {}", leaving.log().summary()));
+    match &first {
+        ConsumerEvent::Lost(tps) => assert_eq!(
+            tps.iter().cloned().collect::<BTreeSet<TopicPartition>>(),
+            kept,
+            "lost what it owned"
+        ),
+        other => panic!(
+            "the poll after the stall did not return Lost but {}: the leave had not happened",
+            describe_event(other)
+        ),
+    }
+    // The answer held since before the leave arrives now, after the poll. Requests take 3 s
+    // to reach the coordinator from here, so what that answer leaves behind stays in place
+    // until the next one is answered: the member is in no group (epoch 0, its rejoin on the
+    // way), it never takes the old membership's epoch back (a commit would carry it), and
+    // nothing is assigned from it.
+    proxy.add_toxic(
+        "slow-requests",
+        "latency",
+        "upstream",
+        r#"{"latency":3000}"#,
+    );
+    proxy.remove_toxic("held-answers");
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(1) {
+        let epoch = leaving.consumer().group_metadata().generation_id;
+        assert_eq!(
+            epoch,
+            0,
+            "the answer from before the leave restored its epoch: {}",
+            leaving.log().summary()
+        );
+        if let Some(event) = leaving.poll_uncommitted(Duration::from_millis(20)).await {
+            panic!(
+                "{} after the leave, before the rejoin was answered: {}",
+                describe_event(&event),
+                leaving.log().summary()
+            );
+        }
+    }
+    proxy.remove_toxic("slow-requests");
+    let released_at = Instant::now();
+    let end = Instant::now() + WAIT;
+    let settled = loop {
+        assert!(
+            Instant::now() < end,
+            "no split again: leaving: {}; other: {}",
+            leaving.log().summary(),
+            other.log().summary()
+        );
+        leaving.poll_once(Duration::from_millis(200)).await;
+        tokio::time::sleep(PACE).await;
+        if split(&leaving.log(), &other, 3) {
+            break Instant::now();
+        }
+    };
+    // And it stays so: a member that took the old answer's assignment would be fenced at its
+    // next heartbeat (Lost again), or own what the other member was given. Records written
+    // meanwhile are read by their owners, once.
+    fill_partitions(&cluster, &topic, 6, 500, RECORD_BYTES).await;
+    let total = 4 * 2_000 + 6 * 500;
+    while settled.elapsed() < SETTLE
+        || leaving.log().deliveries.len() + other.log().deliveries.len() < total
+    {
+        assert!(
+            Instant::now() < end,
+            "not all read: leaving: {}; other: {}",
+            leaving.log().summary(),
+            other.log().summary()
+        );
+        leaving.poll_once(Duration::from_millis(200)).await;
+        tokio::time::sleep(PACE).await;
+    }
+    let rejoined_in = leaving
+        .log()
+        .changes
+        .iter()
+        .find(|c| c.kind == "assigned" && c.at >= released_at)
+        .map(|c| c.at - released_at);
+    let left = leaving.depart(Departure::Close).await;
+    let other = other.depart(Departure::Close).await;
+    eprintln!(
+        "leaving: {}; other: {}; the rejoined member owned partitions again {rejoined_in:?} after the answers were released",
+        left.summary(),
+        other.summary()
+    );
+    assert_eq!(left.lost().len(), 1, "lost again: {}", left.summary());
+    let logs = [("leaving", &left), ("other", &other)];
+    for (name, log) in &logs {
+        assert_delivered_while_owned(name, log);
+        assert!(
+            log.refused_commits().is_empty(),
+            "{name}: {}",
+            log.summary()
+        );
+        assert!(log.poll_errors.is_empty(), "{name}: {}", log.summary());
+    }
+    assert_no_overlapping_ownership(&logs);
+    assert_eq!(
+        assert_delivered_once(&logs, &cluster.read_topic(&topic, ReadCommitted)),
+        total
+    );
+}
+
+/// One short poll; the last offset delivered per partition goes into `last`.
+async fn poll_recording(c: &mut exactly::Consumer, last: &mut BTreeMap<i32, i64>) {
+    if let Some(ConsumerEvent::Records(records)) = c
+        .poll_timeout(Duration::from_millis(100))
+        .await
+        .expect("poll")
+    {
+        for r in records {
+            last.insert(r.partition, r.offset);
+        }
+    }
+}
+
+/// `request.timeout.ms` of [`close_is_bounded_by_one_request_timeout`]'s consumer.
+const CLOSE_REQUEST_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// With auto-commit on, the coordinator stops answering (a Toxiproxy `timeout` toxic: data
+/// is dropped, connections stay open) while an auto-commit is in flight and positions have
+/// moved since: `close()` waits for that auto-commit, commits, and leaves, all within one
+/// `request.timeout.ms` (8 s, plus a little for the machine), not one timeout each. The
+/// offsets the group holds afterwards (Kafka's `kafka-consumer-groups`) never pass what was
+/// delivered.
+async fn close_is_bounded_by_one_request_timeout(cluster: Cluster, protocol: GroupProtocol) {
+    let _g = cluster.exclusive();
+    let topic = support::unique_topic("membership-close-bound");
+    cluster.create_topic(&topic, 2, 1, &[]);
+    fill_partitions(&cluster, &topic, 2, 2_000, RECORD_BYTES).await;
+    let group = support::unique_topic("close-bound");
+    let timeout = CLOSE_REQUEST_TIMEOUT.as_millis().to_string();
+    let mut c = consumer_with(
+        &cluster,
+        &group,
+        protocol,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+        &topic,
+        &[
+            ("enable.auto.commit", "true"),
+            ("auto.commit.interval.ms", "300"),
+            ("max.poll.records", "20"),
+            ("request.timeout.ms", timeout.as_str()),
+        ],
+    )
+    .await;
+    let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+    let end = Instant::now() + WAIT;
+    while c.assignment().len() < 2 || last.values().count() < 2 {
+        assert!(Instant::now() < end, "nothing read");
+        poll_recording(&mut c, &mut last).await;
+    }
+    let proxy = cluster.proxy(0);
+    proxy.add_toxic("black-hole", "timeout", "upstream", r#"{"timeout":0}"#);
+    // Buffered records move the positions on; auto-commits of them start and hang.
+    for _ in 0..10 {
+        poll_recording(&mut c, &mut last).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let began = Instant::now();
+    let closed = tokio::time::timeout(Duration::from_secs(60), c.close())
+        .await
+        .expect("close returns");
+    let took = began.elapsed();
+    proxy.remove_toxic("black-hole");
+    eprintln!("{protocol:?}: close took {took:?}: {closed:?}");
+    let bound = CLOSE_REQUEST_TIMEOUT + Duration::from_secs(2);
+    assert!(
+        took <= bound,
+        "close took {took:?} (request.timeout.ms {CLOSE_REQUEST_TIMEOUT:?}, bound {bound:?})"
+    );
+    for (partition, committed) in cluster.group_offsets(&group, &topic) {
+        let delivered = last.get(&partition).map_or(0, |o| o + 1);
+        assert!(
+            committed <= delivered,
+            "partition {partition}: {committed} committed, {delivered} delivered"
+        );
+    }
+}
+on_both_protocols!(close_is_bounded_by_one_request_timeout, single);

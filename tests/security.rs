@@ -975,3 +975,89 @@ ssl.truststore.location={ca}
         .unwrap();
     produce_and_verify(producer, &bed, Listener::SaslSsl, &topic, 100).await;
 }
+
+/// A topic the producer was refused (TOPIC_AUTHORIZATION_FAILED) is asked about again by the
+/// next `send`: an ACL granted meanwhile with Kafka's `kafka-acls` lets the very next sends
+/// through, without waiting for `metadata.max.age.ms` (left at its 5-minute default here).
+/// The test bed's limited user (no super user, rights from ACLs alone) over SASL_PLAINTEXT
+/// with SCRAM-SHA-512; the record is read back with kcat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_acl_is_seen_by_the_next_send() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let vars = [
+        "KAFKA_SASL_PLAINTEXT_BOOTSTRAP",
+        "KAFKA_SASL_LIMITED_USER",
+        "KAFKA_SASL_LIMITED_PASSWORD",
+    ]
+    .map(|name| std::env::var(name).ok());
+    let [Some(bootstrap), Some(user), Some(password)] = vars else {
+        assert!(
+            !in_ci(),
+            "CI=true but the test bed exported no limited SASL user"
+        );
+        eprintln!("SKIPPED: no limited SASL user in the environment");
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("granted");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let principal = format!("User:{user}");
+    let allow_write = |topic: &str| {
+        cluster.kafka_tool(
+            "org.apache.kafka.tools.AclCommand",
+            &[
+                "--add",
+                "--allow-principal",
+                &principal,
+                "--operation",
+                "Write",
+                "--operation",
+                "Describe",
+                "--topic",
+                topic,
+            ],
+        )
+    };
+    // The user may write some other topic: since Kafka 3.0 that implies IDEMPOTENT_WRITE
+    // (KIP-679), without which the idempotent producer's InitProducerId is refused for good.
+    allow_write(&support::unique_topic("other"));
+    let producer = builder(&bootstrap)
+        .security_protocol(SecurityProtocol::SaslPlaintext)
+        .sasl_credentials(SaslMechanism::ScramSha512, user.clone(), password)
+        .max_block(Duration::from_secs(10))
+        .build()
+        .await
+        .expect("producer");
+    let refused = producer
+        .send(Record::to(&topic).value("refused"))
+        .await
+        .expect_err("no ACL lets the limited user write");
+    assert!(
+        refused.to_string().contains("TOPIC_AUTHORIZATION_FAILED"),
+        "{refused}"
+    );
+
+    allow_write(&topic);
+    // ACLs reach the broker through the metadata log: a few refusals may come first.
+    let started = Instant::now();
+    let delivered = loop {
+        match producer.send(Record::to(&topic).value("allowed")).await {
+            Ok(delivery) => break delivery.await.expect("delivered"),
+            Err(e) if started.elapsed() < Duration::from_secs(30) => {
+                assert!(e.to_string().contains("TOPIC_AUTHORIZATION_FAILED"), "{e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => {
+                panic!("still refused 30 s after the ACL, well within metadata.max.age.ms: {e}")
+            }
+        }
+    };
+    assert_eq!(delivered.offset, 0);
+    producer.close().await.unwrap();
+    assert_eq!(
+        cluster.read_values(&topic, Isolation::ReadUncommitted),
+        ["allowed"]
+    );
+}

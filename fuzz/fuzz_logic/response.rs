@@ -22,6 +22,7 @@ use exactly::__private::protocol::messages::{
     metadata::MetadataResponse,
     offset_commit::OffsetCommitResponse,
     offset_fetch::OffsetFetchResponse,
+    offset_for_leader_epoch::OffsetForLeaderEpochResponse,
     produce::ProduceResponse,
     sasl_authenticate::SaslAuthenticateResponse,
     sasl_handshake::SaslHandshakeResponse,
@@ -115,4 +116,5 @@ response_types!(
     ConsumerGroupHeartbeatResponse,
     GetTelemetrySubscriptionsResponse,
     PushTelemetryResponse,
+    OffsetForLeaderEpochResponse,
 );

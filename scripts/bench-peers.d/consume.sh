@@ -10,6 +10,9 @@ consume_aborted=4        # aborted transactions of the same size between them
 # timed here.
 copy_commit_records=10000
 copy_commit_ms=1000
+# Both copiers' producers batch up to $batch_size (the producer benchmark's 1 MiB, about
+# franz-go's default of 1,000,012 B; examples/copy's default batch.size is Java's 16 KiB, which
+# costs it CPU per record that franz-go does not spend).
 
 # The committed records of the input at record size $1: --records at 100 B, a quarter of it
 # from 1 KiB on (the producer benchmark's calibration sizes, in the same ratio).
@@ -41,9 +44,13 @@ consume_command() {
 }
 
 # One row of $tsv (columns in consume-report.awk): phase round client size count wall user sys
-# rss_kb received distinct foreign first_s last_s status.
+# rss_kb received distinct foreign first_s last_s status, and for a copier (else "-") its
+# transactions/s, transaction p99 ms, partition spread (records), spread as a share of a
+# partition's records, and partition finish spread s (bench-peers.d/copy-stats.awk).
 consume_row() {
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$tsv"
+  local row=("$@")
+  while [ ${#row[@]} -lt 20 ]; do row+=(-); done
+  (IFS=$'\t'; echo "${row[*]}") >>"$tsv"
 }
 
 # The timing line /usr/bin/time wrote to $1: "wall user sys rss_kb".
@@ -96,10 +103,12 @@ consume_run() {
 # copy, franz-go's GroupTransactSession) copies the input to a new topic of its own (exactly
 # once, in transactions of $copy_commit_records records or $copy_commit_ms ms) and stops after 3
 # idle seconds; its rate is counted up to its last commit, on its own clock, and the destination
-# is read back read_committed (kcat) and counted by seqcheck: every source record once.
+# is read back read_committed (kcat) and counted by seqcheck: every source record once. Both
+# copiers print the same line per transaction, from which copy-stats.awk takes the transactions
+# per second, their p99 time and the spread of progress across the source partitions.
 copy_run() {
   local round="$1" copier="$2" size="$3" topic="$4" count="$5" dest="$4-copy-$2-$1" name="copy-$1-$2-$3"
-  local status=ok wall user sys rss copied last checked read distinct duplicates reordered foreign program
+  local status=ok wall user sys rss copied last checked read distinct duplicates reordered foreign program stats
   case "$copier" in
     exactly) program=("$bin/copy") ;;
     franz) program=("$bin/franz-perf" copy) ;;
@@ -107,7 +116,8 @@ copy_run() {
   create_topic "$dest" || die "could not create $dest"
   if ! timeout -k 10 $((consume_timeout + 60)) /usr/bin/time -f '%e %U %S %M' -o "$runs/$name.time" \
     "${program[@]}" "$client_bootstrap" "$topic" "$dest" "bench-$run_id-copy-$copier-$size-$round" "bench-$run_id-copy-$copier-$size-$round" \
-    --commit-records "$copy_commit_records" --commit-ms "$copy_commit_ms" --idle-seconds 3 >"$runs/$name.out" 2>"$runs/$name.err"; then
+    --commit-records "$copy_commit_records" --commit-ms "$copy_commit_ms" --idle-seconds 3 --batch-size "$batch_size" \
+    >"$runs/$name.out" 2>"$runs/$name.err"; then
     status=failed
     log "$name failed or timed out; see $runs/$name.{out,err}"
   fi
@@ -124,10 +134,12 @@ copy_run() {
   else
     status=unread distinct=0 foreign=-
   fi
+  stats="$(awk -v partitions="$partitions" -f "$here/bench-peers.d/copy-stats.awk" "$runs/$name.out")"
+  # shellcheck disable=SC2086 # five words
   consume_row copy "$round" "$copier" "$size" "$count" "$wall" "$user" "$sys" "$rss" "${copied:-0}" "$distinct" \
-    "$foreign" - "${last:--}" "$status"
-  log "$(printf 'copy    %-12s %5s B round %s: %9s records copied, last commit after %ss (process %ss), read back: %s [%s]' \
-    "$copier" "$size" "$round" "${copied:-0}" "${last:--}" "$wall" "${checked:-nothing}" "$status")"
+    "$foreign" - "${last:--}" "$status" $stats
+  log "$(printf 'copy    %-12s %5s B round %s: %9s records copied, last commit after %ss (process %ss), read back: %s [%s]; transactions/s, p99 ms, partition spread, its share, finish spread s: %s' \
+    "$copier" "$size" "$round" "${copied:-0}" "${last:--}" "$wall" "${checked:-nothing}" "$status" "$stats")"
 }
 
 # The copiers of the chosen clients in run order for round $1: exactly's, then franz-go's, then
@@ -180,6 +192,7 @@ consume_main() {
     delete_topics "consume-$size.*"
   done
   local versions results="$out/results-consume.md"
+  [ "$brokers" = 1 ] || results="$out/results-consume-${brokers}brokers.md"
   versions="$(consume_versions) Machine: $(nproc) cores, load average $load_before at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; $((SECONDS - started)) s in all."
   {
     echo "# Consumer benchmark, run $run_id"
@@ -190,8 +203,8 @@ consume_main() {
     echo "over the partitions. Each client reads it from the beginning, read_committed, in a fresh group, until it has the committed count."
     echo "Fetch settings at each client's defaults; group protocol at each client's default: exactly KIP-848 (the broker has it),"
     echo "librdkafka, franz-go and Java classic (eager/cooperative join with the broker's group.initial.rebalance.delay.ms=0)."
-    echo "The copiers run at their clients' producer and consumer defaults too (exactly: Java's, linger.ms=5, batch.size=16384;"
-    echo "franz-go: linger 10 ms, 1 MB batches), with the same transactions ($copy_commit_records records or $copy_commit_ms ms)."
+    echo "The copiers run at their clients' producer and consumer defaults too (exactly: Java's, linger.ms=5; franz-go: linger 10 ms)"
+    echo "but for the batch size, $batch_size B for both, with the same transactions ($copy_commit_records records or $copy_commit_ms ms)."
     echo
     echo "Input:"
     echo
@@ -200,8 +213,8 @@ consume_main() {
     echo
     echo "## Every run"
     echo
-    echo "| phase | round | client | record B | committed | wall s | user s | sys s | peak RSS KiB | received | distinct | foreign | first record s | last record s | status |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| phase | round | client | record B | committed | wall s | user s | sys s | peak RSS KiB | received | distinct | foreign | first record s | last record s | status | transactions/s | transaction p99 ms | partition spread | spread share | finish spread s |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     sed 's/\t/ | /g; s/^/| /; s/$/ |/' "$tsv"
   } >"$results"
   report_consume "$versions"

@@ -17,12 +17,8 @@
 #   label records seconds requests requests/s requests/M-records batches batches/request
 #   records/batch bytes/request broker-cpu-s/M-records
 # (with a header line when SHAPE_HEADER=1). Needs the test bed's environment (eval "$(scripts/
-# testbed up)": KAFKA_BOOTSTRAP, KAFKA_LIBS, KAFKA_CLUSTER_DIR) and a broker started with JMX on
-# SHAPE_JMX_PORT (default 9999, as Kafka's JMX_PORT examples), for instance:
-#   EXACTLY_TESTBED_JVM_OPTS="... -Dcom.sun.management.jmxremote.port=9999
-#     -Dcom.sun.management.jmxremote.rmi.port=9999 -Dcom.sun.management.jmxremote.host=127.0.0.1
-#     -Djava.rmi.server.hostname=127.0.0.1 -Dcom.sun.management.jmxremote.authenticate=false
-#     -Dcom.sun.management.jmxremote.ssl=false" scripts/testbed up
+# testbed up)": KAFKA_BOOTSTRAP, KAFKA_LIBS, KAFKA_CLUSTER_DIR, and KAFKA_JMX_PORTS: the test
+# bed's brokers listen for JMX on loopback); SHAPE_JMX_PORT names another JMX port.
 # Only this run should produce to the broker meanwhile: the request counts are the broker's.
 set -euo pipefail
 
@@ -40,7 +36,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$label" ] && [ -n "$topic" ] && [ $# -gt 0 ] || die "--label, --topic and a command are needed"
 : "${KAFKA_BOOTSTRAP:?run under the test bed environment}" "${KAFKA_LIBS:?}" "${KAFKA_CLUSTER_DIR:?}"
-jmx_url="service:jmx:rmi:///jndi/rmi://127.0.0.1:${SHAPE_JMX_PORT:-9999}/jmxrmi"
+jmx_url="service:jmx:rmi:///jndi/rmi://127.0.0.1:${SHAPE_JMX_PORT:-${KAFKA_JMX_PORTS%%,*}}/jmxrmi"
 broker_pid="$(cat "$KAFKA_CLUSTER_DIR/broker0/kafka.pid")"
 java_tool() {
   java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$here/../testbed.d/tools-log4j2.yaml" "$@"

@@ -1,6 +1,11 @@
-//! The admin client: topics, configs, offsets and groups, on the connection layer the
-//! producer and the consumer share (`src/net`) and on `kafka-protocol`'s generated requests
-//! and responses (`src/protocol/generated.rs`).
+//! The admin client: topics, configs, offsets, groups, transactions, ACLs, quotas, SCRAM
+//! users, leader elections, reassignments, log directories, features and delegation tokens,
+//! on the connection layer the producer and the consumer share (`src/net`) and on
+//! `kafka-protocol`'s generated requests and responses (`src/protocol/generated.rs`).
+//!
+//! Legacy AlterConfigs (which replaces a resource's whole config, dropping every setting not
+//! named) is absent by design: [`Admin::incremental_alter_configs`] (KIP-339) changes only
+//! what it names, and Java's admin deprecated the other.
 //!
 //! Every call has one deadline ([`AdminConfig::request_timeout_ms`], or
 //! [`Admin::with_timeout`] for some calls) that bounds all it does: the requests, the brokers
@@ -8,13 +13,20 @@
 //! [`Error::Broker`] with Kafka's error code and the broker's message; a call that touches
 //! several topics or groups returns one result per item.
 
+mod acls;
 mod config;
 mod configs;
+mod features;
 mod groups;
+mod log_dirs;
 mod offsets;
+mod quotas;
+mod replicas;
 mod routing;
+mod tokens;
 mod topics;
 mod transactions;
+mod users;
 mod wire;
 
 use std::sync::atomic::AtomicUsize;
@@ -23,20 +35,37 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub use acls::{
+    AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermission, DeletedAcls,
+    PatternType, ResourcePattern, ResourceType,
+};
 pub use config::{AdminBuilder, AdminConfig};
 pub use configs::{AlterConfig, ConfigEntry, ConfigResource, ConfigSource};
+pub use features::{FeatureLevels, FeatureMetadata, FeatureUpgrade};
 pub use groups::{CommittedOffset, GroupDescription, GroupListing, GroupMember, GroupType};
+pub use log_dirs::{LogDirDescription, ReplicaInfo};
 pub use offsets::{ListedOffset, OffsetSpec};
+pub use quotas::{
+    ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilter, QuotaFilterComponent,
+};
+pub use replicas::{ElectionType, PartitionReassignment};
 pub(crate) use routing::{CoordinatorAnswer, CoordinatorKind, coordinator_error};
+pub use tokens::{DelegationToken, NewDelegationToken};
 pub use topics::{CreatedTopic, NewTopic};
 pub use transactions::{
-    AbortTransactionSpec, ActiveProducer, FindHangingOptions, HangingTransaction,
-    ListTransactionsFilter, TransactionDescription, TransactionListing, TransactionState,
+    AbortTransactionOptions, AbortTransactionSpec, ActiveProducer, FencedProducer,
+    FindHangingOptions, HangingTransaction, LastStableOffsetExplanation, ListTransactionsFilter,
+    OpenTransaction, SuggestedAction, TransactionDescription, TransactionListing, TransactionState,
+    TransactionVerdict,
 };
+pub use users::{ScramCredentialAlteration, ScramCredentialInfo, ScramMechanism};
+
+use kafka_protocol::messages::DescribeClusterRequest;
 
 use crate::error::Result;
 use crate::net::connection::{BrokerLink, LinkConfig};
 use crate::net::ready::{BootstrapLinks, Probe, bootstrap_links, first_metadata};
+use crate::protocol::error_code::ErrorCode;
 
 /// A Kafka admin client: a cheap, cloneable handle (clones share the connections).
 ///
@@ -162,10 +191,43 @@ impl Admin {
         self.within("FindCoordinator", find).await
     }
 
-    /// The cluster's brokers, controller and topics (internal ones included) from its
-    /// metadata.
+    /// The cluster: its id, brokers, controller and what the caller may do to it
+    /// (DescribeCluster, KIP-700, with the authorized operations of KIP-430), and its topics,
+    /// internal ones included (Metadata). From a broker older than Kafka 2.8, which has no
+    /// DescribeCluster, the metadata alone (no authorized operations).
     pub async fn describe_cluster(&self) -> Result<ClusterView> {
-        self.cluster().await
+        self.within("DescribeCluster", async {
+            let mut view = self.cluster().await?;
+            let request =
+                DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
+            match self.call_any(request).await {
+                Ok(answer) => {
+                    wire::outcome(answer.error_code, answer.error_message.as_ref())?;
+                    view.cluster_id = Some(wire::string(&answer.cluster_id));
+                    view.controller =
+                        (answer.controller_id.0 >= 0).then_some(answer.controller_id.0);
+                    view.brokers = answer
+                        .brokers
+                        .iter()
+                        .map(|b| {
+                            let broker = BrokerInfo {
+                                id: b.broker_id.0,
+                                host: wire::string(&b.host),
+                                port: b.port,
+                                rack: b.rack.as_ref().map(wire::string),
+                            };
+                            (broker.id, broker)
+                        })
+                        .collect();
+                    view.authorized_operations =
+                        AclOperation::from_bits(answer.cluster_authorized_operations);
+                }
+                Err(e) if e.code() == Some(ErrorCode::UNSUPPORTED_VERSION) => {}
+                Err(e) => return Err(e),
+            }
+            Ok(view)
+        })
+        .await
     }
 }
 
@@ -183,6 +245,10 @@ pub struct ClusterView {
     /// The topics, by name (internal ones included, see [`TopicDescription::internal`]; a
     /// topic the metadata gives an error for, such as one being created, is left out).
     pub topics: std::collections::BTreeMap<String, TopicDescription>,
+    /// What the caller may do to the cluster resource (`Alter`, `Describe`,
+    /// `ClusterAction`, ...), as the broker's authorizer says; `None` when not known (a
+    /// broker without DescribeCluster).
+    pub authorized_operations: Option<Vec<AclOperation>>,
 }
 
 impl ClusterView {

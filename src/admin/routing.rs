@@ -197,6 +197,17 @@ impl Admin {
             .await
     }
 
+    /// Sends the request `build` makes for the version negotiated with the broker (for a
+    /// request whose fields move between versions) to any broker, as [`Admin::call_any`].
+    pub(crate) async fn call_any_built<R, B>(&self, build: B) -> Result<R::Response>
+    where
+        R: Request,
+        R::Response: Send + 'static,
+        B: Fn(i16) -> Result<R> + Clone + Send + 'static,
+    {
+        self.call_any_until(build, self.deadline()).await
+    }
+
     async fn call_any_until<R>(
         &self,
         build: impl BuildRequest<R>,
@@ -461,6 +472,7 @@ impl ClusterView {
                 .filter_map(|t| topic_description(t).ok())
                 .map(|t| (t.name.clone(), t))
                 .collect(),
+            authorized_operations: None,
         }
     }
 }

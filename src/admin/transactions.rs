@@ -12,7 +12,14 @@
 //! coordinates), DescribeTransactions to each id's transaction coordinator, DescribeProducers
 //! and WriteTxnMarkers to each partition's leader.
 
+mod explain;
+mod fence;
 mod hanging;
+
+pub use explain::{
+    LastStableOffsetExplanation, OpenTransaction, SuggestedAction, TransactionVerdict,
+};
+pub use fence::FencedProducer;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -27,9 +34,10 @@ use kafka_protocol::messages::{
 };
 
 use super::configs::ConfigResource;
-use super::offsets::AsyncLeaderCall;
+use super::offsets::{AsyncLeaderCall, OffsetSpec};
 use super::wire::{by_topic, outcome, string};
 use super::{Admin, CoordinatorAnswer, CoordinatorKind, coordinator_error};
+use crate::IsolationLevel;
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::generated::{str_bytes, topic_name};
@@ -454,14 +462,28 @@ impl Admin {
         &self,
         transactional_ids: impl IntoIterator<Item = impl AsRef<str>>,
     ) -> Result<BTreeMap<String, Result<TransactionDescription>>> {
+        self.per_transactional_id("DescribeTransactions", transactional_ids, async |id| {
+            self.describe_transaction(id).await
+        })
+        .await
+    }
+
+    /// `one` for each distinct transactional id in turn, all within one deadline: one result
+    /// per id.
+    pub(super) async fn per_transactional_id<T>(
+        &self,
+        what: &str,
+        transactional_ids: impl IntoIterator<Item = impl AsRef<str>>,
+        one: impl AsyncFn(&str) -> Result<T>,
+    ) -> Result<BTreeMap<String, Result<T>>> {
         let ids: BTreeSet<String> = transactional_ids
             .into_iter()
             .map(|id| id.as_ref().to_owned())
             .collect();
-        self.within("DescribeTransactions", async {
+        self.within(what, async {
             let mut results = BTreeMap::new();
             for id in ids {
-                let result = self.describe_transaction(&id).await;
+                let result = one(&id).await;
                 results.insert(id, result);
             }
             Ok(results)
@@ -581,35 +603,108 @@ impl Admin {
             if candidates.is_empty() {
                 return Ok(Vec::new());
             }
-            let producer_ids: BTreeSet<i64> =
-                candidates.iter().map(|c| c.producer.producer_id).collect();
-            let filter = ListTransactionsFilter::default().producer_ids(producer_ids.clone());
-            let transactional_ids: BTreeMap<i64, String> = self
-                .list_transactions(&filter)
-                .await?
-                .into_iter()
-                .filter(|l| producer_ids.contains(&l.producer_id))
-                .map(|l| (l.producer_id, l.transactional_id))
-                .collect();
-            let mut descriptions = BTreeMap::new();
-            for (id, described) in self
-                .describe_transactions(transactional_ids.values())
-                .await?
-            {
-                match described {
-                    Ok(description) => {
-                        descriptions.insert(id, description);
-                    }
-                    // Expired since it was listed: nobody will end the transaction.
-                    Err(e) if e.code() == Some(ErrorCode::TRANSACTIONAL_ID_NOT_FOUND) => {}
-                    Err(e) => return Err(e),
-                }
-            }
+            let (transactional_ids, descriptions) = self
+                .coordinators_of(candidates.iter().map(|c| c.producer.producer_id).collect())
+                .await?;
             Ok(hanging::hanging(
                 candidates,
                 &transactional_ids,
                 &descriptions,
             ))
+        })
+        .await
+    }
+
+    /// What the coordinators say about `producer_ids`: the transactional id each is held
+    /// under (ListTransactions, a producer id no coordinator holds left out), and each of
+    /// those ids' description (DescribeTransactions; an id that expired since it was listed
+    /// left out: nobody will end its transaction).
+    async fn coordinators_of(
+        &self,
+        producer_ids: BTreeSet<i64>,
+    ) -> Result<(
+        BTreeMap<i64, String>,
+        BTreeMap<String, TransactionDescription>,
+    )> {
+        if producer_ids.is_empty() {
+            return Ok(Default::default());
+        }
+        let filter = ListTransactionsFilter::default().producer_ids(producer_ids.clone());
+        let transactional_ids: BTreeMap<i64, String> = self
+            .list_transactions(&filter)
+            .await?
+            .into_iter()
+            .filter(|l| producer_ids.contains(&l.producer_id))
+            .map(|l| (l.producer_id, l.transactional_id))
+            .collect();
+        let mut descriptions = BTreeMap::new();
+        for (id, described) in self
+            .describe_transactions(transactional_ids.values())
+            .await?
+        {
+            match described {
+                Ok(description) => {
+                    descriptions.insert(id, description);
+                }
+                Err(e) if e.code() == Some(ErrorCode::TRANSACTIONAL_ID_NOT_FOUND) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((transactional_ids, descriptions))
+    }
+
+    /// Why `partition`'s last stable offset is where it is: its last stable offset and high
+    /// watermark (ListOffsets), every open transaction on it with its producer's id, epoch,
+    /// first offset and last write (DescribeProducers), what its coordinator says (state,
+    /// how long open, timeout and time left: ListTransactions, DescribeTransactions), which
+    /// are hanging, and what can safely be done
+    /// ([`LastStableOffsetExplanation::actions`]): wait for a live one or fence its
+    /// transactional id ([`Admin::fence_producers`]), abort a hanging one. Its `Display` is
+    /// the explanation to print.
+    pub async fn explain_last_stable_offset(
+        &self,
+        partition: &TopicPartition,
+    ) -> Result<LastStableOffsetExplanation> {
+        self.within("explain the last stable offset", async {
+            let mut ends = Vec::new();
+            for isolation in [
+                IsolationLevel::ReadCommitted,
+                IsolationLevel::ReadUncommitted,
+            ] {
+                let mut listed = self
+                    .list_offsets([(partition.clone(), OffsetSpec::Latest)], isolation)
+                    .await?;
+                let offset = listed.remove(partition).unwrap_or_else(|| {
+                    Err(Error::InvalidState(format!(
+                        "the leader of {partition:?} did not answer for it"
+                    )))
+                })?;
+                ends.push(offset.offset);
+            }
+            let mut described = self.describe_producers([partition.clone()]).await?;
+            let producers = described.remove(partition).unwrap_or_else(|| {
+                Err(Error::InvalidState(format!(
+                    "the leader of {partition:?} did not describe its producers"
+                )))
+            })?;
+            let open_ids = producers
+                .iter()
+                .filter(|p| p.current_txn_start_offset.is_some())
+                .map(|p| p.producer_id)
+                .collect();
+            let (transactional_ids, descriptions) = self.coordinators_of(open_ids).await?;
+            Ok(LastStableOffsetExplanation {
+                partition: partition.clone(),
+                last_stable_offset: ends[0],
+                high_watermark: ends[1],
+                open_transactions: explain::open_transactions(
+                    partition,
+                    &producers,
+                    &transactional_ids,
+                    &descriptions,
+                    now_ms(),
+                ),
+            })
         })
         .await
     }
@@ -635,15 +730,51 @@ impl Admin {
         Ok(max.unwrap_or(DEFAULT_MAX_TRANSACTION_TIMEOUT))
     }
 
-    /// Aborts an open transaction on one partition by writing the abort marker there
+    /// Aborts a *hanging* transaction on one partition by writing the abort marker there
     /// (WriteTxnMarkers to the partition's leader), as the coordinator would have: the
-    /// partition's last stable offset moves past it. Meant for a hanging transaction
-    /// ([`Admin::find_hanging_transactions`]); a transaction its coordinator still tracks
-    /// is aborted on this partition only, and its producer learns it when it next writes or
-    /// commits. The leader refuses an epoch or coordinator epoch older than it holds
-    /// (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED); the call needs the
-    /// CLUSTER_ACTION permission, as the coordinator's own markers do.
+    /// partition's last stable offset moves past it. The call needs the CLUSTER_ACTION
+    /// permission, as the coordinator's own markers do; the leader refuses an epoch or
+    /// coordinator epoch older than it holds (INVALID_PRODUCER_EPOCH,
+    /// TRANSACTION_COORDINATOR_FENCED).
+    ///
+    /// It checks with the transaction's coordinator first
+    /// ([`Admin::explain_last_stable_offset`]): a transaction its coordinator still holds
+    /// open on the partition (or is ending) is **refused** with [`Error::InvalidState`],
+    /// which says how long it has been open, how long its producer has been silent and when
+    /// the coordinator will time it out. Such a transaction is live: its producer may write
+    /// more and commit, and an abort here would leave the committed transaction without the
+    /// records written before it. Wait for the coordinator, or fence the transactional id
+    /// ([`Admin::fence_producers`]), which aborts it whole. A transaction no coordinator will
+    /// end there (hanging, KIP-664) is aborted. See [`Admin::abort_transaction_with`] to
+    /// force it.
     pub async fn abort_transaction(&self, spec: &AbortTransactionSpec) -> Result<()> {
+        self.abort_transaction_with(spec, &AbortTransactionOptions::default())
+            .await
+    }
+
+    /// [`Admin::abort_transaction`] with options: with
+    /// [`AbortTransactionOptions::force_live`] a transaction its coordinator still holds open
+    /// is aborted on this partition too (see there for what that breaks).
+    pub async fn abort_transaction_with(
+        &self,
+        spec: &AbortTransactionSpec,
+        options: &AbortTransactionOptions,
+    ) -> Result<()> {
+        if !options.force_live {
+            let explanation = self.explain_last_stable_offset(&spec.partition).await?;
+            let live = explanation.open_transactions.iter().find(|open| {
+                open.producer.producer_id == spec.producer_id
+                    && open.verdict != TransactionVerdict::Hanging
+            });
+            if let Some(open) = live {
+                return Err(Error::InvalidState(format!(
+                    "refusing to abort a live transaction on {}-{}: {open}; aborting it here \
+                     would break its atomicity (its producer may still commit): wait for its \
+                     coordinator, fence its transactional id, or force the abort",
+                    spec.partition.topic, spec.partition.partition
+                )));
+            }
+        }
         let items = vec![(spec.partition.clone(), spec.clone())];
         let mut results = self
             .within("WriteTxnMarkers", self.on_leaders(items, WriteAbortMarkers))
@@ -654,6 +785,29 @@ impl Admin {
                 spec.partition
             )))
         })
+    }
+}
+
+/// How [`Admin::abort_transaction_with`] aborts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AbortTransactionOptions {
+    /// Abort even a transaction its coordinator still holds open on the partition.
+    pub force_live: bool,
+}
+
+impl AbortTransactionOptions {
+    /// Abort even a *live* transaction: one its coordinator still holds open on the
+    /// partition. **This breaks that transaction's atomicity.** The records it wrote to the
+    /// partition so far are aborted at once, but neither the coordinator nor the producer
+    /// learns it: the producer may write more there and commit, and the commit succeeds,
+    /// showing `read_committed` readers only what it wrote after the abort (and all it wrote
+    /// to its other partitions). Only for a transaction whose producer is known to be gone
+    /// and that cannot wait for its coordinator's timeout, and even then fencing its
+    /// transactional id ([`Admin::fence_producers`]) aborts it whole instead.
+    pub fn force_live(mut self) -> Self {
+        self.force_live = true;
+        self
     }
 }
 

@@ -57,6 +57,46 @@ pub(super) fn by_topic<T>(
     topics
 }
 
+/// A Kafka enumeration carried as a small integer (ACL resource types, operations, SCRAM
+/// mechanisms, ...): one variant per code Kafka defines, and `Unknown` for a code a newer
+/// broker may send, kept as it came rather than refused.
+macro_rules! wire_enum {
+    (
+        $(#[$meta:meta])*
+        $name:ident: $repr:ty {
+            $($(#[$vmeta:meta])* $variant:ident = $code:literal,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[non_exhaustive]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)*
+            /// A code this crate does not know, as the broker sent it.
+            Unknown($repr),
+        }
+
+        impl $name {
+            /// The code on the wire.
+            pub fn code(self) -> $repr {
+                match self {
+                    $($name::$variant => $code,)*
+                    $name::Unknown(code) => code,
+                }
+            }
+
+            /// The value of a code on the wire.
+            pub fn from_code(code: $repr) -> Self {
+                match code {
+                    $($code => $name::$variant,)*
+                    other => $name::Unknown(other),
+                }
+            }
+        }
+    };
+}
+pub(super) use wire_enum;
+
 #[cfg(test)]
 mod tests {
     use super::*;

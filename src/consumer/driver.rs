@@ -42,7 +42,9 @@ use super::hooks::{HooksHandle, Observer};
 use super::calls::{call, call_built, find_coordinator, membership_call, timed_out};
 use super::config::ConsumerConfig;
 use super::metrics::{ConsumerMetrics, elapsed_ms};
-use super::offsets::{committed_offsets, offset_commit_request, offset_fetch_request};
+use super::offsets::{
+    PartitionCommitted, committed_offsets, offset_commit_request, offset_fetch_request,
+};
 use super::state::{Completion, ConsumerState, MembershipOrRecords};
 use crate::error::{Error, Result};
 use crate::net::connection::BrokerLink;
@@ -166,15 +168,17 @@ impl Driver {
         self.handle.clone()
     }
 
-    /// Leaves the group, bounded by `request.timeout.ms`, in whatever state the membership is.
+    /// Leaves the group, in whatever state the membership is, with everything it does
+    /// (waiting for an auto-commit in flight, the closing auto-commit, the leave) bounded by
+    /// one `request.timeout.ms` together, as Java's `close` shares one timer between them.
     pub async fn close(mut self) -> Result<()> {
-        self.auto_commit_now(true).await;
-        self.telemetry.close();
         let (timeout, client_id) = {
             let state = self.shared.lock();
             (state.config().request_timeout(), state.client_id())
         };
         let deadline = Instant::now() + timeout;
+        self.auto_commit_now(true, Some(deadline)).await;
+        self.telemetry.close();
         // A KIP-848 heartbeat in flight may be the one that joins: its answer says whether
         // (and with which epoch) there is a membership to leave. A classic JoinGroup is not
         // waited for (the coordinator may hold it for a whole rebalance): the member leaves
@@ -293,13 +297,29 @@ impl Handle {
 
     /// Waits until `done` holds for the state or `deadline` passes; whether it holds.
     async fn wait_for(&self, deadline: Instant, done: impl Fn(&ConsumerState) -> bool) -> bool {
+        self.wait_then(deadline, |s| done(s).then_some(true), |_| false)
+            .await
+    }
+
+    /// Waits until `attempt` succeeds on the state, or `deadline` passes (then `fallback`
+    /// runs). Each attempt, and the fallback after the last one, runs in one lock acquisition,
+    /// so nothing the background task does comes between a check and what is done on it.
+    async fn wait_then<T>(
+        &self,
+        deadline: Instant,
+        mut attempt: impl FnMut(&mut ConsumerState) -> Option<T>,
+        fallback: impl FnOnce(&mut ConsumerState) -> T,
+    ) -> T {
         loop {
-            if done(&self.shared.lock()) {
-                return true;
+            if let Some(done) = attempt(&mut self.shared.lock()) {
+                return done;
             }
             tokio::select! {
                 () = self.shared.changed.notified() => {}
-                () = tokio::time::sleep_until(deadline.into()) => return done(&self.shared.lock()),
+                () = tokio::time::sleep_until(deadline.into()) => {
+                    let mut state = self.shared.lock();
+                    return attempt(&mut state).unwrap_or_else(|| fallback(&mut state));
+                }
             }
         }
     }
@@ -331,7 +351,7 @@ impl Handle {
         deadline: Option<Instant>,
         limit: usize,
     ) -> Result<Option<MembershipOrRecords>> {
-        self.auto_commit_now(false).await;
+        self.auto_commit_now(false, None).await;
         self.shared.lock().begin_poll(self.shared.clock.now())?;
         let _polling = PollInProgress(&self.shared);
         // The poll may have given revoked partitions up: the coordinator hears of it now.
@@ -356,8 +376,14 @@ impl Handle {
     /// generation-moving request in flight to be answered; past the deadline it holds what
     /// there is (a commit with it may then be refused, which is safe).
     pub async fn hold_generation(&self, deadline: Instant) -> GenerationHold {
-        self.wait_for(deadline, |s| !s.generation_moving()).await;
-        let metadata = self.shared.lock().hold(self.shared.clock.now());
+        let clock = &self.shared.clock;
+        let metadata = self
+            .wait_then(
+                deadline,
+                |s| s.try_hold(clock.now()),
+                |s| s.hold(clock.now()),
+            )
+            .await;
         GenerationHold {
             shared: Arc::clone(&self.shared),
             metadata,
@@ -390,20 +416,25 @@ impl Handle {
     }
 
     /// Auto-commit before revoked partitions are given up (or, `closing`, at `close`):
-    /// the current positions, after an auto-commit in flight, bounded by
-    /// `request.timeout.ms`. A failure is logged: the partitions move on regardless (the
-    /// next owner re-reads from the last commit: at-least-once).
-    async fn auto_commit_now(&self, closing: bool) {
-        if self.shared.lock().auto_commit_now(closing).is_none() {
-            return;
-        }
-        let timeout = self.shared.lock().config().request_timeout();
-        self.wait_for(Instant::now() + timeout, |s| !s.auto_commit_in_flight())
+    /// the current positions, after an auto-commit in flight, both by `deadline` (default:
+    /// one `request.timeout.ms` from now). A failure is logged: the partitions move on
+    /// regardless (the next owner re-reads from the last commit: at-least-once).
+    async fn auto_commit_now(&self, closing: bool, deadline: Option<Instant>) {
+        let timeout = {
+            let state = self.shared.lock();
+            if state.auto_commit_now(closing).is_none() {
+                return;
+            }
+            state.config().request_timeout()
+        };
+        // One deadline for the wait and the commit (and, at close, the leave after them).
+        let deadline = deadline.unwrap_or_else(|| Instant::now() + timeout);
+        self.wait_for(deadline, |s| !s.auto_commit_in_flight())
             .await;
         let Some(offsets) = self.shared.lock().auto_commit_now(closing) else {
             return;
         };
-        match self.commit(&offsets).await {
+        match self.commit_until(&offsets, deadline).await {
             Ok(()) => self.shared.lock().auto_committed(&offsets),
             Err(e) => warn!("auto-commit of {} partitions failed: {e}", offsets.len()),
         }
@@ -418,8 +449,7 @@ impl Handle {
         }
     }
 
-    /// OffsetCommit of `offsets` with this member's identity, under a generation hold
-    /// (generation -1 and no member id for a manual assignment).
+    /// The `client_id` and (with a group) `group` labels of the consumer's metrics.
     pub fn metric_labels(&self) -> (String, Option<String>) {
         let state = self.shared.lock();
         let config = state.config();
@@ -433,18 +463,24 @@ impl Handle {
         self.shared.lock().metrics()
     }
 
+    /// OffsetCommit of `offsets` with this member's identity, under a generation hold
+    /// (generation -1 and no member id for a manual assignment), within
+    /// `request.timeout.ms`.
     pub async fn commit(&self, offsets: &[OffsetToCommit]) -> Result<()> {
+        let deadline = Instant::now() + self.call_settings().timeout;
+        self.commit_until(offsets, deadline).await
+    }
+
+    /// [`Handle::commit`], every attempt (and the waits between) within `deadline`.
+    async fn commit_until(&self, offsets: &[OffsetToCommit], deadline: Instant) -> Result<()> {
         self.fatal()?;
         self.group_required("commit offsets")?;
         if offsets.is_empty() {
             return Ok(());
         }
         let CallSettings {
-            timeout,
-            backoff,
-            client_id,
+            backoff, client_id, ..
         } = self.call_settings();
-        let deadline = Instant::now() + timeout;
         let mut last = timed_out("OffsetCommit");
         for _ in 0..COMMIT_ATTEMPTS {
             if Instant::now() >= deadline {
@@ -493,7 +529,8 @@ impl Handle {
                 }
             }
             drop(hold);
-            tokio::time::sleep(backoff).await;
+            tokio::time::sleep(backoff.min(deadline.saturating_duration_since(Instant::now())))
+                .await;
         }
         Err(last)
     }
@@ -520,7 +557,11 @@ impl Handle {
                 .min(timeout);
             match call(&link, request.clone(), None, Arc::clone(&client_id), left).await {
                 Ok(response) => match committed_offsets(&response, partitions) {
-                    Ok(offsets) => return Ok(offsets),
+                    Ok(found) => match committed_or_error(found) {
+                        Ok(offsets) => return Ok(offsets),
+                        Err(e) if e.is_retriable() => last = e,
+                        Err(e) => return Err(e),
+                    },
                     Err(code) => {
                         if matches!(
                             code,
@@ -528,7 +569,11 @@ impl Handle {
                         ) {
                             self.shared.lock().forget_coordinator();
                         } else if !code.is_retriable() {
-                            return Err(Error::broker(code));
+                            return Err(Error::GroupRefused {
+                                group: self.shared.lock().config().group_id.clone(),
+                                api: "OffsetFetch",
+                                code,
+                            });
                         }
                         last = Error::broker(code);
                     }
@@ -674,6 +719,27 @@ impl Handle {
     }
 }
 
+/// The committed offsets of an OffsetFetch answer's partitions, or the first partition's
+/// error: retriable as a broker error (UNSTABLE_OFFSET_COMMIT: asked again), else naming the
+/// partition.
+fn committed_or_error(
+    found: Vec<(TopicPartition, PartitionCommitted)>,
+) -> Result<Vec<(TopicPartition, Option<i64>)>> {
+    found
+        .into_iter()
+        .map(|(tp, answer)| match answer {
+            Ok(committed) => Ok((tp, committed.map(|c| c.offset))),
+            Err(code) if code.is_retriable() => Err(Error::broker(code)),
+            Err(code) => Err(Error::TopicRefused {
+                topic: tp.topic.to_string(),
+                partition: Some(tp.partition),
+                api: "OffsetFetch",
+                code,
+            }),
+        })
+        .collect()
+}
+
 /// Marks a `poll` as under way for as long as its future lives (the `max.poll.interval.ms`
 /// budget does not run out while the application waits inside `poll`).
 struct PollInProgress<'a>(&'a Shared);
@@ -681,6 +747,10 @@ struct PollInProgress<'a>(&'a Shared);
 impl Drop for PollInProgress<'_> {
     fn drop(&mut self) {
         self.0.lock().end_poll(self.0.clock.now());
+        // The budget starts now: the background task arms its timer (M2). Without this it
+        // slept on whatever it had waited for, so with every answer held back (a slow
+        // coordinator) a member that stopped polling did not leave on time.
+        self.0.wake.notify_one();
     }
 }
 
@@ -767,5 +837,201 @@ async fn run(shared: Arc<Shared>) {
             () = tokio::time::sleep_until(wake_at.into()) => {}
             () = shared.wake.notified() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::consumer::membership::{MembershipRequest, MembershipResponse};
+    use crate::net::metadata::ClusterMetadata;
+    use crate::net::ready::bootstrap_links;
+    use crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatResponse;
+
+    /// A KIP-848 consumer of group `g` subscribed to `t`, past its first `poll`, with no
+    /// broker behind it: the background task's side is played by the test.
+    fn handle() -> Handle {
+        let config = ConsumerConfig {
+            group_id: "g".into(),
+            client_id: "hold-test".into(),
+            bootstrap_servers: vec!["127.0.0.1:9".into()],
+            ..ConsumerConfig::default()
+        };
+        let links = bootstrap_links(
+            &config.client_id,
+            config.request_timeout(),
+            (Duration::from_millis(50), Duration::from_millis(50)),
+            &config.security,
+            &config.bootstrap_servers,
+        )
+        .unwrap();
+        let observer = Observer::new(&config, None);
+        let clock = MonotonicClock::start();
+        let mut state = ConsumerState::new(config, links, ClusterMetadata::default(), true, 0);
+        state.subscribe(vec!["t".into()]).unwrap();
+        state.begin_poll(0).unwrap();
+        state.end_poll(0);
+        Handle {
+            shared: Arc::new(Shared {
+                state: Mutex::new(state),
+                clock,
+                changed: Notify::new(),
+                wake: Notify::new(),
+                observer,
+            }),
+        }
+    }
+
+    /// The coordinator's answer to a heartbeat: `epoch`, and a 1 ms interval, so the next
+    /// heartbeat is due at once.
+    fn answered(epoch: i32) -> Completion {
+        Completion::Membership(Ok(MembershipResponse::ConsumerHeartbeat(
+            ConsumerGroupHeartbeatResponse {
+                member_id: Some("m".into()),
+                member_epoch: epoch,
+                heartbeat_interval_ms: 1,
+                ..Default::default()
+            },
+        )))
+    }
+
+    /// The background task's turn, as far as the membership goes: starts the heartbeat that
+    /// is due, if any (under the lock, as `ConsumerState::maintain` does).
+    fn start_heartbeat(shared: &Shared) -> Option<MembershipRequest> {
+        let mut state = shared.lock();
+        let now = shared.clock.now();
+        state.start_membership_request(now)
+    }
+
+    fn answer_heartbeat(shared: &Shared, epoch: i32) {
+        let mut state = shared.lock();
+        let now = shared.clock.now();
+        state.complete(answered(epoch), now);
+        drop(state);
+        shared.changed.notify_one();
+    }
+
+    /// While a heartbeat is in flight no hold is taken; once it is answered the hold is
+    /// taken with its epoch, and no heartbeat starts while the hold lasts.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hold_waits_for_the_heartbeat_in_flight_and_keeps_the_next_one_back() {
+        let handle = handle();
+        let shared = &handle.shared;
+        assert!(start_heartbeat(shared).is_some(), "the join goes out");
+        answer_heartbeat(shared, 1);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(start_heartbeat(shared).is_some(), "a heartbeat is due");
+        assert!(shared.lock().try_hold(shared.clock.now()).is_none());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let waiting = tokio::spawn({
+            let handle = handle.clone();
+            async move { handle.hold_generation(deadline).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "no hold while the heartbeat flies");
+        answer_heartbeat(shared, 2);
+        let hold = waiting.await.unwrap();
+        assert_eq!(hold.metadata().generation_id, 2);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(start_heartbeat(shared).is_none(), "held: no heartbeat");
+        drop(hold);
+        assert!(
+            start_heartbeat(shared).is_some(),
+            "released: the heartbeat goes"
+        );
+    }
+
+    /// No heartbeat can start between the check that none is in flight and the hold: a
+    /// thread plays the background task, starting a heartbeat whenever one is due (every
+    /// millisecond) and answering it with the next epoch, while holds are taken over and over.
+    /// Every hold must find nothing in flight and keep the epoch it was given. (With the
+    /// check and the hold under two lock acquisitions, a heartbeat started in between made
+    /// the hold's epoch stale at once.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_heartbeat_starts_between_the_check_and_the_hold() {
+        let handle = handle();
+        let stop = Arc::new(AtomicBool::new(false));
+        let background = std::thread::spawn({
+            let shared = Arc::clone(&handle.shared);
+            let stop = Arc::clone(&stop);
+            move || {
+                let mut epoch = 0;
+                let mut started = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    if start_heartbeat(&shared).is_some() {
+                        started += 1;
+                        std::thread::yield_now();
+                        epoch += 1;
+                        answer_heartbeat(&shared, epoch);
+                    }
+                    std::thread::yield_now();
+                }
+                started
+            }
+        });
+        let began = Instant::now();
+        let mut holds = 0;
+        while holds < 2_000 && began.elapsed() < Duration::from_secs(60) {
+            let hold = handle
+                .hold_generation(Instant::now() + Duration::from_secs(10))
+                .await;
+            {
+                let state = handle.shared.lock();
+                assert!(
+                    !state.generation_moving(),
+                    "hold {holds}: a heartbeat is in flight under the hold"
+                );
+                assert_eq!(
+                    *hold.metadata(),
+                    state.membership().group_metadata(),
+                    "hold {holds}: the epoch moved under the hold"
+                );
+            }
+            drop(hold);
+            holds += 1;
+            // Let the background thread start heartbeats between the holds.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        stop.store(true, Ordering::Relaxed);
+        let started = background.join().unwrap();
+        assert_eq!(holds, 2_000, "holds taken within the bound");
+        assert!(
+            started > 100,
+            "the background started only {started} heartbeats"
+        );
+    }
+
+    /// The end of a `poll` (returned or dropped) wakes the background task, so the
+    /// `max.poll.interval.ms` timer starts then, whatever else it waits for.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_end_of_a_poll_wakes_the_background_task() {
+        let handle = handle();
+        let polling = tokio::spawn({
+            let handle = handle.clone();
+            async move { handle.poll(None, 1).await }
+        });
+        // The poll began (it wakes the task to send what it may have given up) ...
+        tokio::time::timeout(Duration::from_secs(5), handle.shared.wake.notified())
+            .await
+            .expect("the poll's start wakes the background task");
+        assert_eq!(
+            handle.shared.lock().next_wake(0),
+            1_000,
+            "no budget timer yet"
+        );
+        // ... and ends: dropped, as a `poll_timeout` that passed drops its future.
+        polling.abort();
+        assert!(polling.await.is_err_and(|e| e.is_cancelled()));
+        tokio::time::timeout(Duration::from_secs(5), handle.shared.wake.notified())
+            .await
+            .expect("the poll's end wakes the background task");
+        let now = handle.shared.clock.now();
+        let budget_ends = handle.shared.lock().next_wake(now);
+        assert!(
+            (now + 290_000..=now + 300_000).contains(&budget_ends),
+            "the budget timer: {budget_ends} (now {now})"
+        );
     }
 }

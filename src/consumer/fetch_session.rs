@@ -1,9 +1,15 @@
 //! Incremental fetch sessions (KIP-227), sans-I/O: per broker, the partitions the broker
-//! remembers for this consumer and the offsets it remembers them at, so a Fetch names only
-//! the partitions whose offset moved (or that join the session) and lists those that leave it
+//! remembers for this consumer and the offsets and leader epochs it remembers them at, so a
+//! Fetch names only the partitions whose offset or leader epoch moved (or that join the
+//! session) and lists those that leave it
 //! as forgotten; the broker answers only the partitions with something new (records, a moved
 //! high watermark, last stable offset or log start, an error). With many partitions and most
 //! of them idle, a fetch stops costing every partition on both sides.
+//!
+//! The leader epoch counts as a move (as in the Java client's `FetchSessionHandler`, which
+//! compares the whole partition entry): the broker checks a partition against the
+//! `current_leader_epoch` it remembers, so a partition not named again after its leader epoch
+//! moved would be answered FENCED_LEADER_EPOCH for as long as the session lasts (KIP-320).
 //!
 //! The session always holds exactly the partitions of the last request: the broker fetches
 //! every partition of a session, at the offset it remembers, whether or not a request names
@@ -35,10 +41,11 @@ struct Session {
     id: i32,
     /// The epoch of the next fetch: [`INITIAL_EPOCH`] for a full fetch.
     epoch: i32,
-    /// The partitions in the session and the offsets the broker fetches them from.
-    partitions: BTreeMap<TopicPartition, i64>,
+    /// The partitions in the session, with the offsets the broker fetches them from and the
+    /// leader epochs it checks them against.
+    partitions: BTreeMap<TopicPartition, (i64, i32)>,
     /// The partitions of the fetch in flight, as the session holds them once it is answered.
-    sent: Option<BTreeMap<TopicPartition, i64>>,
+    sent: Option<BTreeMap<TopicPartition, (i64, i32)>>,
 }
 
 /// One fetch of a session: what to put in the request.
@@ -75,14 +82,20 @@ pub struct FetchSessions {
 }
 
 impl FetchSessions {
-    /// The next fetch to `broker` for `wanted` (each partition once): a full fetch in a new
-    /// session, or an incremental one. One fetch per broker is in flight at a time; its
-    /// outcome comes back through [`FetchSessions::answered`] or [`FetchSessions::failed`].
-    pub fn next_fetch(&mut self, broker: BrokerId, wanted: &[Fetched]) -> SessionFetch {
+    /// The next fetch to `broker` for `wanted` (each partition once), each carrying the
+    /// leader epoch `leader_epoch` gives it: a full fetch in a new session, or an incremental
+    /// one. One fetch per broker is in flight at a time; its outcome comes back through
+    /// [`FetchSessions::answered`] or [`FetchSessions::failed`].
+    pub fn next_fetch(
+        &mut self,
+        broker: BrokerId,
+        wanted: &[Fetched],
+        leader_epoch: impl Fn(&TopicPartition) -> i32,
+    ) -> SessionFetch {
         let session = self.sessions.entry(broker).or_default();
-        let now: BTreeMap<TopicPartition, i64> = wanted
+        let now: BTreeMap<TopicPartition, (i64, i32)> = wanted
             .iter()
-            .map(|(tp, _, offset)| (tp.clone(), *offset))
+            .map(|(tp, _, offset)| (tp.clone(), (*offset, leader_epoch(tp))))
             .collect();
         let fetch = if session.epoch == INITIAL_EPOCH {
             SessionFetch {
@@ -98,7 +111,7 @@ impl FetchSessions {
                 named: wanted
                     .iter()
                     .enumerate()
-                    .filter(|(_, (tp, _, offset))| session.partitions.get(tp) != Some(offset))
+                    .filter(|(_, (tp, _, _))| session.partitions.get(tp) != now.get(tp))
                     .map(|(i, _)| i)
                     .collect(),
                 forgotten: session
@@ -185,6 +198,26 @@ mod tests {
         TopicPartition::new("t", p)
     }
 
+    /// Leader epochs unknown (-1) everywhere.
+    fn no_epochs(_: &TopicPartition) -> i32 {
+        -1
+    }
+
+    #[test]
+    fn a_partition_whose_leader_epoch_moved_is_named_again() {
+        let mut s = FetchSessions::default();
+        let b = 1;
+        let all = wanted(&[(0, 10), (1, 20)]);
+        s.next_fetch(b, &all, |_| 4);
+        s.answered(b, ErrorCode::NONE, 42);
+        let same = s.next_fetch(b, &all, |_| 4);
+        assert!(same.named.is_empty());
+        s.answered(b, ErrorCode::NONE, 42);
+        // Partition 1's leader moved on: named again at the same offset, with the new epoch.
+        let moved = s.next_fetch(b, &all, |tp| if tp.partition == 1 { 5 } else { 4 });
+        assert_eq!(moved.named, vec![1]);
+    }
+
     fn wanted(offsets: &[(i32, i64)]) -> Vec<Fetched> {
         offsets.iter().map(|&(p, o)| (tp(p), 0, o)).collect()
     }
@@ -193,7 +226,7 @@ mod tests {
     fn a_session_names_only_what_moved_and_forgets_what_left() {
         let mut s = FetchSessions::default();
         let b: BrokerId = 1;
-        let first = s.next_fetch(b, &wanted(&[(0, 10), (1, 20), (2, 30)]));
+        let first = s.next_fetch(b, &wanted(&[(0, 10), (1, 20), (2, 30)]), no_epochs);
         assert_eq!((first.session_id, first.epoch), (0, INITIAL_EPOCH));
         assert_eq!(
             first.named,
@@ -202,13 +235,13 @@ mod tests {
         );
         assert!(s.answered(b, ErrorCode::NONE, 77));
         // Partition 0 got records (its offset moved), 1 is idle, 2 left (paused).
-        let next = s.next_fetch(b, &wanted(&[(0, 15), (1, 20)]));
+        let next = s.next_fetch(b, &wanted(&[(0, 15), (1, 20)]), no_epochs);
         assert_eq!((next.session_id, next.epoch), (77, 1));
         assert_eq!(next.named, vec![0], "only the partition whose offset moved");
         assert_eq!(next.forgotten, vec![tp(2)]);
         assert!(s.answered(b, ErrorCode::NONE, 77));
         // Partition 2 comes back: named again, at its offset.
-        let again = s.next_fetch(b, &wanted(&[(0, 15), (1, 20), (2, 30)]));
+        let again = s.next_fetch(b, &wanted(&[(0, 15), (1, 20), (2, 30)]), no_epochs);
         assert_eq!(again.epoch, 2);
         assert_eq!(again.named, vec![2]);
         assert!(again.forgotten.is_empty());
@@ -227,25 +260,25 @@ mod tests {
         let mut s = FetchSessions::default();
         let b: BrokerId = 1;
         let all = wanted(&[(0, 10), (1, 20)]);
-        s.next_fetch(b, &all);
+        s.next_fetch(b, &all, no_epochs);
         s.answered(b, ErrorCode::NONE, 5);
-        s.next_fetch(b, &all);
+        s.next_fetch(b, &all, no_epochs);
         assert!(
             !s.answered(b, ErrorCode::FETCH_SESSION_ID_NOT_FOUND, 0),
             "a session error's answer carries nothing"
         );
-        let full = s.next_fetch(b, &all);
+        let full = s.next_fetch(b, &all, no_epochs);
         assert_eq!((full.session_id, full.epoch), (0, INITIAL_EPOCH));
         assert_eq!(full.named, vec![0, 1]);
         s.answered(b, ErrorCode::NONE, 6);
-        s.next_fetch(b, &all);
+        s.next_fetch(b, &all, no_epochs);
         assert!(!s.answered(b, ErrorCode::INVALID_FETCH_SESSION_EPOCH, 0));
-        assert_eq!(s.next_fetch(b, &all).epoch, INITIAL_EPOCH);
+        assert_eq!(s.next_fetch(b, &all, no_epochs).epoch, INITIAL_EPOCH);
         s.answered(b, ErrorCode::NONE, 7);
         // No answer: the next full fetch closes session 7 by its id.
-        s.next_fetch(b, &all);
+        s.next_fetch(b, &all, no_epochs);
         s.failed(b);
-        let reopen = s.next_fetch(b, &all);
+        let reopen = s.next_fetch(b, &all, no_epochs);
         assert_eq!((reopen.session_id, reopen.epoch), (7, INITIAL_EPOCH));
         assert_eq!(reopen.named, vec![0, 1]);
         assert_eq!(s.counts().errors, 2);
@@ -258,7 +291,7 @@ mod tests {
         let b: BrokerId = 1;
         let all = wanted(&[(0, 10)]);
         for _ in 0..3 {
-            let fetch = s.next_fetch(b, &all);
+            let fetch = s.next_fetch(b, &all, no_epochs);
             assert_eq!((fetch.session_id, fetch.epoch), (0, INITIAL_EPOCH));
             assert_eq!(fetch.named, vec![0]);
             s.answered(b, ErrorCode::NONE, 0);

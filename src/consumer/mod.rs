@@ -1,5 +1,5 @@
 //! The consumer: the read side of an exactly-once pipeline (ARCHITECTURE.md, rules
-//! M1–M4).
+//! M1–M5).
 //!
 //! - [`config`]: the settings, under Kafka's property names, and [`ConsumerBuilder`].
 //! - `membership`: the sans-I/O group membership state machines (KIP-848 and classic).

@@ -29,7 +29,7 @@ pub fn offset_commit_request(
             OffsetCommitRequestPartition::default()
                 .with_partition_index(o.partition.partition)
                 .with_committed_offset(o.offset)
-                .with_committed_leader_epoch(-1)
+                .with_committed_leader_epoch(o.wire_leader_epoch())
                 .with_committed_metadata(o.metadata.as_deref().map(str_bytes)),
         );
     }
@@ -75,12 +75,26 @@ pub fn offset_fetch_request(group: &str, partitions: &[TopicPartition]) -> Offse
         .with_require_stable(true)
 }
 
-/// The committed offset of each of `partitions` (`None`: nothing committed), or the first
-/// error the answer holds.
+/// A committed offset as OffsetFetch gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Committed {
+    /// The next offset to consume.
+    pub offset: i64,
+    /// The leader epoch of the record before it, when the commit carried one (KIP-320): the
+    /// position starts out validated against the partition's leader.
+    pub leader_epoch: Option<i32>,
+}
+
+/// What an OffsetFetch answer says of one partition: its committed offset (`None`: nothing
+/// committed), or the partition's error.
+pub type PartitionCommitted = Result<Option<Committed>, ErrorCode>;
+
+/// What an OffsetFetch answer says of each of `partitions` (one left out of the answer has
+/// nothing committed), or the group's error, which covers them all.
 pub fn committed_offsets(
     response: &OffsetFetchResponse,
     partitions: &[TopicPartition],
-) -> std::result::Result<Vec<(TopicPartition, Option<i64>)>, ErrorCode> {
+) -> std::result::Result<Vec<(TopicPartition, PartitionCommitted)>, ErrorCode> {
     let (group_error, topics) = match response.groups.first() {
         Some(group) => (group.error_code, &group.topics),
         None => (response.error_code, &response.topics),
@@ -88,21 +102,26 @@ pub fn committed_offsets(
     if group_error != 0 {
         return Err(ErrorCode(group_error));
     }
-    let mut found: HashMap<TopicPartition, Option<i64>> = HashMap::new();
+    let mut found: HashMap<TopicPartition, PartitionCommitted> = HashMap::new();
     for topic in topics {
         for p in &topic.partitions {
-            if p.error_code != 0 {
-                return Err(ErrorCode(p.error_code));
-            }
+            let answer = match ErrorCode(p.error_code) {
+                ErrorCode::NONE => Ok((p.committed_offset >= 0).then_some(Committed {
+                    offset: p.committed_offset,
+                    leader_epoch: (p.committed_leader_epoch >= 0)
+                        .then_some(p.committed_leader_epoch),
+                })),
+                code => Err(code),
+            };
             found.insert(
                 TopicPartition::new(topic.name.as_str(), p.partition_index),
-                (p.committed_offset >= 0).then_some(p.committed_offset),
+                answer,
             );
         }
     }
     Ok(partitions
         .iter()
-        .map(|tp| (tp.clone(), found.get(tp).copied().flatten()))
+        .map(|tp| (tp.clone(), found.get(tp).copied().unwrap_or(Ok(None))))
         .collect())
 }
 
@@ -152,22 +171,31 @@ mod tests {
 
     #[test]
     fn answers_of_both_shapes_and_their_errors() {
-        let partition = |index, offset, error| OffsetFetchResponsePartition {
+        let partition = |index, offset, epoch, error| OffsetFetchResponsePartition {
             partition_index: index,
             committed_offset: offset,
+            committed_leader_epoch: epoch,
             error_code: error,
             ..OffsetFetchResponsePartition::default()
         };
         let topics = vec![OffsetFetchResponseTopic {
             name: "t".into(),
-            partitions: vec![partition(0, 4, 0), partition(1, -1, 0)],
+            partitions: vec![partition(0, 4, 3, 0), partition(1, -1, -1, 0)],
             ..OffsetFetchResponseTopic::default()
         }];
         let v7 = OffsetFetchResponse {
             topics: topics.clone(),
             ..OffsetFetchResponse::default()
         };
-        let expected = vec![(tp(0), Some(4)), (tp(1), None), (tp(2), None)];
+        let four = Committed {
+            offset: 4,
+            leader_epoch: Some(3),
+        };
+        let expected = vec![
+            (tp(0), Ok(Some(four))),
+            (tp(1), Ok(None)),
+            (tp(2), Ok(None)),
+        ];
         assert_eq!(
             committed_offsets(&v7, &[tp(0), tp(1), tp(2)]),
             Ok(expected.clone())
@@ -181,17 +209,61 @@ mod tests {
             ..OffsetFetchResponse::default()
         };
         assert_eq!(committed_offsets(&v8, &[tp(0), tp(1), tp(2)]), Ok(expected));
-        let unstable = OffsetFetchResponse {
+        // A partition's error is that partition's; the others are answered.
+        let mixed = OffsetFetchResponse {
             topics: vec![OffsetFetchResponseTopic {
                 name: "t".into(),
-                partitions: vec![partition(0, -1, ErrorCode::UNSTABLE_OFFSET_COMMIT.0)],
+                partitions: vec![
+                    partition(0, -1, -1, ErrorCode::UNSTABLE_OFFSET_COMMIT.0),
+                    partition(1, 7, -1, 0),
+                ],
                 ..OffsetFetchResponseTopic::default()
             }],
             ..OffsetFetchResponse::default()
         };
         assert_eq!(
-            committed_offsets(&unstable, &[tp(0)]),
-            Err(ErrorCode::UNSTABLE_OFFSET_COMMIT)
+            committed_offsets(&mixed, &[tp(0), tp(1)]),
+            Ok(vec![
+                (tp(0), Err(ErrorCode::UNSTABLE_OFFSET_COMMIT)),
+                (
+                    tp(1),
+                    Ok(Some(Committed {
+                        offset: 7,
+                        leader_epoch: None
+                    }))
+                ),
+            ])
         );
+        // The group's error covers every partition.
+        let refused = OffsetFetchResponse {
+            groups: vec![OffsetFetchResponseGroup {
+                group_id: "g".into(),
+                topics: Vec::new(),
+                error_code: ErrorCode::GROUP_AUTHORIZATION_FAILED.0,
+            }],
+            ..OffsetFetchResponse::default()
+        };
+        assert_eq!(
+            committed_offsets(&refused, &[tp(0)]),
+            Err(ErrorCode::GROUP_AUTHORIZATION_FAILED)
+        );
+    }
+
+    #[test]
+    fn commits_carry_the_leader_epoch_of_the_last_record() {
+        let meta = ConsumerGroupMetadata::new("g", 7, "m", None);
+        let r = offset_commit_request(
+            &meta,
+            &[
+                OffsetToCommit::new(tp(0), 3).with_leader_epoch(Some(5)),
+                OffsetToCommit::new(tp(1), 4),
+            ],
+        );
+        let epochs: Vec<i32> = r.topics[0]
+            .partitions
+            .iter()
+            .map(|p| p.committed_leader_epoch)
+            .collect();
+        assert_eq!(epochs, vec![5, -1], "KIP-320; -1 where unknown");
     }
 }

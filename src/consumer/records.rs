@@ -48,6 +48,11 @@ pub struct ConsumerRecord {
     pub value: Option<Bytes>,
     /// The headers, in order.
     pub headers: Vec<Header>,
+    /// The leader epoch of the partition when the record was appended (its batch's
+    /// `PartitionLeaderEpoch`; `None` if the batch has none), as the Java consumer's
+    /// `leaderEpoch()`: what a commit of the offset after it carries (KIP-320), so a later
+    /// reader can tell whether the log was truncated under that offset.
+    pub leader_epoch: Option<i32>,
 }
 
 impl ConsumerRecord {
@@ -79,6 +84,8 @@ pub struct PartitionReader {
     /// Where the next fetch starts once the whole answer is read, from the batch headers
     /// alone ([`answer_end`]): a fetch from there can be in flight while this answer is read.
     end: i64,
+    /// The leader epoch of the last batch read (delivered, filtered or a marker), KIP-320.
+    last_epoch: Option<i32>,
 }
 
 /// Where the next fetch starts after `bytes` (a partition's `Records`, fetched from
@@ -158,7 +165,15 @@ impl PartitionReader {
                 .collect(),
             aborting: HashSet::new(),
             next_offset: fetch_offset,
+            last_epoch: None,
         }
+    }
+
+    /// The leader epoch of the last batch read so far (`None` before the first, or when its
+    /// batches carry none): the epoch of the log at [`PartitionReader::next_offset`], which a
+    /// position validated after a leader change is checked under (KIP-320).
+    pub fn last_epoch(&self) -> Option<i32> {
+        self.last_epoch
     }
 
     /// The next offset to fetch once this answer is used up: past every batch read so far
@@ -196,6 +211,7 @@ impl PartitionReader {
             if last < self.fetch_offset {
                 continue;
             }
+            let epoch = leader_epoch(batch.partition_leader_epoch);
             if self.committed_only
                 && self.last_stable_offset >= 0
                 && batch.base_offset >= self.last_stable_offset
@@ -204,6 +220,7 @@ impl PartitionReader {
                 self.at = None;
                 break;
             }
+            self.last_epoch = epoch.or(self.last_epoch);
             if self.committed_only && batch.is_transactional() {
                 while let Some(&(first, producer)) = self.pending_aborts.first() {
                     if first > last {
@@ -252,6 +269,7 @@ impl PartitionReader {
                     key: record.key.clone(),
                     value: record.value.clone(),
                     headers: record.headers.clone(),
+                    leader_epoch: epoch,
                 });
                 self.next_offset = offset + 1;
             }
@@ -269,6 +287,12 @@ impl PartitionReader {
         self.next_offset = self.next_offset.max(self.end);
         Ok(None)
     }
+}
+
+/// A batch's `PartitionLeaderEpoch`, `None` when it has none (-1: written before KIP-101, or
+/// by a client that left it unset).
+fn leader_epoch(field: i32) -> Option<i32> {
+    (field >= 0).then_some(field)
 }
 
 #[cfg(test)]

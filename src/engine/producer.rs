@@ -39,8 +39,10 @@ pub struct EngineConfig {
     pub delivery_timeout_ms: Millis,
     /// `request.timeout.ms`: an unanswered request is given up after this.
     pub request_timeout_ms: Millis,
-    /// `max.request.size`: the most batch bytes put in one Produce request.
-    pub max_request_size: usize,
+    /// `produce.request.max.bytes`: the most batch bytes put in one Produce request (a
+    /// request always carries at least one batch; a batch itself is bounded by
+    /// `max.request.size` in the accumulator).
+    pub produce_request_max_bytes: usize,
     /// Least time between two metadata refreshes the engine asks for.
     pub metadata_refresh_backoff_ms: Millis,
     /// Set for a transactional producer.
@@ -61,7 +63,7 @@ impl Default for EngineConfig {
             retry_backoff_max_ms: 1000,
             delivery_timeout_ms: 120_000,
             request_timeout_ms: 30_000,
-            max_request_size: 1024 * 1024,
+            produce_request_max_bytes: 16 * 1024 * 1024,
             metadata_refresh_backoff_ms: 100,
             transaction: None,
             idempotent: true,

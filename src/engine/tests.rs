@@ -604,6 +604,59 @@ fn a_request_leaving_for_a_broker_takes_every_partition_with_room() {
     );
 }
 
+/// `max.request.size` bounds a batch, not a request: one request to a broker carries a
+/// ready batch of each of its partitions up to `produce.request.max.bytes`, as franz-go's
+/// requests do, so the broker handles one request where it handled one per batch.
+#[test]
+fn a_request_carries_batches_up_to_the_request_cap_not_max_request_size() {
+    let big = vec![7u8; 400_000];
+    let run = |request_cap: usize| {
+        let mut h = Harness::new();
+        let mut config = h.engine.config().clone();
+        config.produce_request_max_bytes = request_cap;
+        h.engine = Engine::new(config, 7);
+        h.acc = Accumulator::new(AccumulatorConfig {
+            batch_size: 500_000,
+            linger_ms: 0,
+            buffer_memory: 8 << 20,
+            max_request_size: 1 << 20,
+            transactional: false,
+            compression: crate::protocol::record_batch::Compression::None,
+        });
+        let leaders = (0..3)
+            .map(|p| (TopicPartition::new(T0, p), Some(1)))
+            .collect();
+        h.engine.handle(Event::Leaders(leaders), 0, &h.acc);
+        h.give_identity(1, 0);
+        // The identity's first batches go alone until acknowledged (KAFKA-15591).
+        for p in 0..3 {
+            h.send(p);
+        }
+        let openers = produces(&h.advance(1));
+        for (request, stamps) in openers {
+            let answers: Vec<_> = stamps.iter().map(|s| (s.0, ErrorCode::NONE, 0)).collect();
+            h.answer(request, &answers);
+        }
+        for p in 0..3 {
+            let tp = TopicPartition::new(T0, p);
+            h.acc
+                .append(&tp, 0, None, Some(&big), &[], h.now)
+                .expect("append");
+        }
+        batch_records(&h.advance(1))
+    };
+    assert_eq!(
+        run(16 << 20),
+        vec![vec![(0, 1), (1, 1), (2, 1)]],
+        "three batches of ~400 KB, 1.2 MB in all, in one request"
+    );
+    assert_eq!(
+        run(1 << 20),
+        vec![vec![(0, 1), (1, 1)], vec![(2, 1)]],
+        "a 1 MiB request cap takes two batches, the third goes in a second request"
+    );
+}
+
 #[test]
 fn without_idempotence_batches_carry_no_identity_and_nothing_waits_for_one() {
     let mut h = Harness::new();

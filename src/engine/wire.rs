@@ -377,7 +377,7 @@ impl CoordinatorMessage {
                     let partition = TxnOffsetCommitRequestPartition::default()
                         .with_partition_index(o.partition.partition)
                         .with_committed_offset(o.offset)
-                        .with_committed_leader_epoch(-1)
+                        .with_committed_leader_epoch(o.wire_leader_epoch())
                         .with_committed_metadata(o.metadata.map(StrBytes::from_string));
                     match topics.iter_mut().find(|t| **t.name == *o.partition.topic) {
                         Some(t) => t.partitions.push(partition),

@@ -152,6 +152,9 @@ impl<F, C: std::fmt::Debug, P: std::fmt::Debug> std::fmt::Debug for CopyLoop<F, 
 /// One record in the transform, in consumption order.
 struct Transforming<Fut: Future> {
     at: PartitionOffset,
+    /// The source record's leader epoch, which the commit of the offset after it carries
+    /// (KIP-320).
+    leader_epoch: Option<i32>,
     /// The source record, kept for its dead letter (only under that policy).
     original: Option<ConsumerRecord>,
     state: TransformState<Fut>,
@@ -245,7 +248,10 @@ where
     ///
     /// # Errors
     ///
-    /// An error from the consumer leaves the open transaction as it is (call `step` again). A
+    /// An error from the consumer leaves the open transaction as it is (call `step` again),
+    /// except [`Error::LogTruncation`] (the source log lost records under the position,
+    /// KIP-320): the transaction is aborted and rewound first, the truncated partition to where
+    /// it began or to the divergence, whichever comes first. A
     /// failed transaction (an error from the producer, or the group coordinator fencing this
     /// member's offsets, KIP-447) is aborted and the partitions still owned are rewound to
     /// where it began, so its input is copied again by the next steps; the error is
@@ -303,7 +309,10 @@ where
                     left
                 }
             };
-            let event = self.consumer.poll_timeout(wait).await?;
+            let event = match self.consumer.poll_timeout(wait).await {
+                Ok(event) => event,
+                Err(e) => return Err(self.source_failed(e).await),
+            };
             match &event {
                 Some(ConsumerEvent::Records(r)) => tracing::trace!(records = r.len(), "polled"),
                 other => tracing::debug!(event = ?other, "polled"),
@@ -439,6 +448,7 @@ where
                     .then(|| record.clone());
                 running.push_back(Transforming {
                     at: PartitionOffset::new(record.topic_partition(), record.offset),
+                    leader_epoch: record.leader_epoch,
                     original,
                     state: TransformState::Running(Box::pin((self.transform)(record))),
                 });
@@ -466,8 +476,13 @@ where
             let Some(output) = output else {
                 break;
             };
-            self.deliver(done.at, done.original, output.into_outputs())
-                .await?;
+            self.deliver(
+                done.at,
+                done.leader_epoch,
+                done.original,
+                output.into_outputs(),
+            )
+            .await?;
         }
         if let Some(open) = self.open_mut() {
             open.copying = false;
@@ -480,6 +495,7 @@ where
     async fn deliver(
         &mut self,
         at: PartitionOffset,
+        leader_epoch: Option<i32>,
         original: Option<ConsumerRecord>,
         outputs: std::result::Result<Vec<Record>, String>,
     ) -> Result<()> {
@@ -518,12 +534,55 @@ where
         let Some(open) = self.open_mut() else {
             return Ok(());
         };
-        open.pending.processed(at.partition.clone(), at.offset);
+        open.pending
+            .processed_in_epoch(at.partition.clone(), at.offset, leader_epoch);
         if let Some(ack) = dead_ack {
             open.dead_letters.push((at.clone(), ack));
         }
         open.copies.push((at, acks));
         Ok(())
+    }
+
+    /// An error from the consumer's poll. A log truncated under a position (KIP-320) means
+    /// records the open transaction copied may no longer be in the source, and that the
+    /// source's offsets from the divergent one on hold other records: the transaction is
+    /// aborted and rewound, the truncated partition to where the transaction began reading it
+    /// or to the divergent offset, whichever comes first (without an open transaction, or
+    /// without a divergent offset, the consumer's own position stands: the divergent offset,
+    /// a reset, or a seek under `auto.offset.reset=none`), and what this loop committed of
+    /// that partition no longer counts as copied, so the new records are copied. The rewind
+    /// is part of the transaction's ending (rule C1), so an abort that must be finished by a
+    /// later step still rewinds there. Any other error leaves the open transaction as it is.
+    /// The error is handed back either way.
+    async fn source_failed(&mut self, error: Error) -> Error {
+        let Error::LogTruncation {
+            partition,
+            divergent_offset,
+            ..
+        } = &error
+        else {
+            return error;
+        };
+        let partition = partition.clone();
+        let divergent = *divergent_offset;
+        self.committed.remove(&partition);
+        let Some(open) = self.open_mut() else {
+            return error;
+        };
+        match (open.from.get(&partition).copied(), divergent) {
+            (Some(from), Some(divergent)) => {
+                open.from.insert(partition.clone(), from.min(divergent));
+            }
+            _ => {
+                open.from.remove(&partition);
+            }
+        }
+        tracing::warn!(%partition.topic, partition.partition, ?divergent, records = open.copies.len(), "the source log was truncated: aborting the open copy transaction");
+        self.begin_end(EndStep::Abort, Vec::new());
+        match self.end(None).await {
+            Err(abort_error) => abort_error,
+            Ok(_) => error,
+        }
     }
 
     /// Sends `record` in the open transaction; a failure aborts it (and rewinds).

@@ -52,13 +52,14 @@ const RECONNECT_BACKOFF_MAX_MS: &str = "reconnect.backoff.max.ms";
 const DELIVERY_TIMEOUT_MS: &str = "delivery.timeout.ms";
 const REQUEST_TIMEOUT_MS: &str = "request.timeout.ms";
 const MAX_REQUEST_SIZE: &str = "max.request.size";
+const PRODUCE_REQUEST_MAX_BYTES: &str = "produce.request.max.bytes";
 const METADATA_MAX_AGE_MS: &str = "metadata.max.age.ms";
 const MAX_BLOCK_MS: &str = "max.block.ms";
 const TRANSACTIONAL_ID: &str = "transactional.id";
 const TRANSACTION_TIMEOUT_MS: &str = "transaction.timeout.ms";
 
 /// Every property name [`ProducerConfig::set`] accepts, under Kafka's spelling.
-pub const PROPERTY_NAMES: [&str; 25] = [
+pub const PROPERTY_NAMES: [&str; 26] = [
     compression::COMPRESSION_TYPE,
     compression::COMPRESSION_CODEC,
     compression::GZIP_LEVEL,
@@ -80,11 +81,16 @@ pub const PROPERTY_NAMES: [&str; 25] = [
     DELIVERY_TIMEOUT_MS,
     REQUEST_TIMEOUT_MS,
     MAX_REQUEST_SIZE,
+    PRODUCE_REQUEST_MAX_BYTES,
     METADATA_MAX_AGE_MS,
     MAX_BLOCK_MS,
     TRANSACTIONAL_ID,
     TRANSACTION_TIMEOUT_MS,
 ];
+
+/// The default of `produce.request.max.bytes`: 16 MiB, a sixth of the broker's default
+/// `socket.request.max.bytes`.
+const DEFAULT_PRODUCE_REQUEST_MAX_BYTES: usize = 16 * 1024 * 1024;
 
 /// The most batches an idempotent producer may have in flight per connection: the broker keeps
 /// the sequence numbers of the last 5 batches per producer and partition
@@ -190,8 +196,19 @@ pub struct ProducerConfig {
     pub delivery_timeout_ms: u64,
     /// `request.timeout.ms`: how long the producer waits for one answer from a broker.
     pub request_timeout_ms: u64,
-    /// `max.request.size`: the largest Produce request, and so the largest record.
+    /// `max.request.size`: the largest record batch, and so the largest record (a record
+    /// larger than this is refused at `send`). Java's documentation calls its setting of
+    /// this name "effectively a cap on the maximum uncompressed record batch size"; here
+    /// that is all it bounds: a Produce request may carry several such batches, up to
+    /// [`ProducerConfig::produce_request_max_bytes`].
     pub max_request_size: usize,
+    /// `produce.request.max.bytes` (not a Java setting): the most batch bytes one Produce
+    /// request carries. A request to a broker takes one ready batch of every partition it
+    /// leads, up to this, as franz-go's requests do (its `BrokerMaxWriteBytes`), so the
+    /// broker handles few full requests rather than one per batch. A request always carries
+    /// at least one batch. Default 16 MiB, well below the broker's
+    /// `socket.request.max.bytes` (100 MiB), above which the broker closes the connection.
+    pub produce_request_max_bytes: usize,
     /// `metadata.max.age.ms`: metadata older than this is refreshed even without errors.
     pub metadata_max_age_ms: u64,
     /// `max.block.ms`: how long `send` waits for metadata or buffer space before failing.
@@ -234,6 +251,7 @@ impl Default for ProducerConfig {
             delivery_timeout_ms: 120_000,
             request_timeout_ms: 30_000,
             max_request_size: 1024 * 1024,
+            produce_request_max_bytes: DEFAULT_PRODUCE_REQUEST_MAX_BYTES,
             metadata_max_age_ms: 300_000,
             max_block_ms: 60_000,
             transactional_id: None,
@@ -288,6 +306,9 @@ impl ProducerConfig {
             DELIVERY_TIMEOUT_MS => self.delivery_timeout_ms = parse_number(key, value)?,
             REQUEST_TIMEOUT_MS => self.request_timeout_ms = parse_number(key, value)?,
             MAX_REQUEST_SIZE => self.max_request_size = parse_number(key, value)?,
+            PRODUCE_REQUEST_MAX_BYTES => {
+                self.produce_request_max_bytes = parse_number(key, value)?;
+            }
             METADATA_MAX_AGE_MS => self.metadata_max_age_ms = parse_number(key, value)?,
             MAX_BLOCK_MS => self.max_block_ms = parse_number(key, value)?,
             // An empty id is kept (not read as "unset") so that `validate` rejects it, as Java's
@@ -328,6 +349,10 @@ impl ProducerConfig {
             (DELIVERY_TIMEOUT_MS, self.delivery_timeout_ms),
             (REQUEST_TIMEOUT_MS, self.request_timeout_ms),
             (MAX_REQUEST_SIZE, self.max_request_size as u64),
+            (
+                PRODUCE_REQUEST_MAX_BYTES,
+                self.produce_request_max_bytes as u64,
+            ),
             (TRANSACTION_TIMEOUT_MS, self.transaction_timeout_ms),
         ] {
             if value > INT_MAX {
@@ -345,6 +370,17 @@ impl ProducerConfig {
         // (ARCHITECTURE.md, performance shape), so we ask for at least one byte.
         if self.batch_size == 0 {
             return Err(config_error(BATCH_SIZE, "must be at least 1"));
+        }
+        // A request carries at least one batch whatever this says; a smaller value could only
+        // mean one batch per request, which is not what anyone setting it would want.
+        if self.produce_request_max_bytes < self.max_request_size {
+            return Err(config_error(
+                PRODUCE_REQUEST_MAX_BYTES,
+                format!(
+                    "{} is smaller than max.request.size ({}), the largest batch",
+                    self.produce_request_max_bytes, self.max_request_size
+                ),
+            ));
         }
 
         if self.enable_idempotence {
@@ -543,9 +579,16 @@ impl ProducerBuilder {
         self
     }
 
-    /// `max.request.size`, in bytes.
+    /// `max.request.size`, in bytes: the largest record batch, and so the largest record.
     pub fn max_request_size(mut self, bytes: usize) -> Self {
         self.config.max_request_size = bytes;
+        self
+    }
+
+    /// `produce.request.max.bytes`: the most batch bytes one Produce request carries (see
+    /// [`ProducerConfig::produce_request_max_bytes`]).
+    pub fn produce_request_max_bytes(mut self, bytes: usize) -> Self {
+        self.config.produce_request_max_bytes = bytes;
         self
     }
 

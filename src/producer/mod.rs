@@ -324,7 +324,7 @@ impl Producer {
                 retry_backoff_max_ms: config.retry_backoff_max_ms,
                 delivery_timeout_ms: config.delivery_timeout_ms,
                 request_timeout_ms: config.request_timeout_ms,
-                max_request_size: config.max_request_size,
+                produce_request_max_bytes: config.produce_request_max_bytes,
                 metadata_refresh_backoff_ms: config.retry_backoff_ms,
                 idempotent: config.enable_idempotence,
                 transaction: config.transactional_id.clone().map(|transactional_id| {
@@ -536,9 +536,18 @@ impl Producer {
         validate_topic(topic)?;
         let started = tokio::time::Instant::now();
         let mut last_error = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION;
-        let ask_first = shared.want_topic(topic);
+        let refused_before = matches!(
+            shared
+                .metadata
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .topics
+                .get(topic),
+            Some(TopicMetadata::Failed(_))
+        );
+        let ask_first = shared.want_topic(topic) || refused_before;
         let found = self
-            .await_metadata(deadline(), ask_first, |metadata, _| {
+            .await_metadata(deadline(), ask_first, |metadata, answered| {
                 match metadata.topics.get(topic) {
                     Some(TopicMetadata::Known { leaders }) if !leaders.is_empty() => {
                         return Some(Ok(()));
@@ -546,8 +555,13 @@ impl Producer {
                     Some(TopicMetadata::Failed(code)) => last_error = *code,
                     _ => {}
                 }
-                (last_error == ErrorCode::INVALID_TOPIC_EXCEPTION
-                    || last_error == ErrorCode::TOPIC_AUTHORIZATION_FAILED)
+                // A refusal counts only from an answer given since this send began waiting:
+                // an ACL granted after an earlier send was refused is seen by the next send,
+                // not after `metadata.max.age.ms` (Java's producer likewise asks again for a
+                // topic whose metadata carried an error).
+                (answered
+                    && (last_error == ErrorCode::INVALID_TOPIC_EXCEPTION
+                        || last_error == ErrorCode::TOPIC_AUTHORIZATION_FAILED))
                     .then(|| {
                         Err(Error::Broker {
                             code: last_error,

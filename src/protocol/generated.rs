@@ -245,6 +245,13 @@ generated_request!(
     kafka_protocol::messages::ListOffsetsRequest => super::messages::list_offsets::ListOffsetsResponse,
     ListOffsets, versions 1..=10, flexible from 6
 );
+// From v3, the first with the replica id a consumer sets to -1 (KIP-320); v0–2 are for
+// followers only.
+generated_request!(
+    kafka_protocol::messages::OffsetForLeaderEpochRequest
+        => super::messages::offset_for_leader_epoch::OffsetForLeaderEpochResponse,
+    OffsetForLeaderEpoch, versions 3..=4, flexible from 4
+);
 
 // Client telemetry (KIP-714): both clients ask for a subscription and push what it names.
 
@@ -388,6 +395,161 @@ generated_response!(
     kafka_protocol::messages::WriteTxnMarkersResponse,
     WriteTxnMarkers, versions 1..=1, flexible from 1
 );
+
+// The operator's calls: ACLs (KIP-140), log dirs (KIP-113), delegation tokens (KIP-48), leader
+// elections (KIP-460), reassignments (KIP-455), client quotas (KIP-546), SCRAM credentials
+// (KIP-554), features (KIP-584) and DescribeCluster (KIP-700). ACLs, log dirs and tokens from v1:
+// Kafka 4.0 dropped v0 (KIP-896). AlterPartitionReassignments v0 only (v1, KIP-860, adds a flag
+// Kafka 4.1 defaults the same way); DescribeCluster to v1 (v2 lists fenced brokers too);
+// UpdateFeatures to v1 (v2 answers without per-feature results).
+
+generated_request!(
+    kafka_protocol::messages::DescribeAclsRequest => kafka_protocol::messages::DescribeAclsResponse,
+    DescribeAcls, versions 1..=3, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::DescribeAclsResponse,
+    DescribeAcls, versions 1..=3, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::CreateAclsRequest => kafka_protocol::messages::CreateAclsResponse,
+    CreateAcls, versions 1..=3, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::CreateAclsResponse,
+    CreateAcls, versions 1..=3, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::DeleteAclsRequest => kafka_protocol::messages::DeleteAclsResponse,
+    DeleteAcls, versions 1..=3, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::DeleteAclsResponse,
+    DeleteAcls, versions 1..=3, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::DescribeLogDirsRequest => kafka_protocol::messages::DescribeLogDirsResponse,
+    DescribeLogDirs, versions 1..=4, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::DescribeLogDirsResponse,
+    DescribeLogDirs, versions 1..=4, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::AlterReplicaLogDirsRequest => kafka_protocol::messages::AlterReplicaLogDirsResponse,
+    AlterReplicaLogDirs, versions 1..=2, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::AlterReplicaLogDirsResponse,
+    AlterReplicaLogDirs, versions 1..=2, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::CreateDelegationTokenRequest => kafka_protocol::messages::CreateDelegationTokenResponse,
+    CreateDelegationToken, versions 1..=3, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::CreateDelegationTokenResponse,
+    CreateDelegationToken, versions 1..=3, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::RenewDelegationTokenRequest => kafka_protocol::messages::RenewDelegationTokenResponse,
+    RenewDelegationToken, versions 1..=2, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::RenewDelegationTokenResponse,
+    RenewDelegationToken, versions 1..=2, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::ExpireDelegationTokenRequest => kafka_protocol::messages::ExpireDelegationTokenResponse,
+    ExpireDelegationToken, versions 1..=2, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::ExpireDelegationTokenResponse,
+    ExpireDelegationToken, versions 1..=2, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::DescribeDelegationTokenRequest => kafka_protocol::messages::DescribeDelegationTokenResponse,
+    DescribeDelegationToken, versions 1..=3, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::DescribeDelegationTokenResponse,
+    DescribeDelegationToken, versions 1..=3, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::ElectLeadersRequest => kafka_protocol::messages::ElectLeadersResponse,
+    ElectLeaders, versions 0..=2, flexible from 2
+);
+generated_response!(
+    kafka_protocol::messages::ElectLeadersResponse,
+    ElectLeaders, versions 0..=2, flexible from 2
+);
+generated_request!(
+    kafka_protocol::messages::AlterPartitionReassignmentsRequest => kafka_protocol::messages::AlterPartitionReassignmentsResponse,
+    AlterPartitionReassignments, versions 0..=0, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::AlterPartitionReassignmentsResponse,
+    AlterPartitionReassignments, versions 0..=0, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::ListPartitionReassignmentsRequest => kafka_protocol::messages::ListPartitionReassignmentsResponse,
+    ListPartitionReassignments, versions 0..=0, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::ListPartitionReassignmentsResponse,
+    ListPartitionReassignments, versions 0..=0, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::DescribeClientQuotasRequest => kafka_protocol::messages::DescribeClientQuotasResponse,
+    DescribeClientQuotas, versions 0..=1, flexible from 1
+);
+generated_response!(
+    kafka_protocol::messages::DescribeClientQuotasResponse,
+    DescribeClientQuotas, versions 0..=1, flexible from 1
+);
+generated_request!(
+    kafka_protocol::messages::AlterClientQuotasRequest => kafka_protocol::messages::AlterClientQuotasResponse,
+    AlterClientQuotas, versions 0..=1, flexible from 1
+);
+generated_response!(
+    kafka_protocol::messages::AlterClientQuotasResponse,
+    AlterClientQuotas, versions 0..=1, flexible from 1
+);
+generated_request!(
+    kafka_protocol::messages::DescribeUserScramCredentialsRequest => kafka_protocol::messages::DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentials, versions 0..=0, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::DescribeUserScramCredentialsResponse,
+    DescribeUserScramCredentials, versions 0..=0, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::AlterUserScramCredentialsRequest => kafka_protocol::messages::AlterUserScramCredentialsResponse,
+    AlterUserScramCredentials, versions 0..=0, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::AlterUserScramCredentialsResponse,
+    AlterUserScramCredentials, versions 0..=0, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::UpdateFeaturesRequest => kafka_protocol::messages::UpdateFeaturesResponse,
+    UpdateFeatures, versions 0..=1, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::UpdateFeaturesResponse,
+    UpdateFeatures, versions 0..=1, flexible from 0
+);
+generated_request!(
+    kafka_protocol::messages::DescribeClusterRequest => kafka_protocol::messages::DescribeClusterResponse,
+    DescribeCluster, versions 0..=1, flexible from 0
+);
+generated_response!(
+    kafka_protocol::messages::DescribeClusterResponse,
+    DescribeCluster, versions 0..=1, flexible from 0
+);
+
+#[cfg(test)]
+mod operator_tests;
 
 #[cfg(test)]
 mod connection_and_transactions_tests;

@@ -97,7 +97,7 @@ impl SimConfig {
             retry_backoff_max_ms: 200,
             delivery_timeout_ms: 3_000,
             request_timeout_ms: 500,
-            max_request_size: 1 << 20,
+            produce_request_max_bytes: 4 << 20,
             metadata_refresh_backoff_ms: 50,
             ..EngineConfig::default()
         };
@@ -105,7 +105,7 @@ impl SimConfig {
             batch_size: 16 * 1024,
             linger_ms: 0,
             buffer_memory: 1 << 24,
-            max_request_size: engine.max_request_size,
+            max_request_size: 1 << 20,
             transactional: false,
             compression: crate::protocol::record_batch::Compression::None,
         };
@@ -180,6 +180,10 @@ impl SimConfig {
         } else {
             1 << 20
         };
+        // Some runs put one batch in a request, most several: the request cap is drawn from
+        // the largest batch up (a request always takes at least one).
+        let produce_request_max_bytes =
+            max_request_size * usize::try_from(entropy.range(1, 8)).unwrap_or(1);
         let engine = EngineConfig {
             max_in_flight: usize::try_from(entropy.range(1, 5)).unwrap_or(5),
             retries: if entropy.chance(150) {
@@ -191,7 +195,7 @@ impl SimConfig {
             retry_backoff_max_ms: retry_backoff_ms * entropy.range(1, 10),
             delivery_timeout_ms,
             request_timeout_ms,
-            max_request_size,
+            produce_request_max_bytes,
             metadata_refresh_backoff_ms: entropy.range(10, 200),
             ..EngineConfig::default()
         };

@@ -1,5 +1,5 @@
 //! The consumer-, group- and SASL-side messages against `kafka-protocol`: the responses of
-//! ListOffsets, OffsetFetch, OffsetCommit, JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
+//! ListOffsets, OffsetForLeaderEpoch, OffsetFetch, OffsetCommit, JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
 //! ConsumerGroupHeartbeat, SaslHandshake, SaslAuthenticate, GetTelemetrySubscriptions and
 //! PushTelemetry (their requests are
 //! `kafka-protocol`'s own, see `src/protocol/generated.rs`), and both directions of Fetch.
@@ -37,6 +37,10 @@ use exactly::__private::protocol::messages::offset_commit::{
 use exactly::__private::protocol::messages::offset_fetch::{
     OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
+};
+use exactly::__private::protocol::messages::offset_for_leader_epoch::{
+    EpochEndOffset as LeaderEpochEndOffset, OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
 };
 use exactly::__private::protocol::messages::produce::LeaderIdAndEpoch;
 use exactly::__private::protocol::messages::sasl_authenticate::SaslAuthenticateResponse;
@@ -210,6 +214,63 @@ theirs!(ListOffsetsResponse => kp::ListOffsetsResponse, |v| {
 #[test]
 fn list_offsets_matches_kafka_protocol() {
     check::<ListOffsetsResponse, kp::ListOffsetsResponse>();
+}
+
+// ---------------------------------------------------------------------------------------------
+// OffsetForLeaderEpoch.
+
+impl Random for LeaderEpochEndOffset {
+    fn random(rng: &mut SmallRng, _version: i16) -> Self {
+        Self {
+            error_code: r(rng),
+            partition: r(rng),
+            leader_epoch: r(rng),
+            end_offset: r(rng),
+        }
+    }
+}
+
+theirs!(LeaderEpochEndOffset => kp::offset_for_leader_epoch_response::EpochEndOffset, |p| {
+    with_error_code(p.error_code),
+    with_partition(p.partition),
+    with_leader_epoch(p.leader_epoch),
+    with_end_offset(p.end_offset),
+});
+
+impl Random for OffsetForLeaderTopicResult {
+    fn random(rng: &mut SmallRng, version: i16) -> Self {
+        Self {
+            topic: string(rng),
+            partitions: list_of(rng, version, 3),
+        }
+    }
+}
+
+theirs!(
+    OffsetForLeaderTopicResult => kp::offset_for_leader_epoch_response::OffsetForLeaderTopicResult,
+    |t| {
+        with_topic(topic_name(&t.topic)),
+        with_partitions(all(&t.partitions)),
+    }
+);
+
+impl Random for OffsetForLeaderEpochResponse {
+    fn random(rng: &mut SmallRng, version: i16) -> Self {
+        Self {
+            throttle_time_ms: r(rng),
+            topics: list_of(rng, version, 3),
+        }
+    }
+}
+
+theirs!(OffsetForLeaderEpochResponse => kp::OffsetForLeaderEpochResponse, |v| {
+    with_throttle_time_ms(v.throttle_time_ms),
+    with_topics(all(&v.topics)),
+});
+
+#[test]
+fn offset_for_leader_epoch_matches_kafka_protocol() {
+    check::<OffsetForLeaderEpochResponse, kp::OffsetForLeaderEpochResponse>();
 }
 
 // ---------------------------------------------------------------------------------------------

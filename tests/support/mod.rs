@@ -65,6 +65,8 @@ pub struct Cluster {
     pub base_port: u16,
     /// The cluster's state directory (`broker<i>/data` holds broker i's logs).
     pub dir: String,
+    /// Broker i's JMX port (loopback), for its own metrics.
+    pub jmx_ports: Vec<u16>,
     lock: &'static RwLock<()>,
 }
 
@@ -154,12 +156,17 @@ impl Cluster {
                 env!("CARGO_MANIFEST_DIR")
             )
         });
+        let jmx_ports = std::env::var(format!("KAFKA_JMX_PORTS{suffix}"))
+            .ok()
+            .map(|ports| ports.split(',').filter_map(|p| p.parse().ok()).collect())
+            .unwrap_or_else(|| (0..brokers).map(|i| base_port + 80 + i as u16).collect());
         Some(Self {
             bootstrap,
             brokers,
             txn_version,
             base_port,
             dir,
+            jmx_ports,
             lock,
         })
     }
@@ -275,6 +282,47 @@ impl Cluster {
         ];
         all.extend(args.iter().map(|a| a.to_string()));
         String::from_utf8_lossy(&run_ok(&mut java_tool(&all)).stdout).into_owned()
+    }
+
+    /// The Produce requests broker `i` has handled since it started, every version summed, as
+    /// the broker counts them (`kafka.network:type=RequestMetrics,name=RequestsPerSec,
+    /// request=Produce`, read over JMX with Kafka's JmxTool).
+    pub fn produce_requests_handled(&self, i: usize) -> u64 {
+        let url = format!(
+            "service:jmx:rmi:///jndi/rmi://127.0.0.1:{}/jmxrmi",
+            self.jmx_ports[i]
+        );
+        let args: Vec<String> = [
+            "org.apache.kafka.tools.JmxTool",
+            "--jmx-url",
+            &url,
+            "--one-time",
+            "true",
+            "--report-format",
+            "properties",
+            "--object-name",
+            "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce,*",
+            "--attributes",
+            "Count",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let out = java_tool(&args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("JmxTool runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // The meters exist once the broker has handled a request of that version.
+        if !out.status.success() && stderr.contains("No matched attributes") {
+            return 0;
+        }
+        assert!(out.status.success(), "JmxTool failed: {stderr}");
+        // One `...,version=N:Count=C` line per version the broker has seen.
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|line| line.contains("name=RequestsPerSec"))
+            .filter_map(|line| line.rsplit_once("Count=")?.1.trim().parse::<u64>().ok())
+            .sum()
     }
 
     /// The values kcat reads from `topic` at `isolation` (records without a value left out).

@@ -2,16 +2,20 @@
 // scripts/bench-peers --consume:
 //
 //	franz-perf copy BOOTSTRAP SOURCE DESTINATION GROUP TRANSACTIONAL_ID \
-//	    [--commit-records N] [--commit-ms MS] [--idle-seconds S]
+//	    [--commit-records N] [--commit-ms MS] [--idle-seconds S] [--batch-size BYTES]
 //
 // The same arguments, transactions and output as examples/copy: a GroupTransactSession (a
 // group member reading SOURCE read_committed from the start, and a transactional producer)
 // writes every record to the same partition of DESTINATION, and each transaction commits the
 // consumed offsets with the records (KIP-98, KIP-447). A transaction begins with the first
 // record polled and ends after N records or MS milliseconds, whichever comes first (defaults
-// 1,000 / 100, examples/copy's). The clock starts once the producer ID is loaded
-// (examples/copy's starts after init_transactions); one line per committed transaction gives
-// the time on it, then "copied N records" after S seconds without a record (0: never stop).
+// 1,000 / 100, examples/copy's); --batch-size sets the producer's largest batch
+// (ProducerBatchMaxBytes, as batch.size does for examples/copy; default franz-go's). The clock
+// starts once the producer ID is loaded (examples/copy's starts after init_transactions); one line per committed transaction gives
+// the time on it, its records, how long it took (from the poll that brought its first record to
+// the end of its commit, as examples/copy measures a step) and its records per source partition,
+// in examples/copy's format, then "copied N records" after S seconds without a record (0: never
+// stop).
 package main
 
 import (
@@ -19,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +34,7 @@ import (
 func copyUsage(problem string) {
 	fmt.Fprintf(os.Stderr, "franz-perf copy: %s\n", problem)
 	fmt.Fprintln(os.Stderr, "usage: franz-perf copy BOOTSTRAP SOURCE DESTINATION GROUP TRANSACTIONAL_ID "+
-		"[--commit-records N] [--commit-ms MS] [--idle-seconds S]")
+		"[--commit-records N] [--commit-ms MS] [--idle-seconds S] [--batch-size BYTES]")
 	os.Exit(2)
 }
 
@@ -53,7 +58,7 @@ func pollOnce(sess *kgo.GroupTransactSession, max int, wait time.Duration) []*kg
 }
 
 func copyMain(argv []string) {
-	commitRecords, commitMs, idleSeconds := 1000, 100, 0
+	commitRecords, commitMs, idleSeconds, batchSize := 1000, 100, 0, 0
 	var positional []string
 	for i := 0; i < len(argv); i++ {
 		flag := argv[i]
@@ -76,6 +81,8 @@ func copyMain(argv []string) {
 			commitMs = n
 		case "--idle-seconds":
 			idleSeconds = n
+		case "--batch-size":
+			batchSize = n
 		default:
 			copyUsage("unknown flag " + flag)
 		}
@@ -87,7 +94,7 @@ func copyMain(argv []string) {
 	interval := time.Duration(commitMs) * time.Millisecond
 	idle := time.Duration(idleSeconds) * time.Second
 
-	sess, err := kgo.NewGroupTransactSession(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
 		kgo.TransactionalID(txnID),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -96,7 +103,11 @@ func copyMain(argv []string) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// Each record goes to its source partition, as examples/copy sends it.
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-	)
+	}
+	if batchSize > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(min(batchSize, 1<<30))))
+	}
+	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		copyFatal("creating the session", err)
 	}
@@ -108,8 +119,10 @@ func copyMain(argv []string) {
 	started := time.Now()
 	lastRecord := started
 	total := 0
+	perPartition := map[int32]int{}
 	for {
 		// Wait for the first record of the next transaction, an interval at a time.
+		polled := time.Now()
 		records := pollOnce(sess, commitRecords, max(interval, time.Millisecond))
 		if len(records) == 0 {
 			if idle > 0 && time.Since(lastRecord) >= idle {
@@ -123,10 +136,12 @@ func copyMain(argv []string) {
 		began := time.Now()
 		promise := kgo.AbortingFirstErrPromise(sess.Client())
 		in := 0
+		clear(perPartition)
 		for {
 			for _, r := range records {
 				sess.Produce(ctx, &kgo.Record{Topic: destination, Partition: r.Partition, Key: r.Key, Value: r.Value,
 					Headers: r.Headers}, promise.Promise())
+				perPartition[r.Partition]++
 			}
 			in += len(records)
 			left := interval - time.Since(began)
@@ -140,7 +155,9 @@ func copyMain(argv []string) {
 		switch {
 		case committed:
 			total += in
-			fmt.Printf("%8.1fs committed %d in / %d out (total %d)\n", time.Since(started).Seconds(), in, in, total)
+			took := time.Since(polled)
+			fmt.Printf("%8.1fs committed %d in / %d out (total %d) in %.1f ms; partitions %s\n", time.Since(started).Seconds(),
+				in, in, total, took.Seconds()*1e3, partitionCounts(perPartition))
 		case err != nil:
 			copyFatal("ending a transaction", err)
 		default:
@@ -151,4 +168,19 @@ func copyMain(argv []string) {
 	}
 	sess.Close()
 	fmt.Printf("copied %d records\n", total)
+}
+
+// partitionCounts formats records per partition as examples/copy does: "0:167 1:166 ...", in
+// partition order.
+func partitionCounts(counts map[int32]int) string {
+	partitions := make([]int32, 0, len(counts))
+	for p := range counts {
+		partitions = append(partitions, p)
+	}
+	slices.Sort(partitions)
+	parts := make([]string, len(partitions))
+	for i, p := range partitions {
+		parts[i] = fmt.Sprintf("%d:%d", p, counts[p])
+	}
+	return strings.Join(parts, " ")
 }

@@ -17,7 +17,7 @@ use crate::types::TopicPartition;
 
 /// A producer's open transaction on one partition that is older than the search's bound.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct OpenTransaction {
+pub(crate) struct HangingCandidate {
     pub(crate) partition: TopicPartition,
     pub(crate) producer: ActiveProducer,
     pub(crate) age: Duration,
@@ -34,7 +34,7 @@ pub(crate) fn open_transactions_older_than(
     producers: &BTreeMap<TopicPartition, Vec<ActiveProducer>>,
     now_ms: i64,
     older_than: Duration,
-) -> Vec<OpenTransaction> {
+) -> Vec<HangingCandidate> {
     let bound_ms = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
     producers
         .iter()
@@ -42,7 +42,7 @@ pub(crate) fn open_transactions_older_than(
         .filter(|(_, state)| state.current_txn_start_offset.is_some())
         .filter_map(|(partition, state)| {
             let age_ms = now_ms.saturating_sub(state.last_timestamp_ms);
-            (age_ms > bound_ms).then(|| OpenTransaction {
+            (age_ms > bound_ms).then(|| HangingCandidate {
                 partition: partition.clone(),
                 producer: state.clone(),
                 age: Duration::from_millis(age_ms.max(0).unsigned_abs()),
@@ -51,15 +51,20 @@ pub(crate) fn open_transactions_older_than(
         .collect()
 }
 
-/// Whether the coordinator's `description` will still end `open` with a marker: the same
+/// Whether the coordinator's `description` will still end `producer`'s open transaction on
+/// `partition` with a marker: the same
 /// producer id, an epoch not older than the partition's (a marker with a newer epoch also
 /// closes the transaction), a state that still writes markers, and the partition among those
 /// it writes to.
-fn coordinator_tracks(open: &OpenTransaction, description: &TransactionDescription) -> bool {
-    description.producer_id == open.producer.producer_id
-        && description.producer_epoch >= open.producer.producer_epoch
+pub(super) fn coordinator_tracks(
+    partition: &TopicPartition,
+    producer: &ActiveProducer,
+    description: &TransactionDescription,
+) -> bool {
+    description.producer_id == producer.producer_id
+        && description.producer_epoch >= producer.producer_epoch
         && description.state.writes_markers()
-        && description.partitions.contains(&open.partition)
+        && description.partitions.contains(partition)
 }
 
 /// The hanging transactions among `candidates`.
@@ -70,7 +75,7 @@ fn coordinator_tracks(open: &OpenTransaction, description: &TransactionDescripti
 /// producer id no coordinator holds, an id without a description, and a description that
 /// does not list the partition all leave the transaction hanging.
 pub(crate) fn hanging(
-    candidates: Vec<OpenTransaction>,
+    candidates: Vec<HangingCandidate>,
     transactional_ids: &BTreeMap<i64, String>,
     descriptions: &BTreeMap<String, TransactionDescription>,
 ) -> Vec<HangingTransaction> {
@@ -80,7 +85,9 @@ pub(crate) fn hanging(
             let transactional_id = transactional_ids.get(&open.producer.producer_id);
             let tracked = transactional_id
                 .and_then(|id| descriptions.get(id))
-                .is_some_and(|description| coordinator_tracks(&open, description));
+                .is_some_and(|description| {
+                    coordinator_tracks(&open.partition, &open.producer, description)
+                });
             (!tracked).then(|| HangingTransaction {
                 partition: open.partition,
                 producer_id: open.producer.producer_id,

@@ -13,7 +13,19 @@
 //! - `range` (eager): when a rebalance starts the member revokes everything it owns.
 //!
 //! Both keep the rule of [`super`]: revoked partitions stay owned until the next `poll`, and
-//! the member rejoins (which is what lets the coordinator move them) only then.
+//! the member rejoins (which is what lets the coordinator move them) only then. Until that
+//! poll it goes on heartbeating with the generation it has (rule M1): the coordinator counts a
+//! heartbeat answered REBALANCE_IN_PROGRESS as liveness, so a member still processing what it
+//! was handed is not expired, and the commit it makes at `Revoked` is accepted (the Java
+//! consumer's heartbeat thread does the same, KIP-62).
+//!
+//! A rebalance is also the member's to start (rule M5, as Java's
+//! `ConsumerCoordinator.rejoinNeededOrPending`): when its subscription changed since the
+//! JoinGroup of the round (a `subscribe`, or a pattern's matches, made mid-join: the
+//! assignment is then for the old subscription), and, on the leader, when the partition count
+//! of a topic it assigned changed since (Java's `MetadataSnapshot`: the leader assigns for the
+//! whole group, so it watches every member's topics; the driver refreshes their metadata at
+//! least every `metadata.max.age.ms`).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -53,6 +65,10 @@ enum Phase {
     SyncSent,
     /// Owns its assignment; heartbeats.
     Stable,
+    /// A rebalance is to be joined, but revoked partitions are not handed back yet (the
+    /// user's next `poll` does): the member heartbeats with its generation meanwhile, so
+    /// the coordinator keeps it alive, and joins after that poll.
+    RevokingBeforeJoin,
 }
 
 /// One member of a classic consumer group.
@@ -65,6 +81,13 @@ pub struct ClassicMember {
     rebalance_timeout_ms: i32,
     heartbeat_interval_ms: Millis,
     subscription: Vec<String>,
+    /// The subscription the JoinGroup of the round under way carried: an assignment made for
+    /// another one is not the member's to keep, and it rejoins.
+    joined_subscription: Vec<String>,
+    /// The leader's: the partition count of every topic its assignment covered, as the
+    /// assignor saw them. A count that moves since means partitions nobody was assigned (or
+    /// that are gone), so the leader rejoins. `None` on a follower.
+    assignment_snapshot: Option<BTreeMap<String, i32>>,
     generation: i32,
     phase: Phase,
     strategy: AssignmentStrategy,
@@ -98,6 +121,8 @@ impl ClassicMember {
             rebalance_timeout_ms,
             heartbeat_interval_ms,
             subscription: Vec::new(),
+            joined_subscription: Vec::new(),
+            assignment_snapshot: None,
             generation: -1,
             phase: Phase::Unjoined,
             strategy,
@@ -111,7 +136,9 @@ impl ClassicMember {
         }
     }
 
-    /// Replaces the subscription; a member in the group rejoins to have it count.
+    /// Replaces the subscription; a member in the group rejoins to have it count. In the
+    /// middle of a join the round under way carries the old one: its SyncGroup answer sees the
+    /// change and the member rejoins then.
     pub fn subscribe(&mut self, mut topics: Vec<String>) {
         topics.sort();
         topics.dedup();
@@ -119,7 +146,7 @@ impl ClassicMember {
             return;
         }
         self.subscription = topics;
-        if self.phase == Phase::Stable {
+        if matches!(self.phase, Phase::Stable | Phase::RevokingBeforeJoin) {
             self.rebalance_started();
         }
     }
@@ -128,17 +155,42 @@ impl ClassicMember {
         self.strategy == AssignmentStrategy::CooperativeSticky
     }
 
+    fn subscribes_to(&self, topic: &str) -> bool {
+        self.subscription.iter().any(|t| t == topic)
+    }
+
     /// Rejoin: eager gives up everything first; cooperative keeps what it owns except the
-    /// topics it no longer subscribes to (Java's `onJoinPrepare` does the same).
+    /// topics it no longer subscribes to (Java's `onJoinPrepare` does the same). With
+    /// partitions to hand back first, the member heartbeats until the user's next `poll`
+    /// (keeping the heartbeat schedule it has); otherwise it joins at once.
     fn rebalance_started(&mut self) {
         let revoke: Vec<TopicPartition> = self
             .owned
             .iter()
-            .filter(|tp| !self.cooperative() || !self.subscription.iter().any(|t| **t == *tp.topic))
+            .filter(|tp| !self.cooperative() || !self.subscribes_to(&tp.topic))
             .cloned()
             .collect();
         self.revoke(revoke);
-        self.phase = Phase::Unjoined;
+        if self.revoking.is_empty() {
+            self.phase = Phase::Unjoined;
+            self.next_at = None;
+        } else {
+            self.phase = Phase::RevokingBeforeJoin;
+        }
+    }
+
+    /// Whether the member heartbeats now (owning a generation it has not left for a join).
+    fn heartbeating(&self) -> bool {
+        matches!(self.phase, Phase::Stable | Phase::RevokingBeforeJoin)
+    }
+
+    /// Leader: whether a topic its assignment covered has another partition count now.
+    fn metadata_changed(&self, view: &dyn TopicView) -> bool {
+        self.assignment_snapshot.as_ref().is_some_and(|snapshot| {
+            snapshot
+                .iter()
+                .any(|(topic, count)| view.partition_count(topic).is_some_and(|n| n != *count))
+        })
     }
 
     /// Hands `partitions` to the user as `Revoked`; they are given up at the next `on_poll`.
@@ -168,7 +220,10 @@ impl ClassicMember {
             for tp in std::mem::take(&mut self.revoking) {
                 self.owned.remove(&tp);
             }
-            if matches!(self.phase, Phase::Stable | Phase::Unjoined) {
+            if matches!(
+                self.phase,
+                Phase::Stable | Phase::Unjoined | Phase::RevokingBeforeJoin
+            ) {
                 self.phase = Phase::Unjoined;
                 self.next_at = None;
             }
@@ -212,15 +267,21 @@ impl ClassicMember {
         }
     }
 
-    /// Topics the leader needs partition counts of (every member's subscription).
+    /// Topics the leader needs partition counts of beyond its own subscription: every
+    /// member's while it assigns, and afterwards those its assignment covered (watched for a
+    /// change of partition count).
     pub fn wanted_topics(&self) -> Vec<String> {
-        match &self.phase {
-            Phase::Syncing {
-                leader_members: Some(members),
-            } => {
+        match (&self.phase, &self.assignment_snapshot) {
+            (
+                Phase::Syncing {
+                    leader_members: Some(members),
+                },
+                _,
+            ) => {
                 let set: BTreeSet<&String> = members.values().flat_map(|s| &s.topics).collect();
                 set.into_iter().cloned().collect()
             }
+            (_, Some(snapshot)) => snapshot.keys().cloned().collect(),
             _ => Vec::new(),
         }
     }
@@ -234,10 +295,18 @@ impl ClassicMember {
         {
             return None;
         }
+        if self.phase == Phase::Stable && self.metadata_changed(view) {
+            // Partitions were added (or a topic went): rejoin so the next assignment covers
+            // what is there now.
+            self.assignment_snapshot = None;
+            self.rebalance_started();
+        }
         let request = match &self.phase {
             // Not before the revoked partitions are given up: the join must not claim them.
             Phase::Unjoined if !self.subscription.is_empty() && self.revoking.is_empty() => {
                 self.phase = Phase::Joining;
+                self.joined_subscription = self.subscription.clone();
+                self.assignment_snapshot = None;
                 MembershipRequest::Join(
                     JoinGroupRequest::default()
                         .with_group_id(group_id(&self.group_id))
@@ -265,18 +334,28 @@ impl ClassicMember {
                 {
                     return None;
                 }
-                let assignments = match leader_members {
-                    Some(members) => self
-                        .assign(members, view)
-                        .into_iter()
-                        .map(|(member_id, parts)| {
-                            SyncGroupRequestAssignment::default()
-                                .with_member_id(str_bytes(&member_id))
-                                .with_assignment(assignor::encode_assignment(&parts))
-                        })
-                        .collect(),
-                    None => Vec::new(),
+                let (assignments, snapshot) = match leader_members {
+                    Some(members) => {
+                        let assignments = self
+                            .assign(members, view)
+                            .into_iter()
+                            .map(|(member_id, parts)| {
+                                SyncGroupRequestAssignment::default()
+                                    .with_member_id(str_bytes(&member_id))
+                                    .with_assignment(assignor::encode_assignment(&parts))
+                            })
+                            .collect();
+                        // The counts the assignor used: every one is known (checked above).
+                        let snapshot: BTreeMap<String, i32> = members
+                            .values()
+                            .flat_map(|s| &s.topics)
+                            .filter_map(|t| Some((t.clone(), view.partition_count(t)?)))
+                            .collect();
+                        (assignments, Some(snapshot))
+                    }
+                    None => (Vec::new(), None),
                 };
+                self.assignment_snapshot = snapshot;
                 self.phase = Phase::SyncSent;
                 MembershipRequest::Sync(
                     SyncGroupRequest::default()
@@ -289,15 +368,13 @@ impl ClassicMember {
                         .with_assignments(assignments),
                 )
             }
-            Phase::Stable if self.next_at.is_none_or(|at| at <= now) => {
-                MembershipRequest::Heartbeat(
-                    HeartbeatRequest::default()
-                        .with_group_id(group_id(&self.group_id))
-                        .with_generation_id(self.generation)
-                        .with_member_id(str_bytes(&self.member_id))
-                        .with_group_instance_id(self.instance_id.as_deref().map(str_bytes)),
-                )
-            }
+            Phase::Stable | Phase::RevokingBeforeJoin => MembershipRequest::Heartbeat(
+                HeartbeatRequest::default()
+                    .with_group_id(group_id(&self.group_id))
+                    .with_generation_id(self.generation)
+                    .with_member_id(str_bytes(&self.member_id))
+                    .with_group_instance_id(self.instance_id.as_deref().map(str_bytes)),
+            ),
             _ => return None,
         };
         self.in_flight = true;
@@ -326,6 +403,7 @@ impl ClassicMember {
             let lost = std::mem::take(&mut self.owned).into_iter().collect();
             self.events.push_back(MembershipEvent::Lost(lost));
         }
+        self.assignment_snapshot = None;
         self.phase = Phase::Unjoined;
         self.next_at = None;
     }
@@ -373,6 +451,16 @@ impl ClassicMember {
                             assigned.insert(TopicPartition::new(Arc::clone(&topic), p));
                         }
                     }
+                    // The subscription changed since this round's JoinGroup: the leader
+                    // assigned for the old one. Only what the member still subscribes to is
+                    // taken (an eager member takes nothing: it would revoke it again at once),
+                    // and it rejoins with the current subscription (Java's onJoinComplete and
+                    // `joinedSubscription`).
+                    let resubscribed = self.joined_subscription != self.subscription;
+                    if resubscribed {
+                        let eager = !self.cooperative();
+                        assigned.retain(|tp| !eager && self.subscribes_to(&tp.topic));
+                    }
                     // KIP-429 (Java's onJoinComplete): owned − assigned is revoked first (the
                     // user commits them), assigned − owned is added; a revocation means the
                     // leader withheld those partitions from their new owner, so rejoin (at
@@ -389,20 +477,45 @@ impl ClassicMember {
                     }
                     self.phase = Phase::Stable;
                     self.next_at = Some(now + self.heartbeat_interval_ms);
+                    if resubscribed {
+                        self.rebalance_started();
+                    }
                 }
                 ErrorCode::UNKNOWN_MEMBER_ID => self.lose_everything(true),
                 ErrorCode::ILLEGAL_GENERATION => self.lose_everything(false),
                 code if retriable_in_rebalance(code) => self.retry(now, Phase::Unjoined),
                 code => return Err(Error::broker(code)),
             },
-            MembershipResponse::Heartbeat(r) => match ErrorCode(r.error_code) {
-                ErrorCode::NONE => self.next_at = Some(now + self.heartbeat_interval_ms),
-                ErrorCode::REBALANCE_IN_PROGRESS => self.rebalance_started(),
-                ErrorCode::UNKNOWN_MEMBER_ID => self.lose_everything(true),
-                ErrorCode::ILLEGAL_GENERATION => self.lose_everything(false),
-                code if retriable_in_rebalance(code) => self.retry(now, Phase::Stable),
-                code => return Err(Error::broker(code)),
-            },
+            MembershipResponse::Heartbeat(r) => {
+                match ErrorCode(r.error_code) {
+                    ErrorCode::NONE => {}
+                    // A member that heartbeats while it hands revoked partitions back hears
+                    // this until it joins: its session is kept alive all the same.
+                    ErrorCode::REBALANCE_IN_PROGRESS => {
+                        if self.phase == Phase::Stable {
+                            self.rebalance_started();
+                        }
+                    }
+                    ErrorCode::UNKNOWN_MEMBER_ID => {
+                        self.lose_everything(true);
+                        return Ok(());
+                    }
+                    ErrorCode::ILLEGAL_GENERATION => {
+                        self.lose_everything(false);
+                        return Ok(());
+                    }
+                    code if retriable_in_rebalance(code) => {
+                        self.next_at = Some(now + REBALANCE_RETRY_MS);
+                        return Ok(());
+                    }
+                    code => return Err(Error::broker(code)),
+                }
+                // The next heartbeat, unless the member is to join now (the user's poll
+                // handed revoked partitions back while this one was in flight).
+                if self.heartbeating() && self.next_at.is_none() {
+                    self.next_at = Some(now + self.heartbeat_interval_ms);
+                }
+            }
             MembershipResponse::ConsumerHeartbeat(_) => {}
         }
         Ok(())
@@ -988,5 +1101,269 @@ mod tests {
             Some(MembershipEvent::Lost(vec![tp(0), tp(1), tp(2)]))
         );
         assert_eq!(m.next_event(), None);
+    }
+
+    fn member_with(strategy: AssignmentStrategy) -> ClassicMember {
+        let mut m = ClassicMember::new("g".into(), None, 6000, 30_000, 500, strategy);
+        m.subscribe(vec!["t".into()]);
+        m
+    }
+
+    fn subscription_of(join: &JoinGroupRequest) -> Vec<String> {
+        assignor::decode_subscription(&join.protocols[0].metadata)
+            .unwrap()
+            .topics
+    }
+
+    /// `subscribe` while the JoinGroup carrying the old subscription is in flight: the round
+    /// ends with an assignment for the old one, and the member rejoins at once with the new
+    /// one (cooperative: keeping what it still subscribes to; eager: taking nothing, as it
+    /// would revoke it again at once).
+    #[test]
+    fn a_subscription_changed_mid_join_is_joined_with_once_the_round_ends() {
+        for strategy in [
+            AssignmentStrategy::CooperativeSticky,
+            AssignmentStrategy::Range,
+        ] {
+            let now: Millis = 0;
+            let mut m = member_with(strategy);
+            let Some(MembershipRequest::Join(join)) = m.poll_request(now, &View) else {
+                panic!("a join first");
+            };
+            assert_eq!(subscription_of(&join), vec!["t".to_owned()]);
+            m.subscribe(vec!["t".into(), "u".into()]);
+            assert!(m.joining(), "the round goes on");
+            join_and_sync(&mut m, now, &[0, 1]);
+            if strategy == AssignmentStrategy::Range {
+                assert_eq!(m.next_event(), None, "{strategy:?}: nothing taken");
+                assert!(m.owned().is_empty());
+            } else {
+                assert_eq!(
+                    m.next_event(),
+                    Some(MembershipEvent::Assigned(vec![tp(0), tp(1)])),
+                    "{strategy:?}"
+                );
+            }
+            let Some(MembershipRequest::Join(rejoin)) = m.poll_request(now, &View) else {
+                panic!("{strategy:?}: the member rejoins at once");
+            };
+            assert_eq!(
+                subscription_of(&rejoin),
+                vec!["t".to_owned(), "u".to_owned()]
+            );
+            // The round with the current subscription ends stable.
+            join_and_sync(&mut m, now, &[0, 1]);
+            if strategy == AssignmentStrategy::Range {
+                assert_eq!(
+                    m.next_event(),
+                    Some(MembershipEvent::Assigned(vec![tp(0), tp(1)]))
+                );
+            }
+            assert!(matches!(
+                m.poll_request(now + 500, &View),
+                Some(MembershipRequest::Heartbeat(_))
+            ));
+        }
+    }
+
+    /// A topic dropped from the subscription mid-join: its partitions in the round's
+    /// assignment are not taken, and a cooperative member hands back those it owned.
+    #[test]
+    fn a_topic_unsubscribed_mid_join_is_not_taken() {
+        let now: Millis = 0;
+        let mut m = cooperative_member_owning(&[0, 1], now);
+        heartbeat_answered(&mut m, now + 1_000, ErrorCode::REBALANCE_IN_PROGRESS);
+        let Some(MembershipRequest::Join(_)) = m.poll_request(now + 1_000, &View) else {
+            panic!("a cooperative member rejoins at once");
+        };
+        m.subscribe(vec!["u".into()]);
+        join_and_sync(&mut m, now + 1_000, &[0, 1, 2]);
+        assert_eq!(
+            m.next_event(),
+            Some(MembershipEvent::Revoked(vec![tp(0), tp(1)]))
+        );
+        assert_eq!(m.next_event(), None, "partition 2 of t is not taken");
+        assert!(m.fetchable().is_empty());
+        m.on_poll(now + 1_000);
+        assert!(m.owned().is_empty());
+        let Some(MembershipRequest::Join(rejoin)) = m.poll_request(now + 1_000, &View) else {
+            panic!("the member rejoins after handing them back");
+        };
+        assert_eq!(subscription_of(&rejoin), vec!["u".to_owned()]);
+    }
+
+    /// Partition counts a test can change.
+    struct Counts(std::cell::RefCell<BTreeMap<String, i32>>);
+    impl Counts {
+        fn of(t: i32) -> Self {
+            Self(std::cell::RefCell::new([("t".to_owned(), t)].into()))
+        }
+        fn set(&self, topic: &str, n: i32) {
+            self.0.borrow_mut().insert(topic.to_owned(), n);
+        }
+    }
+    impl TopicView for Counts {
+        fn partition_count(&self, topic: &str) -> Option<i32> {
+            self.0.borrow().get(topic).copied()
+        }
+        fn topic_name(&self, _topic_id: &[u8; 16]) -> Option<Arc<str>> {
+            None
+        }
+    }
+
+    /// The only member, so the leader: joined, assigned `t`'s partitions, its event taken.
+    fn sole_leader(strategy: AssignmentStrategy, counts: &Counts) -> ClassicMember {
+        let now: Millis = 0;
+        let mut m = member_with(strategy);
+        m.poll_request(now, counts).unwrap();
+        m.on_response(
+            MembershipResponse::Join(join_response("m1", "m1", &["m1"])),
+            now,
+        )
+        .unwrap();
+        let Some(MembershipRequest::Sync(sync)) = m.poll_request(now, counts) else {
+            panic!("a sync");
+        };
+        m.on_response(
+            MembershipResponse::Sync(SyncGroupResponse {
+                assignment: sync.assignments[0].assignment.clone(),
+                ..Default::default()
+            }),
+            now,
+        )
+        .unwrap();
+        assert!(matches!(m.next_event(), Some(MembershipEvent::Assigned(_))));
+        m
+    }
+
+    /// Java's `MetadataSnapshot`: the leader watches the partition counts its assignment
+    /// used, and rejoins when one moves, so added partitions are assigned without waiting
+    /// for an unrelated rebalance.
+    #[test]
+    fn the_leader_rejoins_when_a_topic_it_assigned_gains_partitions() {
+        for strategy in [
+            AssignmentStrategy::CooperativeSticky,
+            AssignmentStrategy::Range,
+        ] {
+            let counts = Counts::of(1);
+            let mut m = sole_leader(strategy, &counts);
+            assert_eq!(m.owned(), vec![tp(0)]);
+            assert_eq!(m.wanted_topics(), vec!["t".to_owned()], "watched");
+            assert!(matches!(
+                m.poll_request(500, &counts),
+                Some(MembershipRequest::Heartbeat(_))
+            ));
+            m.on_response(MembershipResponse::Heartbeat(Default::default()), 500)
+                .unwrap();
+            counts.set("t", 2);
+            let later: Millis = 1_000;
+            if strategy == AssignmentStrategy::Range {
+                // Eager: everything is revoked first, heartbeats go on until the next poll.
+                assert!(matches!(
+                    m.poll_request(later, &counts),
+                    Some(MembershipRequest::Heartbeat(_))
+                ));
+                assert_eq!(m.next_event(), Some(MembershipEvent::Revoked(vec![tp(0)])));
+                m.on_response(MembershipResponse::Heartbeat(Default::default()), later)
+                    .unwrap();
+                m.on_poll(later);
+            }
+            let Some(MembershipRequest::Join(_)) = m.poll_request(later, &counts) else {
+                panic!("{strategy:?}: the leader rejoins");
+            };
+            m.on_response(
+                MembershipResponse::Join(join_response("m1", "m1", &["m1"])),
+                later,
+            )
+            .unwrap();
+            let Some(MembershipRequest::Sync(sync)) = m.poll_request(later, &counts) else {
+                panic!("a sync");
+            };
+            m.on_response(
+                MembershipResponse::Sync(SyncGroupResponse {
+                    assignment: sync.assignments[0].assignment.clone(),
+                    ..Default::default()
+                }),
+                later,
+            )
+            .unwrap();
+            let added = match strategy {
+                AssignmentStrategy::Range => vec![tp(0), tp(1)],
+                _ => vec![tp(1)],
+            };
+            assert_eq!(m.next_event(), Some(MembershipEvent::Assigned(added)));
+            assert!(
+                matches!(
+                    m.poll_request(later + 500, &counts),
+                    Some(MembershipRequest::Heartbeat(_))
+                ),
+                "{strategy:?}: the new snapshot matches: stable"
+            );
+        }
+    }
+
+    /// A follower leaves the watching to the leader (which assigned for the whole group).
+    #[test]
+    fn a_follower_does_not_watch_partition_counts() {
+        let mut m = assigned_follower(0, &[0]);
+        assert!(m.wanted_topics().is_empty());
+        let counts = Counts::of(9);
+        assert!(matches!(
+            m.poll_request(500, &counts),
+            Some(MembershipRequest::Heartbeat(_))
+        ));
+    }
+
+    /// Rule M1 for eager members: between REBALANCE_IN_PROGRESS and the poll that hands the
+    /// revoked partitions back, the member heartbeats with its generation on its interval
+    /// (the coordinator counts those heartbeats as liveness), a commit may take a hold
+    /// (nothing it sends moves the generation), and the join waits for that poll.
+    #[test]
+    fn an_eager_member_heartbeats_until_it_hands_revoked_partitions_back() {
+        let mut m = assigned_follower(0, &[0, 1]);
+        heartbeat_answered(&mut m, 500, ErrorCode::REBALANCE_IN_PROGRESS);
+        assert_eq!(
+            m.next_event(),
+            Some(MembershipEvent::Revoked(vec![tp(0), tp(1)]))
+        );
+        assert!(!m.joining());
+        assert!(!m.next_request_moves_generation());
+        // Fifteen seconds of processing: a heartbeat every interval, none answered otherwise.
+        let mut at: Millis = 500;
+        for _ in 0..30 {
+            assert!(m.poll_request(at + 499, &View).is_none(), "not due yet");
+            at += 500;
+            let Some(MembershipRequest::Heartbeat(hb)) = m.poll_request(at, &View) else {
+                panic!("a heartbeat at {at}");
+            };
+            assert_eq!(hb.generation_id, 7);
+            m.on_response(
+                MembershipResponse::Heartbeat(HeartbeatResponse {
+                    error_code: ErrorCode::REBALANCE_IN_PROGRESS.0,
+                    ..Default::default()
+                }),
+                at,
+            )
+            .unwrap();
+            assert_eq!(m.owned().len(), 2, "owned until the next poll");
+        }
+        // A heartbeat in flight when the poll hands the partitions back: its answer does
+        // not hold the join back.
+        at += 500;
+        m.poll_request(at, &View).unwrap();
+        m.on_poll(at);
+        assert!(m.owned().is_empty());
+        m.on_response(
+            MembershipResponse::Heartbeat(HeartbeatResponse {
+                error_code: ErrorCode::REBALANCE_IN_PROGRESS.0,
+                ..Default::default()
+            }),
+            at,
+        )
+        .unwrap();
+        assert!(matches!(
+            m.poll_request(at, &View),
+            Some(MembershipRequest::Join(_))
+        ));
     }
 }

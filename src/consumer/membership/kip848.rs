@@ -50,6 +50,8 @@ struct InFlight {
     owned: Option<OwnedSet>,
     /// The version of the subscription it carries, if it carries it.
     subscription: Option<u64>,
+    /// The membership it was sent in (see `ConsumerMember::membership`).
+    membership: u64,
 }
 
 /// The member epoch that leaves the group.
@@ -105,6 +107,11 @@ pub struct ConsumerMember {
     /// still owns its partitions is unknown until the next heartbeat answer, and nothing is
     /// delivered meanwhile.
     unverified: bool,
+    /// Counts the memberships this member ended: bumped when it leaves or loses everything.
+    /// The answer to a heartbeat sent in an earlier one is dropped: its epoch and assignment
+    /// are those of a membership the member has given up (the coordinator may have handed the
+    /// partitions on), and applying them would undo the leave (rule M3).
+    membership: u64,
 }
 
 impl ConsumerMember {
@@ -139,6 +146,7 @@ impl ConsumerMember {
             leaving: false,
             paused_until_poll: false,
             unverified: false,
+            membership: 0,
         }
     }
 
@@ -289,6 +297,7 @@ impl ConsumerMember {
         self.in_flight = Some(InFlight {
             owned: send_owned,
             subscription: send_subscription.then_some(self.subscription_version),
+            membership: self.membership,
         });
         Some(request)
     }
@@ -301,7 +310,11 @@ impl ConsumerMember {
         _view: &dyn TopicView,
     ) -> Result<(), Error> {
         let sent = self.in_flight.take();
-        if self.leaving {
+        // Sent before a leave or a loss (a poll may have ended the pause since): stale.
+        let stale = sent
+            .as_ref()
+            .is_some_and(|s| s.membership != self.membership);
+        if self.leaving || stale {
             return Ok(());
         }
         let code = ErrorCode(response.error_code);
@@ -356,6 +369,7 @@ impl ConsumerMember {
 
     /// Fenced or expired: every partition is lost, and the member rejoins with epoch 0.
     fn lose_everything(&mut self) {
+        self.membership += 1;
         let lost: Vec<_> = self.owned.keys().cloned().collect();
         self.owned.clear();
         self.revoking.clear();
@@ -483,6 +497,7 @@ impl ConsumerMember {
             return None;
         }
         self.leaving = true;
+        self.membership += 1;
         Some(
             ConsumerGroupHeartbeatRequest::default()
                 .with_group_id(group_id(&self.group_id))
@@ -859,6 +874,92 @@ mod tests {
         assert_eq!(
             again.subscribed_topic_names,
             Some(vec![topic_name("t"), topic_name("v")])
+        );
+    }
+
+    /// A heartbeat is in flight when the member leaves for exceeding `max.poll.interval.ms`,
+    /// and the application polls (ending the pause) before its answer arrives: the answer,
+    /// of the membership the member left, restores neither the epoch nor the assignment, and
+    /// no `Assigned` follows the `Lost` until the rejoin's own answer.
+    #[test]
+    fn an_answer_sent_before_a_leave_is_not_applied_after_it() {
+        let now: Millis = 0;
+        let mut m = member_owning(now, vec![0, 1]);
+        let flying = m.poll_request(now + 500).expect("a heartbeat");
+        assert_eq!(flying.member_epoch, 1);
+        let leave = m.leave_until_next_poll().expect("a leaving heartbeat");
+        assert_eq!(leave.member_epoch, LEAVE_EPOCH);
+        assert_eq!(
+            m.next_event(&View),
+            Some(MembershipEvent::Lost(vec![tp(0), tp(1)]))
+        );
+        m.on_poll(now + 600);
+        // The late answer: the epoch it names and the partitions it assigns are gone.
+        m.on_response(answer(2, Some(vec![0, 1, 2])), now + 700, &View)
+            .unwrap();
+        assert_eq!(m.epoch(), 0, "the leave stands");
+        assert_eq!(
+            m.next_event(&View),
+            None,
+            "no Assigned from the old membership"
+        );
+        assert!(m.owned().is_empty() && m.fetchable().is_empty());
+        assert_eq!(m.group_metadata().generation_id, 0);
+        // The rejoin goes out at once, and its answer is applied.
+        let rejoin = m.poll_request(now + 700).expect("the rejoin");
+        assert_eq!(rejoin.member_epoch, 0);
+        assert!(rejoin.subscribed_topic_names.is_some());
+        m.on_response(answer(4, Some(vec![2])), now + 800, &View)
+            .unwrap();
+        assert_eq!(m.epoch(), 4);
+        assert_eq!(
+            m.next_event(&View),
+            Some(MembershipEvent::Assigned(vec![tp(2)]))
+        );
+    }
+
+    /// The same guard when the membership ended by a refused commit (the coordinator said the
+    /// member is unknown): a heartbeat answer from before does not undo the `Lost`.
+    #[test]
+    fn an_answer_sent_before_a_loss_is_not_applied_after_it() {
+        let now: Millis = 0;
+        let mut m = member_owning(now, vec![0]);
+        m.poll_request(now + 500).expect("a heartbeat");
+        assert!(m.commit_refused(ErrorCode::UNKNOWN_MEMBER_ID, now + 550));
+        assert_eq!(
+            m.next_event(&View),
+            Some(MembershipEvent::Lost(vec![tp(0)]))
+        );
+        m.on_response(answer(1, Some(vec![0])), now + 600, &View)
+            .unwrap();
+        assert_eq!(m.epoch(), 0);
+        assert_eq!(m.next_event(&View), None);
+        assert_eq!(m.poll_request(now + 600).expect("rejoin").member_epoch, 0);
+    }
+
+    /// A request that failed after the leave frees the way for the rejoin as well; and an
+    /// answer to a heartbeat of the current membership is applied as ever.
+    #[test]
+    fn a_failed_request_of_the_old_membership_does_not_block_the_rejoin() {
+        let now: Millis = 0;
+        let mut m = member_owning(now, vec![0]);
+        m.poll_request(now + 500).expect("a heartbeat");
+        m.leave_until_next_poll();
+        assert_eq!(
+            m.next_event(&View),
+            Some(MembershipEvent::Lost(vec![tp(0)]))
+        );
+        m.on_poll(now + 600);
+        assert!(m.poll_request(now + 600).is_none(), "one request at a time");
+        m.on_request_failed(now + 700, 100);
+        let rejoin = m.poll_request(now + 800).expect("the rejoin");
+        assert_eq!(rejoin.member_epoch, 0);
+        m.on_response(answer(3, Some(vec![0])), now + 900, &View)
+            .unwrap();
+        assert_eq!(m.epoch(), 3);
+        assert_eq!(
+            m.next_event(&View),
+            Some(MembershipEvent::Assigned(vec![tp(0)]))
         );
     }
 }

@@ -1,8 +1,9 @@
 //! The background task's side of [`ConsumerState`]: on each turn it starts every request
 //! that is due and not in flight (metadata, FindCoordinator, the membership's heartbeat or
-//! rebalance round, committed-offset look-ups, resets, fetches, auto-commits) and computes
-//! when to look again; each answer comes back through [`ConsumerState::complete`], which
-//! applies it and sets the back-off timers of what failed.
+//! rebalance round, committed-offset look-ups, resets, position validations, fetches,
+//! auto-commits) and computes when to look again; each answer comes back through
+//! [`ConsumerState::complete`], which applies it, sets the back-off timers of what failed, and
+//! queues for `poll` the errors no retry can fix (naming the topic, partition or group).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,13 +14,14 @@ use tracing::{debug, warn};
 
 use super::{Completion, ConsumerState, View};
 use crate::consumer::calls::{call, call_built, find_coordinator, membership_call};
-use crate::consumer::fetcher::{Fetched, Followup};
-use crate::consumer::membership::{Membership, MembershipResponse, TopicView};
+use crate::consumer::fetcher::{Asked, Followup};
+use crate::consumer::membership::{Membership, MembershipRequest, MembershipResponse, TopicView};
 use crate::consumer::metrics::elapsed_ms;
-use crate::consumer::offsets::{committed_offsets, offset_fetch_request};
+use crate::consumer::offsets::{PartitionCommitted, committed_offsets, offset_fetch_request};
 use crate::error::{Error, ErrorChain, Result};
 use crate::net::connection::BrokerLink;
 use crate::net::metadata::metadata_request;
+use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::fetch::FetchResponse;
 use crate::protocol::messages::metadata::MetadataResponse;
@@ -34,6 +36,7 @@ const FETCH_VERSION_CAP: i16 = 12;
 enum RetryTimer {
     Fetch,
     List,
+    Validate,
     Committed,
 }
 
@@ -64,6 +67,7 @@ impl ConsumerState {
             self.coordinator_retry_at,
             self.committed_retry_at,
             self.list_retry_at,
+            self.validate_retry_at,
             self.fetch_retry_at,
             self.hold_until,
             poll_budget_ends,
@@ -126,7 +130,10 @@ impl ConsumerState {
         }
         wanted.sort();
         wanted.dedup();
-        if self.pattern.is_some() && Self::due(self.metadata_refresh_at, now) {
+        // At least every `metadata.max.age.ms` (as Java's `Metadata` does): a subscribed
+        // topic that gained partitions, a classic pattern's new matches and moved leaders are
+        // only learnt from a fresh answer (the classic leader rejoins on what it shows).
+        if Self::due(self.metadata_refresh_at, now) {
             self.metadata_stale = true;
         }
         if self.metadata_stale && !self.metadata_in_flight && Self::due(self.metadata_retry_at, now)
@@ -160,31 +167,46 @@ impl ConsumerState {
         }
 
         if let Some(coordinator) = self.coordinator.clone() {
-            if !self.membership_in_flight && self.polled_once && !self.generation_held(now) {
-                let view = View {
-                    metadata: &self.metadata,
-                    ids: &self.topic_ids,
-                };
-                if let Some(request) = self.membership.poll_request(now, &view) {
-                    self.membership_in_flight = true;
-                    let timeout = self.config.request_timeout();
-                    // A JoinGroup waits for the whole rebalance.
-                    let join_timeout =
-                        timeout + Duration::from_millis(self.config.max_poll_interval_ms);
-                    let client_id = Arc::clone(&self.client_id);
-                    let link = coordinator.clone();
-                    tasks.spawn(async move {
-                        Completion::Membership(
-                            membership_call(&link, request, client_id, timeout, join_timeout).await,
-                        )
-                    });
-                }
+            if let Some(request) = self.start_membership_request(now) {
+                let timeout = self.config.request_timeout();
+                // A JoinGroup waits for the whole rebalance.
+                let join_timeout =
+                    timeout + Duration::from_millis(self.config.max_poll_interval_ms);
+                let client_id = Arc::clone(&self.client_id);
+                let link = coordinator.clone();
+                tasks.spawn(async move {
+                    Completion::Membership(
+                        membership_call(&link, request, client_id, timeout, join_timeout).await,
+                    )
+                });
             }
             self.start_committed_lookup(&coordinator, now, tasks);
             self.start_auto_commit(&coordinator, now, tasks);
         }
+        // KIP-320: a leader that moved validates the positions it leads before they are
+        // fetched from (and answers to requests of the old one are stale).
+        let metadata = &self.metadata;
+        self.fetcher.leader_epochs(|tp| metadata.leader_epoch(tp));
         self.start_resets(now, tasks);
+        self.start_validations(now, tasks);
         self.start_fetches(now, tasks);
+    }
+
+    /// The membership's request to send now, marked in flight: none while one is in flight,
+    /// before the first `poll`, or while a generation hold keeps a request that may move the
+    /// generation back. The one place a membership request starts, so a hold taken under the
+    /// same lock (`ConsumerState::try_hold`) is never overtaken by one.
+    pub(crate) fn start_membership_request(&mut self, now: Millis) -> Option<MembershipRequest> {
+        if self.membership_in_flight || !self.polled_once || self.generation_held(now) {
+            return None;
+        }
+        let view = View {
+            metadata: &self.metadata,
+            ids: &self.topic_ids,
+        };
+        let request = self.membership.poll_request(now, &view)?;
+        self.membership_in_flight = true;
+        Some(request)
     }
 
     fn start_committed_lookup(
@@ -196,46 +218,85 @@ impl ConsumerState {
         if self.committed_in_flight || !Self::due(self.committed_retry_at, now) {
             return;
         }
-        let partitions = self
+        let asked = self
             .fetcher
             .awaiting_committed(&self.membership.fetchable());
-        if partitions.is_empty() {
+        if asked.is_empty() {
             return;
         }
         self.committed_in_flight = true;
+        let partitions: Vec<TopicPartition> = asked.iter().map(|a| a.partition.clone()).collect();
         let request = offset_fetch_request(&self.config.group_id, &partitions);
-        let link = coordinator.clone();
-        let timeout = self.config.request_timeout();
-        let client_id = Arc::clone(&self.client_id);
-        tasks.spawn(async move {
-            let result = call(&link, request, None, client_id, timeout).await;
-            Completion::Committed { partitions, result }
+        self.spawn_call(tasks, coordinator.clone(), request, |result| {
+            Completion::Committed { asked, result }
         });
+    }
+
+    /// `asked` grouped by the broker that leads them, with a link to it; a partition whose
+    /// leader is unknown (or has no address) is left out and the metadata refreshed.
+    fn by_leader(&mut self, asked: Vec<Asked>) -> Vec<(BrokerLink, Vec<Asked>)> {
+        let mut by_leader: HashMap<BrokerId, Vec<Asked>> = HashMap::new();
+        for a in asked {
+            match self.leader_of(&a.partition) {
+                Some(leader) => by_leader.entry(leader).or_default().push(a),
+                None => self.metadata_stale = true,
+            }
+        }
+        let mut out = Vec::new();
+        for (leader, asked) in by_leader {
+            match self.link_for(leader) {
+                Some(link) => out.push((link, asked)),
+                None => self.metadata_stale = true,
+            }
+        }
+        out
     }
 
     fn start_resets(&mut self, now: Millis, tasks: &mut JoinSet<Completion>) {
         if !Self::due(self.list_retry_at, now) {
             return;
         }
-        let mut by_leader: HashMap<BrokerId, Vec<TopicPartition>> = HashMap::new();
-        for tp in self.fetcher.awaiting_reset(&self.listing) {
-            match self.leader_of(&tp) {
-                Some(leader) => by_leader.entry(leader).or_default().push(tp),
-                None => self.metadata_stale = true,
-            }
+        let awaiting = self.fetcher.awaiting_reset(&self.listing);
+        for (link, asked) in self.by_leader(awaiting) {
+            self.listing.extend(asked.iter().map(|a| a.token));
+            let request = self.fetcher.reset_request(&asked);
+            self.spawn_call(tasks, link, request, |result| Completion::Listed {
+                asked,
+                result,
+            });
         }
-        for (leader, partitions) in by_leader {
-            let Some(link) = self.link_for(leader) else {
-                self.metadata_stale = true;
-                continue;
-            };
-            self.listing.extend(partitions.iter().cloned());
-            let request = self.fetcher.reset_request(&partitions);
-            let timeout = self.config.request_timeout();
-            let client_id = Arc::clone(&self.client_id);
-            tasks.spawn(async move {
-                let result = call(&link, request, None, client_id, timeout).await;
-                Completion::Listed { partitions, result }
+    }
+
+    /// Sends `request` on `link` (bounded by `request.timeout.ms`) in a task whose completion
+    /// `done` makes of the answer.
+    fn spawn_call<R>(
+        &self,
+        tasks: &mut JoinSet<Completion>,
+        link: BrokerLink,
+        request: R,
+        done: impl FnOnce(Result<R::Response>) -> Completion + Send + 'static,
+    ) where
+        R: Request + Send + 'static,
+        R::Response: Send + 'static,
+    {
+        let timeout = self.config.request_timeout();
+        let client_id = Arc::clone(&self.client_id);
+        tasks.spawn(async move { done(call(&link, request, None, client_id, timeout).await) });
+    }
+
+    /// OffsetForLeaderEpoch for the positions to validate after a leader change (KIP-320),
+    /// to each partition's leader.
+    fn start_validations(&mut self, now: Millis, tasks: &mut JoinSet<Completion>) {
+        if !Self::due(self.validate_retry_at, now) {
+            return;
+        }
+        let awaiting = self.fetcher.awaiting_validation(&self.validating);
+        for (link, asked) in self.by_leader(awaiting) {
+            self.validating.extend(asked.iter().map(|a| a.token));
+            let request = self.fetcher.validation_request(&asked);
+            self.spawn_call(tasks, link, request, |result| Completion::Validated {
+                asked,
+                result,
             });
         }
     }
@@ -244,17 +305,16 @@ impl ConsumerState {
         if !Self::due(self.fetch_retry_at, now) {
             return;
         }
-        let mut by_leader: HashMap<BrokerId, Vec<Fetched>> = HashMap::new();
-        for fetched in self.fetcher.to_fetch(&self.membership.fetchable()) {
-            match self.leader_of(&fetched.0) {
-                Some(leader) if !self.fetching.contains(&leader) => {
-                    by_leader.entry(leader).or_default().push(fetched);
-                }
-                Some(_) => {}
-                None => self.metadata_stale = true,
+        // A fetch of caught-up partitions only is held back while the same broker's records
+        // are being read (see `Fetcher::fetch_round`); one fetch per broker is in flight.
+        let round = self
+            .fetcher
+            .fetch_round(&self.membership.fetchable(), |tp| self.leader_of(tp));
+        self.metadata_stale |= round.leaderless;
+        for (leader, fetched) in round.fetches {
+            if self.fetching.contains(&leader) {
+                continue;
             }
-        }
-        for (leader, fetched) in by_leader {
             let Some(link) = self.link_for(leader) else {
                 self.metadata_stale = true;
                 continue;
@@ -317,11 +377,12 @@ impl ConsumerState {
             match retry_at {
                 RetryTimer::Fetch => self.fetch_retry_at = at,
                 RetryTimer::List => self.list_retry_at = at,
+                RetryTimer::Validate => self.validate_retry_at = at,
                 RetryTimer::Committed => self.committed_retry_at = at,
             }
         }
-        if let Some(e) = followup.error {
-            self.pending_error = Some(e);
+        for e in followup.errors {
+            self.errors.push(e);
         }
     }
 
@@ -333,11 +394,10 @@ impl ConsumerState {
                 match result {
                     Ok(response) => {
                         self.apply_metadata(&response);
-                        if self.pattern.is_some() {
-                            self.match_pattern(&response);
-                            self.metadata_refresh_at =
-                                Some(now.saturating_add(self.config.metadata_max_age_ms));
-                        }
+                        self.report_topic_errors(&response);
+                        self.match_pattern(&response);
+                        self.metadata_refresh_at =
+                            Some(now.saturating_add(self.config.metadata_max_age_ms));
                         self.metadata_stale = false;
                         // Unknown leaders are asked again, not in a tight loop.
                         self.metadata_retry_at = Some(self.after_backoff(now));
@@ -356,6 +416,19 @@ impl ConsumerState {
                     Ok((address, _node)) => self.set_coordinator(address),
                     Err(e) => {
                         debug!("FindCoordinator failed: {}", ErrorChain(&e));
+                        if e.is_fatal() {
+                            self.fatal = Some(e);
+                            return;
+                        }
+                        // GROUP_AUTHORIZATION_FAILED (no DESCRIBE on the group) and the like
+                        // reach `poll`; the look-up goes on after the back-off.
+                        if let Some(code) = e.code().filter(|c| !c.is_retriable()) {
+                            self.errors.push(Error::GroupRefused {
+                                group: self.config.group_id.clone(),
+                                api: "FindCoordinator",
+                                code,
+                            });
+                        }
                         self.coordinator_retry_at = Some(self.after_backoff(now));
                     }
                 }
@@ -367,13 +440,14 @@ impl ConsumerState {
                         if coordinator_moved(&response) {
                             self.coordinator = None;
                         }
+                        let api = membership_api(&response);
                         let view = View {
                             metadata: &self.metadata,
                             ids: &self.topic_ids,
                         };
                         if let Err(e) = self.membership.on_response(response, now, &view) {
                             warn!("group membership failed: {}", ErrorChain(&e));
-                            self.fatal = Some(e);
+                            self.fatal = Some(self.naming_the_group(e, api));
                         }
                         // A fenced member's buffered records go at once, not when `Lost` is
                         // handed over.
@@ -426,23 +500,39 @@ impl ConsumerState {
                 result,
                 latency_ms,
             } => self.apply_auto_commit(offsets, &metadata, result, latency_ms, now),
-            Completion::Committed { partitions, result } => {
+            Completion::Committed { asked, result } => {
                 self.committed_in_flight = false;
-                self.apply_committed(partitions, result, now);
+                self.apply_committed(asked, result, now);
             }
-            Completion::Listed { partitions, result } => {
-                for tp in &partitions {
-                    self.listing.remove(tp);
+            Completion::Listed { asked, result } => {
+                for a in &asked {
+                    self.listing.remove(&a.token);
                 }
                 match result {
                     Ok(response) => {
-                        let followup = self.fetcher.apply_listed(response);
+                        let followup = self.fetcher.apply_listed(response, &asked);
                         self.follow_up(followup, RetryTimer::List, now);
                     }
+                    Err(e) => self.request_failed("ListOffsets", &e, RetryTimer::List, now),
+                }
+            }
+            Completion::Validated { asked, result } => {
+                for a in &asked {
+                    self.validating.remove(&a.token);
+                }
+                match result {
+                    Ok(response) => {
+                        let followup = self.fetcher.apply_validated(response, &asked);
+                        self.follow_up(followup, RetryTimer::Validate, now);
+                    }
+                    // A leader without OffsetForLeaderEpoch v3 (before Kafka 2.1): the
+                    // positions stand as they are, as the Java consumer leaves them.
+                    Err(e) if e.code() == Some(ErrorCode::UNSUPPORTED_VERSION) => {
+                        debug!("the leader cannot validate positions (KIP-320): skipped");
+                        self.fetcher.validation_unsupported(&asked);
+                    }
                     Err(e) => {
-                        debug!("ListOffsets failed: {}", ErrorChain(&e));
-                        self.metadata_stale = true;
-                        self.list_retry_at = Some(self.after_backoff(now));
+                        self.request_failed("OffsetForLeaderEpoch", &e, RetryTimer::Validate, now);
                     }
                 }
             }
@@ -451,7 +541,8 @@ impl ConsumerState {
 
     /// Classic pattern subscription: the topics of a full metadata answer that match
     /// (internal topics never do, as Java's `exclude.internal.topics`) become the
-    /// subscription, and the member rejoins when they changed.
+    /// subscription, and the member rejoins when they changed (matches found in the middle
+    /// of a join are joined with once that round ends: `ClassicMember::subscribe`).
     fn match_pattern(&mut self, response: &MetadataResponse) {
         let Some(pattern) = &self.pattern else {
             return;
@@ -477,9 +568,76 @@ impl ConsumerState {
         }
     }
 
+    /// A ListOffsets or OffsetForLeaderEpoch to a leader got no answer: the leader may have
+    /// moved; asked again after the back-off. One that cannot succeed (an authentication
+    /// failure, say) ends the consumer.
+    fn request_failed(&mut self, api: &str, e: &Error, retry_at: RetryTimer, now: Millis) {
+        debug!("{api} failed: {}", ErrorChain(e));
+        if e.is_fatal() {
+            self.fatal = Some(e.clone());
+            return;
+        }
+        self.follow_up(
+            Followup {
+                refresh_metadata: true,
+                retry: true,
+                errors: Vec::new(),
+            },
+            retry_at,
+            now,
+        );
+    }
+
+    /// The topics this consumer reads (subscribed, or of partitions it owns) that the
+    /// metadata answered with an error no retry can fix (TOPIC_AUTHORIZATION_FAILED: no
+    /// DESCRIBE on the topic) are reported to `poll`; the metadata is asked again after the
+    /// back-off meanwhile, so granting the access lets the consumer go on.
+    fn report_topic_errors(&mut self, response: &MetadataResponse) {
+        for topic in &response.topics {
+            let code = ErrorCode(topic.error_code);
+            let Some(name) = topic.name.as_deref() else {
+                continue;
+            };
+            if code.is_ok() || code.is_retriable() {
+                continue;
+            }
+            let read_here = self.subscription.iter().any(|t| t == name)
+                || self.fetcher.partitions().any(|tp| &*tp.topic == name);
+            if read_here {
+                self.errors.push(Error::TopicRefused {
+                    topic: name.to_owned(),
+                    partition: None,
+                    api: "Metadata",
+                    code,
+                });
+            }
+        }
+    }
+
+    /// A membership error, naming the group when it is the group's (GROUP_AUTHORIZATION_FAILED
+    /// and the like, answered to `api`).
+    fn naming_the_group(&self, e: Error, api: &'static str) -> Error {
+        match e {
+            Error::Broker { code, .. } if code == ErrorCode::GROUP_AUTHORIZATION_FAILED => {
+                Error::GroupRefused {
+                    group: self.config.group_id.clone(),
+                    api,
+                    code,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// The answer to an OffsetFetch for `asked`. The group's error covers every partition:
+    /// the coordinator moved (looked up again), is loading, or a transaction that commits
+    /// offsets is pending (UNSTABLE_OFFSET_COMMIT, KIP-447: the answer comes once it
+    /// completes) are asked again after the back-off; one no retry can fix
+    /// (GROUP_AUTHORIZATION_FAILED: no READ on the group) is also reported, naming the group.
+    /// A partition's own error is that partition's (see [`Followup`]).
     fn apply_committed(
         &mut self,
-        partitions: Vec<TopicPartition>,
+        asked: Vec<Asked>,
         result: Result<OffsetFetchResponse>,
         now: Millis,
     ) {
@@ -487,28 +645,53 @@ impl ConsumerState {
             Ok(r) => r,
             Err(e) => {
                 debug!("OffsetFetch failed: {}", ErrorChain(&e));
+                if e.is_fatal() {
+                    self.fatal = Some(e);
+                    return;
+                }
                 self.coordinator = None;
                 self.committed_retry_at = Some(self.after_backoff(now));
                 return;
             }
         };
-        let offsets = match committed_offsets(&response, &partitions) {
-            Ok(offsets) => offsets,
-            Err(code) => {
-                if matches!(
-                    code,
-                    ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE
-                ) {
-                    self.coordinator = None;
+        let partitions: Vec<TopicPartition> = asked.iter().map(|a| a.partition.clone()).collect();
+        let answers: Vec<(Asked, PartitionCommitted)> =
+            match committed_offsets(&response, &partitions) {
+                Ok(found) => asked
+                    .into_iter()
+                    .zip(found)
+                    .map(|(a, (_, answer))| (a, answer))
+                    .collect(),
+                Err(code) => {
+                    if matches!(
+                        code,
+                        ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE
+                    ) {
+                        self.coordinator = None;
+                    }
+                    if !code.is_retriable() {
+                        self.errors.push(Error::GroupRefused {
+                            group: self.config.group_id.clone(),
+                            api: "OffsetFetch",
+                            code,
+                        });
+                    }
+                    self.committed_retry_at = Some(self.after_backoff(now));
+                    return;
                 }
-                // UNSTABLE_OFFSET_COMMIT: a transaction that commits offsets is pending; the
-                // answer comes once it completes (KIP-447).
-                self.committed_retry_at = Some(self.after_backoff(now));
-                return;
-            }
-        };
-        let followup = self.fetcher.apply_committed(offsets);
+            };
+        let followup = self.fetcher.apply_committed(answers);
         self.follow_up(followup, RetryTimer::Committed, now);
+    }
+}
+
+/// The API a membership answer is to, for the errors that name it.
+fn membership_api(response: &MembershipResponse) -> &'static str {
+    match response {
+        MembershipResponse::ConsumerHeartbeat(_) => "ConsumerGroupHeartbeat",
+        MembershipResponse::Join(_) => "JoinGroup",
+        MembershipResponse::Sync(_) => "SyncGroup",
+        MembershipResponse::Heartbeat(_) => "Heartbeat",
     }
 }
 

@@ -11,6 +11,7 @@ use tracing::{debug, warn};
 
 use super::{Completion, ConsumerState};
 use crate::consumer::calls::call;
+use crate::consumer::fetcher::Position;
 use crate::consumer::metrics::elapsed_ms;
 use crate::consumer::offsets::offset_commit_request;
 use crate::error::Result;
@@ -30,9 +31,19 @@ impl ConsumerState {
         (self.membership_in_flight && self.uses_kip848()) || self.membership.joining()
     }
 
+    /// Holds the generation for an offset commit unless a request that may move it is in
+    /// flight (then `None`: wait for its answer and try again). The check and the hold are
+    /// one step under the consumer's lock, and every membership request starts under that
+    /// lock after checking the hold (`start_membership_request`), so none can start between
+    /// the two: the metadata returned is the coordinator's.
+    pub fn try_hold(&mut self, now: Millis) -> Option<ConsumerGroupMetadata> {
+        (!self.generation_moving()).then(|| self.hold(now))
+    }
+
     /// Holds the generation for an offset commit (see [`super::driver::GenerationHold`]):
     /// until `release_hold`, or for at most one heartbeat interval (at least a second), no
-    /// request that may move the generation is started. Returns the metadata to commit with.
+    /// request that may move the generation is started. Returns the metadata to commit with
+    /// (the coordinator's only if nothing that may move it is in flight: see `try_hold`).
     pub fn hold(&mut self, now: Millis) -> ConsumerGroupMetadata {
         let limit = self.membership.heartbeat_interval_ms().max(MIN_HOLD_MS);
         let until = now.saturating_add(limit);
@@ -117,18 +128,22 @@ impl ConsumerState {
         });
     }
 
-    /// Of `positions`, those of owned partitions that differ from the last auto-commit.
+    /// Of `positions`, those of owned partitions that differ from the last auto-commit, with
+    /// their leader epochs (KIP-320).
     fn offsets_to_auto_commit(
         &self,
-        positions: &HashMap<TopicPartition, i64>,
+        positions: &HashMap<TopicPartition, Position>,
     ) -> Vec<OffsetToCommit> {
         let owned: HashSet<TopicPartition> = self.membership.owned().into_iter().collect();
         let mut offsets: Vec<OffsetToCommit> = positions
             .iter()
-            .filter(|(tp, offset)| {
-                owned.contains(*tp) && self.auto_committed.get(*tp) != Some(*offset)
+            .filter(|(tp, position)| {
+                owned.contains(*tp) && self.auto_committed.get(*tp) != Some(&position.offset)
             })
-            .map(|(tp, offset)| OffsetToCommit::new(tp.clone(), *offset))
+            .map(|(tp, position)| {
+                OffsetToCommit::new(tp.clone(), position.offset)
+                    .with_leader_epoch(position.leader_epoch)
+            })
             .collect();
         offsets.sort_by(|a, b| a.partition.cmp(&b.partition));
         offsets
@@ -146,10 +161,10 @@ impl ConsumerState {
         if !closing && !revoking {
             return None;
         }
-        let positions: HashMap<TopicPartition, i64> = self
+        let positions: HashMap<TopicPartition, Position> = self
             .fetcher
             .positions()
-            .map(|(tp, offset)| (tp.clone(), offset))
+            .map(|(tp, position)| (tp.clone(), position))
             .collect();
         let offsets = self.offsets_to_auto_commit(&positions);
         (!offsets.is_empty()).then_some(offsets)

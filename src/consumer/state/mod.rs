@@ -17,6 +17,7 @@
 
 mod background;
 mod commit;
+mod errors;
 mod poll;
 
 use std::collections::{HashMap, HashSet};
@@ -27,7 +28,7 @@ use std::time::Duration;
 use tracing::debug;
 
 use super::config::{ConsumerConfig, GroupProtocol};
-use super::fetcher::{Fetched, Fetcher};
+use super::fetcher::{Asked, Fetched, Fetcher, Position};
 use super::membership::classic::ClassicMember;
 use super::membership::kip848::ConsumerMember;
 use super::membership::manual::ManualAssignment;
@@ -47,8 +48,10 @@ use crate::protocol::messages::list_offsets::ListOffsetsResponse;
 use crate::protocol::messages::metadata::MetadataResponse;
 use crate::protocol::messages::offset_commit::OffsetCommitResponse;
 use crate::protocol::messages::offset_fetch::OffsetFetchResponse;
+use crate::protocol::messages::offset_for_leader_epoch::OffsetForLeaderEpochResponse;
 use crate::types::{BrokerId, Millis, TopicPartition};
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
+use errors::PendingErrors;
 use kafka_protocol::messages::ListOffsetsRequest;
 
 /// A finished request.
@@ -64,12 +67,17 @@ pub(crate) enum Completion {
         latency_ms: u64,
     },
     Committed {
-        partitions: Vec<TopicPartition>,
+        asked: Vec<Asked>,
         result: Result<OffsetFetchResponse>,
     },
     Listed {
-        partitions: Vec<TopicPartition>,
+        asked: Vec<Asked>,
         result: Result<ListOffsetsResponse>,
+    },
+    /// Positions validated with their leader after it changed (KIP-320).
+    Validated {
+        asked: Vec<Asked>,
+        result: Result<OffsetForLeaderEpochResponse>,
     },
     /// The LeaveGroup (or leaving heartbeat) after `max.poll.interval.ms` was answered or
     /// failed; nothing to apply.
@@ -158,19 +166,24 @@ pub(crate) struct ConsumerState {
     /// Auto-commit: the positions at the start of the latest `poll` (what earlier polls
     /// handed out), the offsets last committed, when the next commit is due, whether one is
     /// in flight.
-    consumed: HashMap<TopicPartition, i64>,
+    consumed: HashMap<TopicPartition, Position>,
     auto_committed: HashMap<TopicPartition, i64>,
     auto_commit_at: Millis,
     auto_commit_in_flight: bool,
     fetcher: Fetcher,
     committed_in_flight: bool,
     committed_retry_at: Option<Millis>,
-    listing: HashSet<TopicPartition>,
+    /// The tokens of the positions a ListOffsets is in flight for.
+    listing: HashSet<u64>,
     list_retry_at: Option<Millis>,
+    /// The tokens of the positions an OffsetForLeaderEpoch is in flight for.
+    validating: HashSet<u64>,
+    validate_retry_at: Option<Millis>,
     fetching: HashSet<BrokerId>,
     fetch_retry_at: Option<Millis>,
-    /// An error for the next `poll` (not fatal: e.g. no offset under `auto.offset.reset=none`).
-    pending_error: Option<Error>,
+    /// Errors for the next polls (not fatal: a refused topic or group, no offset under
+    /// `auto.offset.reset=none`, a truncated log), one per cause.
+    errors: PendingErrors,
     /// The coordinator's address (for the link `close` leaves on).
     coordinator_address: Option<String>,
     /// Nothing is sent to the group before the first `poll` (as the Java consumer joins in
@@ -217,11 +230,7 @@ impl ConsumerState {
         if config.client_id.is_empty() {
             config.client_id = observe::default_client_id(ClientKind::Consumer).to_string();
         }
-        let BootstrapLinks {
-            link_config,
-            client_id,
-            links: bootstrap,
-        } = bootstrap_links(
+        let links = bootstrap_links(
             &config.client_id,
             Duration::from_millis(config.request_timeout_ms),
             (
@@ -239,7 +248,7 @@ impl ConsumerState {
             retry_backoff: config.retry_backoff(),
             deadline: None,
         };
-        let (response, versions) = first_metadata(&bootstrap, &client_id, probe).await?;
+        let (response, versions) = first_metadata(&links.links, &links.client_id, probe).await?;
         let mut metadata = ClusterMetadata::default();
         metadata.update(&response);
         let kip848 = config.group_protocol == GroupProtocol::Consumer
@@ -249,14 +258,30 @@ impl ConsumerState {
         if !kip848 && config.group_protocol == GroupProtocol::Consumer && config.has_group() {
             debug!("the broker has no ConsumerGroupHeartbeat: using the classic protocol");
         }
+        Ok(Self::new(config, links, metadata, kip848, now()))
+    }
+
+    /// The state of a consumer connected through `links`, knowing `metadata`, whose group
+    /// (if it has one) speaks KIP-848 when `kip848`; `now` on the driver's clock.
+    pub(crate) fn new(
+        config: ConsumerConfig,
+        links: BootstrapLinks,
+        metadata: ClusterMetadata,
+        kip848: bool,
+        now: Millis,
+    ) -> Self {
+        let BootstrapLinks {
+            link_config,
+            client_id,
+            links: bootstrap,
+        } = links;
         let membership = if config.has_group() {
             group_membership(&config, kip848)
         } else {
             Membership::Manual(ManualAssignment::new(String::new(), &[]))
         };
-        let now = now();
         let auto_commit_at = now.saturating_add(config.auto_commit_interval_millis());
-        Ok(Self {
+        Self {
             client_id,
             link_config,
             bootstrap,
@@ -285,9 +310,11 @@ impl ConsumerState {
             committed_retry_at: None,
             listing: HashSet::new(),
             list_retry_at: None,
+            validating: HashSet::new(),
+            validate_retry_at: None,
             fetching: HashSet::new(),
             fetch_retry_at: None,
-            pending_error: None,
+            errors: PendingErrors::default(),
             coordinator_address: None,
             polled_once: false,
             polls_in_progress: 0,
@@ -301,7 +328,7 @@ impl ConsumerState {
                 config.has_group().then_some(config.group_id.as_str()),
             ),
             config,
-        })
+        }
     }
 
     /// Whether the group uses KIP-848.
@@ -377,8 +404,8 @@ impl ConsumerState {
         let followup = self
             .fetcher
             .assigned(manual.partitions(), self.config.has_group());
-        if let Some(e) = followup.error {
-            self.pending_error = Some(e);
+        for e in followup.errors {
+            self.errors.push(e);
         }
         self.membership = Membership::Manual(manual);
         self.consumed.retain(|tp, _| kept.contains(tp));

@@ -39,7 +39,7 @@ impl ConsumerState {
             self.consumed = self
                 .fetcher
                 .positions()
-                .map(|(tp, offset)| (tp.clone(), offset))
+                .map(|(tp, position)| (tp.clone(), position))
                 .collect();
         }
         self.left_for_poll_timeout = false;
@@ -59,7 +59,7 @@ impl ConsumerState {
     /// records, so records of a partition that is revoked or lost are dropped first), or
     /// up to `limit` records of the partitions this member may deliver.
     pub fn next_for_user(&mut self, limit: usize) -> Result<Option<MembershipOrRecords>> {
-        if let Some(e) = self.pending_error.take() {
+        if let Some(e) = self.errors.pop() {
             return Err(e);
         }
         if let Some(e) = &self.fatal {
@@ -77,20 +77,23 @@ impl ConsumerState {
             .fetcher
             .take_records(&self.membership.fetchable(), limit);
         if let Some(records) = &records {
-            // take_records hands each partition's records out together: one count per run.
+            // take_records hands a partition's records out in runs (at most two: its share,
+            // then some of the room the others left): one count per run.
             let mut handed = Vec::new();
             for run in records.chunk_by(|a, b| a.partition == b.partition && a.topic == b.topic) {
                 let tp = TopicPartition::new(Arc::clone(&run[0].topic), run[0].partition);
                 self.figures.consumed(&tp, run.len() as u64);
                 handed.push(tp);
             }
+            handed.sort();
+            handed.dedup();
             // The positions moved: so did the lags.
             self.observe_lags(&handed);
         }
         // A batch that failed to decode is reported after the records before it.
         if let Some(e) = self.fetcher.take_decode_error() {
             match records {
-                Some(_) => self.pending_error = Some(e),
+                Some(_) => self.errors.push(e),
                 None => return Err(e),
             }
         }

@@ -2,7 +2,7 @@
 //! first and alone once their partition's pipeline drained (P4); new batches are stamped at
 //! dispatch, never earlier (P1, the single stamping point `PartitionState::stamp_next`), up
 //! to `max.in.flight.requests.per.connection` per partition and broker and
-//! `max.request.size` per request.
+//! `produce.request.max.bytes` per request.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -136,7 +136,8 @@ impl Engine {
 
     /// What one dispatch round would send, per broker: retries first and alone (after the
     /// partition's pipeline drained, P4), then new batches to be stamped now (P1), up to
-    /// `max_in_flight` per partition and per broker and `max.request.size` per request.
+    /// `max_in_flight` per partition and per broker and `produce.request.max.bytes` per
+    /// request.
     /// Decides only; [`Engine::send_round`] acts. Empty after a poll: no slot is left unused
     /// while something could use it (an invariant the simulation checks).
     pub(crate) fn sendable_round(
@@ -201,7 +202,7 @@ impl Engine {
                 (Sendable::Stamp, next.batch.size_in_bytes())
             };
             let bytes = request_bytes.entry(broker).or_default();
-            if *bytes > 0 && *bytes + size > self.config.max_request_size {
+            if *bytes > 0 && *bytes + size > self.config.produce_request_max_bytes {
                 continue;
             }
             *bytes += size;

@@ -460,6 +460,68 @@ fn send_offsets_losing_add_offsets(h: &mut Harness) {
     assert_eq!(h.engine.transaction_state(), Some(&TxnState::InTransaction));
 }
 
+/// A TxnOffsetCommit whose answer is lost (its group coordinator died) is sent again to the
+/// group coordinator looked up anew, not to the same broker until max.block.ms. Found against
+/// a real cluster: the copy loop's offsets went to a killed broker for three minutes while
+/// its group had moved to another.
+#[test]
+fn a_lost_txn_offset_commit_looks_the_group_coordinator_up_again() {
+    let mut h = transactional_harness();
+    init(&mut h, false);
+    h.engine.begin_transaction(h.now).unwrap();
+    let group = ConsumerGroupMetadata::new("g", 3, "m-1", None);
+    let offsets = vec![OffsetToCommit::new(TopicPartition::new("in", 0), 5)];
+    h.engine
+        .start_call(TxnCall::SendOffsets { offsets, group }, h.now)
+        .unwrap();
+    let Some((request, TxnRequest::AddOffsets { .. })) = coordinator_request_now(&mut h) else {
+        panic!("AddOffsetsToTxn first");
+    };
+    answer_txn(&mut h, request, TxnResponse::AddOffsets(ErrorCode::NONE));
+    let brokers_asked = |actions: Vec<Action>, h: &mut Harness, answer: BrokerId| {
+        let mut commits = Vec::new();
+        for action in actions {
+            match action {
+                Action::FindCoordinator { request, .. } => {
+                    answer_txn(h, request, TxnResponse::Coordinator(answer))
+                }
+                Action::Coordinator {
+                    request,
+                    broker,
+                    body: TxnRequest::TxnOffsetCommit { .. },
+                } => commits.push((request, broker)),
+                _ => {}
+            }
+        }
+        commits
+    };
+    let mut commits = Vec::new();
+    for _ in 0..3 {
+        let actions = h.poll();
+        commits.extend(brokers_asked(actions, &mut h, 1));
+    }
+    let [(request, 1)] = commits[..] else {
+        panic!("{commits:?}")
+    };
+    h.fail(request, true);
+    let mut commits = Vec::new();
+    for _ in 0..50 {
+        let actions = h.advance(100);
+        commits.extend(brokers_asked(actions, &mut h, 2));
+        if !commits.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(
+        commits
+            .iter()
+            .map(|(_, broker)| *broker)
+            .collect::<Vec<_>>(),
+        vec![2],
+        "sent to the coordinator found again"
+    );
+}
+
 /// The next coordinator request sent without time passing, answering lookups with node 1;
 /// `None` if the engine sends none.
 fn coordinator_request_now(h: &mut Harness) -> Option<(RequestId, TxnRequest)> {

@@ -56,6 +56,11 @@ impl TransactionManager {
                 ) {
                     self.coordinator = None;
                 }
+                // The group coordinator may be the broker that is gone: look it up again,
+                // or the retries all go to a dead broker until max.block.ms.
+                if step == Step::CommitOffsets {
+                    self.group_coordinator = None;
+                }
                 let delay = parts.backoff.delay(self.call_attempts());
                 self.retry_call_after(now + delay);
                 return ForEngine::Nothing;

@@ -579,16 +579,19 @@ fn txn_offset_commit_carries_the_group_member_and_is_capped_under_v1() {
             partition: tp("a", 0),
             offset: 10,
             metadata: None,
+            leader_epoch: None,
         },
         OffsetToCommit {
             partition: tp("b", 0),
             offset: 20,
             metadata: Some("m".into()),
+            leader_epoch: Some(4),
         },
         OffsetToCommit {
             partition: tp("a", 1),
             offset: 30,
             metadata: None,
+            leader_epoch: None,
         },
     ];
     let message = CoordinatorMessage::new(
@@ -624,13 +627,14 @@ fn txn_offset_commit_carries_the_group_member_and_is_capped_under_v1() {
         topics,
         vec![("a", vec![(0, 10), (1, 30)]), ("b", vec![(0, 20)])]
     );
-    assert!(
-        message
-            .topics
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .all(|p| p.committed_leader_epoch == -1)
-    );
+    // KIP-320: the epoch of the last record processed, -1 where unknown.
+    let epochs: Vec<i32> = message
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| p.committed_leader_epoch)
+        .collect();
+    assert_eq!(epochs, vec![-1, -1, 4]);
     assert_eq!(
         message.topics[1].partitions[0].committed_metadata,
         Some(s("m"))
@@ -670,6 +674,7 @@ fn txn_offset_commit_carries_the_group_member_and_is_capped_under_v1() {
                 partition: tp("a", 0),
                 offset: 10,
                 metadata: None,
+                leader_epoch: None,
             }],
         },
         "t-1".into(),

@@ -297,6 +297,7 @@ impl CopySource for FakeSource {
                     key: None,
                     value: Some(value(p, offset)),
                     headers: Vec::new(),
+                    leader_epoch: None,
                 });
             }
             world.positions.insert(p, position + take);

@@ -36,6 +36,29 @@ pub(crate) enum ScramHash {
     Sha512,
 }
 
+/// SCRAM's `SaltedPassword` (`Hi(password, salt, iterations)`, RFC 5802 §3) for a credential
+/// the admin client stores (KIP-554: the broker keeps only what is derived from it). A
+/// password that SASLprep would change is refused: Kafka's own clients and tools hash the
+/// UTF-8 bytes as they are, this crate's login hashes the prepared form, and a credential
+/// only one of them could log in with is worse than none.
+pub(crate) fn salted_password_for_credential(
+    hash: ScramHash,
+    password: &Secret,
+    salt: &[u8],
+    iterations: u32,
+) -> Result<Vec<u8>, String> {
+    let raw = password.expose();
+    match stringprep::saslprep(raw) {
+        Ok(prepared) if prepared == raw => {}
+        _ => {
+            return Err(
+                "the password is not left unchanged by SASLprep (RFC 4013), so Kafka's clients and this crate would hash it differently".into(),
+            );
+        }
+    }
+    Ok(hash.salted_password(raw.as_bytes(), salt, iterations))
+}
+
 impl ScramHash {
     fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
         match self {

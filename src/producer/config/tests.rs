@@ -35,6 +35,7 @@ fn defaults_are_the_java_producers() {
     assert_eq!(config.delivery_timeout_ms, 120_000);
     assert_eq!(config.request_timeout_ms, 30_000);
     assert_eq!(config.max_request_size, 1_048_576);
+    assert_eq!(config.produce_request_max_bytes, 16 * 1_048_576);
     assert_eq!(config.metadata_max_age_ms, 300_000);
     assert_eq!(config.max_block_ms, 60_000);
     assert_eq!(config.transactional_id, None);
@@ -72,6 +73,7 @@ fn every_property_parses() {
         (DELIVERY_TIMEOUT_MS, "90000"),
         (REQUEST_TIMEOUT_MS, "10000"),
         (MAX_REQUEST_SIZE, "2097152"),
+        (PRODUCE_REQUEST_MAX_BYTES, "8388608"),
         (METADATA_MAX_AGE_MS, "60000"),
         (MAX_BLOCK_MS, "5000"),
         (TRANSACTIONAL_ID, "copy-1"),
@@ -108,6 +110,7 @@ fn every_property_parses() {
     assert_eq!(config.delivery_timeout_ms, 90_000);
     assert_eq!(config.request_timeout_ms, 10_000);
     assert_eq!(config.max_request_size, 2_097_152);
+    assert_eq!(config.produce_request_max_bytes, 8_388_608);
     assert_eq!(config.metadata_max_age_ms, 60_000);
     assert_eq!(config.max_block_ms, 5000);
     assert_eq!(config.transactional_id.as_deref(), Some("copy-1"));
@@ -388,6 +391,7 @@ fn builder_and_properties_give_equal_configs() {
         .delivery_timeout(Duration::from_secs(60))
         .request_timeout(Duration::from_secs(20))
         .max_request_size(500_000)
+        .produce_request_max_bytes(4_000_000)
         .metadata_max_age(Duration::from_secs(30))
         .max_block(Duration::from_secs(2))
         .transactional_id("copy-1")
@@ -409,6 +413,7 @@ fn builder_and_properties_give_equal_configs() {
         ("delivery.timeout.ms", "60000"),
         ("request.timeout.ms", "20000"),
         ("max.request.size", "500000"),
+        ("produce.request.max.bytes", "4000000"),
         ("metadata.max.age.ms", "30000"),
         ("max.block.ms", "2000"),
         ("transactional.id", "copy-1"),
@@ -428,6 +433,16 @@ fn builder_and_properties_give_equal_configs() {
         .config()
         .unwrap();
     assert_eq!(by_property, typed);
+}
+
+#[test]
+fn a_request_cap_below_the_largest_batch_is_refused() {
+    let result = ProducerBuilder::new()
+        .bootstrap("h:1")
+        .max_request_size(2 << 20)
+        .produce_request_max_bytes(1 << 20)
+        .config();
+    assert_eq!(setting_of(result), PRODUCE_REQUEST_MAX_BYTES);
 }
 
 #[test]

@@ -13,10 +13,14 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopics,
 };
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     BrokerId, ConsumerGroupHeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest,
+    ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
+    SyncGroupRequest,
 };
 
 use super::tests::{assert_flexible_from, encoded};
@@ -38,6 +42,7 @@ fn flexible_versions_match_the_schemas() {
     assert_flexible_from::<OffsetFetchRequest>();
     assert_flexible_from::<OffsetCommitRequest>();
     assert_flexible_from::<ListOffsetsRequest>();
+    assert_flexible_from::<OffsetForLeaderEpochRequest>();
 }
 
 fn join() -> JoinGroupRequest {
@@ -441,4 +446,43 @@ fn list_offsets_golden_bytes() {
     assert_eq!(refused(&list_offsets(), 1).version, 1);
     let uncommitted = list_offsets().with_isolation_level(0);
     assert_eq!(encoded(&uncommitted, 1).len(), 4 + 4 + 3 + 4 + 4 + 8);
+}
+
+#[test]
+fn offset_for_leader_epoch_golden_bytes() {
+    let request = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![
+            OffsetForLeaderTopic::default()
+                .with_topic(topic_name("t"))
+                .with_partitions(vec![
+                    OffsetForLeaderPartition::default()
+                        .with_partition(2)
+                        .with_current_leader_epoch(6)
+                        .with_leader_epoch(5),
+                ]),
+        ]);
+    #[rustfmt::skip]
+    let v3 = [
+        0xff, 0xff, 0xff, 0xff,       // replica_id -1: a consumer (v3+, KIP-320)
+        0x00, 0x00, 0x00, 0x01,       // topics: count 1
+        0x00, 0x01, b't',             //   topic
+        0x00, 0x00, 0x00, 0x01,       //   partitions: count 1
+        0x00, 0x00, 0x00, 0x02,       //     partition
+        0x00, 0x00, 0x00, 0x06,       //     current_leader_epoch
+        0x00, 0x00, 0x00, 0x05,       //     leader_epoch
+    ];
+    assert_eq!(encoded(&request, 3), v3);
+    #[rustfmt::skip]
+    let v4 = [
+        0xff, 0xff, 0xff, 0xff,       // replica_id -1
+        0x02,                         // topics: compact count 1 + 1
+        0x02, b't',                   //   topic
+        0x02,                         //   partitions
+        0x00, 0x00, 0x00, 0x02,       //     partition
+        0x00, 0x00, 0x00, 0x06,       //     current_leader_epoch
+        0x00, 0x00, 0x00, 0x05,       //     leader_epoch
+        0x00, 0x00, 0x00,             //   tagged fields: partition, topic, request
+    ];
+    assert_eq!(encoded(&request, 4), v4);
 }

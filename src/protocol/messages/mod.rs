@@ -19,6 +19,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;

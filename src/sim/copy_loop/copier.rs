@@ -324,6 +324,7 @@ impl CopierState {
                         &record_id(tp.partition, offset).to_be_bytes(),
                     )),
                     headers: Vec::new(),
+                    leader_epoch: None,
                 });
                 next = offset + 1;
             }

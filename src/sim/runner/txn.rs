@@ -214,6 +214,7 @@ impl Run {
                                     partition: partition.clone(),
                                     offset: *offset,
                                     metadata: None,
+                                    leader_epoch: None,
                                 })
                                 .collect(),
                             group: ConsumerGroupMetadata {
