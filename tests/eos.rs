@@ -1059,6 +1059,416 @@ async fn dead_letter_in_the_transaction() {
     );
 }
 
+/// What one step of a copier returned, and when.
+#[derive(Debug)]
+struct Stepped {
+    at: Instant,
+    /// Records of the transaction it committed (0: none), or its error's text.
+    outcome: std::result::Result<usize, String>,
+}
+
+/// A copier stepping on its own task until `stop`, then closing; every step's outcome logged.
+struct LoggedCopier {
+    task: JoinHandle<usize>,
+    stop: Arc<AtomicBool>,
+    log: Arc<std::sync::Mutex<Vec<Stepped>>>,
+}
+
+impl LoggedCopier {
+    fn spawn(mut copier: CopyLoop<Transform>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (stopped, logged) = (Arc::clone(&stop), Arc::clone(&log));
+        let task = tokio::spawn(async move {
+            let mut copied = 0;
+            while !stopped.load(Ordering::Relaxed) {
+                let outcome = match copier.step().await {
+                    Ok(transaction) => Ok(transaction.map_or(0, |t| t.records_in())),
+                    Err(e) => {
+                        assert!(!e.is_fatal(), "fatal: {}", support::report(&e));
+                        Err(support::report(&e))
+                    }
+                };
+                copied += outcome.as_ref().copied().unwrap_or(0);
+                logged.lock().unwrap().push(Stepped {
+                    at: Instant::now(),
+                    outcome,
+                });
+            }
+            let last = copier.close().await.expect("close commits");
+            copied + last.map_or(0, |t| t.records_in())
+        });
+        Self { task, stop, log }
+    }
+
+    /// Transactions committed so far.
+    fn commits(&self) -> usize {
+        let log = self.log.lock().unwrap();
+        log.iter()
+            .filter(|s| matches!(s.outcome, Ok(n) if n > 0))
+            .count()
+    }
+
+    /// Waits (bounded) until `more` transactions committed beyond those committed now.
+    async fn until_commits(&self, more: usize, within: Duration) {
+        let target = self.commits() + more;
+        let deadline = Instant::now() + within;
+        while self.commits() < target {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {target} commits within {within:?}; last steps {:?}",
+                self.commits(),
+                self.log
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .rev()
+                    .take(5)
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The errors of steps that ended after `since`.
+    fn errors_since(&self, since: Instant) -> Vec<(Duration, String)> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.at > since)
+            .filter_map(|s| s.outcome.clone().err().map(|e| (s.at - since, e)))
+            .collect()
+    }
+
+    /// When the first step after `since` returned a committed transaction.
+    fn first_commit_after(&self, since: Instant) -> Option<Instant> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|s| s.at > since && matches!(s.outcome, Ok(n) if n > 0))
+            .map(|s| s.at)
+    }
+
+    /// Stops stepping, closes the loop, and returns how many records it reported copied.
+    async fn stop(self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        tokio::time::timeout(Duration::from_secs(60), self.task)
+            .await
+            .expect("the copier stops within 60 s")
+            .expect("the copier task ends cleanly")
+    }
+}
+
+/// A producer appending to `topic`'s partitions round-robin, 10 records every 10 ms, until
+/// told to stop; it returns once every record it sent is acknowledged (its delivery timeout
+/// outlasts the cuts, so a cut delays the source and loses none of it).
+fn feed(cluster: &Cluster, topic: &str) -> (Arc<AtomicBool>, JoinHandle<usize>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
+    let (cluster, topic) = (cluster.clone(), topic.to_owned());
+    let task = tokio::spawn(async move {
+        let producer = support::producer_with(
+            &cluster,
+            &[("linger.ms", "5"), ("delivery.timeout.ms", "120000")],
+            &[],
+        )
+        .await;
+        let mut acks = Vec::new();
+        // Bounded: 100 records a second for at most ten minutes.
+        for round in 0..60_000usize {
+            if stopped.load(Ordering::Relaxed) {
+                break;
+            }
+            for i in round * 10..round * 10 + 10 {
+                let record = Record::to(&topic)
+                    .partition(i as i32 % PARTITIONS)
+                    .value(format!("fed{i}"));
+                acks.push(producer.send(record).await.expect("send"));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let fed = acks.len();
+        for ack in acks {
+            ack.await.expect("a fed record is written");
+        }
+        producer.close().await.expect("close");
+        fed
+    });
+    (stop, task)
+}
+
+/// Raises `group`'s session timeout (a KIP-848 group config) to 30 s, so a cut of 8 s tests
+/// the end of a transaction, not the membership (a member that expires while cut off is
+/// tests/membership.rs's subject).
+fn outlast_cuts(cluster: &Cluster, group: &str) {
+    cluster.kafka_tool(
+        "kafka.admin.ConfigCommand",
+        &[
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            group,
+            "--alter",
+            "--add-config",
+            "consumer.session.timeout.ms=30000",
+        ],
+    );
+}
+
+/// Waits (bounded) until `producer` is in `state`, polling every millisecond.
+async fn until_state(producer: &Producer, state: exactly::TxnState, within: Duration) {
+    let deadline = Instant::now() + within;
+    while producer.transaction_state() != Some(state.clone()) {
+        assert!(
+            Instant::now() < deadline,
+            "the producer was never {state:?} within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Puts a proxy back (enabled, no toxics) when a test that degraded it ends, even by a panic,
+/// so the next run finds its broker.
+struct Restored(support::Proxy);
+
+impl Drop for Restored {
+    fn drop(&mut self) {
+        self.0.set_enabled(true);
+        self.0.remove_all_toxics();
+    }
+}
+
+/// How long the coordinator's link stays cut: longer than five commits of `max.block.ms`
+/// (1 s), the attempts the loop once made before it gave up and wedged.
+const CUT: Duration = Duration::from_secs(8);
+
+/// The outage that once wedged the loop, on both transaction versions: a copier (producer `max.block.ms=1000`,
+/// `request.timeout.ms=2000`) copies a source that keeps growing, and the transaction
+/// coordinator's link is cut for 8 s twice: once while `commit_transaction` runs (seen as the
+/// producer's Committing state, with 150 ms of latency on the answers so the cut lands before
+/// the commit's answers), once while the next transaction is open, so the cut lands in
+/// `send_offsets_to_transaction`. Steps fail meanwhile, each with a retriable error naming
+/// the call it waits for (and none telling the user to call the producer); once the link is
+/// back the loop goes on by itself, and after its first commit no step fails. At the end every
+/// source record is in the destination exactly once, read back read_committed by kcat.
+async fn recovers_after_commit_timeout(cluster: Cluster) {
+    let _exclusive = cluster.exclusive();
+    let (source, destination, group) = copy_topics(&cluster, "eos-cut", PARTITIONS);
+    fill(&cluster, &source, 2_000).await;
+    outlast_cuts(&cluster, &group);
+    let (feeding, feeder) = feed(&cluster, &source);
+    let consumer = consumer(&cluster, &group, &source).await;
+    let producer = transactional(
+        &cluster,
+        &support::unique_topic("eos-cut-copier"),
+        &[("max.block.ms", "1000"), ("request.timeout.ms", "2000")],
+    )
+    .await;
+    let watched = producer.clone();
+    let copier = LoggedCopier::spawn(
+        CopyLoop::new(consumer, producer, mirror(&destination, "cut"))
+            .commit_every(500, Duration::from_millis(100)),
+    );
+    copier.until_commits(3, Duration::from_secs(60)).await;
+
+    let proxy = cluster.proxy(0);
+    let _restore = Restored(proxy.clone());
+    for (phase, call) in [
+        ("commit", "commit_transaction"),
+        ("offsets", "send_offsets_to_transaction"),
+    ] {
+        if phase == "commit" {
+            proxy.add_toxic(
+                "slow_answers",
+                "latency",
+                "downstream",
+                r#"{"latency":150}"#,
+            );
+            until_state(
+                &watched,
+                exactly::TxnState::Committing,
+                Duration::from_secs(30),
+            )
+            .await;
+        } else {
+            until_state(
+                &watched,
+                exactly::TxnState::InTransaction,
+                Duration::from_secs(30),
+            )
+            .await;
+        }
+        // The (only) broker's link, the transaction coordinator's, cut for `CUT`. (The
+        // latency goes while no connection is open: removed from a proxy being disabled,
+        // Toxiproxy may not answer.)
+        proxy.set_enabled(false);
+        let cut = Instant::now();
+        tokio::time::sleep(CUT).await;
+        if phase == "commit" {
+            proxy.remove_toxic("slow_answers");
+        }
+        proxy.set_enabled(true);
+        let restored = Instant::now();
+        copier.until_commits(3, Duration::from_secs(120)).await;
+        let during = copier.errors_since(cut);
+        assert!(
+            during
+                .iter()
+                .any(|(_, e)| e.contains(call) && e.contains("no outcome yet")),
+            "{phase}: no step waited for {call} during the cut: {during:?}"
+        );
+        for (_, e) in &during {
+            assert!(
+                !e.contains("call commit_transaction") && !e.contains("call abort_transaction"),
+                "{phase}: an error sends the user to the producer: {e}"
+            );
+        }
+        let resolved = copier
+            .first_commit_after(restored)
+            .expect("a commit after the link is back");
+        let after = copier.errors_since(resolved);
+        assert!(
+            after.is_empty(),
+            "{phase}: steps failed after the first commit: {after:?}"
+        );
+        eprintln!(
+            "{phase}: {} steps failed in {:?} from the cut; first commit {:?} after the link was back",
+            during.len(),
+            resolved - cut,
+            resolved - restored
+        );
+    }
+
+    feeding.store(true, Ordering::Relaxed);
+    let fed = feeder.await.expect("the feeder ends");
+    assert!(fed > 0, "the source never grew");
+    wait_until_committed(&cluster, &group, &source, Duration::from_secs(120)).await;
+    let copied = copier.stop().await;
+    // Every committed transaction was reported once, the ones resolved after a cut included.
+    assert_eq!(copied, 2_000 + fed, "records reported copied");
+    assert_exactly_once(&cluster, &source, &destination);
+}
+
+/// [`recovers_after_commit_timeout`] on transactions v2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_loop_recovers_after_commit_timeout() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    recovers_after_commit_timeout(cluster).await;
+}
+
+/// [`recovers_after_commit_timeout`] on transactions v1 (AddPartitionsToTxn and
+/// AddOffsetsToTxn go to the coordinator too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_loop_recovers_after_commit_timeout_tv1() {
+    let Some(cluster) = Cluster::tv1() else {
+        return;
+    };
+    recovers_after_commit_timeout(cluster).await;
+}
+
+/// One step under a `tokio::time::timeout` of `limit`: `None` when it was dropped, else the
+/// records of the transaction it committed or its error's text.
+async fn step_within(
+    copier: &mut CopyLoop<Transform>,
+    limit: Duration,
+) -> Option<std::result::Result<usize, String>> {
+    match tokio::time::timeout(limit, copier.step()).await {
+        Err(_) => None,
+        Ok(Ok(transaction)) => Some(Ok(transaction.map_or(0, |t| t.records_in()))),
+        Ok(Err(e)) => Some(Err(support::report(&e))),
+    }
+}
+
+/// Every `step` runs under a short `tokio::time::timeout` while latency sits on the
+/// transaction coordinator's answers (the only broker's): 200 ms under 2 s of latency (where
+/// the loop was once left in a transaction it no longer knew), then 20 to 260 ms under 80 ms,
+/// so steps are dropped wherever they wait: in the poll, the transform and send, the
+/// generation hold, `send_offsets_to_transaction`, the commit, the abort. Then the latency goes
+/// and the copy finishes under a 200 ms timeout. Every source record is in the destination
+/// exactly once (kcat, read_committed), every committed transaction was reported once, and no
+/// step failed with the producer left in a transaction the loop no longer knew
+/// ("begin_transaction in state InTransaction").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_loop_step_cancelled_anywhere_recovers() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let records = 3_000;
+    let (source, destination, group) = copy_topics(&cluster, "eos-cancel", PARTITIONS);
+    fill(&cluster, &source, records).await;
+    // Small polls, so transactions are many and short.
+    let consumer = consumer_with(&cluster, &group, &source, &[("max.poll.records", "20")]).await;
+    let producer = transactional(&cluster, &support::unique_topic("eos-cancel-copier"), &[]).await;
+    let mut copier = CopyLoop::new(consumer, producer, mirror(&destination, "cancel"))
+        .commit_every(40, Duration::from_millis(100));
+    let proxy = cluster.proxy(0);
+    let _restore = Restored(proxy.clone());
+    let (mut copied, mut dropped, mut failed) = (0, 0, Vec::new());
+    // First 2 s, under which a step never gets past the generation hold (a heartbeat
+    // is always in flight) or the offsets; then 80 ms, with each step given 20 to 260 ms
+    // (a fixed pseudo-random sequence), so drops land in the copy, the offsets, the commit
+    // and the abort alike while the copy moves on. Bounded: 15 s each, 260 ms a step.
+    let mut draw: u64 = 0x2545_F491;
+    for latency in [2_000, 80] {
+        proxy.add_toxic(
+            "slow_answers",
+            "latency",
+            "downstream",
+            &format!(r#"{{"latency":{latency}}}"#),
+        );
+        let (before, dropped_before) = (copied, dropped);
+        let slow_until = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < slow_until && copied < records {
+            draw = draw.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let limit = if latency == 2_000 {
+                200
+            } else {
+                20 + (draw >> 33) % 241
+            };
+            match step_within(&mut copier, Duration::from_millis(limit)).await {
+                None => dropped += 1,
+                Some(Ok(n)) => copied += n,
+                Some(Err(e)) => failed.push(e),
+            }
+        }
+        proxy.remove_toxic("slow_answers");
+        eprintln!(
+            "{latency} ms of latency: {} steps dropped, {} records copied",
+            dropped - dropped_before,
+            copied - before
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while copied < records {
+        assert!(
+            Instant::now() < deadline,
+            "copied {copied} of {records} in 120 s after the latency; errors {failed:?}"
+        );
+        match step_within(&mut copier, Duration::from_millis(200)).await {
+            None => dropped += 1,
+            Some(Ok(n)) => copied += n,
+            Some(Err(e)) => failed.push(e),
+        }
+    }
+    copier.close().await.expect("close");
+    eprintln!("{dropped} steps dropped in all, {} failed", failed.len());
+    assert!(dropped >= 20, "only {dropped} steps were dropped");
+    for e in &failed {
+        assert!(!e.contains("begin_transaction in state"), "{e}");
+        assert!(
+            !e.contains("call commit_transaction") && !e.contains("call abort_transaction"),
+            "{e}"
+        );
+    }
+    assert_eq!(copied, records, "records reported copied");
+    assert_exactly_once(&cluster, &source, &destination);
+}
+
 /// A step dropped while its poll's records are still being transformed (a `timeout` around
 /// `step`) left records neither copied nor rewound in the open transaction; the next step
 /// aborts that transaction and rewinds, so nothing half-copied commits and no record is

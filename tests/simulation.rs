@@ -13,6 +13,7 @@ use std::ops::Range;
 
 use exactly::__private::protocol::error_code::ErrorCode;
 use exactly::__private::sim::copy_loop;
+use exactly::__private::sim::faults::StepCancellation;
 use exactly::__private::sim::{
     self, Entropy, Fault, InjectedError, Outcome, PlannedTransaction, Report, SimConfig,
     TimedFault, TxnEnd, WireBatch,
@@ -135,6 +136,8 @@ fn add_copy_report(total: &mut copy_loop::CopyLoopReport, report: &copy_loop::Co
     total.dead_lettered += report.dead_lettered;
     total.skipped += report.skipped;
     total.transform_failures += report.transform_failures;
+    total.cancelled_steps += report.cancelled_steps;
+    total.timed_out_steps += report.timed_out_steps;
 }
 
 #[test]
@@ -922,6 +925,15 @@ fn copy_loop_lost_heartbeat_answer() {
     assert!(failed.is_empty(), "stalled: {failed:?}");
 }
 
+/// The copy loop of `seed` as its seed ran before the sweep had coordinator outages and
+/// dropped steps: the schedule the seeds below were found under.
+fn without_stalls(seed: u64) -> Result<copy_loop::CopyLoopReport, sim::Failure> {
+    let (mut config, entropy) = copy_loop::seed_run(seed);
+    config.outages.clear();
+    config.cancel = StepCancellation::none();
+    copy_loop::run_copy_loop(config, entropy)
+}
+
 /// Found by the simulation (copy-loop seeds 3680 and 4992 of a 10,000-seed sweep, both under
 /// transactions v1, when the simulation still drove a copy loop of its own): a commit failed
 /// because a sent batch expired, and while the abort waited for the batch's last request, that
@@ -938,11 +950,13 @@ fn copy_loop_lost_heartbeat_answer() {
 /// transactions-v1 configuration produced a duplicate); the engine test
 /// `v1_abort_bumps_the_epoch_when_a_batch_expires_while_it_drains` pins the bug itself. These
 /// seeds are transactions-v1 runs whose aborts see records of the aborted transaction fail
-/// for good while they drain (the path of the bug), and must still copy exactly once.
+/// for good while they drain (the path of the bug), and must still copy exactly once (chosen
+/// again when the loop began resolving its own timed-out commits, which moved every seed's
+/// schedule).
 #[test]
 fn copy_loop_abort_bumps_the_epoch_before_a_late_produce_lands() {
-    for seed in [533, 584] {
-        match copy_loop::run_copy_loop_seed(seed) {
+    for seed in [564, 565] {
+        match without_stalls(seed) {
             Ok(report) => assert!(
                 report.aborts_draining_failures >= 1,
                 "seed {seed} never failed records while an abort drained: {report:?}"
@@ -963,7 +977,7 @@ fn copy_loop_abort_bumps_the_epoch_before_a_late_produce_lands() {
 #[test]
 fn copy_loop_checks_ownership_under_the_generation_hold() {
     for seed in [87, 135] {
-        match copy_loop::run_copy_loop_seed(seed) {
+        match without_stalls(seed) {
             Ok(report) => assert!(
                 report.lost_before_commit >= 1,
                 "seed {seed} never found its partitions lost at commit: {report:?}"
@@ -983,9 +997,72 @@ fn copy_loop_checks_ownership_under_the_generation_hold() {
 #[test]
 fn copy_loop_member_takes_no_partition_while_its_owned_list_is_in_flight() {
     for seed in [37_287, 69_900] {
-        if let Err(failure) = copy_loop::run_copy_loop_seed(seed) {
+        if let Err(failure) = without_stalls(seed) {
             panic!("copy-loop seed {seed}: {}", failure.with_trace());
         }
+    }
+}
+
+/// The copy loop of `seed` with only one of the stalls that time out or drop its steps:
+/// coordinator outages (`outages`) or dropped steps.
+fn stalled_copy_run(seed: u64, outages: bool) -> copy_loop::CopyLoopReport {
+    let (mut config, entropy) = copy_loop::seed_run(seed);
+    if outages {
+        config.cancel = StepCancellation::none();
+    } else {
+        config.outages.clear();
+    }
+    assert!(
+        !config.outages.is_empty() || config.cancel.per_mille > 0,
+        "seed {seed} has no stall of that kind"
+    );
+    match copy_loop::run_copy_loop(config, entropy) {
+        Ok(report) => report,
+        Err(failure) => panic!("copy-loop seed {seed}: {}", failure.with_trace()),
+    }
+}
+
+/// Found by the copy-loop sweep once it had coordinator outages longer than `max.block.ms`
+/// (copy-loop seeds 307 under transactions v2 and 209 under v1, with the outages alone): a
+/// commit timed out five times while the coordinator was out of reach, the loop gave up and
+/// called `abort_transaction`, which the producer refuses after a timed-out commit (only
+/// commit is valid then, rule T4), so the loop never rewound; every later step failed at
+/// `begin_transaction` and threw the records it had polled away: the copy never finished. The
+/// loop now keeps the commit as its own state and calls `commit_transaction` again at every
+/// step until it gives the outcome (rule C1).
+#[test]
+fn copy_loop_commit_timed_out_is_committed_again() {
+    for seed in [307, 209] {
+        let report = stalled_copy_run(seed, true);
+        assert!(report.timed_out_steps >= 1, "seed {seed}: {report:?}");
+    }
+}
+
+/// Found by the copy-loop sweep with coordinator outages (copy-loop seeds 52 under
+/// transactions v2 and 7 under v1, the outages alone): the offsets of a transaction could not
+/// be sent within `max.block.ms`, and its abort then timed out five times; the loop gave up,
+/// every later step failed ("abort_transaction timed out; call abort_transaction again") and
+/// lost its poll's records. The loop now calls the abort again at every step until it ends,
+/// then rewinds (rule C1).
+#[test]
+fn copy_loop_abort_timed_out_is_aborted_again() {
+    for seed in [52, 7] {
+        let report = stalled_copy_run(seed, true);
+        assert!(report.timed_out_steps >= 1, "seed {seed}: {report:?}");
+    }
+}
+
+/// Found by the copy-loop sweep once it dropped steps at random await points (copy-loop
+/// seeds 3 under transactions v2 and 86 under v1, dropped steps alone): a step dropped in its
+/// commit had taken the open transaction out of the loop while the producer stayed in it, so
+/// every later step failed with "begin_transaction in state InTransaction" and threw its
+/// poll's records away. The loop now keeps the transaction in its own stage until it has
+/// ended, and the next step finishes it (rule C1).
+#[test]
+fn copy_loop_step_dropped_mid_commit_is_resolved() {
+    for seed in [3, 86] {
+        let report = stalled_copy_run(seed, false);
+        assert!(report.cancelled_steps >= 1, "seed {seed}: {report:?}");
     }
 }
 

@@ -18,6 +18,11 @@
 //! loop seeks every partition it still owns back to where the aborted transaction began
 //! reading it, so the aborted input is processed again, never skipped.
 //!
+//! Where the transaction stands is the loop's own state (rule C1, `stage.rs`): each step of
+//! ending it is written down before the await that carries it out, and every `step`, `commit`
+//! and `close` finishes what an earlier call left (a commit or abort that timed out, offsets
+//! not sent, a half-copied transaction) before it reads anything (`copy_loop/ending.rs`).
+//!
 //! A transform that fails is handled by the loop's [`TransformErrorPolicy`]. A dead letter is
 //! sent in the open transaction like any output, so it shares the transaction's fate: what
 //! rule T4 promises for the output (all visible once committed, none once aborted) holds for
@@ -29,20 +34,23 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use super::copies::{CommittedTransaction, ConsumedRange, PartitionOffset, RecordCopy};
-use super::endpoints::{CommitHold, CopySink, CopySource};
+mod ending;
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod tests;
+
+use super::copies::{CommittedTransaction, PartitionOffset};
+use super::endpoints::{CopySink, CopySource};
 use super::metrics::CopyLoopObserver;
+use super::stage::{EndStep, OpenTransaction, Stage};
 use super::transform::sealed::Sealed;
 use super::transform::{CopyLoopCounters, TransformErrorPolicy, TransformOutput, dead_letter};
-use crate::types::{Millis, millis};
+use crate::types::millis;
 use crate::{
-    Consumer, ConsumerEvent, ConsumerRecord, DeliveryFuture, Error, PendingOffsets, Producer,
-    Record, Result, TopicPartition,
+    Consumer, ConsumerEvent, ConsumerRecord, DeliveryFuture, Error, Producer, Record, Result,
+    TopicPartition,
 };
-
-/// How often a commit or abort that timed out is called again before the loop gives up
-/// (rule T4: after a timeout only the same call is valid, and it returns the outcome).
-const END_ATTEMPTS: u32 = 5;
 
 /// An exactly-once copier: reads records with a [`Consumer`] (read_committed), turns each into
 /// zero or more [`Record`]s with an async transform, writes them with a transactional
@@ -119,7 +127,8 @@ pub struct CopyLoop<F, C = Consumer, P = Producer> {
     concurrency: usize,
     counters: CopyLoopCounters,
     observer: CopyLoopObserver,
-    open: Option<OpenTransaction>,
+    /// Where the loop's transaction stands (rule C1), resolved before anything else.
+    stage: Stage,
     /// Per partition owned without interruption, the offset this loop last committed for it
     /// (the next to consume): where the next transaction begins reading it.
     committed: BTreeMap<TopicPartition, i64>,
@@ -135,24 +144,9 @@ impl<F, C: std::fmt::Debug, P: std::fmt::Debug> std::fmt::Debug for CopyLoop<F, 
             .field("on_error", &self.on_error)
             .field("concurrency", &self.concurrency)
             .field("counters", &self.counters)
-            .field("open", &self.open.as_ref().map(|o| o.copies.len()))
+            .field("stage", &self.stage)
             .finish_non_exhaustive()
     }
-}
-
-/// The transaction being filled.
-struct OpenTransaction {
-    began: Millis,
-    pending: PendingOffsets,
-    /// Per partition read in it, where it began reading (a seek there re-reads its input).
-    from: BTreeMap<TopicPartition, i64>,
-    copies: Vec<(PartitionOffset, Vec<DeliveryFuture>)>,
-    /// The records sent to the dead-letter topic, with their dead letter's delivery.
-    dead_letters: Vec<(PartitionOffset, DeliveryFuture)>,
-    skipped: u64,
-    /// A poll's records are being copied into it: a step dropped meanwhile (cancelled) left
-    /// some of them neither copied nor rewound, so the next step aborts it and rewinds.
-    copying: bool,
 }
 
 /// One record in the transform, in consumption order.
@@ -194,7 +188,7 @@ where
             on_error: TransformErrorPolicy::Fail,
             concurrency: 1,
             counters: CopyLoopCounters::default(),
-            open: None,
+            stage: Stage::Idle,
             committed: BTreeMap::new(),
         }
     }
@@ -231,13 +225,22 @@ where
         &mut self.consumer
     }
 
-    /// The producer (for its metrics or transaction state).
+    /// The producer (for its metrics or transaction state). The loop owns its transactions:
+    /// one begun, committed or aborted on it behind the loop's back is noticed by the next
+    /// step, which rewinds the loop's input rather than committing over it (see
+    /// [`CopyLoop::step`]).
     pub fn producer(&self) -> &P {
         &self.producer
     }
 
     /// Copies until the next commit and returns what the committed transaction did; or
     /// returns `Ok(None)` when no record arrived within the commit interval.
+    ///
+    /// Before anything else a step ends what an earlier call left unfinished (rule C1): a
+    /// commit or an abort that timed out is called again until it gives the outcome (a
+    /// commit found to have landed is returned by this step), offsets that were not sent are
+    /// sent again, a transaction a dropped step left half-copied is aborted and its input
+    /// rewound.
     ///
     /// A `Revoked` event commits the open transaction before the next poll gives the
     /// partitions up; a `Lost` event aborts it (its output came partly from partitions now
@@ -255,30 +258,49 @@ where
     /// returned. After a fatal error ([`Error::is_fatal`], e.g. a newer producer with the same
     /// transactional id) the loop cannot go on.
     ///
+    /// While the transaction coordinator does not answer, the commit or abort of the
+    /// transaction cannot finish within the producer's `max.block.ms`: the step returns a
+    /// retriable [`Error::Timeout`] saying what it waits for, and the next step asks again
+    /// (it polls nothing until the transaction has ended). Such a step takes about
+    /// `max.block.ms`.
+    ///
     /// A transform that failed under [`TransformErrorPolicy::Fail`] ends the step the same
     /// way, with [`Error::Transform`].
     ///
-    /// Cancel safety: dropping the future while it waits for records loses nothing; dropping
-    /// it while a poll's records are transformed or sent makes the next step (or
-    /// [`CopyLoop::commit`]) abort the open transaction and rewind its input first, so nothing
-    /// half-copied is committed; dropping it during a commit leaves the transaction's outcome
-    /// to the producer (see [`Producer::commit_transaction`]).
+    /// The loop owns its producer's transactions: one begun, committed or aborted on
+    /// [`CopyLoop::producer`] (or a clone of it) behind the loop's back is noticed by the next
+    /// step, which rewinds the loop's input instead of committing offsets whose output may not
+    /// have been written, ends whatever transaction it finds open, and returns
+    /// [`Error::InvalidState`] saying so.
+    ///
+    /// Cancel safety: the future may be dropped at any await point (a `tokio::time::timeout`
+    /// around it, a `select!`). No input is lost and no record copied twice: a drop while the
+    /// step waits for records loses nothing; a drop while a poll's records are transformed or
+    /// sent makes the next step abort the open transaction and rewind its input; a drop while
+    /// the transaction's offsets are being sent, committed or aborted, or its delivery
+    /// futures read, leaves the end of the transaction to the next step (or
+    /// [`CopyLoop::commit`], or [`CopyLoop::close`]), which finishes it first and returns the
+    /// committed transaction if it committed.
     pub async fn step(&mut self) -> Result<Option<CommittedTransaction>> {
-        self.abort_interrupted().await?;
+        if let Some(resolved) = self.resolve().await? {
+            return Ok(Some(resolved));
+        }
         let idle_until = self
             .consumer
             .now()
             .saturating_add(millis(self.commit_interval));
         loop {
-            let wait = match &self.open {
-                Some(open) => {
+            let wait = match &self.stage {
+                Stage::Open(open) => {
                     let age = Duration::from_millis(self.consumer.now().saturating_sub(open.began));
                     if open.copies.len() >= self.commit_records || age >= self.commit_interval {
-                        return self.commit_or_abort(&[]).await.map(Some);
+                        self.begin_end(EndStep::SendOffsets, Vec::new());
+                        return self.end(None).await;
                     }
                     self.commit_interval - age
                 }
-                None => {
+                // Idle (an ending left by this step was returned from it).
+                _ => {
                     let left =
                         Duration::from_millis(idle_until.saturating_sub(self.consumer.now()));
                     if left.is_zero() {
@@ -303,30 +325,32 @@ where
                     }
                 }
                 Some(ConsumerEvent::Revoked(partitions)) => {
-                    let outcome = if self.open.is_some() {
-                        self.commit_or_abort(&partitions).await.map(Some)
+                    if matches!(self.stage, Stage::Open(_)) {
+                        // The partitions are given up once the transaction ended.
+                        self.begin_end(EndStep::SendOffsets, partitions);
+                        let outcome = self.end(None).await;
+                        if outcome.as_ref().map_or(true, Option::is_some) {
+                            return outcome;
+                        }
                     } else {
-                        Ok(None)
-                    };
-                    for p in &partitions {
-                        self.committed.remove(p);
-                    }
-                    if outcome.as_ref().map_or(true, Option::is_some) {
-                        return outcome;
+                        for p in &partitions {
+                            self.committed.remove(p);
+                        }
                     }
                 }
                 Some(ConsumerEvent::Lost(partitions)) => {
                     for p in &partitions {
                         self.committed.remove(p);
                     }
-                    if let Some(mut open) = self.open.take() {
+                    if let Stage::Open(open) = &mut self.stage {
                         open.pending.revoke(&partitions);
                         tracing::warn!(
                             lost = ?partitions,
                             records = open.copies.len(),
                             "partitions lost: aborting the open copy transaction"
                         );
-                        self.abort_and_rewind(open, &partitions).await?;
+                        self.begin_end(EndStep::Abort, partitions);
+                        self.end(None).await?;
                     }
                 }
                 None => {}
@@ -335,17 +359,32 @@ where
     }
 
     /// Ends the open transaction now, without polling: commits it, or when that fails aborts
-    /// it and rewinds its input (as [`CopyLoop::step`] does). `Ok(None)` when none is open.
+    /// it and rewinds its input (as [`CopyLoop::step`] does), after finishing what an earlier
+    /// call left unfinished. `Ok(None)` when none is open.
     ///
     /// # Errors
     ///
-    /// As for [`CopyLoop::step`]: the error that ended the transaction, after the abort.
+    /// As for [`CopyLoop::step`]: the error that ended the transaction, after the abort, or
+    /// the retriable timeout of a commit or abort still without outcome.
+    ///
+    /// Cancel safety: as [`CopyLoop::step`]'s.
     pub async fn commit(&mut self) -> Result<Option<CommittedTransaction>> {
-        self.abort_interrupted().await?;
-        if self.open.is_none() {
+        if let Some(resolved) = self.resolve().await? {
+            return Ok(Some(resolved));
+        }
+        if !matches!(self.stage, Stage::Open(_)) {
             return Ok(None);
         }
-        self.commit_or_abort(&[]).await.map(Some)
+        self.begin_end(EndStep::SendOffsets, Vec::new());
+        self.end(None).await
+    }
+
+    /// The open transaction, while it is being filled.
+    fn open_mut(&mut self) -> Option<&mut OpenTransaction> {
+        match &mut self.stage {
+            Stage::Open(open) => Some(open),
+            _ => None,
+        }
     }
 
     /// Sends one poll's records through the transform into the open transaction.
@@ -353,20 +392,25 @@ where
         if records.is_empty() {
             return Ok(());
         }
-        if self.open.is_none() {
-            self.producer.begin_transaction()?;
-            self.open = Some(OpenTransaction {
-                began: self.consumer.now(),
-                pending: PendingOffsets::new(),
-                from: BTreeMap::new(),
-                copies: Vec::new(),
-                dead_letters: Vec::new(),
-                skipped: 0,
-                copying: false,
-            });
+        if matches!(self.stage, Stage::Idle) {
+            if let Err(e) = self.producer.begin_transaction() {
+                // Nothing of the poll is copied: its records are read again.
+                self.rewind_poll(&records)?;
+                return Err(e);
+            }
+            let number = self
+                .producer
+                .transaction_ledger()
+                .map_or(0, |ledger| ledger.begun);
+            self.stage = Stage::Open(OpenTransaction::new(number, self.consumer.now()));
         }
-        let Some(open) = self.open.as_mut() else {
-            return Ok(());
+        let committed = &self.committed;
+        let Stage::Open(open) = &mut self.stage else {
+            // A step polls only with no transaction or its own open (rule C1).
+            self.rewind_poll(&records)?;
+            return Err(Error::InvalidState(
+                "the copy loop polled while its transaction was ending".into(),
+            ));
         };
         // Where the transaction begins reading each partition, noted before any record is
         // processed, so a failure half-way through the poll rewinds all of it. A partition
@@ -374,11 +418,7 @@ where
         // records); a fresh one at its first record.
         for record in &records {
             let partition = record.topic_partition();
-            let start = self
-                .committed
-                .get(&partition)
-                .copied()
-                .unwrap_or(record.offset);
+            let start = committed.get(&partition).copied().unwrap_or(record.offset);
             open.from.entry(partition).or_insert(start);
         }
         open.copying = true;
@@ -444,7 +484,7 @@ where
             )
             .await?;
         }
-        if let Some(open) = self.open.as_mut() {
+        if let Some(open) = self.open_mut() {
             open.copying = false;
         }
         Ok(())
@@ -464,7 +504,7 @@ where
             Err(message) => match (&self.on_error, original) {
                 (TransformErrorPolicy::Skip, _) => {
                     tracing::debug!(%at.partition.topic, at.partition.partition, at.offset, %message, "transform failed: skipping the record");
-                    if let Some(open) = self.open.as_mut() {
+                    if let Some(open) = self.open_mut() {
                         open.skipped += 1;
                     }
                     (Vec::new(), None)
@@ -479,10 +519,7 @@ where
                         offset: at.offset,
                         message,
                     };
-                    let Some(open) = self.open.take() else {
-                        return Err(error);
-                    };
-                    return Err(self.fail(open, error, &[]).await);
+                    return Err(self.fail(error).await);
                 }
             },
         };
@@ -494,7 +531,7 @@ where
             Some(letter) => Some(self.send(letter).await?),
             None => None,
         };
-        let Some(open) = self.open.as_mut() else {
+        let Some(open) = self.open_mut() else {
             return Ok(());
         };
         open.pending
@@ -506,159 +543,17 @@ where
         Ok(())
     }
 
-    /// Sends `record` in the open transaction; a failure aborts it (and rewinds).
-    async fn send(&mut self, record: Record) -> Result<DeliveryFuture> {
-        match self.producer.send(record).await {
-            Ok(ack) => Ok(ack),
-            Err(e) => {
-                let Some(open) = self.open.take() else {
-                    return Err(e);
-                };
-                Err(self.fail(open, e, &[]).await)
-            }
-        }
-    }
-
-    /// A step dropped while it copied left the open transaction half-filled: abort it and
-    /// rewind, so its input is copied again whole.
-    async fn abort_interrupted(&mut self) -> Result<()> {
-        let Some(open) = self.open.take_if(|open| open.copying) else {
-            return Ok(());
-        };
-        tracing::warn!(
-            records = open.copies.len(),
-            "a step was dropped while copying: aborting its transaction"
-        );
-        self.abort_and_rewind(open, &[]).await
-    }
-
-    /// Commits the open transaction; on failure aborts it and rewinds the partitions still
-    /// owned (all but `leaving`).
-    async fn commit_or_abort(
-        &mut self,
-        leaving: &[TopicPartition],
-    ) -> Result<CommittedTransaction> {
-        let Some(mut open) = self.open.take() else {
-            return Ok(CommittedTransaction::default());
-        };
-        let offsets = open.pending.take();
-        // The generation (member epoch) the coordinator holds now (KIP-447), so a member that
-        // lost its partitions is fenced, not obeyed. Kafka 4.1 wants TxnOffsetCommit's epoch
-        // equal to the broker's (ILLEGAL_GENERATION otherwise), and heartbeats go on in the
-        // background: the hold keeps the epoch still until the offsets are in. A refusal that
-        // says the member is gone reaches the consumer at once, which drops the lost
-        // partitions' buffered records, so no transaction is opened on them again.
-        let hold = self.consumer.hold_generation().await;
-        // A partition lost since its records were read (the next poll would say `Lost`) is
-        // another member's now: its offsets must not commit, and neither may the output made
-        // from it. Without this check a classic member that left the group (generation -1, no
-        // member id) could even have its offsets accepted by a group that has since emptied.
-        // Checked under the hold, against the generation the offsets go out with: the hold
-        // waits for the heartbeat in flight, whose answer may fence the member, and the member
-        // may rejoin (epoch 0, then a new epoch) before the hold is taken; Kafka 4.1 checks
-        // only the epoch of a TxnOffsetCommit, so offsets of the old membership's partitions
-        // would be accepted under the new one (found by the copy-loop simulation once it ran
-        // this loop).
-        let owned = self.consumer.assignment();
-        let lost: Vec<TopicPartition> = offsets
-            .iter()
-            .map(|o| o.partition.clone())
-            .filter(|p| !owned.contains(p))
-            .collect();
-        if !lost.is_empty() {
-            drop(hold);
-            let error = Error::PartitionsLost { partitions: lost };
-            return Err(self.fail(open, error, leaving).await);
-        }
-        let group = hold.metadata().clone();
-        let commit_began = self.consumer.now();
-        let ended = async {
-            if !offsets.is_empty() {
-                let sent = self
-                    .producer
-                    .send_offsets_to_transaction(offsets.clone(), &group)
-                    .await;
-                if let Err(e) = &sent {
-                    hold.refused(e);
-                }
-                sent?;
-            }
-            drop(hold);
-            end_with_retries(|| self.producer.commit_transaction()).await
-        }
-        .await;
-        if let Err(e) = ended {
-            tracing::debug!(
-                group = %group.group_id,
-                generation = group.generation_id,
-                member = %group.member_id,
-                "the copy transaction did not commit"
-            );
-            return Err(self.fail(open, e, leaving).await);
-        }
-        tracing::debug!(records = open.copies.len(), offsets = ?offsets.iter().map(|o| (o.partition.partition, o.offset)).collect::<Vec<_>>(), "copy transaction committed");
-        for o in &offsets {
-            self.committed.insert(o.partition.clone(), o.offset);
-        }
-        let commit_latency = self.consumer.now().saturating_sub(commit_began);
-        let records_in = open.copies.len() as u64;
-        let records_out = open.copies.iter().map(|(_, acks)| acks.len() as u64).sum();
-        let dead_lettered = open.dead_letters.len() as u64;
-        self.counters.transactions_committed += 1;
-        self.counters.records_skipped += open.skipped;
-        self.counters.records_dead_lettered += dead_lettered;
-        self.counters.records_in += records_in;
-        self.counters.records_out += records_out;
-        let observer = &self.observer;
-        observer.committed.increment(1);
-        observer.commit_latency.record(commit_latency as f64);
-        observer.records_in.increment(records_in);
-        observer.records_out.increment(records_out);
-        observer.records_skipped.increment(open.skipped);
-        observer.records_dead_lettered.increment(dead_lettered);
-        if let Some(lag) = self.consumer.source_lag() {
-            observer.source_lag.set(lag as f64);
-        }
-        // The delivery futures resolve once the transaction is committed (the commit flushed
-        // every record): their offsets are exact (rule O1).
-        let mut copies = Vec::with_capacity(open.copies.len());
-        for (source, acks) in open.copies {
-            copies.push(RecordCopy {
-                source,
-                destinations: delivered(acks).await?,
-            });
-        }
-        let mut dead_letters = Vec::with_capacity(open.dead_letters.len());
-        for (source, ack) in open.dead_letters {
-            dead_letters.push(RecordCopy {
-                source,
-                destinations: delivered([ack]).await?,
-            });
-        }
-        let consumed = offsets
-            .into_iter()
-            .map(|o| ConsumedRange {
-                from: open.from.get(&o.partition).copied().unwrap_or(o.offset),
-                partition: o.partition,
-                next: o.offset,
-            })
-            .collect();
-        Ok(CommittedTransaction {
-            copies,
-            consumed,
-            dead_letters,
-        })
-    }
-
     /// An error from the consumer's poll. A log truncated under a position (KIP-320) means
     /// records the open transaction copied may no longer be in the source, and that the
     /// source's offsets from the divergent one on hold other records: the transaction is
     /// aborted and rewound, the truncated partition to where the transaction began reading it
-    /// or to the divergent offset, whichever comes first (without an open transaction the
-    /// consumer's own position stands: the divergent offset, or a seek under
-    /// `auto.offset.reset=none`), and what this loop committed of that partition no longer
-    /// counts as copied, so the new records are copied. Any other error leaves the open
-    /// transaction as it is. The error is handed back either way.
+    /// or to the divergent offset, whichever comes first (without an open transaction, or
+    /// without a divergent offset, the consumer's own position stands: the divergent offset,
+    /// a reset, or a seek under `auto.offset.reset=none`), and what this loop committed of
+    /// that partition no longer counts as copied, so the new records are copied. The rewind
+    /// is part of the transaction's ending (rule C1), so an abort that must be finished by a
+    /// later step still rewinds there. Any other error leaves the open transaction as it is.
+    /// The error is handed back either way.
     async fn source_failed(&mut self, error: Error) -> Error {
         let Error::LogTruncation {
             partition,
@@ -671,65 +566,31 @@ where
         let partition = partition.clone();
         let divergent = *divergent_offset;
         self.committed.remove(&partition);
-        let Some(open) = self.open.take() else {
+        let Some(open) = self.open_mut() else {
             return error;
         };
-        let from = open.from.get(&partition).copied();
+        match (open.from.get(&partition).copied(), divergent) {
+            (Some(from), Some(divergent)) => {
+                open.from.insert(partition.clone(), from.min(divergent));
+            }
+            _ => {
+                open.from.remove(&partition);
+            }
+        }
         tracing::warn!(%partition.topic, partition.partition, ?divergent, records = open.copies.len(), "the source log was truncated: aborting the open copy transaction");
-        if let Err(abort_error) = self
-            .abort_and_rewind(open, std::slice::from_ref(&partition))
-            .await
-        {
-            return abort_error;
-        }
-        if let (Some(from), Some(divergent)) = (from, divergent)
-            && self.consumer.assignment().contains(&partition)
-            && let Err(seek_error) = self.consumer.seek(&partition, from.min(divergent))
-        {
-            return seek_error;
-        }
-        error
-    }
-
-    /// The loop's answer to a failed transaction: abort it unless the producer is dead, rewind,
-    /// and hand back the error that ended it.
-    async fn fail(
-        &mut self,
-        open: OpenTransaction,
-        error: Error,
-        leaving: &[TopicPartition],
-    ) -> Error {
-        if error.is_fatal() {
-            return error;
-        }
-        tracing::warn!(error = %crate::error::ErrorChain(&error), records = open.copies.len(), "aborting the copy transaction");
-        match self.abort_and_rewind(open, leaving).await {
-            Ok(()) => error,
-            Err(abort_error) => {
-                tracing::warn!(abort_error = %crate::error::ErrorChain(&abort_error), "the abort failed too");
-                abort_error
-            }
+        self.begin_end(EndStep::Abort, Vec::new());
+        match self.end(None).await {
+            Err(abort_error) => abort_error,
+            Ok(_) => error,
         }
     }
 
-    /// Aborts `open` and seeks every partition it read that is still owned (all but
-    /// `leaving`) back to where it began reading, so its input is copied again.
-    async fn abort_and_rewind(
-        &mut self,
-        open: OpenTransaction,
-        leaving: &[TopicPartition],
-    ) -> Result<()> {
-        end_with_retries(|| self.producer.abort_transaction()).await?;
-        self.counters.transactions_aborted += 1;
-        self.observer.aborted.increment(1);
-        let owned = self.consumer.assignment();
-        for (partition, from) in open.from {
-            if owned.contains(&partition) && !leaving.contains(&partition) {
-                tracing::debug!(%partition.topic, partition.partition, from, "rewinding after the abort");
-                self.consumer.seek(&partition, from)?;
-            }
+    /// Sends `record` in the open transaction; a failure aborts it (and rewinds).
+    async fn send(&mut self, record: Record) -> Result<DeliveryFuture> {
+        match self.producer.send(record).await {
+            Ok(ack) => Ok(ack),
+            Err(e) => Err(self.fail(e).await),
         }
-        Ok(())
     }
 }
 
@@ -754,37 +615,5 @@ where
         consumer_closed?;
         producer_closed?;
         Ok(last)
-    }
-}
-
-/// Where the records of `acks` landed, once their transaction committed (rule O1).
-async fn delivered(acks: impl IntoIterator<Item = DeliveryFuture>) -> Result<Vec<PartitionOffset>> {
-    let mut destinations = Vec::new();
-    for ack in acks {
-        let meta = ack.await?;
-        destinations.push(PartitionOffset::new(
-            TopicPartition::new(meta.topic, meta.partition),
-            meta.offset,
-        ));
-    }
-    Ok(destinations)
-}
-
-/// Calls `end` (a commit or an abort) again while it times out: after a timeout only the same
-/// call is valid, and calling it again returns the real outcome (rules T1, T4).
-async fn end_with_retries<E, EFut>(mut end: E) -> Result<()>
-where
-    E: FnMut() -> EFut,
-    EFut: Future<Output = Result<()>>,
-{
-    let mut attempt = 1;
-    loop {
-        match end().await {
-            Err(Error::Timeout(what)) if attempt < END_ATTEMPTS => {
-                tracing::warn!(%what, attempt, "ending the transaction timed out; calling again");
-                attempt += 1;
-            }
-            other => return other,
-        }
     }
 }

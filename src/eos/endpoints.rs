@@ -8,6 +8,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::engine::transaction::TxnLedger;
 use crate::types::Millis;
 use crate::{
     Consumer, ConsumerEvent, ConsumerGroupMetadata, DeliveryFuture, Error, GenerationHold,
@@ -77,6 +78,10 @@ pub trait CopySink {
 
     /// [`Producer::abort_transaction`].
     fn abort_transaction(&self) -> impl Future<Output = Result<()>>;
+
+    /// Which transaction the producer is in and how the last one ended (`None` for a
+    /// producer without a `transactional.id`).
+    fn transaction_ledger(&self) -> Option<TxnLedger>;
 }
 
 impl CopySource for Consumer {
@@ -144,5 +149,9 @@ impl CopySink for Producer {
 
     async fn abort_transaction(&self) -> Result<()> {
         Producer::abort_transaction(self).await
+    }
+
+    fn transaction_ledger(&self) -> Option<TxnLedger> {
+        Producer::transaction_ledger(self)
     }
 }

@@ -7,6 +7,7 @@ mod copies;
 mod copy_loop;
 pub(crate) mod endpoints;
 mod metrics;
+mod stage;
 mod transform;
 mod translate;
 

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::accumulator::{Accumulator, AccumulatorConfig, AppendError};
 use crate::engine::completion::BatchCompletion;
-use crate::engine::transaction::{TxnCall, TxnState};
+use crate::engine::transaction::{TxnCall, TxnLedger, TxnState};
 use crate::engine::{Counters, Engine, EngineConfig, TransactionConfig};
 use crate::error::{Error, Result};
 use crate::net::connection::LinkSecurity;
@@ -855,6 +855,12 @@ impl Producer {
     /// The transaction state, for a transactional producer.
     pub fn transaction_state(&self) -> Option<TxnState> {
         self.inner.shared.lock_engine().transaction_state().cloned()
+    }
+
+    /// Which transaction the producer is in and how the last one ended, for a transactional
+    /// producer: how the copy loop tells its own transaction's fate (rule C1).
+    pub(crate) fn transaction_ledger(&self) -> Option<TxnLedger> {
+        self.inner.shared.lock_engine().transaction_ledger()
     }
 
     async fn transactional_call(&self, call: TxnCall) -> Result<()> {

@@ -24,6 +24,12 @@
 //! the transaction and the record is copied again (rule T4: the aborted dead letters and output
 //! are never visible). The loop's counters equal what its committed transactions reported.
 //!
+//! The coordinators go out of reach for longer than the copiers' `max.block.ms`
+//! ([`CoordinatorOutage`]), so commits, aborts and offset commits time out with their outcome
+//! unknown, and the copiers' applications drop steps at random await points
+//! ([`StepCancellation`]); the invariants are the same (rule C1: the loop resolves what a
+//! timed-out call or a dropped step left, and loses nothing).
+//!
 //! The model transaction coordinator keeps one transactional id; a copier's requests are
 //! handled by lending the cluster that copier's own coordinator state (one per transactional
 //! id, as Kafka keeps one per id), so producer ids and logs are shared and nothing else is.
@@ -39,6 +45,7 @@ pub use copier::transform_fails;
 
 use super::Failure;
 use super::entropy::Entropy;
+use super::faults::{CoordinatorOutage, StepCancellation};
 use crate::consumer::membership::TopicView;
 use crate::eos::TransformErrorPolicy;
 use crate::types::Millis;
@@ -110,6 +117,10 @@ pub struct CopyLoopConfig {
     pub trace_lines: usize,
     /// The transform's failures, the loop's policy and its concurrency.
     pub transform: TransformFaults,
+    /// Coordinator outages longer than the copiers' `max.block.ms` ([`CALL_TIMEOUT_MS`]).
+    pub outages: Vec<CoordinatorOutage>,
+    /// Steps dropped at an await point.
+    pub cancel: StepCancellation,
 }
 
 /// Which records the copy loop's transform fails on, what the loop does with them, and how
@@ -194,6 +205,8 @@ impl CopyLoopConfig {
             deadline_ms: 300_000,
             trace_lines: 80,
             transform: TransformFaults::none(),
+            outages: Vec::new(),
+            cancel: StepCancellation::none(),
         }
     }
 
@@ -236,6 +249,8 @@ impl CopyLoopConfig {
 
 /// How long a copier waits for a heartbeat answer before giving up on it.
 pub const HEARTBEAT_TIMEOUT_MS: Millis = 500;
+/// The copiers' `max.block.ms`: how long one transactional call waits for its outcome.
+pub const CALL_TIMEOUT_MS: Millis = 2_000;
 
 /// What a copy-loop run that kept every invariant did.
 #[derive(Debug, Clone, Default)]
@@ -268,6 +283,10 @@ pub struct CopyLoopReport {
     pub skipped: u64,
     /// Steps that failed with the transform's error (`Error::Transform`).
     pub transform_failures: u64,
+    /// Steps dropped at an await point ([`StepCancellation`]).
+    pub cancelled_steps: u64,
+    /// Steps that failed with a timeout (a coordinator out of reach, [`CoordinatorOutage`]).
+    pub timed_out_steps: u64,
     /// A digest of the trace: equal digests, equal runs.
     pub digest: u64,
 }
@@ -279,12 +298,15 @@ pub fn run_copy_loop_seed(seed: u64) -> Result<CopyLoopReport, Failure> {
 }
 
 /// The configuration of `seed`'s copy loop and the entropy its run draws from. The
-/// transform's faults come from an entropy of their own, so the rest of a seed's run (its
-/// configuration and fault schedule) is the one it had before the transform could fail.
+/// transform's faults, and the coordinator outages and dropped steps, come from entropies of
+/// their own, so the rest of a seed's configuration is the one it had before they existed.
 pub fn seed_run(seed: u64) -> (CopyLoopConfig, Entropy) {
     let mut entropy = Entropy::from_seed(seed ^ SEED_SALT);
     let mut config = CopyLoopConfig::generate(&mut entropy);
     config.transform = TransformFaults::generate(&mut Entropy::from_seed(seed ^ TRANSFORM_SALT));
+    let mut stalls = Entropy::from_seed(seed ^ STALL_SALT);
+    config.outages = CoordinatorOutage::generate(&mut stalls, 4_000, CALL_TIMEOUT_MS);
+    config.cancel = StepCancellation::generate(&mut stalls);
     (config, entropy)
 }
 
@@ -293,6 +315,8 @@ pub fn seed_run(seed: u64) -> (CopyLoopConfig, Entropy) {
 pub const SEED_SALT: u64 = 0xC0B1_1005;
 /// What a sweep seed is mixed with for its copy loop's transform faults.
 const TRANSFORM_SALT: u64 = 0x7F0A_D1E7;
+/// What a sweep seed is mixed with for its coordinator outages and dropped steps.
+const STALL_SALT: u64 = 0x57A1_1ED5;
 
 /// The command that replays the copy loop of `seed`.
 pub fn replay_command(seed: u64) -> String {

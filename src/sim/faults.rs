@@ -267,3 +267,90 @@ pub fn draw_identity_error(entropy: &mut Entropy, rates: &FaultRates) -> Option<
     }
     entropy.pick(&IDENTITY_ERRORS).copied()
 }
+
+/// The copy loop's transaction and group coordinators out of reach for a while (a cut link,
+/// a stalled broker): requests written to them from `at` arrive only once it ends, and what
+/// they answer meanwhile is lost. Longer than the producer's `max.block.ms`, so the loop's
+/// commits, aborts and offset commits time out and their outcome is unknown until the
+/// coordinator answers again (rule T4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoordinatorOutage {
+    /// When it begins.
+    pub at: Millis,
+    /// How long it lasts.
+    pub ms: Millis,
+}
+
+impl CoordinatorOutage {
+    /// Whether it is on at `now`.
+    pub fn covers(&self, now: Millis) -> bool {
+        (self.at..self.at.saturating_add(self.ms)).contains(&now)
+    }
+
+    /// When it ends.
+    pub fn end(&self) -> Millis {
+        self.at.saturating_add(self.ms)
+    }
+
+    /// Up to two outages within the first `within_ms`, each longer than `call_timeout_ms`
+    /// (`max.block.ms`) and at most eight times it (so a caller that calls a timed-out
+    /// commit or abort again a fixed number of times runs out of calls); none on about 40% of
+    /// the runs.
+    pub fn generate(
+        entropy: &mut Entropy,
+        within_ms: Millis,
+        call_timeout_ms: Millis,
+    ) -> Vec<Self> {
+        if entropy.chance(400) {
+            return Vec::new();
+        }
+        (0..entropy.range(1, 2))
+            .map(|_| Self {
+                at: entropy.range(0, within_ms),
+                ms: entropy.range(call_timeout_ms + call_timeout_ms / 4, 8 * call_timeout_ms),
+            })
+            .collect()
+    }
+}
+
+/// Steps of the copy loop dropped at an await point: a step is dropped, with a chance of
+/// `per_mille`, once it has returned `Pending` a number of times drawn from `1..=max_polls`
+/// (so the drop lands at whichever await point that step reached: the poll, the transform,
+/// the send, the generation hold, the offset commit, the end of the transaction, the
+/// delivery futures), as a `tokio::time::timeout` around `step` would drop it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StepCancellation {
+    /// Per mille of steps dropped (0: none).
+    pub per_mille: u32,
+    /// The most times a dropped step returned `Pending` before it is dropped (at least 1).
+    pub max_polls: u32,
+    /// Mixed into each copier incarnation's draws, so seeds drop different steps.
+    pub salt: u64,
+}
+
+impl StepCancellation {
+    /// No step dropped.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Random cancellation: none on about half the runs; otherwise up to 30% of the steps,
+    /// dropped within their first 40 waits.
+    pub fn generate(entropy: &mut Entropy) -> Self {
+        if entropy.chance(500) {
+            return Self::none();
+        }
+        Self {
+            per_mille: u32::try_from(entropy.range(20, 300)).unwrap_or(20),
+            max_polls: u32::try_from(entropy.range(1, 40)).unwrap_or(1),
+            salt: entropy.below(u64::MAX),
+        }
+    }
+
+    /// How many times the next step may return `Pending` before it is dropped (`None`: it
+    /// is not dropped).
+    pub fn draw(&self, entropy: &mut Entropy) -> Option<u32> {
+        (self.per_mille > 0 && entropy.chance(self.per_mille))
+            .then(|| u32::try_from(entropy.range(1, u64::from(self.max_polls.max(1)))).unwrap_or(1))
+    }
+}

@@ -8,7 +8,8 @@ use super::{Counters, Engine, Outstanding};
 use crate::engine::accumulator::Accumulator;
 use crate::engine::partition::{ProducerBatch, WireState};
 use crate::engine::transaction::{
-    Advance, CallId, EngineParts, ForEngine, TransactionManager, TxnCall, TxnResponse, TxnState,
+    Advance, CallId, EngineParts, ForEngine, TransactionManager, TxnCall, TxnLedger, TxnResponse,
+    TxnState,
 };
 use crate::engine::{ProducerIdentity, RequestId};
 use crate::error::Error;
@@ -24,6 +25,12 @@ impl Engine {
     /// The transaction state, for a transactional producer.
     pub fn transaction_state(&self) -> Option<&TxnState> {
         self.txn.as_ref().map(TransactionManager::state)
+    }
+
+    /// Which transaction the producer is in and how the last one ended, for a transactional
+    /// producer.
+    pub fn transaction_ledger(&self) -> Option<TxnLedger> {
+        self.txn.as_ref().map(TransactionManager::ledger)
     }
 
     /// Whether the coordinator speaks transactions v2 (KIP-890), once initialised.

@@ -257,6 +257,11 @@ fn a_timed_out_commit_is_resolved_only_by_calling_commit_again() {
 fn an_outcome_reached_after_the_timeout_is_returned_to_the_next_call() {
     let mut h = transactional_harness();
     commit_one_record(&mut h, true);
+    let ledger = h.engine.transaction_ledger().unwrap();
+    assert_eq!(
+        (ledger.state, ledger.begun, ledger.last_ended),
+        (TxnState::Committing, 1, None)
+    );
     advance_losing_answers(&mut h, 10_500);
     h.engine.take_finished_calls();
     let request = next_end_txn(&mut h);
@@ -269,6 +274,12 @@ fn an_outcome_reached_after_the_timeout_is_returned_to_the_next_call() {
         },
     );
     assert!(h.engine.take_finished_calls().is_empty(), "nobody waits");
+    // The ledger says so before the outcome is collected (what a caller that lost track of
+    // the call reads).
+    assert_eq!(
+        h.engine.transaction_ledger().unwrap().last_ended,
+        Some((1, true))
+    );
     assert!(
         h.engine.begin_transaction(h.now).is_err(),
         "the outcome must be collected first"
@@ -280,6 +291,24 @@ fn an_outcome_reached_after_the_timeout_is_returned_to_the_next_call() {
         "{finished:?}"
     );
     h.engine.begin_transaction(h.now).unwrap();
+}
+
+/// The ledger numbers the transactions begun and says how the last one ended: an abort too.
+#[test]
+fn the_ledger_numbers_transactions_and_keeps_how_the_last_ended() {
+    let mut h = transactional_harness();
+    init(&mut h, true);
+    assert_eq!(h.engine.transaction_ledger().unwrap().begun, 0);
+    h.engine.begin_transaction(h.now).unwrap();
+    // Nothing sent in it: the abort ends it locally.
+    let abort = h.engine.start_call(TxnCall::Abort, h.now).unwrap();
+    h.poll();
+    assert_finished_ok(&mut h, abort);
+    let ledger = h.engine.transaction_ledger().unwrap();
+    assert_eq!(
+        (ledger.state, ledger.begun, ledger.last_ended),
+        (TxnState::Ready, 1, Some((1, false)))
+    );
 }
 
 #[test]

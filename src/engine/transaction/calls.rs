@@ -110,6 +110,7 @@ impl TransactionManager {
             )));
         }
         self.state = TxnState::InTransaction;
+        self.begun += 1;
         self.began_ms = now;
         self.coordinator_aborted = false;
         self.failures_at_begin = failures;

@@ -74,6 +74,19 @@ pub(crate) enum ForEngine {
     AdoptIdentity(ProducerIdentity),
 }
 
+/// Which transaction a producer is in and how the last one ended: lets a caller that lost
+/// track of its own transaction (a copy loop whose step was dropped, or whose producer was
+/// used behind its back) tell that transaction's fate without guessing from the state alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnLedger {
+    /// Where the producer stands (T1).
+    pub state: TxnState,
+    /// How many transactions `begin_transaction` opened: the open one's number, if one is.
+    pub begun: u64,
+    /// The last transaction that ended: its number, and whether it committed.
+    pub last_ended: Option<(u64, bool)>,
+}
+
 /// The transactional state of a producer, and the only code that changes it.
 #[derive(Debug)]
 pub(crate) struct TransactionManager {
@@ -116,6 +129,10 @@ pub(crate) struct TransactionManager {
     call: Option<CallProgress>,
     next_call: CallId,
     finished: Vec<(CallId, Result<(), Error>)>,
+    /// Transactions begun, and the last one that ended with whether it committed
+    /// ([`TxnLedger`]).
+    begun: u64,
+    last_ended: Option<(u64, bool)>,
 }
 
 impl TransactionManager {
@@ -142,6 +159,17 @@ impl TransactionManager {
             call: None,
             next_call: 1,
             finished: Vec::new(),
+            begun: 0,
+            last_ended: None,
+        }
+    }
+
+    /// Which transaction the producer is in and how the last one ended.
+    pub fn ledger(&self) -> TxnLedger {
+        TxnLedger {
+            state: self.state.clone(),
+            begun: self.begun,
+            last_ended: self.last_ended,
         }
     }
 

@@ -205,6 +205,7 @@ impl TransactionManager {
         }
         self.bump_after_abort = false;
         self.state = TxnState::Ready;
+        self.last_ended = Some((self.begun, !aborting));
         self.finish_call(Ok(()));
         new_identity.map_or(ForEngine::Nothing, ForEngine::AdoptIdentity)
     }

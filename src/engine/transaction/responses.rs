@@ -94,6 +94,10 @@ impl TransactionManager {
                     parts.metrics.transactions_aborted += 1;
                 }
                 self.v2 = transactions_v2;
+                // An abort's epoch bump (KIP-360, KIP-588) ends its transaction here.
+                if call.call == TxnCall::Abort {
+                    self.last_ended = Some((self.begun, false));
+                }
                 self.state = TxnState::Ready;
                 self.bump_after_abort = false;
                 info!(transactions_v2, "transactions initialised");

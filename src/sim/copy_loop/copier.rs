@@ -28,11 +28,13 @@ use super::{TransformFaults, View};
 use crate::consumer::membership::MembershipEvent;
 use crate::consumer::membership::kip848::ConsumerMember;
 use crate::engine::accumulator::{Accumulator, AppendError};
-use crate::engine::transaction::{TxnCall, TxnState};
+use crate::engine::transaction::{TxnCall, TxnLedger, TxnState};
 use crate::engine::{CallId, Engine};
 use crate::eos::endpoints::{CommitHold, CopySink, CopySource};
 use crate::eos::{CommittedTransaction, CopyLoop, CopyLoopCounters, TransformErrorPolicy};
 use crate::error::{Error, Result};
+use crate::sim::entropy::Entropy;
+use crate::sim::faults::StepCancellation;
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::types::{Millis, TopicPartition};
 use crate::{ConsumerEvent, ConsumerRecord, DeliveryFuture, Record};
@@ -89,6 +91,9 @@ pub(super) struct CopierState {
     pub(super) skipped: u64,
     /// Steps that failed with `Error::Transform`.
     pub(super) transform_failures: u64,
+    /// Steps dropped at an await point, and steps that failed with a timeout.
+    pub(super) cancelled_steps: u64,
+    pub(super) timed_out_steps: u64,
     /// The loop's counters disagreed with what it reported (the world fails the run).
     pub(super) counter_mismatch: Option<String>,
 }
@@ -129,6 +134,8 @@ impl CopierState {
             dead_lettered: 0,
             skipped: 0,
             transform_failures: 0,
+            cancelled_steps: 0,
+            timed_out_steps: 0,
             counter_mismatch: None,
         }
     }
@@ -506,11 +513,16 @@ impl SimProducer {
             state.note(format!("call {name}: {started:?}"));
             (started?, failed_before)
         };
+        let mut waiting = CallWaiter {
+            state: &self.state,
+            id: Some(id),
+        };
         let result = poll_fn(|_| match self.state.borrow_mut().finished.remove(&id) {
             Some(result) => Poll::Ready(result),
             None => Poll::Pending,
         })
         .await;
+        waiting.id = None;
         let mut state = self.state.borrow_mut();
         state.note(format!("{name} -> {result:?}"));
         if result.is_ok() && aborting {
@@ -525,6 +537,27 @@ impl SimProducer {
     /// `Producer::init_transactions`.
     async fn init_transactions(&self) -> Result<()> {
         self.call(TxnCall::Init).await
+    }
+}
+
+/// Tells the engine when a transactional call's future is dropped before its result, as the
+/// real producer does: a commit or abort goes on and must be called again, any other call
+/// is abandoned.
+struct CallWaiter<'a> {
+    state: &'a RefCell<CopierState>,
+    /// The call still awaited; `None` once its result arrived.
+    id: Option<CallId>,
+}
+
+impl Drop for CallWaiter<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            let mut state = self.state.borrow_mut();
+            state.engine.call_cancelled(id);
+            state.engine_stepped();
+            state.finished.remove(&id);
+            state.note(format!("call {id} dropped by its caller"));
+        }
     }
 }
 
@@ -591,6 +624,10 @@ impl CopySink for SimProducer {
     async fn abort_transaction(&self) -> Result<()> {
         self.call(TxnCall::Abort).await
     }
+
+    fn transaction_ledger(&self) -> Option<TxnLedger> {
+        self.state.borrow().engine.transaction_ledger()
+    }
 }
 
 /// A copier's application: `init_transactions`, then the real [`CopyLoop`] step after step,
@@ -604,6 +641,7 @@ pub(super) fn application(
     commit_every: usize,
     commit_interval: Duration,
     faults: &TransformFaults,
+    cancellation: Cancellation,
 ) -> Pin<Box<dyn Future<Output = Error>>> {
     let consumer = SimConsumer {
         state: Rc::clone(state),
@@ -660,10 +698,18 @@ pub(super) fn application(
             .commit_every(commit_every, commit_interval)
             .on_transform_error(faults.policy.clone())
             .transform_concurrency(faults.concurrency);
+        let mut drops = Entropy::from_seed(cancellation.seed);
         // Bounded by the world: every step waits on virtual time or on an answer, and the
         // world stops polling at its deadline.
         loop {
-            match copy_loop.step().await {
+            let limit = cancellation.plan.draw(&mut drops);
+            let Some(stepped) = within_polls(copy_loop.step(), limit).await else {
+                let mut state = state.borrow_mut();
+                state.cancelled_steps += 1;
+                state.note(format!("step dropped after {limit:?} waits"));
+                continue;
+            };
+            match stepped {
                 Ok(Some(transaction)) => {
                     let mut state = state.borrow_mut();
                     state.note(format!(
@@ -694,6 +740,7 @@ pub(super) fn application(
                     match e {
                         Error::PartitionsLost { .. } => state.lost_before_commit += 1,
                         Error::Transform { .. } => state.transform_failures += 1,
+                        Error::Timeout(_) => state.timed_out_steps += 1,
                         _ => {}
                     }
                     state.note(format!("step failed: {e}"));
@@ -702,6 +749,29 @@ pub(super) fn application(
             }
         }
     })
+}
+
+/// Which of a copier incarnation's steps its application drops ([`StepCancellation`]), and
+/// the seed of its draws.
+pub(super) struct Cancellation {
+    pub(super) plan: StepCancellation,
+    pub(super) seed: u64,
+}
+
+/// Runs `future` to its end, or drops it once it has returned `Pending` `limit` times
+/// (`None`: never): what a timeout around it does, at whichever await point it reached.
+async fn within_polls<F: Future>(future: F, limit: Option<u32>) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut waits = 0;
+    poll_fn(|cx| match future.as_mut().poll(cx) {
+        Poll::Ready(output) => Poll::Ready(Some(output)),
+        Poll::Pending if limit.is_some_and(|limit| waits >= limit) => Poll::Ready(None),
+        Poll::Pending => {
+            waits += 1;
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// Whether the transform of `faults` fails on the record with id `id` (by its value alone).

@@ -110,8 +110,18 @@ impl Host for World {
         broker: Option<BrokerId>,
         body: Body,
     ) -> Result<(), Violation> {
-        let at = self.now + self.latency();
+        let mut at = self.now + self.latency();
         let broker = broker.unwrap_or(ANY_BROKER);
+        let to_coordinator = matches!(body, Body::Coordinator(_) | Body::FindCoordinator(_));
+        if to_coordinator && let Some(end) = self.outage_end(self.now) {
+            // Written while the coordinator is out of reach: it gets there once it is back
+            // (its client may have given up on it by then, and the answer is thrown away).
+            at = at.max(end + self.latency());
+            self.note(format!(
+                "copier {}.{}: request {} held up by a coordinator outage until {at}",
+                address.client, address.incarnation, address.request
+            ));
+        }
         let at = self.network.write(address, broker, body, at, self.now);
         self.schedule(at, Pending::Arrive(address));
         Ok(())
@@ -199,6 +209,11 @@ impl Host for World {
         broker: BrokerId,
         body: &TxnRequest,
     ) -> Result<TxnResponse, Violation> {
+        if self.outage_end(self.now).is_some() {
+            // On its way when the outage began: applied, and the answer lost (rule T4: the
+            // client learns the outcome only by asking again).
+            self.outage_lost.insert(address);
+        }
         let response = self.coordinator_request(address.client, broker, body)?;
         self.note(format!(
             "copier {}.{}: {body:?} -> {response:?}",
@@ -209,6 +224,13 @@ impl Host for World {
 
     /// Lost: the engine's request timeout closes the connection.
     fn answer_lost(&mut self, address: Address, _broker: BrokerId, _connection: usize) -> bool {
+        if self.outage_lost.remove(&address) {
+            self.note(format!(
+                "copier {}.{}: answer to {} lost in a coordinator outage",
+                address.client, address.incarnation, address.request
+            ));
+            return true;
+        }
         if !self.entropy.chance(self.config.answer_loss) {
             return false;
         }

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use super::copier::{self, Copier, CopierState, record_id, transform_fails};
 use super::{
-    CopyLoopConfig, CopyLoopReport, DEAD_LETTERS, DESTINATION, GROUP, HEARTBEAT_TIMEOUT_MS, SOURCE,
-    SOURCE_ID, TICK_MS,
+    CALL_TIMEOUT_MS, CopyLoopConfig, CopyLoopReport, DEAD_LETTERS, DESTINATION, GROUP,
+    HEARTBEAT_TIMEOUT_MS, SOURCE, SOURCE_ID, TICK_MS,
 };
 use crate::consumer::membership::kip848::ConsumerMember;
 use crate::engine::accumulator::Accumulator;
@@ -107,6 +107,8 @@ pub(super) struct World {
     pub(super) report: CopyLoopReport,
     /// What the copiers' committed transactions reported.
     reported: Vec<CommittedTransaction>,
+    /// Coordinator requests applied during an outage, whose answers are lost.
+    pub(super) outage_lost: BTreeSet<Address>,
 }
 
 impl World {
@@ -182,6 +184,7 @@ impl World {
             now: 0,
             report: CopyLoopReport::default(),
             reported: Vec::new(),
+            outage_lost: BTreeSet::new(),
         };
         for (i, &at) in world.config.starts.clone().iter().enumerate() {
             world.schedule(at, Pending::Restart(i));
@@ -208,6 +211,16 @@ impl World {
             violation,
             trace: self.trace.lines(),
         }
+    }
+
+    /// When the coordinator outage on at `now` ends, if one is.
+    pub(super) fn outage_end(&self, now: Millis) -> Option<Millis> {
+        self.config
+            .outages
+            .iter()
+            .filter(|o| o.covers(now))
+            .map(|o| o.end())
+            .max()
     }
 
     fn heartbeat_latency(&mut self) -> Millis {
@@ -526,7 +539,7 @@ impl World {
         engine_config.transaction = Some(TransactionConfig {
             transactional_id: format!("copier-{i}"),
             timeout_ms: 60_000,
-            call_timeout_ms: 2_000,
+            call_timeout_ms: CALL_TIMEOUT_MS,
         });
         let seed = self.entropy.below(u64::MAX);
         let engine = Engine::new(engine_config, seed);
@@ -554,6 +567,10 @@ impl World {
             self.config.commit_every,
             Duration::from_millis(self.config.commit_interval_ms),
             &self.config.transform,
+            copier::Cancellation {
+                plan: self.config.cancel,
+                seed: self.config.cancel.salt ^ ((i as u64) << 32 | u64::from(incarnation)),
+            },
         );
         if let Some(slot) = self.slots.get_mut(i) {
             slot.copier = Some(Copier { state, application });
@@ -570,6 +587,8 @@ impl World {
         self.report.dead_lettered += state.dead_lettered;
         self.report.skipped += state.skipped;
         self.report.transform_failures += state.transform_failures;
+        self.report.cancelled_steps += state.cancelled_steps;
+        self.report.timed_out_steps += state.timed_out_steps;
         self.reported.extend(state.transactions.iter().cloned());
     }
 

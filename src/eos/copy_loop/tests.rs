@@ -1,0 +1,362 @@
+//! The copy loop stopped at each of its await points (rule C1): a step dropped there, or a
+//! call that timed out there, leaves a stage the next step resolves, with every source record
+//! exactly once in the destination and in the reports; and a producer used behind the loop's
+//! back is noticed, never committed over. The fakes (`fake.rs`) hold the loop `Pending` where
+//! a test wants it; the simulation and tests/eos.rs run the same cases against the real engine
+//! and the real broker.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use super::CopyLoop;
+use super::fake::{Call, FakeSink, FakeSource, Transform, Waiting, World, mirror};
+use crate::Error;
+use crate::eos::CommittedTransaction;
+use crate::eos::endpoints::CopySink;
+use crate::eos::stage::{EndStep, Stage};
+
+type Copier = CopyLoop<Transform, FakeSource, FakeSink>;
+
+/// Two partitions of 20 records, 5 records a poll, a commit every 6 records.
+fn setup() -> (Rc<RefCell<World>>, Copier) {
+    let world = World::new(2, 20, 5);
+    let copier = CopyLoop::new(
+        FakeSource(Rc::clone(&world)),
+        FakeSink(Rc::clone(&world)),
+        mirror(Rc::clone(&world)),
+    )
+    .commit_every(6, Duration::from_millis(100));
+    (world, copier)
+}
+
+fn poll_once<F: Future>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    future.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+/// Runs `future` to its end: the fakes wait only while a test holds them (or a few polls
+/// for a call to an unreachable coordinator, until it times out).
+fn run<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    for _ in 0..100 {
+        if let Poll::Ready(output) = poll_once(future.as_mut()) {
+            return output;
+        }
+    }
+    panic!("the loop waits though nothing holds it");
+}
+
+/// Starts a step and drops it once it waits at `at` (within a bound of polls).
+fn drop_step_at(world: &Rc<RefCell<World>>, copier: &mut Copier, at: Waiting) {
+    let mut step = pin!(copier.step());
+    for _ in 0..20 {
+        world.borrow_mut().waiting = None;
+        match poll_once(step.as_mut()) {
+            Poll::Ready(outcome) => panic!("the step ended ({outcome:?}) before waiting at {at:?}"),
+            Poll::Pending if world.borrow().waiting == Some(at) => return,
+            Poll::Pending => {}
+        }
+    }
+    panic!("the step never waited at {at:?}");
+}
+
+/// Steps until the group committed every source record (bounded), returning the committed
+/// transactions reported and the errors steps returned.
+fn copy_to_the_end(
+    world: &Rc<RefCell<World>>,
+    copier: &mut Copier,
+) -> (Vec<CommittedTransaction>, Vec<Error>) {
+    let ends: BTreeMap<i32, i64> = world
+        .borrow()
+        .source
+        .iter()
+        .enumerate()
+        .map(|(p, &n)| (p as i32, n))
+        .collect();
+    let (mut reports, mut errors) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        match run(copier.step()) {
+            Ok(Some(transaction)) => reports.push(transaction),
+            Ok(None) if world.borrow().committed == ends => return (reports, errors),
+            Ok(None) => {}
+            Err(e) => {
+                assert!(!e.is_fatal(), "{e}");
+                errors.push(e);
+            }
+        }
+    }
+    panic!(
+        "not copied within 200 steps: committed {:?}, errors {errors:?}",
+        world.borrow().committed
+    );
+}
+
+/// Read committed, the destination holds every source record once, in order; the group
+/// committed every source record; and the reports name every source record once, each at the
+/// destination offset it landed at (rule O1).
+fn assert_exactly_once(world: &Rc<RefCell<World>>, reports: &[CommittedTransaction]) {
+    let world = world.borrow();
+    assert_eq!(world.destination, world.expected(), "read_committed");
+    let mut reported: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for copy in reports.iter().flat_map(|t| &t.copies) {
+        let [destination] = copy.destinations.as_slice() else {
+            panic!("{copy:?} has not one destination");
+        };
+        let partition = copy.source.partition.partition;
+        assert_eq!(destination.partition.partition, partition);
+        let landed = &world.destination[&partition][destination.offset as usize];
+        assert_eq!(*landed, super::fake::value(partition, copy.source.offset));
+        reported
+            .entry(partition)
+            .or_default()
+            .push(copy.source.offset);
+    }
+    for (p, &n) in world.source.iter().enumerate() {
+        assert_eq!(
+            reported.remove(&(p as i32)).unwrap_or_default(),
+            (0..n).collect::<Vec<_>>()
+        );
+    }
+}
+
+/// No error of the loop asks its user to call a producer method.
+fn assert_no_way_out_through_the_producer(errors: &[Error]) {
+    for e in errors {
+        let text = e.to_string();
+        assert!(
+            !text.contains("call commit_transaction") && !text.contains("call abort_transaction"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn copies_exactly_once_without_faults() {
+    let (world, mut copier) = setup();
+    finish_exactly_once(&world, &mut copier, None, 0);
+}
+
+/// Holds the loop at `at`, drops the step waiting there, and lets go.
+fn drop_held_step(world: &Rc<RefCell<World>>, copier: &mut Copier, at: Waiting) {
+    world.borrow_mut().hold(at, true);
+    drop_step_at(world, copier, at);
+    world.borrow_mut().hold(at, false);
+}
+
+/// Copies to the end with no step failing: exactly once (with `first`, a transaction reported
+/// before), `aborts` transactions aborted.
+fn finish_exactly_once(
+    world: &Rc<RefCell<World>>,
+    copier: &mut Copier,
+    first: Option<CommittedTransaction>,
+    aborts: u64,
+) {
+    let (mut reports, errors) = copy_to_the_end(world, copier);
+    assert!(errors.is_empty(), "{errors:?}");
+    reports.splice(0..0, first);
+    assert_exactly_once(world, &reports);
+    assert_eq!(world.borrow().aborts, aborts);
+    assert_eq!(copier.counters().transactions_aborted, aborts);
+    assert_eq!(
+        copier.counters().transactions_committed,
+        world.borrow().commits
+    );
+}
+
+/// With `call` unreachable, `steps` steps fail with a retriable error, and after the first
+/// (which reads the transaction) none reads anything; returns their errors, the coordinator
+/// back.
+fn steps_wait_for(
+    world: &Rc<RefCell<World>>,
+    copier: &mut Copier,
+    call: Call,
+    steps: usize,
+) -> Vec<Error> {
+    world.borrow_mut().hold(Waiting::Coordinator(call), true);
+    let mut positions = None;
+    let mut errors = Vec::new();
+    for _ in 0..steps {
+        errors.push(run(copier.step()).expect_err("the call cannot finish"));
+        // Nothing is read while the transaction has no outcome.
+        let now = world.borrow().positions.clone();
+        assert_eq!(*positions.get_or_insert_with(|| now.clone()), now);
+    }
+    world.borrow_mut().hold(Waiting::Coordinator(call), false);
+    for e in &errors {
+        assert!(e.is_retriable() && matches!(e, Error::Timeout(_)), "{e}");
+    }
+    assert_no_way_out_through_the_producer(&errors);
+    errors
+}
+
+#[test]
+fn dropped_while_polling_loses_nothing() {
+    let (world, mut copier) = setup();
+    drop_held_step(&world, &mut copier, Waiting::Poll);
+    assert!(matches!(copier.stage, Stage::Idle));
+    finish_exactly_once(&world, &mut copier, None, 0);
+}
+
+#[test]
+fn dropped_in_the_transform_aborts_and_rewinds() {
+    let (world, mut copier) = setup();
+    drop_held_step(&world, &mut copier, Waiting::Transform);
+    finish_exactly_once(&world, &mut copier, None, 1);
+}
+
+#[test]
+fn dropped_in_a_send_aborts_and_rewinds() {
+    let (world, mut copier) = setup();
+    drop_held_step(&world, &mut copier, Waiting::Send);
+    finish_exactly_once(&world, &mut copier, None, 1);
+}
+
+#[test]
+fn dropped_in_the_generation_hold_sends_the_offsets_next_step() {
+    let (world, mut copier) = setup();
+    drop_held_step(&world, &mut copier, Waiting::Hold);
+    assert!(matches!(&copier.stage, Stage::Ending(e) if e.step == EndStep::SendOffsets));
+    let positions = world.borrow().positions.clone();
+    // The next step ends that transaction first and reports it, before reading more.
+    let first = run(copier.step()).expect("resolved").expect("committed");
+    assert_eq!(world.borrow().positions, positions);
+    finish_exactly_once(&world, &mut copier, Some(first), 0);
+}
+
+#[test]
+fn dropped_in_send_offsets_sends_them_again() {
+    let (world, mut copier) = setup();
+    drop_held_step(&world, &mut copier, Waiting::Coordinator(Call::SendOffsets));
+    finish_exactly_once(&world, &mut copier, None, 0);
+}
+
+#[test]
+fn dropped_in_the_commit_commits_again() {
+    let (world, mut copier) = setup();
+    world
+        .borrow_mut()
+        .hold(Waiting::Coordinator(Call::Commit), true);
+    drop_step_at(&world, &mut copier, Waiting::Coordinator(Call::Commit));
+    // Only commit is valid now (T4); the loop's stage says so.
+    assert!(matches!(&copier.stage, Stage::Ending(e) if e.step == EndStep::Commit));
+    world
+        .borrow_mut()
+        .hold(Waiting::Coordinator(Call::Commit), false);
+    finish_exactly_once(&world, &mut copier, None, 0);
+}
+
+#[test]
+fn dropped_in_the_abort_aborts_again() {
+    let (world, mut copier) = setup();
+    drop_held_step(&world, &mut copier, Waiting::Transform);
+    // The next step aborts the half-copied transaction; it is dropped inside the abort.
+    world
+        .borrow_mut()
+        .hold(Waiting::Coordinator(Call::Abort), true);
+    drop_step_at(&world, &mut copier, Waiting::Coordinator(Call::Abort));
+    assert!(matches!(&copier.stage, Stage::Ending(e) if e.step == EndStep::Abort));
+    world
+        .borrow_mut()
+        .hold(Waiting::Coordinator(Call::Abort), false);
+    finish_exactly_once(&world, &mut copier, None, 1);
+}
+
+#[test]
+fn dropped_while_reading_the_deliveries_reports_next_step() {
+    let (world, mut copier) = setup();
+    world.borrow_mut().deliveries_held = true;
+    {
+        let mut step = pin!(copier.step());
+        for _ in 0..20 {
+            assert!(poll_once(step.as_mut()).is_pending());
+            if world.borrow().commits == 1 {
+                break;
+            }
+        }
+        assert_eq!(world.borrow().commits, 1, "the commit never landed");
+    }
+    assert!(matches!(&copier.stage, Stage::Ending(e) if e.step == EndStep::Report));
+    world.borrow_mut().release_deliveries();
+    let first = run(copier.step()).expect("resolved").expect("the report");
+    assert_eq!(first.records_in(), 10);
+    finish_exactly_once(&world, &mut copier, Some(first), 0);
+}
+
+#[test]
+fn a_commit_timing_out_is_committed_again_at_each_step() {
+    let (world, mut copier) = setup();
+    steps_wait_for(&world, &mut copier, Call::Commit, 4);
+    let first = run(copier.step())
+        .expect("the commit's outcome")
+        .expect("committed");
+    finish_exactly_once(&world, &mut copier, Some(first), 0);
+}
+
+#[test]
+fn an_abort_timing_out_is_aborted_again_at_each_step() {
+    let (world, mut copier) = setup();
+    drop_held_step(&world, &mut copier, Waiting::Transform);
+    steps_wait_for(&world, &mut copier, Call::Abort, 3);
+    finish_exactly_once(&world, &mut copier, None, 1);
+}
+
+#[test]
+fn offsets_timing_out_are_sent_again_at_each_step() {
+    let (world, mut copier) = setup();
+    steps_wait_for(&world, &mut copier, Call::SendOffsets, 3);
+    finish_exactly_once(&world, &mut copier, None, 0);
+}
+
+/// The way out the loop's errors once named, taken anyway: the loop's commit timed out, and
+/// its user called commit on the producer by hand, which took the outcome. The loop finds its
+/// own commit landed (its offsets were in it) and reports it: nothing lost, nothing twice.
+#[test]
+fn a_commit_finished_by_hand_is_reported_once() {
+    let (world, mut copier) = setup();
+    steps_wait_for(&world, &mut copier, Call::Commit, 1);
+    run(copier.producer().commit_transaction()).expect("committed by hand");
+    let first = run(copier.step())
+        .expect("resolved")
+        .expect("the loop's commit");
+    finish_exactly_once(&world, &mut copier, Some(first), 0);
+}
+
+/// The loop's transaction, whose offsets could not be sent, committed by hand: its output is
+/// visible and its offsets are not. The loop notices and rewinds instead of committing
+/// offsets past input it no longer holds: every record is in the destination (some twice,
+/// the price of the commit by hand), none missing.
+#[test]
+fn a_transaction_committed_behind_the_loops_back_is_rewound_not_skipped() {
+    let (world, mut copier) = setup();
+    steps_wait_for(&world, &mut copier, Call::SendOffsets, 1);
+    run(copier.producer().commit_transaction()).expect("committed by hand");
+    let noticed = run(copier.step()).expect_err("noticed");
+    assert!(matches!(noticed, Error::InvalidState(_)), "{noticed}");
+    assert!(noticed.to_string().contains("behind its back"), "{noticed}");
+    let (_, errors) = copy_to_the_end(&world, &mut copier);
+    assert!(errors.is_empty(), "{errors:?}");
+    let world = world.borrow();
+    for (p, expected) in world.expected() {
+        let copied = &world.destination[&p];
+        for value in &expected {
+            assert!(copied.contains(value), "{value:?} missing");
+        }
+    }
+}
+
+/// A transaction begun on the producer behind the loop's back between steps is aborted by
+/// the next step (the loop owns its producer's transactions), which says so and goes on.
+#[test]
+fn a_transaction_begun_behind_the_loops_back_is_aborted() {
+    let (world, mut copier) = setup();
+    let first = run(copier.step()).expect("a step").expect("a commit");
+    world.borrow_mut().begin().expect("begun by hand");
+    let noticed = run(copier.step()).expect_err("noticed");
+    assert!(noticed.to_string().contains("behind its back"), "{noticed}");
+    assert_eq!(world.borrow().aborts, 1);
+    finish_exactly_once(&world, &mut copier, Some(first), 1);
+}
