@@ -1216,6 +1216,14 @@ mod tests {
         let now: Millis = 0;
         let mut m = member_with(strategy);
         m.poll_request(now, counts).unwrap();
+        join_alone(&mut m, counts, now);
+        assert!(matches!(m.next_event(), Some(MembershipEvent::Assigned(_))));
+        m
+    }
+
+    /// Answers the JoinGroup `m` sent as the group's only member (so its leader), then the
+    /// SyncGroup it sends with the assignment it made.
+    fn join_alone(m: &mut ClassicMember, counts: &Counts, now: Millis) {
         m.on_response(
             MembershipResponse::Join(join_response("m1", "m1", &["m1"])),
             now,
@@ -1232,8 +1240,6 @@ mod tests {
             now,
         )
         .unwrap();
-        assert!(matches!(m.next_event(), Some(MembershipEvent::Assigned(_))));
-        m
     }
 
     /// Java's `MetadataSnapshot`: the leader watches the partition counts its assignment
@@ -1271,22 +1277,7 @@ mod tests {
             let Some(MembershipRequest::Join(_)) = m.poll_request(later, &counts) else {
                 panic!("{strategy:?}: the leader rejoins");
             };
-            m.on_response(
-                MembershipResponse::Join(join_response("m1", "m1", &["m1"])),
-                later,
-            )
-            .unwrap();
-            let Some(MembershipRequest::Sync(sync)) = m.poll_request(later, &counts) else {
-                panic!("a sync");
-            };
-            m.on_response(
-                MembershipResponse::Sync(SyncGroupResponse {
-                    assignment: sync.assignments[0].assignment.clone(),
-                    ..Default::default()
-                }),
-                later,
-            )
-            .unwrap();
+            join_alone(&mut m, &counts, later);
             let added = match strategy {
                 AssignmentStrategy::Range => vec![tp(0), tp(1)],
                 _ => vec![tp(1)],
