@@ -13,7 +13,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use exactly::eos::{CommittedTransaction, CopyLoop, OffsetTranslator, TransformErrorPolicy};
@@ -935,13 +935,25 @@ async fn dead_letter_in_the_transaction() {
     let consumer = consumer(&cluster, &group, &source).await;
     let producer = transactional(&cluster, &support::unique_topic("eos-dlq-copier"), &[]).await;
     let to = destination.clone();
-    let mut poisoned = false;
+    // Transforms begun since the last commit: the closure sees no transaction, the test's
+    // loop resets this when a step returns a commit (a step begins no transform after its
+    // commit).
+    let since_commit = Arc::new(AtomicUsize::new(0));
+    let (mut poisoned, mut after_bad) = (false, false);
+    let begun = Arc::clone(&since_commit);
     let mut copier = CopyLoop::new(consumer, producer, move |r: ConsumerRecord| {
         let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
         let i: usize = value.parse().unwrap_or_default();
-        // Once, at record 1,000 (past the first poll, amid other records), an output the producer
-        // refuses: after a pause, so the transaction's earlier records have reached the log.
-        let poison = i == 1_000 && !std::mem::replace(&mut poisoned, true);
+        // Once, past record 1,000 (past the first poll, amid other records), an output the
+        // producer refuses: after a pause, so the transaction's earlier records have reached
+        // the log. It is the record transformed right after a bad one, at least 30 records
+        // into its transaction, so the aborted transaction holds both output and a dead
+        // letter whatever the polls' sizes and order (poisoning record 1,000 itself left the
+        // aborted transaction empty when 1,000 came first in it).
+        let in_transaction = begun.fetch_add(1, Ordering::Relaxed);
+        let poison = i >= 1_000 && after_bad && in_transaction >= 30 && !poisoned;
+        poisoned |= poison;
+        after_bad = bad(&value);
         let topic = if poison {
             "not a topic!".to_owned()
         } else {
@@ -975,7 +987,10 @@ async fn dead_letter_in_the_transaction() {
             "copied {copied} of {records} in 120 s"
         );
         match copier.step().await {
-            Ok(Some(txn)) => copied += txn.records_in(),
+            Ok(Some(txn)) => {
+                since_commit.store(0, Ordering::Relaxed);
+                copied += txn.records_in();
+            }
             Ok(None) => {}
             Err(e) => {
                 assert!(matches!(e, exactly::Error::InvalidTopic { .. }), "{e}");
