@@ -2,7 +2,7 @@
 //! each request to send it.
 //!
 //! Each request goes out at the highest version both sides implement, optionally capped by
-//! the caller (e.g. Produce at 11 unless transactions v2 are on, see KAFKA-NOTES.md). The
+//! the caller (e.g. Produce at 11 unless transactions v2 are on, KIP-890). The
 //! broker's finalized features tell which protocol generation the cluster runs, most
 //! importantly `transaction.version` (KIP-890: transactions v2 when >= 2).
 

@@ -1,6 +1,6 @@
 //! The model broker cluster: brokers, partitions with a leader each, a log per partition, and
 //! Kafka's producer-state rules per partition (`ProducerStateManager` / `ProducerAppendInfo`
-//! in the broker; see KAFKA-NOTES "Broker-side idempotence").
+//! in the broker; KIP-98, the idempotent producer).
 //!
 //! Producer state is part of the partition, not of a broker: Kafka replicates it with the log,
 //! so it moves with leadership. Every produce batch is decoded with the crate's own decoder

@@ -4,7 +4,7 @@
 //! (transactions v1), partition verification of transactional Produce (Kafka 3.6+; under
 //! transactions v2 the Produce adds the partition itself), TxnOffsetCommit with generation and
 //! member checks, and EndTxn writing a COMMIT or ABORT marker into every partition of the
-//! transaction (see KAFKA-NOTES "Transactions v2" and "KIP-360").
+//! transaction (KIP-890 for transactions v2, KIP-360 for epoch bumps).
 //!
 //! Markers are written when EndTxn is accepted; the transaction then stays "ending" for a short
 //! window, during which the coordinator answers CONCURRENT_TRANSACTIONS, as Kafka does while

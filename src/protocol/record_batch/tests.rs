@@ -95,7 +95,7 @@ fn assert_records_match(batch: &DecodedBatch, records: &[TestRecord]) {
     }
 }
 
-/// A batch written out field by field from the RecordBatch v2 layout (KAFKA-NOTES.md, Kafka's
+/// A batch written out field by field from the RecordBatch v2 layout (Kafka's
 /// "Message format" documentation). The CRC was computed with an independent bitwise CRC-32C
 /// (polynomial 0x82F63B78) over bytes 21.. of this vector.
 const BASE_TIMESTAMP: i64 = 1_700_000_000_000; // 0x0000018BCFE56800
