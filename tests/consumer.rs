@@ -1060,7 +1060,17 @@ async fn consumes_over_sasl_ssl_from_properties() {
     let p = Producer::from_properties(shared)
         .await
         .expect("producer over SASL_SSL from the shared properties");
-    send(&p, &topic, 0, &values("s", 5)).await;
+    let first = match p.send(Record::to(&topic).partition(0).value("s-0")).await {
+        Ok(ack) => ack.await.map(drop),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = first {
+        panic!(
+            "the first send over SASL_SSL: {e:?}\n{}",
+            cluster.sasl_diagnosis()
+        );
+    }
+    send(&p, &topic, 0, &values("s", 5)[1..]).await;
     let mut c = Consumer::from_properties(shared.into_iter().chain([("fetch.max.wait.ms", "200")]))
         .await
         .expect("consumer over SASL_SSL from the shared properties");
@@ -1827,6 +1837,7 @@ const AUTHZ_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A consumer logged in as the limited user (SCRAM-SHA-512), with `group` if any.
 async fn limited_consumer(
+    cluster: &Cluster,
     login: &(String, String, String),
     group: Option<(&str, GroupProtocol)>,
 ) -> Consumer {
@@ -1850,10 +1861,13 @@ async fn limited_consumer(
     if let Some((group, protocol)) = group {
         builder = builder.group_id(group).group_protocol(protocol);
     }
-    builder
-        .build()
-        .await
-        .expect("the limited user's consumer builds")
+    match builder.build().await {
+        Ok(consumer) => consumer,
+        Err(e) => panic!(
+            "the limited user's consumer builds: {e:?}\n{}",
+            cluster.sasl_diagnosis()
+        ),
+    }
 }
 
 /// Polls until `poll` returns an error (bounded by [`AUTHZ_REQUEST_TIMEOUT`], the brief's one
@@ -1911,7 +1925,7 @@ async fn authorization_errors_reach_poll() {
     // Manual assignment, no ACL on the topic at all: Metadata refuses it.
     let hidden = support::unique_topic("authz-hidden");
     cluster.create_topic(&hidden, 1, 1, &[]);
-    let mut c = limited_consumer(&login, None).await;
+    let mut c = limited_consumer(&cluster, &login, None).await;
     c.assign(&[TopicPartition::new(hidden.as_str(), 0)])
         .unwrap();
     let (e, took) = first_error(&mut c, "no ACL").await;
@@ -1932,7 +1946,7 @@ async fn authorization_errors_reach_poll() {
     send(&p, &unreadable, 0, &values("a", 5)).await;
     grant(&cluster, &user, "--topic", &unreadable, &["Describe"]);
     let tp = TopicPartition::new(unreadable.as_str(), 0);
-    let mut c = limited_consumer(&login, None).await;
+    let mut c = limited_consumer(&cluster, &login, None).await;
     c.assign(std::slice::from_ref(&tp)).unwrap();
     c.seek(&tp, 0).unwrap();
     let (e, took) = first_error(&mut c, "DESCRIBE only").await;
@@ -1973,7 +1987,7 @@ async fn authorization_errors_reach_poll() {
     // A manual assignment with a group.id but no READ on the group: OffsetFetch is refused,
     // naming the group.
     let group = unique_group("authz-group");
-    let mut c = limited_consumer(&login, Some((&group, GroupProtocol::Classic))).await;
+    let mut c = limited_consumer(&cluster, &login, Some((&group, GroupProtocol::Classic))).await;
     c.assign(std::slice::from_ref(&tp)).unwrap();
     let (e, took) = first_error(&mut c, "no group ACL, manual assignment").await;
     // FindCoordinator needs DESCRIBE on the group: the refusal comes from there.
@@ -1994,7 +2008,7 @@ async fn authorization_errors_reach_poll() {
         // joining is refused, naming the group.
         let group = unique_group("authz-member");
         grant(&cluster, &user, "--group", &group, &["Describe"]);
-        let mut c = limited_consumer(&login, Some((&group, protocol))).await;
+        let mut c = limited_consumer(&cluster, &login, Some((&group, protocol))).await;
         c.subscribe([unreadable.clone()]).unwrap();
         let (e, took) = first_error(&mut c, "no group READ, subscribed").await;
         let joining = match protocol {
@@ -2017,7 +2031,7 @@ async fn authorization_errors_reach_poll() {
         send(&p, &topic, 0, &values("m", 3)).await;
         grant(&cluster, &user, "--topic", &topic, &["Describe"]);
         grant(&cluster, &user, "--group", &group, &["Read"]);
-        let mut c = limited_consumer(&login, Some((&group, protocol))).await;
+        let mut c = limited_consumer(&cluster, &login, Some((&group, protocol))).await;
         c.subscribe([topic.clone()]).unwrap();
         let started = Instant::now();
         let e = loop {

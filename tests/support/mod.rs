@@ -377,6 +377,33 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// What a refused SASL login is checked against: the SCRAM users as Kafka's
+    /// `kafka-configs --describe --entity-type users` lists them, and each broker's latest
+    /// authentication and SCRAM log lines. A test that expects a login to succeed puts this in
+    /// its failure message, so a refusal says whether the broker lost the credential or the
+    /// exchange went wrong.
+    pub fn sasl_diagnosis(&self) -> String {
+        let users = self.kafka_tool(
+            "kafka.admin.ConfigCommand",
+            &["--describe", "--entity-type", "users"],
+        );
+        let mut out = format!("SCRAM users:\n{users}");
+        for i in 0..self.brokers {
+            let log = format!("{}/broker{i}/logs/server.log", self.dir);
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|l| l.contains("Failed authentication") || l.contains("Scram"))
+                .collect();
+            out.push_str(&format!("\n{log}, last lines on authentication:\n"));
+            for line in &lines[lines.len().saturating_sub(12)..] {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
     /// Kafka's `FeatureCommand describe` output.
     pub fn describe_features(&self) -> String {
         self.kafka_tool("org.apache.kafka.tools.FeatureCommand", &["describe"])
