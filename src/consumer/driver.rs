@@ -463,6 +463,12 @@ impl Handle {
         self.shared.lock().metrics()
     }
 
+    /// Whether every partition read is at its log's end, nothing held (see
+    /// [`Fetcher::caught_up`](crate::consumer::fetcher::Fetcher::caught_up)).
+    pub fn caught_up(&self) -> bool {
+        self.shared.lock().caught_up()
+    }
+
     /// OffsetCommit of `offsets` with this member's identity, under a generation hold
     /// (generation -1 and no member id for a manual assignment), within
     /// `request.timeout.ms`.

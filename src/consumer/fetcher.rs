@@ -1004,6 +1004,18 @@ impl Fetcher {
         })
     }
 
+    /// Whether this consumer has read all it can for now: it owns partitions, and each one it
+    /// reads (not paused) holds no records and sits at the end of its log as its latest fetch
+    /// answer gave it (the last stable offset under `read_committed`).
+    pub fn caught_up(&self) -> bool {
+        !self.partitions.is_empty()
+            && self.partitions.values().filter(|s| !s.paused).all(|s| {
+                !s.holds_records()
+                    && s.position()
+                        .is_some_and(|p| s.caught_up_at(p, self.isolation))
+            })
+    }
+
     /// The largest [`Fetcher::lag`] of the owned partitions (0 when none has one).
     pub fn max_lag(&self) -> i64 {
         self.partitions

@@ -452,6 +452,14 @@ impl Consumer {
         self.driver.metrics()
     }
 
+    /// Whether the consumer has read all it can for now: every assigned partition it reads
+    /// (not paused) is at the end of its log as the latest fetch answer gave it (the last
+    /// stable offset under `read_committed`), and no record is waiting to be polled. False
+    /// before the first answer of each partition.
+    pub fn caught_up(&self) -> bool {
+        self.driver.caught_up()
+    }
+
     /// Commits offsets outside transactions (OffsetCommit; each offset is the next to consume),
     /// with this member's generation / member epoch so a stale member is refused (a manual
     /// assignment commits with generation -1). Needs a `group.id` (an [`Error::Config`]

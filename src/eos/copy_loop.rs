@@ -194,7 +194,11 @@ where
     }
 
     /// Commits once a transaction has consumed `records` records (at least 1), or when
-    /// `interval` has passed since it began, whichever comes first.
+    /// `interval` has passed since it began, whichever comes first; or earlier when the input
+    /// runs dry: once the consumer has read everything it can ([`Consumer::caught_up`]) and
+    /// nothing more arrives for a tenth of `interval`. Waiting out the interval then would only
+    /// hold the output back (a `read_committed` reader of the destination sees it once the
+    /// transaction commits, KIP-98) and hold the destination's last stable offset with it.
     pub fn commit_every(mut self, records: usize, interval: Duration) -> Self {
         self.commit_records = records.max(1);
         self.commit_interval = interval;
@@ -289,6 +293,9 @@ where
             .consumer
             .now()
             .saturating_add(millis(self.commit_interval));
+        // The source had nothing more when the poll began (see `commit_every`): a poll that
+        // brings nothing then ends the transaction.
+        let mut lingering = false;
         loop {
             let wait = match &self.stage {
                 Stage::Open(open) => {
@@ -297,7 +304,13 @@ where
                         self.begin_end(EndStep::SendOffsets, Vec::new());
                         return self.end(None).await;
                     }
-                    self.commit_interval - age
+                    let left = self.commit_interval - age;
+                    lingering = self.consumer.caught_up();
+                    if lingering {
+                        left.min(self.caught_up_linger())
+                    } else {
+                        left
+                    }
                 }
                 // Idle (an ending left by this step was returned from it).
                 _ => {
@@ -353,9 +366,20 @@ where
                         self.end(None).await?;
                     }
                 }
+                None if lingering && matches!(self.stage, Stage::Open(_)) => {
+                    tracing::trace!("the source is caught up: committing early");
+                    self.begin_end(EndStep::SendOffsets, Vec::new());
+                    return self.end(None).await;
+                }
                 None => {}
             }
         }
+    }
+
+    /// How long an open transaction waits for more input once the source has none: a tenth
+    /// of the commit interval (at least 1 ms).
+    fn caught_up_linger(&self) -> Duration {
+        (self.commit_interval / 10).max(Duration::from_millis(1))
     }
 
     /// Ends the open transaction now, without polling: commits it, or when that fails aborts

@@ -46,6 +46,9 @@ pub trait CopySource {
     /// The records between the positions and the log ends, over the assigned partitions (as
     /// of the latest fetch answers), if the source knows it.
     fn source_lag(&self) -> Option<i64>;
+
+    /// [`Consumer::caught_up`].
+    fn caught_up(&self) -> bool;
 }
 
 /// A generation held for a transactional offset commit ([`GenerationHold`]); dropping it
@@ -113,6 +116,10 @@ impl CopySource for Consumer {
 
     fn source_lag(&self) -> Option<i64> {
         Some(self.metrics().partitions.values().map(|p| p.lag).sum())
+    }
+
+    fn caught_up(&self) -> bool {
+        Consumer::caught_up(self)
     }
 }
 

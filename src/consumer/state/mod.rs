@@ -547,6 +547,11 @@ impl ConsumerState {
             .snapshot(self.fetcher.lags(), self.fetcher.session_counts())
     }
 
+    /// [`Fetcher::caught_up`](crate::consumer::fetcher::Fetcher::caught_up).
+    pub fn caught_up(&self) -> bool {
+        self.fetcher.caught_up()
+    }
+
     /// An explicit offset commit the coordinator accepted after `latency_ms`.
     pub fn commit_observed(&mut self, latency_ms: u64) {
         self.figures.committed(latency_ms);

@@ -48,7 +48,7 @@ pub(super) enum Waiting {
 /// Everything both fakes share (single-threaded, borrowed only inside a poll).
 #[derive(Debug)]
 pub(super) struct World {
-    now: Millis,
+    pub(super) now: Millis,
     /// Per source partition, how many records it holds (offsets 0..n).
     pub(super) source: Vec<i64>,
     pub(super) positions: BTreeMap<i32, i64>,
@@ -339,6 +339,15 @@ impl CopySource for FakeSource {
 
     fn source_lag(&self) -> Option<i64> {
         None
+    }
+
+    fn caught_up(&self) -> bool {
+        let world = self.0.borrow();
+        !world.positions.is_empty()
+            && world
+                .positions
+                .iter()
+                .all(|(&p, &position)| position >= world.source[p as usize])
     }
 }
 

@@ -360,3 +360,27 @@ fn a_transaction_begun_behind_the_loops_back_is_aborted() {
     assert_eq!(world.borrow().aborts, 1);
     finish_exactly_once(&world, &mut copier, Some(first), 1);
 }
+
+/// Once the input runs dry the open transaction commits after a tenth of the interval, not
+/// at its end: the copier's output is not held back by a transaction waiting for input that
+/// is not there.
+#[test]
+fn a_caught_up_source_commits_before_the_interval() {
+    let world = World::new(2, 20, 5);
+    let mut copier = CopyLoop::new(
+        FakeSource(Rc::clone(&world)),
+        FakeSink(Rc::clone(&world)),
+        mirror(Rc::clone(&world)),
+    )
+    .commit_every(1_000, Duration::from_secs(1));
+    let committed = run(copier.step())
+        .expect("the step commits")
+        .expect("a transaction");
+    assert_eq!(committed.records_in(), 40);
+    let now = world.borrow().now;
+    assert!(
+        (100..1_000).contains(&now),
+        "committed at {now} ms: the linger is 100 ms of the 1 s interval"
+    );
+    assert_exactly_once(&world, &[committed]);
+}

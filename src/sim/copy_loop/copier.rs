@@ -295,6 +295,24 @@ impl CopierState {
         self.take_records().map(ConsumerEvent::Records)
     }
 
+    /// Whether every fetchable partition's position is past the last record of its log (the
+    /// model's [`Consumer::caught_up`](crate::Consumer::caught_up)).
+    fn caught_up(&self) -> bool {
+        let fetchable = self.member.fetchable();
+        !fetchable.is_empty()
+            && fetchable.iter().all(|tp| {
+                let last = usize::try_from(tp.partition)
+                    .ok()
+                    .and_then(|p| self.log.get(p))
+                    .and_then(|offsets| offsets.last().copied());
+                match (self.positions.get(&tp.partition).copied().flatten(), last) {
+                    (Some(position), Some(last)) => position > last,
+                    (Some(_), None) => true,
+                    (None, _) => false,
+                }
+            })
+    }
+
     /// Up to `per_poll` records of the fetchable partitions, from their positions.
     fn take_records(&mut self) -> Option<Vec<ConsumerRecord>> {
         let topic: std::sync::Arc<str> = std::sync::Arc::from(self.source_topic.as_str());
@@ -445,6 +463,10 @@ impl CopySource for SimConsumer {
     /// loop's counters, not its lag.
     fn source_lag(&self) -> Option<i64> {
         None
+    }
+
+    fn caught_up(&self) -> bool {
+        self.state.borrow().caught_up()
     }
 }
 
