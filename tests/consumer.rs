@@ -2204,8 +2204,11 @@ impl TruncationCopier {
                         .value(r.value.unwrap_or_default()),
                 ])
             };
+            // Transactions end by count or interval only: the holding copier's must stay open
+            // while it is caught up, across the failover.
             let mut copier = exactly::eos::CopyLoop::new(consumer, producer, transform)
-                .commit_every(records, interval);
+                .commit_every(records, interval)
+                .commit_when_caught_up(false);
             while !stopped.load(Ordering::Relaxed) {
                 let report = match copier.step().await {
                     Ok(Some(t)) => t.consumed.iter().map(|c| c.next).max().map(Ok),

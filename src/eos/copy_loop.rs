@@ -123,6 +123,8 @@ pub struct CopyLoop<F, C = Consumer, P = Producer> {
     transform: F,
     commit_records: usize,
     commit_interval: Duration,
+    /// See [`CopyLoop::commit_when_caught_up`].
+    commit_when_caught_up: bool,
     on_error: TransformErrorPolicy,
     concurrency: usize,
     counters: CopyLoopCounters,
@@ -185,6 +187,7 @@ where
             transform,
             commit_records: 1_000,
             commit_interval: Duration::from_millis(100),
+            commit_when_caught_up: true,
             on_error: TransformErrorPolicy::Fail,
             concurrency: 1,
             counters: CopyLoopCounters::default(),
@@ -202,6 +205,14 @@ where
     pub fn commit_every(mut self, records: usize, interval: Duration) -> Self {
         self.commit_records = records.max(1);
         self.commit_interval = interval;
+        self
+    }
+
+    /// Whether an open transaction commits early once the consumer is caught up (default
+    /// `true`, see [`CopyLoop::commit_every`]). `false` holds every transaction until its
+    /// record count or its interval, for a caller that wants transactions of a fixed span.
+    pub fn commit_when_caught_up(mut self, early: bool) -> Self {
+        self.commit_when_caught_up = early;
         self
     }
 
@@ -305,7 +316,7 @@ where
                         return self.end(None).await;
                     }
                     let left = self.commit_interval - age;
-                    lingering = self.consumer.caught_up();
+                    lingering = self.commit_when_caught_up && self.consumer.caught_up();
                     if lingering {
                         left.min(self.caught_up_linger())
                     } else {

@@ -384,3 +384,26 @@ fn a_caught_up_source_commits_before_the_interval() {
     );
     assert_exactly_once(&world, &[committed]);
 }
+
+/// With early commits off, a caught-up source's transaction waits out the whole interval.
+#[test]
+fn a_caught_up_source_holds_the_transaction_when_told_to() {
+    let world = World::new(2, 20, 5);
+    let mut copier = CopyLoop::new(
+        FakeSource(Rc::clone(&world)),
+        FakeSink(Rc::clone(&world)),
+        mirror(Rc::clone(&world)),
+    )
+    .commit_every(1_000, Duration::from_secs(1))
+    .commit_when_caught_up(false);
+    let committed = run(copier.step())
+        .expect("the step commits")
+        .expect("a transaction");
+    assert_eq!(committed.records_in(), 40);
+    let now = world.borrow().now;
+    assert!(
+        now >= 1_000,
+        "committed at {now} ms, before the 1 s interval"
+    );
+    assert_exactly_once(&world, &[committed]);
+}
