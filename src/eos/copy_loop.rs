@@ -450,27 +450,34 @@ where
         // Where the transaction begins reading each partition, noted before any record is
         // processed, so a failure half-way through the poll rewinds all of it. A partition
         // this loop committed before begins at that commit (markers in between have no
-        // records); a fresh one at its first record.
-        for record in &records {
-            let partition = record.topic_partition();
-            let start = committed.get(&partition).copied().unwrap_or(record.offset);
-            open.from.entry(partition).or_insert(start);
+        // records); a fresh one at its first record. A poll hands a partition's records out
+        // together, so each run of one partition looks it up once.
+        let mut run: Option<(TopicPartition, Option<i64>)> = None;
+        let mut waiting: VecDeque<ConsumerRecord> = VecDeque::with_capacity(records.len());
+        for record in records {
+            let same_run = run.as_ref().is_some_and(|(partition, _)| {
+                partition.partition == record.partition && *partition.topic == *record.topic
+            });
+            if !same_run {
+                let partition = record.topic_partition();
+                let done = committed.get(&partition).copied();
+                open.from
+                    .entry(partition.clone())
+                    .or_insert(done.unwrap_or(record.offset));
+                run = Some((partition, done));
+            }
+            if run
+                .as_ref()
+                .and_then(|(_, done)| *done)
+                .is_some_and(|done| record.offset < done)
+            {
+                // Already copied and committed by this loop: the consumer re-delivered it.
+                tracing::warn!(topic = %record.topic, record.partition, record.offset, "skipping a record this loop already committed");
+                continue;
+            }
+            waiting.push_back(record);
         }
         open.copying = true;
-        let mut waiting: VecDeque<ConsumerRecord> = records
-            .into_iter()
-            .filter(|record| {
-                let already = self
-                    .committed
-                    .get(&record.topic_partition())
-                    .is_some_and(|&c| record.offset < c);
-                if already {
-                    // Already copied and committed by this loop: the consumer re-delivered it.
-                    tracing::warn!(topic = %record.topic, record.partition, record.offset, "skipping a record this loop already committed");
-                }
-                !already
-            })
-            .collect();
         let mut running: VecDeque<Transforming<Fut>> = VecDeque::new();
         // Each turn starts transforms up to the bound, waits for the oldest (polling all of
         // them meanwhile) and sends its output: consumption order is kept whatever order the
