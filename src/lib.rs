@@ -128,12 +128,13 @@ pub use engine::Counters;
 pub use engine::transaction::TxnState;
 pub use error::{BrokerFailure, Error, Result};
 pub use net::connection::ConnectionState;
+pub use net::properties_file::{load_properties, parse_properties};
 pub use net::secret::Secret;
 #[cfg(feature = "sasl-oauthbearer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub use net::security::{OAuthBearerToken, OAuthBearerTokenProvider};
 pub use net::security::{
-    Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, TlsConfig,
+    Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, StoreType, TlsConfig,
 };
 pub use producer::config::CompressionConfig;
 pub use producer::config::{Acks, ProducerBuilder, ProducerConfig};

@@ -317,6 +317,147 @@ async fn produce_over_mtls() {
     produce_and_verify(producer, &bed, Listener::Mtls, &topic, 10_000).await;
 }
 
+/// The test bed's client certificate and CA in the stores a Java client is given: a PKCS#12
+/// key store made by OpenSSL, a JKS key store converted from it by keytool, and PKCS#12 and
+/// JKS trust stores made by `keytool -importcert`. Returns their paths in a fresh directory.
+fn java_stores(bed: &Bed, store_password: &str) -> [String; 4] {
+    let dir = std::env::temp_dir().join(format!(
+        "exactly-stores-{}-{}",
+        std::process::id(),
+        support::unique_topic("s")
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let run = |program: &str, args: &[&str]| {
+        let out = std::process::Command::new(program)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let pass = format!("pass:{store_password}");
+    let (key_p12, key_jks, trust_p12, trust_jks) = (
+        path("client.p12"),
+        path("client.jks"),
+        path("trust.p12"),
+        path("trust.jks"),
+    );
+    run(
+        "openssl",
+        &[
+            "pkcs12",
+            "-export",
+            "-in",
+            &bed.client_cert,
+            "-inkey",
+            &bed.client_key,
+            "-name",
+            "client",
+            "-out",
+            &key_p12,
+            "-passout",
+            &pass,
+        ],
+    );
+    run(
+        "keytool",
+        &[
+            "-importkeystore",
+            "-noprompt",
+            "-srckeystore",
+            &key_p12,
+            "-srcstoretype",
+            "PKCS12",
+            "-srcstorepass",
+            store_password,
+            "-destkeystore",
+            &key_jks,
+            "-deststoretype",
+            "JKS",
+            "-deststorepass",
+            store_password,
+        ],
+    );
+    for (store, kind) in [(&trust_p12, "PKCS12"), (&trust_jks, "JKS")] {
+        run(
+            "keytool",
+            &[
+                "-importcert",
+                "-noprompt",
+                "-alias",
+                "ca",
+                "-file",
+                &bed.ca,
+                "-keystore",
+                store,
+                "-storetype",
+                kind,
+                "-storepass",
+                store_password,
+            ],
+        );
+    }
+    [key_p12, key_jks, trust_p12, trust_jks]
+}
+
+/// mTLS with Java's stores: PKCS#12 key and trust stores named by their type, and JKS ones
+/// given without a type (Java's default type is JKS), each producing records kcat reads back
+/// once; a wrong store password is a configuration error naming the store, found when the
+/// producer is built, with no password in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jks_and_pkcs12_stores() {
+    let (cluster, bed) = bed!(Cluster::single());
+    let _shared = cluster.shared();
+    let [key_p12, key_jks, trust_p12, trust_jks] = java_stores(&bed, "store-secret");
+    let stores = |key: &str, trust: &str, typed: Option<&str>, password: &str| {
+        let mut properties = vec![
+            ("bootstrap.servers", bed.mtls.clone()),
+            ("security.protocol", "SSL".into()),
+            ("ssl.keystore.location", key.to_owned()),
+            ("ssl.keystore.password", password.to_owned()),
+            ("ssl.key.password", password.to_owned()),
+            ("ssl.truststore.location", trust.to_owned()),
+            ("ssl.truststore.password", "store-secret".into()),
+        ];
+        if let Some(kind) = typed {
+            properties.push(("ssl.keystore.type", kind.into()));
+            properties.push(("ssl.truststore.type", kind.into()));
+        }
+        properties
+    };
+    for (key, trust, typed) in [
+        (&key_p12, &trust_p12, Some("PKCS12")),
+        (&key_jks, &trust_jks, None),
+    ] {
+        let topic = support::unique_topic("stores");
+        cluster.create_topic(&topic, 1, 1, &[]);
+        let producer = Producer::from_properties(stores(key, trust, typed, "store-secret"))
+            .await
+            .unwrap_or_else(|e| panic!("{key} / {trust}: {e}"));
+        produce_and_verify(producer, &bed, Listener::Mtls, &topic, 1_000).await;
+    }
+    for (key, trust, typed) in [
+        (&key_p12, &trust_p12, Some("PKCS12")),
+        (&key_jks, &trust_jks, Some("JKS")),
+    ] {
+        let started = Instant::now();
+        let error = Producer::from_properties(stores(key, trust, typed, "wrong-secret"))
+            .await
+            .expect_err("a wrong key store password");
+        assert!(started.elapsed() < FATAL_WITHIN);
+        let Error::Config { setting, reason } = &error else {
+            panic!("{error:?}");
+        };
+        assert_eq!(setting, "ssl.keystore.location");
+        assert!(reason.contains("password is wrong"), "{reason}");
+        assert!(!error.to_string().contains("wrong-secret"), "{error}");
+    }
+}
+
 async fn produce_over_sasl_ssl(mechanism: SaslMechanism) {
     let (cluster, bed) = bed!(Cluster::single());
     let _shared = cluster.shared();
@@ -910,16 +1051,29 @@ fn reauthentication_keeps_producing() {
     });
 }
 
+/// Writes `text` to a fresh `client.properties` and loads it as Java's `Properties.load` would.
+fn load_file(text: &str) -> Vec<(String, String)> {
+    let dir = std::env::temp_dir().join(support::unique_topic("properties"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("client.properties");
+    std::fs::write(&path, text).unwrap();
+    let properties = exactly::load_properties(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    properties
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn client_properties_file_is_accepted() {
+async fn properties_file_loads_a_confluent_cloud_file() {
     // As Confluent Cloud's "Configure a client" page hands it out (Java), with the test bed's
-    // address, user and CA put in.
+    // address, user and CA put in, and its JAAS line continued over three (as people wrap it).
     let text = |bed: &Bed| {
         format!(
             r#"# Required connection configs for Kafka producer, consumer, and admin
 bootstrap.servers={bootstrap}
 security.protocol=SASL_SSL
-sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username='{user}' password='{password}';
+sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+    username='{user}' \
+    password='{password}';
 sasl.mechanism=PLAIN
 # Required for correctness in Apache Kafka clients prior to 2.6
 client.dns.lookup=use_all_dns_ips
@@ -939,14 +1093,6 @@ ssl.truststore.location={ca}
             ca = bed.ca,
         )
     };
-    let properties = |text: &str| -> Vec<(String, String)> {
-        text.lines()
-            .map(str::trim)
-            .filter(|line| !line.is_empty() && !line.starts_with('#'))
-            .filter_map(|line| line.split_once('='))
-            .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-            .collect()
-    };
     // It parses without a broker...
     let offline = Bed {
         ssl: String::new(),
@@ -961,7 +1107,7 @@ ssl.truststore.location={ca}
         password: "APISECRET".into(),
         broker_log: String::new(),
     };
-    let config = exactly::ProducerConfig::from_properties(properties(&text(&offline))).unwrap();
+    let config = exactly::ProducerConfig::from_properties(load_file(&text(&offline))).unwrap();
     assert_eq!(config.security.protocol, SecurityProtocol::SaslSsl);
     assert_eq!(config.security.sasl.username.as_deref(), Some("APIKEY"));
     assert!(!format!("{config:?}").contains("APISECRET"));
@@ -970,10 +1116,61 @@ ssl.truststore.location={ca}
     let _shared = cluster.shared();
     let topic = support::unique_topic("client-properties");
     cluster.create_topic(&topic, 1, 1, &[]);
-    let producer = Producer::from_properties(properties(&text(&bed)))
+    let producer = Producer::from_properties(load_file(&text(&bed)))
         .await
         .unwrap();
     produce_and_verify(producer, &bed, Listener::SaslSsl, &topic, 100).await;
+}
+
+/// An MSK-shaped `client.properties` (AWS's SCRAM guide): SASL_SSL with SCRAM-SHA-512 and a JKS
+/// trust store given without a password or type (the guide copies the JVM's `cacerts`; here a
+/// JKS store holding the test bed's CA), for the producer and the consumer alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn properties_file_loads_an_msk_file() {
+    let (cluster, bed) = bed!(Cluster::single());
+    let _shared = cluster.shared();
+    let [_, _, _, trust_jks] = java_stores(&bed, "changeit");
+    let text = format!(
+        r#"bootstrap.servers={bootstrap}
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
+  username="{user}" \
+  password="{password}";
+ssl.truststore.location={trust_jks}
+"#,
+        bootstrap = bed.sasl_ssl,
+        user = bed.user,
+        password = bed.password,
+    );
+    let properties = load_file(&text);
+    let topic = support::unique_topic("msk-properties");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let producer = Producer::from_properties(properties.clone()).await.unwrap();
+    produce_and_verify(producer, &bed, Listener::SaslSsl, &topic, 100).await;
+    let mut consumer = exactly::Consumer::from_properties(
+        properties
+            .into_iter()
+            .chain([("auto.offset.reset".to_owned(), "earliest".to_owned())]),
+    )
+    .await
+    .unwrap();
+    consumer
+        .assign(&[exactly::TopicPartition::new(topic.as_str(), 0)])
+        .unwrap();
+    let mut read = 0;
+    let end = Instant::now() + Duration::from_secs(60);
+    while read < 100 && Instant::now() < end {
+        if let Some(exactly::ConsumerEvent::Records(records)) = consumer
+            .poll_timeout(Duration::from_millis(500))
+            .await
+            .unwrap()
+        {
+            read += records.len();
+        }
+    }
+    assert_eq!(read, 100, "the consumer reads what the producer wrote");
+    consumer.close().await.unwrap();
 }
 
 /// A topic the producer was refused (TOPIC_AUTHORIZATION_FAILED) is asked about again by the

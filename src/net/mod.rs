@@ -1,16 +1,20 @@
 //! The network layer both clients share: broker connections (framing, version negotiation,
 //! TLS, SASL), the security settings and secrets they are built from, the properties parser
-//! both configurations read, cluster metadata, reconnection backoff and the readiness probe.
+//! both configurations read and the Java properties file format, cluster metadata,
+//! reconnection backoff and the readiness probe.
 //! Nothing here knows about producing or consuming (ARCHITECTURE.md, "Layers").
 
 pub(crate) mod connection;
 pub(crate) mod jaas;
 pub(crate) mod metadata;
 pub(crate) mod properties;
+pub(crate) mod properties_file;
 pub(crate) mod ready;
 pub(crate) mod reconnect;
 pub(crate) mod sasl;
 pub mod secret;
 pub mod security;
+#[cfg(feature = "tls")]
+pub(crate) mod stores;
 #[cfg(feature = "tls")]
 pub(crate) mod tls;

@@ -2,10 +2,11 @@
 //! certificates, and SASL credentials, under the Java client's property names (and the few
 //! librdkafka names people copy from Confluent Cloud or MSK snippets).
 //!
-//! Only PEM key material is read (`ssl.truststore.type=PEM`, `ssl.keystore.type=PEM`): JKS and
-//! PKCS#12 stores are Java formats, and `keytool -exportcert -rfc` / `openssl pkcs12` turn them
-//! into PEM. A `ssl.truststore.location` without a type is read as PEM too, and a file that
-//! holds no PEM certificate is reported as such when the producer is built.
+//! Key material is read as PEM, or from Java's JKS and PKCS#12 stores with their passwords
+//! (crate feature `keystores`, on by default). A `ssl.truststore.location` or
+//! `ssl.keystore.location` without a type is read as what its content is (Java's default type
+//! is JKS, and files copied from a Java client's setup are often given without one); a file
+//! that holds no usable certificate or key is reported when the client is built.
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -28,6 +29,9 @@ const SSL_KEYSTORE_TYPE: &str = "ssl.keystore.type";
 const SSL_KEYSTORE_LOCATION: &str = "ssl.keystore.location";
 const SSL_KEYSTORE_CERTIFICATE_CHAIN: &str = "ssl.keystore.certificate.chain";
 const SSL_KEYSTORE_KEY: &str = "ssl.keystore.key";
+const SSL_TRUSTSTORE_PASSWORD: &str = "ssl.truststore.password";
+const SSL_KEYSTORE_PASSWORD: &str = "ssl.keystore.password";
+const SSL_KEY_PASSWORD: &str = "ssl.key.password";
 const SSL_CERTIFICATE_LOCATION: &str = "ssl.certificate.location";
 const SSL_KEY_LOCATION: &str = "ssl.key.location";
 const SSL_ENDPOINT_IDENTIFICATION_ALGORITHM: &str = "ssl.endpoint.identification.algorithm";
@@ -38,7 +42,7 @@ const SASL_USERNAME: &str = "sasl.username";
 const SASL_PASSWORD: &str = "sasl.password";
 
 /// Every security property `SecurityConfig::set` accepts.
-pub const SECURITY_PROPERTY_NAMES: [&str; 17] = [
+pub const SECURITY_PROPERTY_NAMES: [&str; 20] = [
     SECURITY_PROTOCOL,
     SSL_TRUSTSTORE_TYPE,
     SSL_TRUSTSTORE_LOCATION,
@@ -48,6 +52,9 @@ pub const SECURITY_PROPERTY_NAMES: [&str; 17] = [
     SSL_KEYSTORE_LOCATION,
     SSL_KEYSTORE_CERTIFICATE_CHAIN,
     SSL_KEYSTORE_KEY,
+    SSL_TRUSTSTORE_PASSWORD,
+    SSL_KEYSTORE_PASSWORD,
+    SSL_KEY_PASSWORD,
     SSL_CERTIFICATE_LOCATION,
     SSL_KEY_LOCATION,
     SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
@@ -116,6 +123,37 @@ pub enum Pem {
     Inline(Secret),
 }
 
+/// The format of a trust or key store file (`ssl.truststore.type`, `ssl.keystore.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreType {
+    /// PEM blocks: certificates, and for a key store the private key beside them.
+    Pem,
+    /// Java's own keystore format (`keytool -storetype JKS`), read with its store password;
+    /// crate feature `keystores`.
+    Jks,
+    /// PKCS#12 (`.p12`, `.pfx`; keytool's default since Java 9), read with its store
+    /// password; crate feature `keystores`.
+    Pkcs12,
+}
+
+impl FromStr for StoreType {
+    type Err = Error;
+
+    /// Parses as Java's `KeyStore.getInstance`: the names, in any case.
+    fn from_str(value: &str) -> Result<Self, Error> {
+        match value.trim().to_ascii_uppercase().as_str() {
+            "PEM" => Ok(StoreType::Pem),
+            "JKS" => Ok(StoreType::Jks),
+            "PKCS12" => Ok(StoreType::Pkcs12),
+            _ => Err(config_error(
+                SSL_TRUSTSTORE_TYPE,
+                format!("expected PEM, JKS or PKCS12; got {value:?}"),
+            )),
+        }
+    }
+}
+
 /// TLS settings (used when [`SecurityProtocol::uses_tls`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -133,6 +171,21 @@ pub struct TlsConfig {
     /// Whether the broker's certificate must name the host dialled
     /// (`ssl.endpoint.identification.algorithm=https`, the default; empty turns it off).
     pub verify_hostname: bool,
+    /// The format of the [`TlsConfig::ca`] file (`ssl.truststore.type`); `None`: what the
+    /// file's content is (a JKS or PKCS#12 store, else PEM).
+    pub truststore_type: Option<StoreType>,
+    /// The trust store's password (`ssl.truststore.password`). Without one a JKS trust store
+    /// is read unchecked (its integrity check is keyed with the password), as Java reads it,
+    /// and a PKCS#12 one with the empty password.
+    pub truststore_password: Option<Secret>,
+    /// The format of the `ssl.keystore.location` file (`ssl.keystore.type`); `None`: what the
+    /// file's content is.
+    pub keystore_type: Option<StoreType>,
+    /// The key store's password (`ssl.keystore.password`).
+    pub keystore_password: Option<Secret>,
+    /// The password of the private key inside a JKS or PKCS#12 key store
+    /// (`ssl.key.password`); `None`: the store's password, as keytool sets it.
+    pub key_password: Option<Secret>,
 }
 
 impl Default for TlsConfig {
@@ -142,6 +195,11 @@ impl Default for TlsConfig {
             client_certificate: None,
             client_key: None,
             verify_hostname: true,
+            truststore_type: None,
+            truststore_password: None,
+            keystore_type: None,
+            keystore_password: None,
+            key_password: None,
         }
     }
 }
@@ -230,16 +288,28 @@ impl SecurityConfig {
         match key {
             SECURITY_PROTOCOL => return Some(value.parse().map(|p| self.protocol = p)),
             SSL_TRUSTSTORE_TYPE | SSL_KEYSTORE_TYPE => {
-                if !value.eq_ignore_ascii_case("PEM") {
+                let kind = match value.parse::<StoreType>() {
+                    Ok(kind) => kind,
+                    Err(Error::Config { reason, .. }) => {
+                        return Some(Err(config_error(key, reason)));
+                    }
+                    Err(other) => return Some(Err(other)),
+                };
+                if kind != StoreType::Pem && !cfg!(feature = "keystores") {
                     return Some(Err(config_error(
                         key,
-                        format!(
-                            "{value:?} stores are not supported; use PEM (convert with \
-                             `keytool -exportcert -rfc` or `openssl pkcs12`)"
-                        ),
+                        "JKS and PKCS12 stores need the crate feature `keystores`",
                     )));
                 }
+                if key == SSL_TRUSTSTORE_TYPE {
+                    self.tls.truststore_type = Some(kind);
+                } else {
+                    self.tls.keystore_type = Some(kind);
+                }
             }
+            SSL_TRUSTSTORE_PASSWORD => self.tls.truststore_password = Some(Secret::new(value)),
+            SSL_KEYSTORE_PASSWORD => self.tls.keystore_password = Some(Secret::new(value)),
+            SSL_KEY_PASSWORD => self.tls.key_password = Some(Secret::new(value)),
             SSL_TRUSTSTORE_LOCATION | SSL_CA_LOCATION => self.tls.ca = file(),
             SSL_TRUSTSTORE_CERTIFICATES => self.tls.ca = inline(),
             // A PEM keystore file holds the key and the certificate chain together.
@@ -268,14 +338,6 @@ impl SecurityConfig {
             SASL_USERNAME => self.sasl.username = Some(value.to_owned()),
             SASL_PASSWORD => self.sasl.password = Some(Secret::new(value)),
             SASL_JAAS_CONFIG => return Some(self.set_jaas(value)),
-            // Java's password of an encrypted keystore key: encrypted keys are not read.
-            "ssl.key.password" => {
-                return Some(Err(config_error(
-                    key,
-                    "encrypted private keys are not supported; give an unencrypted PKCS#8 key \
-                     (`openssl pkcs8 -topk8 -nocrypt`)",
-                )));
-            }
             _ => return None,
         }
         Some(Ok(()))
@@ -320,6 +382,7 @@ impl SecurityConfig {
                     "TLS needs the crate feature `tls`",
                 ));
             }
+            self.validate_stores()?;
             match (&self.tls.client_certificate, &self.tls.client_key) {
                 (Some(_), None) => {
                     return Err(config_error(
@@ -340,6 +403,49 @@ impl SecurityConfig {
         }
         if self.protocol.uses_sasl() {
             self.validate_sasl()?;
+        }
+        Ok(())
+    }
+
+    /// A JKS or PKCS#12 store is a file with its password; a password without a store is an
+    /// encrypted PEM key, which is not read.
+    fn validate_stores(&self) -> Result<(), Error> {
+        let tls = &self.tls;
+        let is_store = |kind: Option<StoreType>| kind.is_some_and(|k| k != StoreType::Pem);
+        if is_store(tls.truststore_type) {
+            if matches!(tls.ca, Some(Pem::Inline(_))) {
+                return Err(config_error(
+                    SSL_TRUSTSTORE_CERTIFICATES,
+                    "inline certificates are PEM; a JKS or PKCS12 trust store is a file \
+                     (ssl.truststore.location)",
+                ));
+            }
+            if tls.ca.is_none() {
+                return Err(config_error(
+                    SSL_TRUSTSTORE_LOCATION,
+                    "ssl.truststore.type names a JKS or PKCS12 store: give its file",
+                ));
+            }
+        }
+        if is_store(tls.keystore_type) {
+            let same_file = match (&tls.client_certificate, &tls.client_key) {
+                (Some(Pem::File(chain)), Some(Pem::File(key))) => chain == key,
+                _ => false,
+            };
+            if !same_file {
+                return Err(config_error(
+                    SSL_KEYSTORE_LOCATION,
+                    "ssl.keystore.type names a JKS or PKCS12 store: give its file as \
+                     ssl.keystore.location (it holds the key and its certificates together)",
+                ));
+            }
+        }
+        if tls.key_password.is_some() && tls.keystore_type == Some(StoreType::Pem) {
+            return Err(config_error(
+                SSL_KEY_PASSWORD,
+                "encrypted PEM private keys are not supported; give an unencrypted PKCS#8 key \
+                 (`openssl pkcs8 -topk8 -nocrypt`) or a JKS or PKCS12 key store",
+            ));
         }
         Ok(())
     }
@@ -458,7 +564,11 @@ mod tests {
             matches!(config.validate(), Err(Error::Config { setting, .. }) if setting == SASL_JAAS_CONFIG)
         );
         assert!(set(&mut config, "sasl.mechanism", "GSSAPI").is_err());
-        assert!(set(&mut config, "ssl.truststore.type", "JKS").is_err());
+        assert_eq!(
+            set(&mut config, "ssl.truststore.type", "JKS").is_ok(),
+            cfg!(feature = "keystores")
+        );
+        assert!(set(&mut config, "ssl.truststore.type", "BKS").is_err());
         assert!(set(&mut config, "ssl.truststore.type", "pem").is_ok());
         assert!(set(&mut config, "security.protocol", "TLS").is_err());
         assert!(set(&mut config, "ssl.endpoint.identification.algorithm", "ldap").is_err());
@@ -476,6 +586,44 @@ mod tests {
         assert!(tls.validate().is_err());
         set(&mut tls, "ssl.key.location", "/k.pem").unwrap();
         tls.validate().unwrap();
+    }
+
+    #[test]
+    #[cfg(feature = "keystores")]
+    fn stores_are_files_with_passwords() {
+        let named = |config: &SecurityConfig| match config.validate() {
+            Err(Error::Config { setting, .. }) => setting,
+            other => panic!("{other:?}"),
+        };
+        let mut trust = SecurityConfig::default();
+        set(&mut trust, "security.protocol", "SSL").unwrap();
+        set(&mut trust, "ssl.truststore.type", "PKCS12").unwrap();
+        assert_eq!(named(&trust), SSL_TRUSTSTORE_LOCATION);
+        set(&mut trust, "ssl.truststore.certificates", "-----BEGIN").unwrap();
+        assert_eq!(named(&trust), SSL_TRUSTSTORE_CERTIFICATES);
+        set(&mut trust, "ssl.truststore.location", "/t.p12").unwrap();
+        set(&mut trust, "ssl.truststore.password", "secret").unwrap();
+        trust.validate().unwrap();
+        assert_eq!(trust.tls.truststore_type, Some(StoreType::Pkcs12));
+
+        let mut key = SecurityConfig::default();
+        set(&mut key, "security.protocol", "SSL").unwrap();
+        set(&mut key, "ssl.keystore.type", "jks").unwrap();
+        set(&mut key, "ssl.certificate.location", "/c.pem").unwrap();
+        set(&mut key, "ssl.key.location", "/k.pem").unwrap();
+        assert_eq!(named(&key), SSL_KEYSTORE_LOCATION);
+        set(&mut key, "ssl.keystore.location", "/k.jks").unwrap();
+        set(&mut key, "ssl.keystore.password", "store-pw").unwrap();
+        set(&mut key, "ssl.key.password", "key-pw").unwrap();
+        key.validate().unwrap();
+        let shown = format!("{key:?}");
+        assert!(
+            !shown.contains("store-pw") && !shown.contains("key-pw"),
+            "{shown}"
+        );
+        // A key password with a PEM key store: an encrypted PEM key, not read.
+        set(&mut key, "ssl.keystore.type", "PEM").unwrap();
+        assert_eq!(named(&key), SSL_KEY_PASSWORD);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! TLS for broker connections through rustls (no OpenSSL: the crate builds the same on musl
 //! and static targets), with the `ring` provider (no C toolchain beyond `cc`, no cmake).
 //!
-//! Trust: the CA certificates the user gives in PEM, or else the Mozilla root program's CAs
+//! Trust: the CA certificates the user gives in PEM or in a JKS or PKCS#12 trust store
+//! (`stores`), or else the Mozilla root program's CAs
 //! compiled in by `webpki-roots`. We chose webpki-roots over rustls-native-certs because the
 //! public managed services (Confluent Cloud, MSK, Redpanda Cloud) present certificates from
 //! public CAs, and a compiled-in list works the same in scratch/distroless containers and on
@@ -28,6 +29,7 @@ use tokio_rustls::client::TlsStream;
 use tracing::warn;
 
 use super::security::{Pem, TlsConfig};
+use super::stores;
 use crate::error::Error;
 
 /// Opens TLS sessions to brokers with one shared rustls configuration.
@@ -51,7 +53,18 @@ impl TlsConnector {
         match &config.ca {
             None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
             Some(pem) => {
-                for cert in certificates(pem, "ssl.truststore.location")? {
+                let trusted = match pem {
+                    Pem::File(path) => match stores::store_format(path, config.truststore_type) {
+                        Some(kind) => stores::trusted_certificates(
+                            path,
+                            kind,
+                            config.truststore_password.as_ref(),
+                        )?,
+                        None => certificates(pem, "ssl.truststore.location")?,
+                    },
+                    Pem::Inline(_) => certificates(pem, "ssl.truststore.location")?,
+                };
+                for cert in trusted {
                     roots.add(cert).map_err(|e| {
                         config_error(
                             "ssl.truststore.location",
@@ -82,8 +95,27 @@ impl TlsConnector {
         };
         let client_config = match (&config.client_certificate, &config.client_key) {
             (Some(chain), Some(key)) => {
-                let chain = certificates(chain, "ssl.keystore.certificate.chain")?;
-                let key = private_key(key)?;
+                let (chain, key) = match (chain, key) {
+                    // One file for both: `ssl.keystore.location`, which may be a store.
+                    (Pem::File(path), Pem::File(key_path)) if path == key_path => {
+                        match stores::store_format(path, config.keystore_type) {
+                            Some(kind) => stores::client_identity(
+                                path,
+                                kind,
+                                config.keystore_password.as_ref(),
+                                config.key_password.as_ref(),
+                            )?,
+                            None => (
+                                certificates(chain, "ssl.keystore.certificate.chain")?,
+                                private_key(key)?,
+                            ),
+                        }
+                    }
+                    _ => (
+                        certificates(chain, "ssl.keystore.certificate.chain")?,
+                        private_key(key)?,
+                    ),
+                };
                 builder
                     .with_client_auth_cert(chain, key)
                     .map_err(|e| config_error("ssl.keystore.key", e.to_string()))?
@@ -300,7 +332,7 @@ impl ServerCertVerifier for AnyHostName {
     }
 }
 
-/// Every certificate in a PEM source; none at all is an error (e.g. a JKS file).
+/// Every certificate in a PEM source; none at all is an error (e.g. a DER file).
 fn certificates(pem: &Pem, setting: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
     let parsed: Result<Vec<_>, _> = match pem {
         Pem::File(path) => CertificateDer::pem_file_iter(path)
@@ -312,7 +344,7 @@ fn certificates(pem: &Pem, setting: &str) -> Result<Vec<CertificateDer<'static>>
     if certs.is_empty() {
         return Err(config_error(
             setting,
-            "holds no PEM certificate (only PEM is read; JKS and PKCS#12 stores are not)",
+            "holds no PEM certificate (a DER file? give PEM, or a JKS or PKCS12 store)",
         ));
     }
     Ok(certs)
@@ -369,13 +401,13 @@ mod tests {
             setting_of(TlsConnector::new(&missing)),
             "ssl.truststore.location"
         );
-        // What a JKS store looks like to a PEM reader: no PEM block at all.
-        let jks = TlsConfig {
+        // Binary text given inline: no PEM block at all.
+        let binary = TlsConfig {
             ca: Some(Pem::Inline(Secret::new("\u{fe}\u{ed}\u{fe}\u{ed} binary"))),
             ..TlsConfig::default()
         };
         assert_eq!(
-            setting_of(TlsConnector::new(&jks)),
+            setting_of(TlsConnector::new(&binary)),
             "ssl.truststore.location"
         );
         let no_key = TlsConfig {
