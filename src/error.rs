@@ -385,6 +385,46 @@ impl Error {
         }
     }
 
+    /// A low-cardinality name for the kind of error, for the `error.type` attribute of the
+    /// OpenTelemetry semantic conventions and for metric labels: Kafka's name for an error
+    /// code a broker answered with (`NOT_LEADER_OR_FOLLOWER`), else a fixed snake_case name
+    /// of the client-side kind (`timeout`, `io`, `tls`, `authentication`, ...), `_OTHER` for a
+    /// code this crate does not know, as the conventions ask. Never the error's text, which
+    /// carries addresses, offsets and messages (unbounded in a metrics backend). A wrapping
+    /// error (fatal, abortable, indeterminate) names itself: what the caller has to act on.
+    pub fn type_name(&self) -> &'static str {
+        let code_name = |code: &ErrorCode| code.name().unwrap_or("_OTHER");
+        match self {
+            Error::Broker { code, .. }
+            | Error::TopicRefused { code, .. }
+            | Error::GroupRefused { code, .. } => code_name(code),
+            Error::UnknownTopic { .. } => "UNKNOWN_TOPIC_OR_PARTITION",
+            Error::InvalidTopic { .. } => "INVALID_TOPIC_EXCEPTION",
+            Error::RecordTooLarge { .. } => "RECORD_TOO_LARGE",
+            Error::OffsetOutOfRange { .. } => "OFFSET_OUT_OF_RANGE",
+            Error::DeliveryTimeout { .. } => "delivery_timeout",
+            Error::Indeterminate { .. } => "indeterminate",
+            Error::NoBrokerAnswered { .. } => "no_broker_answered",
+            Error::Config { .. } => "config",
+            Error::Closed => "closed",
+            Error::InvalidState(_) => "invalid_state",
+            Error::Abortable { .. } => "abortable",
+            Error::Purged => "purged",
+            Error::TransactionAborted => "transaction_aborted",
+            Error::Fatal(_) => "fatal",
+            Error::Decode(_) => "decode",
+            Error::Encode(_) => "encode",
+            Error::Io { .. } => "io",
+            Error::Authentication { .. } => "authentication",
+            Error::Tls { .. } => "tls",
+            Error::SecurityProtocolMismatch { .. } => "security_protocol_mismatch",
+            Error::Timeout(_) => "timeout",
+            Error::PartitionsLost { .. } => "partitions_lost",
+            Error::LogTruncation { .. } => "log_truncation",
+            Error::Transform { .. } => "transform",
+        }
+    }
+
     /// A broker error without a message.
     pub fn broker(code: ErrorCode) -> Self {
         Error::Broker {
@@ -504,6 +544,38 @@ mod tests {
             "127.0.0.1:9092",
             std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer"),
         )
+    }
+
+    #[test]
+    fn type_names_are_bounded_and_never_the_text() {
+        let cases = [
+            (
+                Error::broker(ErrorCode::NOT_LEADER_OR_FOLLOWER),
+                "NOT_LEADER_OR_FOLLOWER",
+            ),
+            (Error::broker(ErrorCode(-12_345)), "_OTHER"),
+            (reset(), "io"),
+            (
+                Error::Timeout("metadata for t after 60000 ms".into()),
+                "timeout",
+            ),
+            (Error::Fatal(Arc::new(reset())), "fatal"),
+            (
+                Error::Config {
+                    setting: "linger.ms".into(),
+                    reason: "not a number".into(),
+                },
+                "config",
+            ),
+        ];
+        for (error, name) in cases {
+            assert_eq!(error.type_name(), name, "{error}");
+            assert!(!error.to_string().is_empty());
+            assert!(
+                name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "{name}"
+            );
+        }
     }
 
     /// The messages of `error` and each of its causes, walked through `source()` as

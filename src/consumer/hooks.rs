@@ -127,7 +127,7 @@ impl Observer {
             }
             Ok(None) => {}
             Err(error) => {
-                span.record("error.type", tracing::field::display(error));
+                span.record("error.type", error.type_name());
             }
         }
     }

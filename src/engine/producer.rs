@@ -425,7 +425,8 @@ impl Engine {
         acc.release(batch.batch.uncompressed_size_in_bytes());
         match &outcome {
             Ok(ack) => batch.span.record("messaging.kafka.offset", ack.base_offset),
-            Err(e) => batch.span.record("error.type", tracing::field::display(e)),
+            // A bounded name, never the text (OpenTelemetry's `error.type`).
+            Err(e) => batch.span.record("error.type", e.type_name()),
         };
         if let Some(observer) = acc.observer() {
             observer.resolved(
