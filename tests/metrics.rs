@@ -282,8 +282,8 @@ async fn spans_carry_the_messaging_attributes() {
     assert_eq!(batch.len(), 1, "{spans:?}");
     assert_eq!(batch[0]["messaging.destination.partition.id"], "0");
     assert_eq!(batch[0]["messaging.kafka.offset"], meta.offset.to_string());
-    assert_eq!(batch[0]["messaging.kafka.base_sequence"], "0");
-    assert!(batch[0].contains_key("messaging.kafka.producer_id"));
+    assert_eq!(batch[0]["exactly.base_sequence"], "0");
+    assert!(batch[0].contains_key("exactly.producer_id"));
     assert!(!named("kafka.produce_request").is_empty());
 }
 

@@ -232,7 +232,7 @@ impl Engine {
                 messaging.system = "kafka",
                 messaging.operation.type = "send",
                 messaging.operation.name = "produce",
-                server.node_id = broker,
+                exactly.broker_id = broker,
                 request,
                 batches = chosen.len(),
             );
@@ -272,13 +272,13 @@ impl Engine {
                         // Recorded again at a re-stamp after an epoch bump (P2).
                         stamped
                             .span
-                            .record("messaging.kafka.producer_id", identity.producer_id);
+                            .record("exactly.producer_id", identity.producer_id);
                         stamped
                             .span
-                            .record("messaging.kafka.producer_epoch", identity.epoch);
+                            .record("exactly.producer_epoch", identity.epoch);
                         stamped
                             .span
-                            .record("messaging.kafka.base_sequence", batch.base_sequence());
+                            .record("exactly.base_sequence", batch.base_sequence());
                         stamped.span.follows_from(&span);
                         debug!(partition = ?tp, producer_id = identity.producer_id, epoch = identity.epoch, base_sequence = batch.base_sequence(), records = batch.record_count(), "batch stamped");
                         if let Some(txn) = &mut self.txn {
@@ -321,7 +321,8 @@ impl Engine {
 /// A batch's span, with the attributes of the OpenTelemetry messaging semantic conventions
 /// for Kafka (v1.37.0: `messaging.destination.partition.id` is a string, the offset is
 /// `messaging.kafka.offset`); the offset and the producer identity are recorded as they
-/// become known. An internal span, opened with the batch: it links to the span current at
+/// become known, the identity under `exactly.*` (the `messaging.kafka.*` namespace is the
+/// conventions', and names no producer id, epoch or sequence). An internal span, opened with the batch: it links to the span current at
 /// each record's append (the record's own `send {topic}` span, the conventions' producer
 /// span), and to the Produce requests that carry it, one per attempt (`follows_from`).
 pub(crate) fn batch_span(tp: &TopicPartition) -> tracing::Span {
@@ -333,9 +334,9 @@ pub(crate) fn batch_span(tp: &TopicPartition) -> tracing::Span {
         messaging.destination.name = %tp.topic,
         messaging.destination.partition.id = %tp.partition,
         messaging.batch.message_count = tracing::field::Empty,
-        messaging.kafka.producer_id = tracing::field::Empty,
-        messaging.kafka.producer_epoch = tracing::field::Empty,
-        messaging.kafka.base_sequence = tracing::field::Empty,
+        exactly.producer_id = tracing::field::Empty,
+        exactly.producer_epoch = tracing::field::Empty,
+        exactly.base_sequence = tracing::field::Empty,
         messaging.kafka.offset = tracing::field::Empty,
         error.type = tracing::field::Empty,
     )
