@@ -19,20 +19,31 @@ use super::secret::Secret;
 use super::security::StoreType;
 use crate::error::Error;
 
+/// A store format this module reads (PEM files go to the PEM reader).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoreFormat {
+    Jks,
+    Pkcs12,
+}
+
 /// The store format of the file at `path`: `given` (`ssl.*.type`), else what its first bytes
 /// say (JKS's magic number `FEEDFEED`, PKCS#12's DER sequence); `None` for PEM.
-pub(crate) fn store_format(path: &Path, given: Option<StoreType>) -> Option<StoreType> {
-    let kind = given.unwrap_or_else(|| {
-        let mut head = [0u8; 4];
-        let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
-        match (read, head) {
-            (Ok(()), [0xfe, 0xed, 0xfe, 0xed]) => StoreType::Jks,
-            (Ok(()), [0x30, ..]) => StoreType::Pkcs12,
-            // Text, or unreadable: the PEM reader names the file and the reason.
-            _ => StoreType::Pem,
+pub(crate) fn store_format(path: &Path, given: Option<StoreType>) -> Option<StoreFormat> {
+    match given {
+        Some(StoreType::Jks) => Some(StoreFormat::Jks),
+        Some(StoreType::Pkcs12) => Some(StoreFormat::Pkcs12),
+        Some(StoreType::Pem) => None,
+        None => {
+            let mut head = [0u8; 4];
+            let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+            match (read, head) {
+                (Ok(()), [0xfe, 0xed, 0xfe, 0xed]) => Some(StoreFormat::Jks),
+                (Ok(()), [0x30, ..]) => Some(StoreFormat::Pkcs12),
+                // Text, or unreadable: the PEM reader names the file and the reason.
+                _ => None,
+            }
         }
-    });
-    (kind != StoreType::Pem).then_some(kind)
+    }
 }
 
 /// What a store holds, as rustls takes it.
@@ -47,7 +58,7 @@ pub(crate) struct StoreContents {
 /// The certificates the trust store at `path` trusts.
 pub(crate) fn trusted_certificates(
     path: &Path,
-    kind: StoreType,
+    kind: StoreFormat,
     password: Option<&Secret>,
 ) -> Result<Vec<CertificateDer<'static>>, Error> {
     const SETTING: &str = "ssl.truststore.location";
@@ -64,7 +75,7 @@ pub(crate) fn trusted_certificates(
 /// The one private key and its certificate chain in the key store at `path`.
 pub(crate) fn client_identity(
     path: &Path,
-    kind: StoreType,
+    kind: StoreFormat,
     password: Option<&Secret>,
     key_password: Option<&Secret>,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), Error> {
@@ -95,7 +106,7 @@ pub(crate) fn client_identity(
 #[cfg(feature = "keystores")]
 fn read(
     path: &Path,
-    kind: StoreType,
+    kind: StoreFormat,
     password: Option<&Secret>,
     key_password: Option<&Secret>,
     setting: &str,
@@ -103,10 +114,9 @@ fn read(
     let bytes = std::fs::read(path)
         .map_err(|e| config_error(setting, format!("cannot read {}: {e}", path.display())))?;
     let contents = match kind {
-        StoreType::Jks => read_jks(&bytes, password, key_password.or(password)),
+        StoreFormat::Jks => read_jks(&bytes, password, key_password.or(password)),
         // A PKCS#12 store without a password (Java 18's cacerts) is read with the empty one.
-        StoreType::Pkcs12 => read_pkcs12(&bytes, password.map_or("", Secret::expose)),
-        StoreType::Pem => unreachable!("PEM files are read by the PEM reader"),
+        StoreFormat::Pkcs12 => read_pkcs12(&bytes, password.map_or("", Secret::expose)),
     };
     contents.map_err(|reason| config_error(setting, format!("{}: {reason}", path.display())))
 }
@@ -114,7 +124,7 @@ fn read(
 #[cfg(not(feature = "keystores"))]
 fn read(
     path: &Path,
-    _: StoreType,
+    _: StoreFormat,
     _: Option<&Secret>,
     _: Option<&Secret>,
     setting: &str,
@@ -171,17 +181,23 @@ fn read_jks(
             }
             entries
         }
-        None => unchecked_jks_entries(bytes).map_err(unreadable)?,
+        None => {
+            let entries = unchecked_jks_entries(bytes).map_err(unreadable)?;
+            if entries
+                .iter()
+                .any(|e| matches!(e, jks::Entry::PrivateKey(_)))
+            {
+                return Err(
+                    "holds a private key, which is read with the store's password".to_owned(),
+                );
+            }
+            entries
+        }
     };
     let mut contents = StoreContents::default();
     for entry in entries {
         match entry {
             jks::Entry::PrivateKey(entry) => {
-                if password.is_none() {
-                    return Err("holds a private key, which is read with the store's \
-                                password"
-                        .to_owned());
-                }
                 let chain: Vec<CertificateDer<'static>> = entry
                     .certificate_chain
                     .into_iter()

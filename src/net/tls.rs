@@ -53,16 +53,18 @@ impl TlsConnector {
         match &config.ca {
             None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
             Some(pem) => {
-                let trusted = match pem {
-                    Pem::File(path) => match stores::store_format(path, config.truststore_type) {
-                        Some(kind) => stores::trusted_certificates(
-                            path,
-                            kind,
-                            config.truststore_password.as_ref(),
-                        )?,
-                        None => certificates(pem, "ssl.truststore.location")?,
-                    },
-                    Pem::Inline(_) => certificates(pem, "ssl.truststore.location")?,
+                let store = match pem {
+                    Pem::File(path) => stores::store_format(path, config.truststore_type)
+                        .map(|format| (path, format)),
+                    Pem::Inline(_) => None,
+                };
+                let trusted = match store {
+                    Some((path, format)) => stores::trusted_certificates(
+                        path,
+                        format,
+                        config.truststore_password.as_ref(),
+                    )?,
+                    None => certificates(pem, "ssl.truststore.location")?,
                 };
                 for cert in trusted {
                     roots.add(cert).map_err(|e| {
@@ -95,23 +97,22 @@ impl TlsConnector {
         };
         let client_config = match (&config.client_certificate, &config.client_key) {
             (Some(chain), Some(key)) => {
-                let (chain, key) = match (chain, key) {
-                    // One file for both: `ssl.keystore.location`, which may be a store.
+                // One file for both (`ssl.keystore.location`) may be a store.
+                let store = match (chain, key) {
                     (Pem::File(path), Pem::File(key_path)) if path == key_path => {
-                        match stores::store_format(path, config.keystore_type) {
-                            Some(kind) => stores::client_identity(
-                                path,
-                                kind,
-                                config.keystore_password.as_ref(),
-                                config.key_password.as_ref(),
-                            )?,
-                            None => (
-                                certificates(chain, "ssl.keystore.certificate.chain")?,
-                                private_key(key)?,
-                            ),
-                        }
+                        stores::store_format(path, config.keystore_type)
+                            .map(|format| (path, format))
                     }
-                    _ => (
+                    _ => None,
+                };
+                let (chain, key) = match store {
+                    Some((path, format)) => stores::client_identity(
+                        path,
+                        format,
+                        config.keystore_password.as_ref(),
+                        config.key_password.as_ref(),
+                    )?,
+                    None => (
                         certificates(chain, "ssl.keystore.certificate.chain")?,
                         private_key(key)?,
                     ),

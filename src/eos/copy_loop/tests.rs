@@ -361,33 +361,10 @@ fn a_transaction_begun_behind_the_loops_back_is_aborted() {
     finish_exactly_once(&world, &mut copier, Some(first), 1);
 }
 
-/// Once the input runs dry the open transaction commits after a tenth of the interval, not
-/// at its end: the copier's output is not held back by a transaction waiting for input that
-/// is not there.
-#[test]
-fn a_caught_up_source_commits_before_the_interval() {
-    let world = World::new(2, 20, 5);
-    let mut copier = CopyLoop::new(
-        FakeSource(Rc::clone(&world)),
-        FakeSink(Rc::clone(&world)),
-        mirror(Rc::clone(&world)),
-    )
-    .commit_every(1_000, Duration::from_secs(1));
-    let committed = run(copier.step())
-        .expect("the step commits")
-        .expect("a transaction");
-    assert_eq!(committed.records_in(), 40);
-    let now = world.borrow().now;
-    assert!(
-        (100..1_000).contains(&now),
-        "committed at {now} ms: the linger is 100 ms of the 1 s interval"
-    );
-    assert_exactly_once(&world, &[committed]);
-}
-
-/// With early commits off, a caught-up source's transaction waits out the whole interval.
-#[test]
-fn a_caught_up_source_holds_the_transaction_when_told_to() {
+/// One step copying all 40 records of a 2-partition source that then runs dry, committing
+/// every 1,000 records or 1 s (early once caught up when `early`); every record once. Returns
+/// the fake clock's time at the commit, in ms.
+fn caught_up_commit_time(early: bool) -> u64 {
     let world = World::new(2, 20, 5);
     let mut copier = CopyLoop::new(
         FakeSource(Rc::clone(&world)),
@@ -395,15 +372,33 @@ fn a_caught_up_source_holds_the_transaction_when_told_to() {
         mirror(Rc::clone(&world)),
     )
     .commit_every(1_000, Duration::from_secs(1))
-    .commit_when_caught_up(false);
+    .commit_when_caught_up(early);
     let committed = run(copier.step())
         .expect("the step commits")
         .expect("a transaction");
     assert_eq!(committed.records_in(), 40);
-    let now = world.borrow().now;
+    assert_exactly_once(&world, &[committed]);
+    world.borrow().now
+}
+
+/// Once the input runs dry the open transaction commits after a tenth of the interval, not
+/// at its end: the copier's output is not held back by a transaction waiting for input that
+/// is not there.
+#[test]
+fn a_caught_up_source_commits_before_the_interval() {
+    let now = caught_up_commit_time(true);
+    assert!(
+        (100..1_000).contains(&now),
+        "committed at {now} ms: the linger is 100 ms of the 1 s interval"
+    );
+}
+
+/// With early commits off, a caught-up source's transaction waits out the whole interval.
+#[test]
+fn a_caught_up_source_holds_the_transaction_when_told_to() {
+    let now = caught_up_commit_time(false);
     assert!(
         now >= 1_000,
         "committed at {now} ms, before the 1 s interval"
     );
-    assert_exactly_once(&world, &[committed]);
 }
