@@ -1,4 +1,4 @@
-//! The vocabulary every layer shares: partitions, broker ids, time, and the consumer group
+//! The vocabulary every layer shares: partitions, broker ids, time, the isolation level, and the consumer group
 //! metadata and offsets a transaction commits. It sits at the bottom of the crate's layers
 //! (ARCHITECTURE.md, "Layers"): nothing here imports the engine, the clients or tokio, so the
 //! producer, the consumer and the copy loop name a partition without depending on each other.
@@ -228,6 +228,35 @@ impl PendingOffsets {
     /// Whether there is nothing to commit.
     pub fn is_empty(&self) -> bool {
         self.next.is_empty()
+    }
+}
+
+/// `isolation.level`: which records of transactional producers a consumer sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum IsolationLevel {
+    /// `read_committed` (this crate's default, unlike Java's): only records of committed
+    /// transactions, never past the last stable offset; aborted records are filtered with the
+    /// fetch's aborted-transaction list and transaction markers are never delivered (KIP-98).
+    #[default]
+    ReadCommitted,
+    /// `read_uncommitted`: every record up to the high watermark, aborted ones included.
+    ReadUncommitted,
+}
+
+impl IsolationLevel {
+    /// Its values under `isolation.level`.
+    pub(crate) const NAMES: [(&'static str, IsolationLevel); 2] = [
+        ("read_committed", IsolationLevel::ReadCommitted),
+        ("read_uncommitted", IsolationLevel::ReadUncommitted),
+    ];
+
+    /// The wire value of Fetch and ListOffsets (0 uncommitted, 1 committed).
+    pub(crate) fn wire(self) -> i8 {
+        match self {
+            IsolationLevel::ReadUncommitted => 0,
+            IsolationLevel::ReadCommitted => 1,
+        }
     }
 }
 

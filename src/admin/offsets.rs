@@ -13,10 +13,10 @@ use kafka_protocol::messages::{DeleteRecordsRequest, ListOffsetsRequest};
 use super::Admin;
 use super::routing::topic_description;
 use super::wire::{by_topic, millis_left, outcome, string};
-use crate::IsolationLevel;
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::generated::topic_name;
+use crate::types::IsolationLevel;
 
 use crate::types::TopicPartition;
 

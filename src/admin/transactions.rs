@@ -37,10 +37,10 @@ use super::configs::ConfigResource;
 use super::offsets::{AsyncLeaderCall, OffsetSpec};
 use super::wire::{by_topic, outcome, string};
 use super::{Admin, CoordinatorAnswer, CoordinatorKind, coordinator_error};
-use crate::IsolationLevel;
 use crate::error::{Error, Result};
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::generated::{str_bytes, topic_name};
+use crate::types::IsolationLevel;
 use crate::types::{BrokerId, TopicPartition};
 
 /// `transaction.max.timeout.ms`'s default: no transaction the brokers accept may run longer.

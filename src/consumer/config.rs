@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::hooks::{ConsumerHooks, HooksHandle};
+use super::vocabulary::{AssignmentStrategy, GroupProtocol, OffsetReset};
 use crate::error::Error;
 use crate::net::properties::{
     self, check_bootstrap_servers, config_error, parse_bool, parse_choice, parse_number,
 };
 use crate::net::security::SecurityConfig;
-use crate::types::Millis;
+use crate::types::{IsolationLevel, Millis};
 
 const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
 const GROUP_ID: &str = "group.id";
@@ -69,108 +70,6 @@ pub const CONSUMER_PROPERTY_NAMES: [&str; 24] = [
     GROUP_REMOTE_ASSIGNOR,
     PARTITION_ASSIGNMENT_STRATEGY,
 ];
-
-/// `isolation.level`: which records of transactional producers a consumer sees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum IsolationLevel {
-    /// `read_committed` (this crate's default, unlike Java's): only records of committed
-    /// transactions, never past the last stable offset; aborted records are filtered with the
-    /// fetch's aborted-transaction list and transaction markers are never delivered (KIP-98).
-    #[default]
-    ReadCommitted,
-    /// `read_uncommitted`: every record up to the high watermark, aborted ones included.
-    ReadUncommitted,
-}
-
-impl IsolationLevel {
-    /// Its values under `isolation.level`.
-    const NAMES: [(&'static str, IsolationLevel); 2] = [
-        ("read_committed", IsolationLevel::ReadCommitted),
-        ("read_uncommitted", IsolationLevel::ReadUncommitted),
-    ];
-
-    /// The wire value of Fetch and ListOffsets (0 uncommitted, 1 committed).
-    pub(crate) fn wire(self) -> i8 {
-        match self {
-            IsolationLevel::ReadUncommitted => 0,
-            IsolationLevel::ReadCommitted => 1,
-        }
-    }
-}
-
-/// `auto.offset.reset`: where a partition without a committed offset starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum OffsetReset {
-    /// `earliest`: the log start offset.
-    Earliest,
-    /// `latest` (Kafka's default): the end of the log; under read_committed, the last stable
-    /// offset.
-    #[default]
-    Latest,
-    /// `none`: a partition without a committed offset is an error.
-    None,
-}
-
-impl OffsetReset {
-    /// Its values under `auto.offset.reset`.
-    const NAMES: [(&'static str, OffsetReset); 3] = [
-        ("earliest", OffsetReset::Earliest),
-        ("latest", OffsetReset::Latest),
-        ("none", OffsetReset::None),
-    ];
-}
-
-/// `group.protocol`: how the consumer takes part in its group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum GroupProtocol {
-    /// `consumer`: the KIP-848 protocol (ConsumerGroupHeartbeat, server-side assignment),
-    /// this crate's default (the Java client's is still `classic` in Kafka 4.1; 4.x brokers
-    /// enable KIP-848 and clients opt in). When the broker does not advertise
-    /// ConsumerGroupHeartbeat, the consumer falls back to [`GroupProtocol::Classic`].
-    #[default]
-    Consumer,
-    /// `classic`: JoinGroup / SyncGroup / Heartbeat with a client-side assignor.
-    Classic,
-}
-
-/// `partition.assignment.strategy`: the client-side assignor (and rebalance protocol) of the
-/// classic group protocol; KIP-848 groups assign on the broker (`group.remote.assignor`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum AssignmentStrategy {
-    /// `cooperative-sticky` (KIP-429): members keep the partitions that do not move across a
-    /// rebalance and give up only those that do, in two rebalances. The default: the Java
-    /// 4.x consumer's default list (`range, cooperative-sticky`) upgrades to it once every
-    /// member supports it, and keeping partitions means no fetch gap for them.
-    #[default]
-    CooperativeSticky,
-    /// `range` with the eager protocol: every rebalance revokes everything first.
-    Range,
-}
-
-impl AssignmentStrategy {
-    /// Its values under `partition.assignment.strategy` (names, and Java's class names).
-    const NAMES: [(&'static str, AssignmentStrategy); 4] = [
-        ("cooperative-sticky", AssignmentStrategy::CooperativeSticky),
-        (
-            "cooperativestickyassignor",
-            AssignmentStrategy::CooperativeSticky,
-        ),
-        ("range", AssignmentStrategy::Range),
-        ("rangeassignor", AssignmentStrategy::Range),
-    ];
-}
-
-impl GroupProtocol {
-    /// Its values under `group.protocol`.
-    const NAMES: [(&'static str, GroupProtocol); 2] = [
-        ("consumer", GroupProtocol::Consumer),
-        ("classic", GroupProtocol::Classic),
-    ];
-}
 
 /// Everything the consumer is configured with. Defaults are the Kafka 4.x Java consumer's,
 /// except `isolation.level` (read_committed here: this consumer exists for exactly-once

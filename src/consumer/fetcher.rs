@@ -22,11 +22,12 @@ use std::sync::Arc;
 
 use tracing::debug;
 
-use super::config::{ConsumerConfig, IsolationLevel, OffsetReset};
+use super::config::ConsumerConfig;
 use super::fetch_session::{FetchSessionCounts, FetchSessions};
 use super::metrics::PartitionLag;
 use super::offsets::PartitionCommitted;
 use super::records::{ConsumerRecord, PartitionReader};
+use super::vocabulary::OffsetReset;
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::generated::topic_name;
@@ -35,7 +36,7 @@ use crate::protocol::messages::fetch::{
 };
 use crate::protocol::messages::list_offsets::ListOffsetsResponse;
 use crate::protocol::messages::offset_for_leader_epoch::OffsetForLeaderEpochResponse;
-use crate::types::{BrokerId, TopicPartition};
+use crate::types::{BrokerId, IsolationLevel, TopicPartition};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,

@@ -37,14 +37,15 @@ pub(crate) mod records;
 mod state;
 pub(crate) mod sticky_assignor;
 mod stream;
+mod vocabulary;
 
 use std::time::Duration;
 
 use futures_core::Stream;
 
-pub use config::{
-    AssignmentStrategy, ConsumerBuilder, ConsumerConfig, GroupProtocol, IsolationLevel, OffsetReset,
-};
+pub use crate::types::IsolationLevel;
+pub use config::{ConsumerBuilder, ConsumerConfig};
+pub use vocabulary::{AssignmentStrategy, GroupProtocol, OffsetReset};
 
 use crate::error::{Error, Result};
 use crate::types::TopicPartition;

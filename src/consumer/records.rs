@@ -17,13 +17,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::config::IsolationLevel;
 use crate::protocol::DecodeError;
 use crate::protocol::messages::fetch::AbortedTransaction;
 use crate::protocol::record_batch::{
     ControlRecordKind, Header, TimestampType, decode_shared_batch,
 };
-use crate::types::TopicPartition;
+use crate::types::{IsolationLevel, TopicPartition};
 
 /// One consumed record.
 #[derive(Debug, Clone, PartialEq, Eq)]

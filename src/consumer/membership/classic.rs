@@ -34,8 +34,8 @@ use super::{MembershipEvent, MembershipRequest, MembershipResponse, TopicView};
 use crate::consumer::assignor::{
     self, CONSUMER_PROTOCOL_TYPE, COOPERATIVE_STICKY, RANGE, Subscription,
 };
-use crate::consumer::config::AssignmentStrategy;
 use crate::consumer::sticky_assignor;
+use crate::consumer::vocabulary::AssignmentStrategy;
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::generated::{group_id, str_bytes};

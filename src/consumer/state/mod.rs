@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use tracing::debug;
 
-use super::config::{ConsumerConfig, GroupProtocol};
+use super::config::ConsumerConfig;
 use super::fetcher::{Asked, Fetched, Fetcher, Position};
 use super::membership::classic::ClassicMember;
 use super::membership::kip848::ConsumerMember;
@@ -37,6 +37,7 @@ use super::membership::{
 };
 use super::metrics::{ConsumerFigures, ConsumerMetrics};
 use super::records::ConsumerRecord;
+use super::vocabulary::GroupProtocol;
 use crate::error::{Error, Result};
 use crate::net::connection::{BrokerLink, LinkConfig};
 use crate::net::metadata::{ClusterMetadata, TopicMetadata};
