@@ -1,7 +1,8 @@
-//! The vocabulary every layer shares: partitions, broker ids, time, the isolation level, and the consumer group
-//! metadata and offsets a transaction commits. It sits at the bottom of the crate's layers
-//! (ARCHITECTURE.md, "Layers"): nothing here imports the engine, the clients or tokio, so the
-//! producer, the consumer and the copy loop name a partition without depending on each other.
+//! The vocabulary every layer shares: partitions, broker ids, time, the isolation level, and
+//! the consumer group metadata and offsets a transaction commits. It sits at the bottom of the
+//! crate's layers (ARCHITECTURE.md, "Layers"): nothing here imports the engine, the clients or
+//! tokio, so the producer, the consumer and the copy loop name a partition without depending on
+//! each other.
 
 use std::collections::BTreeMap;
 use std::fmt;
