@@ -1,4 +1,5 @@
-//! Deterministic simulation of the producer engine (crate feature `sim`).
+//! Deterministic simulation (crate feature `sim`) of the producer engine, its transactions, and
+//! the copy loop over the KIP-848 member.
 //!
 //! A run drives the real [`Engine`](crate::engine::Engine) and
 //! [`Accumulator`](crate::engine::accumulator::Accumulator) on virtual time against a model
