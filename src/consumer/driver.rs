@@ -51,7 +51,7 @@ use crate::net::connection::BrokerLink;
 use crate::net::metadata::metadata_request;
 use crate::net::ready::{Probe, first_metadata};
 use crate::protocol::error_code::ErrorCode;
-use crate::telemetry::{self, InstanceIdCell, Telemetry, TelemetryConfig};
+use crate::telemetry::{InstanceIdCell, Telemetry, TelemetryConfig};
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::types::{Millis, MonotonicClock, TopicPartition};
 
@@ -217,7 +217,7 @@ fn start_telemetry(shared: &Arc<Shared>) -> Telemetry {
         telemetry,
         Box::new(move || {
             let state = snapshot.lock();
-            telemetry::consumer::samples(&state.metrics(), state.membership().owned().len())
+            super::telemetry_samples::samples(&state.metrics(), state.membership().owned().len())
         }),
     )
 }

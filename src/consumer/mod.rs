@@ -37,6 +37,7 @@ pub(crate) mod records;
 mod state;
 pub(crate) mod sticky_assignor;
 mod stream;
+mod telemetry_samples;
 mod vocabulary;
 
 use std::time::Duration;

@@ -25,7 +25,7 @@ use crate::protocol::messages::metadata::MetadataResponse;
 use crate::protocol::record_batch::SealedBatch;
 use crate::protocol::versions::BrokerApiVersions;
 use crate::reachability::Reachability;
-use crate::telemetry::{self, InstanceIdCell, Telemetry, TelemetryConfig};
+use crate::telemetry::{InstanceIdCell, Telemetry, TelemetryConfig};
 use crate::types::{BrokerId, TopicPartition};
 
 /// Requests from producer handles to the driver task.
@@ -99,7 +99,7 @@ impl Driver {
                     request_timeout: Duration::from_millis(config.request_timeout_ms),
                     prefix: "org.apache.kafka.producer.",
                 },
-                Box::new(move || telemetry::producer::samples(&snapshot.metrics())),
+                Box::new(move || super::telemetry_samples::samples(&snapshot.metrics())),
             )
         } else {
             Telemetry::disabled()

@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod partitioner;
 pub(crate) mod seal_pool;
 pub(crate) mod shared;
+mod telemetry_samples;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -11,9 +11,7 @@
 //! The pusher runs in its own task over links to the bootstrap addresses (the next one after a
 //! failure), so nothing it does waits on the client's own requests.
 
-pub(crate) mod consumer;
 pub(crate) mod otlp;
-pub(crate) mod producer;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -2,8 +2,8 @@
 //! `org.apache.kafka.consumer.<group>.<name with dots>` (`consumer-coordinator-metrics`'s
 //! `assigned-partitions` is `org.apache.kafka.consumer.coordinator.assigned.partitions`).
 
-use super::Sample;
-use crate::consumer::metrics::ConsumerMetrics;
+use super::metrics::ConsumerMetrics;
+use crate::telemetry::Sample;
 
 /// The samples of one snapshot and the partitions the consumer owns. Java's groups
 /// `consumer-fetch-manager-metrics` and `consumer-coordinator-metrics` become `fetch-manager-`

@@ -1,8 +1,8 @@
 //! The producer's metrics under the Java producer's names (group `producer-metrics`), which
 //! KIP-714 turns into `org.apache.kafka.producer.<name with dots>`.
 
-use super::Sample;
-use crate::producer::metrics::ProducerMetrics;
+use super::metrics::ProducerMetrics;
+use crate::telemetry::Sample;
 
 /// The samples of one snapshot.
 pub(crate) fn samples(m: &ProducerMetrics) -> Vec<Sample> {
