@@ -28,7 +28,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::completion::{BatchCompletion, BatchOutcome};
-use super::producer::batch_span;
 use crate::error::Error;
 use crate::protocol::record_batch::{
     BatchBuilder, Compression, Header, RECORD_BATCH_HEADER_LEN, SealedBatch,
@@ -824,6 +823,30 @@ impl Accumulator {
         }
         taken
     }
+}
+
+/// A batch's span, with the attributes of the OpenTelemetry messaging semantic conventions
+/// for Kafka (v1.37.0: `messaging.destination.partition.id` is a string, the offset is
+/// `messaging.kafka.offset`); the offset and the producer identity are recorded as they
+/// become known, the identity under `exactly.*` (the `messaging.kafka.*` namespace is the
+/// conventions', and names no producer id, epoch or sequence). An internal span, opened with the batch: it links to the span current at
+/// each record's append (the record's own `send {topic}` span, the conventions' producer
+/// span), and to the Produce requests that carry it, one per attempt (`follows_from`).
+pub(crate) fn batch_span(tp: &TopicPartition) -> tracing::Span {
+    tracing::debug_span!(
+        parent: None,
+        "kafka.batch",
+        otel.kind = "internal",
+        messaging.system = "kafka",
+        messaging.destination.name = %tp.topic,
+        messaging.destination.partition.id = %tp.partition,
+        messaging.batch.message_count = tracing::field::Empty,
+        exactly.producer_id = tracing::field::Empty,
+        exactly.producer_epoch = tracing::field::Empty,
+        exactly.base_sequence = tracing::field::Empty,
+        messaging.kafka.offset = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    )
 }
 
 #[cfg(test)]

@@ -19,7 +19,6 @@ use crate::types::{BrokerId, Millis, TopicPartition};
 
 mod answers;
 mod dispatch;
-pub(crate) use dispatch::batch_span;
 mod split;
 mod transactional;
 

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use tracing::{debug, debug_span};
 
 use super::{Engine, Outstanding};
+use crate::engine::accumulator::batch_span;
 use crate::engine::partition::{PartitionState, WireState};
 use crate::engine::{Action, ProducerIdentity};
 use crate::types::{BrokerId, Millis, TopicPartition};
@@ -316,28 +317,4 @@ impl Engine {
         }
         sent
     }
-}
-
-/// A batch's span, with the attributes of the OpenTelemetry messaging semantic conventions
-/// for Kafka (v1.37.0: `messaging.destination.partition.id` is a string, the offset is
-/// `messaging.kafka.offset`); the offset and the producer identity are recorded as they
-/// become known, the identity under `exactly.*` (the `messaging.kafka.*` namespace is the
-/// conventions', and names no producer id, epoch or sequence). An internal span, opened with the batch: it links to the span current at
-/// each record's append (the record's own `send {topic}` span, the conventions' producer
-/// span), and to the Produce requests that carry it, one per attempt (`follows_from`).
-pub(crate) fn batch_span(tp: &TopicPartition) -> tracing::Span {
-    debug_span!(
-        parent: None,
-        "kafka.batch",
-        otel.kind = "internal",
-        messaging.system = "kafka",
-        messaging.destination.name = %tp.topic,
-        messaging.destination.partition.id = %tp.partition,
-        messaging.batch.message_count = tracing::field::Empty,
-        exactly.producer_id = tracing::field::Empty,
-        exactly.producer_epoch = tracing::field::Empty,
-        exactly.base_sequence = tracing::field::Empty,
-        messaging.kafka.offset = tracing::field::Empty,
-        error.type = tracing::field::Empty,
-    )
 }
