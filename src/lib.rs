@@ -118,8 +118,9 @@ pub use admin::{
     OpenTransaction, SuggestedAction, TransactionDescription, TransactionListing, TransactionState,
     TransactionVerdict,
 };
+pub use consumer::fetcher::PartitionLag;
 pub use consumer::hooks::{ConsumerHooks, Rebalance};
-pub use consumer::metrics::{ConsumerMetrics, PartitionLag};
+pub use consumer::metrics::ConsumerMetrics;
 pub use consumer::{
     AssignmentStrategy, Consumer, ConsumerBuilder, ConsumerConfig, ConsumerEvent, ConsumerRecord,
     GenerationHold, GroupProtocol, IsolationLevel, OffsetReset,

@@ -41,11 +41,12 @@ use super::hooks::{HooksHandle, Observer};
 
 use super::calls::{call, call_built, find_coordinator, membership_call, timed_out};
 use super::config::ConsumerConfig;
+use super::membership::MembershipOrRecords;
 use super::metrics::{ConsumerMetrics, elapsed_ms};
 use super::offsets::{
     PartitionCommitted, committed_offsets, offset_commit_request, offset_fetch_request,
 };
-use super::state::{Completion, ConsumerState, MembershipOrRecords};
+use super::state::{Completion, ConsumerState};
 use crate::error::{Error, Result};
 use crate::net::connection::BrokerLink;
 use crate::net::metadata::metadata_request;
@@ -132,7 +133,7 @@ impl Driver {
     /// Connects to the bootstrap servers, picks the group protocol and starts the background
     /// task (which sends nothing to the group before the first `poll`).
     pub async fn connect(config: ConsumerConfig, hooks: Option<HooksHandle>) -> Result<Self> {
-        let observer = Observer::new(&config, hooks);
+        let observer = observer_of(&config, hooks);
         let clock = MonotonicClock::start();
         let state = ConsumerState::connect(config, || clock.now()).await?;
         let uses_kip848 = state.uses_kip848();
@@ -846,6 +847,21 @@ async fn run(shared: Arc<Shared>) {
     }
 }
 
+/// The observer of a consumer built from `config`, with the application's hooks.
+fn observer_of(config: &ConsumerConfig, hooks: Option<HooksHandle>) -> Observer {
+    #[cfg(feature = "opentelemetry")]
+    let propagate_trace_context = config.propagate_trace_context;
+    // Without the feature no context is carried.
+    #[cfg(not(feature = "opentelemetry"))]
+    let propagate_trace_context = false;
+    Observer::new(
+        &config.client_id,
+        &config.group_id,
+        hooks,
+        propagate_trace_context,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -873,7 +889,7 @@ mod tests {
             &config.bootstrap_servers,
         )
         .unwrap();
-        let observer = Observer::new(&config, None);
+        let observer = observer_of(&config, None);
         let clock = MonotonicClock::start();
         let mut state = ConsumerState::new(config, links, ClusterMetadata::default(), true, 0);
         state.subscribe(vec!["t".into()]).unwrap();

@@ -27,9 +27,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use tracing::debug;
 
-use super::fetcher::Fetched;
 use crate::protocol::error_code::ErrorCode;
 use crate::types::{BrokerId, TopicPartition};
+
+/// A partition in a fetch request: which partition, the token it was asked under, the offset.
+pub type Fetched = (TopicPartition, u64, i64);
 
 /// The epoch of a fetch that starts a session (KIP-227's `INITIAL_EPOCH`).
 const INITIAL_EPOCH: i32 = 0;

@@ -9,9 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::ConsumerRecord;
-use super::config::ConsumerConfig;
-use super::membership::MembershipEvent;
-use super::state::MembershipOrRecords;
+use super::membership::{MembershipEvent, MembershipOrRecords};
 use crate::error::Result;
 use crate::types::TopicPartition;
 
@@ -68,13 +66,23 @@ pub(crate) struct Observer {
 }
 
 impl Observer {
-    pub(crate) fn new(config: &ConsumerConfig, hooks: Option<HooksHandle>) -> Self {
+    /// The observer of a consumer with this `client.id` and `group.id` (empty without a
+    /// group); `propagate_trace_context` (with the `opentelemetry` feature) links process
+    /// spans to the context records carry.
+    pub(crate) fn new(
+        client_id: &str,
+        group_id: &str,
+        hooks: Option<HooksHandle>,
+        propagate_trace_context: bool,
+    ) -> Self {
+        #[cfg(not(feature = "opentelemetry"))]
+        let _ = propagate_trace_context;
         Self {
-            client_id: config.client_id.clone(),
-            group_id: config.group_id.clone(),
+            client_id: client_id.to_owned(),
+            group_id: group_id.to_owned(),
             hooks: hooks.map(|h| h.0),
             #[cfg(feature = "opentelemetry")]
-            propagate_trace_context: config.propagate_trace_context,
+            propagate_trace_context,
         }
     }
 

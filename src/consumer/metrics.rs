@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 
 use super::fetch_session::FetchSessionCounts;
+use super::fetcher::PartitionLag;
 use crate::engine::metrics::Summary;
 use crate::observe::{self, Counter, Gauge, Histogram, Labels};
 use crate::types::{BrokerId, TopicPartition};
@@ -15,21 +16,6 @@ use crate::types::{BrokerId, TopicPartition};
 /// Milliseconds since `started`.
 pub(crate) fn elapsed_ms(started: std::time::Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
-}
-
-/// One partition's position against the log's end, as of its latest fetch answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PartitionLag {
-    /// The consumer's position: the offset of the next record `poll` hands out.
-    pub position: i64,
-    /// The high watermark the latest fetch answer reported.
-    pub high_watermark: i64,
-    /// The last stable offset the latest fetch answer reported (-1 when the broker sent none).
-    pub last_stable_offset: i64,
-    /// `records-lag`: `high_watermark - position`, or `last_stable_offset - position` under
-    /// `read_committed` (what such a consumer can still read), never below 0.
-    pub lag: i64,
 }
 
 /// A snapshot of the consumer's metrics ([`crate::Consumer::metrics`]).

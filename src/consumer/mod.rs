@@ -55,8 +55,8 @@ use driver::Driver;
 pub use driver::GenerationHold;
 use fetcher::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP};
 use membership::MembershipEvent;
+use membership::MembershipOrRecords;
 pub use records::ConsumerRecord;
-use state::MembershipOrRecords;
 use stream::PollStream;
 
 /// What [`Consumer::poll`] hands over: records, or a change of the partitions this member owns.

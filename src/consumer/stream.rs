@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use futures_core::Stream;
 
 use super::driver::{Driver, Handle};
-use super::state::MembershipOrRecords;
+use super::membership::MembershipOrRecords;
 use crate::error::Result;
 
 /// How many items a stream passes over (the records stream's rebalance events) in one call

@@ -19,6 +19,7 @@ pub mod classic;
 pub mod kip848;
 pub mod manual;
 
+use super::records::ConsumerRecord;
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatResponse;
@@ -69,6 +70,15 @@ pub enum MembershipEvent {
     Revoked(Vec<TopicPartition>),
     /// Partitions already gone (fenced, session expired).
     Lost(Vec<TopicPartition>),
+}
+
+/// What `poll` found: a change of the partitions owned, which comes before any record, or
+/// records.
+pub(crate) enum MembershipOrRecords {
+    /// Partitions assigned, revoked or lost.
+    Membership(MembershipEvent),
+    /// Records of owned partitions.
+    Records(Vec<ConsumerRecord>),
 }
 
 /// What the membership needs to know about topics: the partition count (classic leader's

@@ -28,15 +28,13 @@ use std::time::Duration;
 use tracing::debug;
 
 use super::config::ConsumerConfig;
-use super::fetcher::{Asked, Fetched, Fetcher, Position};
+use super::fetch_session::Fetched;
+use super::fetcher::{Asked, FetchConfig, Fetcher, Position};
 use super::membership::classic::ClassicMember;
 use super::membership::kip848::ConsumerMember;
 use super::membership::manual::ManualAssignment;
-use super::membership::{
-    Membership, MembershipEvent, MembershipRequest, MembershipResponse, TopicView,
-};
+use super::membership::{Membership, MembershipRequest, MembershipResponse, TopicView};
 use super::metrics::{ConsumerFigures, ConsumerMetrics};
-use super::records::ConsumerRecord;
 use super::vocabulary::GroupProtocol;
 use crate::error::{Error, Result};
 use crate::net::connection::{BrokerLink, LinkConfig};
@@ -306,7 +304,7 @@ impl ConsumerState {
             auto_committed: HashMap::new(),
             auto_commit_at,
             auto_commit_in_flight: false,
-            fetcher: Fetcher::new(&config),
+            fetcher: Fetcher::new(fetch_config(&config)),
             committed_in_flight: false,
             committed_retry_at: None,
             listing: HashSet::new(),
@@ -631,8 +629,16 @@ fn group_membership(config: &ConsumerConfig, kip848: bool) -> Membership {
     }
 }
 
-/// What `poll` found.
-pub(crate) enum MembershipOrRecords {
-    Membership(MembershipEvent),
-    Records(Vec<ConsumerRecord>),
+/// The part of the consumer's settings its fetcher reads.
+fn fetch_config(config: &ConsumerConfig) -> FetchConfig {
+    FetchConfig {
+        isolation: config.isolation_level,
+        reset: config.auto_offset_reset,
+        max_poll_records: config.max_poll_records,
+        max_wait_ms: i32::try_from(config.fetch_max_wait_ms).unwrap_or(i32::MAX),
+        min_bytes: config.fetch_min_bytes,
+        max_bytes: config.fetch_max_bytes,
+        partition_max_bytes: config.max_partition_fetch_bytes,
+        list_timeout_ms: i32::try_from(config.request_timeout_ms).unwrap_or(i32::MAX),
+    }
 }

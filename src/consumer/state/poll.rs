@@ -10,9 +10,10 @@ use std::sync::Arc;
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
-use super::{Completion, ConsumerState, MembershipOrRecords, View};
+use super::{Completion, ConsumerState, View};
 use crate::consumer::calls::membership_call;
 use crate::consumer::membership::MembershipEvent;
+use crate::consumer::membership::MembershipOrRecords;
 use crate::error::{Error, ErrorChain, Result};
 use crate::types::{Millis, TopicPartition};
 
