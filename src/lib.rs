@@ -64,8 +64,12 @@ mod observe;
 mod producer;
 mod protocol;
 mod reachability;
+/// The deterministic simulation (feature `sim`): a model cluster driving the same sans-I/O
+/// cores, for the crate's own simulation tests and fuzz targets. **Not a stable API**, as
+/// [`__private`] is not.
 #[cfg(feature = "sim")]
-mod sim;
+#[doc(hidden)]
+pub mod sim;
 mod telemetry;
 #[cfg(feature = "opentelemetry")]
 mod trace_context;
@@ -88,11 +92,6 @@ pub mod __private {
     /// The wire codec.
     pub mod protocol {
         pub use crate::protocol::*;
-    }
-    /// The deterministic simulation.
-    #[cfg(feature = "sim")]
-    pub mod sim {
-        pub use crate::sim::*;
     }
     pub use crate::types::{BrokerId, Millis};
 }

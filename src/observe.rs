@@ -118,6 +118,36 @@ pub(crate) fn default_client_id(kind: ClientKind) -> Arc<str> {
     ))
 }
 
+/// Count, sum and maximum of one measured quantity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Summary {
+    /// How many values were recorded.
+    pub count: u64,
+    /// Their sum.
+    pub sum: u64,
+    /// The largest.
+    pub max: u64,
+}
+
+impl Summary {
+    /// Adds a value.
+    pub fn record(&mut self, value: u64) {
+        self.count += 1;
+        self.sum = self.sum.saturating_add(value);
+        self.max = self.max.max(value);
+    }
+
+    /// The mean, or 0 when nothing was recorded.
+    pub fn avg(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count as f64
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -261,6 +261,15 @@ impl IsolationLevel {
     }
 }
 
+/// Which coordinator a lookup is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CoordinatorKey {
+    /// The transaction coordinator of a transactional id.
+    Transaction(String),
+    /// The group coordinator of a consumer group.
+    Group(String),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,4 +1,4 @@
-//! The deterministic simulation suite (`exactly::__private::sim`): a seed sweep over random
+//! The deterministic simulation suite (`exactly::sim`): a seed sweep over random
 //! configurations and fault schedules, a replay of one seed, and named regression scenarios
 //! for the retry-path bugs other producers shipped and for those the simulation found here.
 //!
@@ -12,15 +12,15 @@
 use std::ops::Range;
 
 use exactly::__private::protocol::error_code::ErrorCode;
-use exactly::__private::sim::copy_loop;
-use exactly::__private::sim::faults::StepCancellation;
-use exactly::__private::sim::{
-    self, Entropy, Fault, InjectedError, Outcome, PlannedTransaction, Report, SimConfig,
-    TimedFault, TxnEnd, WireBatch,
-};
 use exactly::__private::{BrokerId, Millis};
 use exactly::TopicPartition;
 use exactly::eos::TransformErrorPolicy;
+use exactly::sim::copy_loop;
+use exactly::sim::faults::StepCancellation;
+use exactly::sim::{
+    self, Entropy, Fault, InjectedError, Outcome, PlannedTransaction, Report, SimConfig,
+    TimedFault, TxnEnd, WireBatch,
+};
 
 /// Seeds the sweep runs by default: a debug build runs about a hundred per second on one
 /// core, so this keeps the suite well under two minutes on two.

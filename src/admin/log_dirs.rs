@@ -25,7 +25,7 @@ pub struct LogDirDescription {
     /// The bytes still free on that volume, if reported.
     pub usable_bytes: Option<i64>,
     /// Why the directory cannot be used (KAFKA_STORAGE_ERROR for an offline disk), if so.
-    pub error: Option<crate::Error>,
+    pub error: Option<crate::error::Error>,
 }
 
 /// One replica in a log directory.

@@ -13,15 +13,15 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::{Admin, BrokerInfo, ClusterView, PartitionDescription, TopicDescription};
-use crate::engine::transaction::CoordinatorKey;
-use crate::engine::wire::{coordinator_answer, find_coordinator_request};
 use crate::error::{Error, Result};
 use crate::net::connection::BrokerLink;
+use crate::net::coordinator::{coordinator_answer, find_coordinator_request};
 use crate::net::metadata::metadata_request;
 use crate::net::ready::MetadataAnswers;
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::metadata::{MetadataResponse, MetadataResponseTopic};
+use crate::types::CoordinatorKey;
 
 /// How many times one call asks again (a coordinator that moved, a broker that did not
 /// answer) before its deadline; the deadline usually ends it first.

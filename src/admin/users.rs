@@ -92,7 +92,7 @@ impl std::fmt::Debug for ScramCredentialAlteration {
 
 impl ScramCredentialAlteration {
     /// The credential of `user` for `mechanism` with `password`, salted here with 32 bytes
-    /// from the operating system's CSPRNG. Refused with [`crate::Error::Config`] for an
+    /// from the operating system's CSPRNG. Refused with [`crate::error::Error::Config`] for an
     /// unknown mechanism, an iteration count below 1, or a password SASLprep would change
     /// (Kafka's clients and this crate's login would disagree on it).
     #[cfg(feature = "sasl-scram")]
@@ -100,10 +100,10 @@ impl ScramCredentialAlteration {
         user: impl Into<String>,
         mechanism: ScramMechanism,
         iterations: i32,
-        password: &crate::Secret,
+        password: &crate::net::secret::Secret,
     ) -> Result<Self> {
         use crate::net::sasl::scram::{ScramHash, salted_password_for_credential};
-        let refused = |reason: String| crate::Error::Config {
+        let refused = |reason: String| crate::error::Error::Config {
             setting: "scram credential".into(),
             reason,
         };
@@ -231,7 +231,7 @@ impl Admin {
             .collect();
         for user in users {
             results.entry(user).or_insert_with(|| {
-                Err(crate::Error::InvalidState(
+                Err(crate::error::Error::InvalidState(
                     "the broker did not answer for this user".into(),
                 ))
             });
@@ -247,7 +247,7 @@ mod tests {
     #[cfg(feature = "sasl-scram")]
     #[test]
     fn an_upsertion_is_salted_here_and_never_printed() {
-        let password = crate::Secret::from("pencil");
+        let password = crate::net::secret::Secret::from("pencil");
         let upsert =
             ScramCredentialAlteration::upsert("user", ScramMechanism::Sha512, 4096, &password)
                 .expect("valid");
@@ -273,10 +273,10 @@ mod tests {
                 .expect("valid");
         assert_ne!(upsert, again);
         // A password SASLprep changes (a non-ASCII space becomes an ASCII one) is refused.
-        let changed = crate::Secret::from("a\u{00A0}b");
+        let changed = crate::net::secret::Secret::from("a\u{00A0}b");
         assert!(matches!(
             ScramCredentialAlteration::upsert("user", ScramMechanism::Sha256, 4096, &changed),
-            Err(crate::Error::Config { .. })
+            Err(crate::error::Error::Config { .. })
         ));
         assert!(
             ScramCredentialAlteration::upsert("user", ScramMechanism::Unknown(9), 4096, &password)

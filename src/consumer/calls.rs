@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::membership::{MembershipRequest, MembershipResponse};
-use crate::engine::transaction::CoordinatorKey;
-use crate::engine::wire;
 use crate::error::{Error, Result};
 use crate::net::connection::BrokerLink;
+use crate::net::coordinator::find_coordinator_request;
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
+use crate::types::CoordinatorKey;
 
 /// The error of a request that got no answer in time.
 pub fn timed_out(what: &str) -> Error {
@@ -60,7 +60,7 @@ pub async fn find_coordinator(
     timeout: Duration,
 ) -> Result<(String, i32)> {
     let key = CoordinatorKey::Group(group);
-    let request = move |version| wire::find_coordinator_request(key, version);
+    let request = move |version| find_coordinator_request(key, version);
     let response = call_built(link, request, None, client_id, timeout).await?;
     let c = response
         .coordinators

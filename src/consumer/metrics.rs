@@ -9,8 +9,7 @@ use rustc_hash::FxHashMap;
 
 use super::fetch_session::FetchSessionCounts;
 use super::fetcher::PartitionLag;
-use crate::engine::metrics::Summary;
-use crate::observe::{self, Counter, Gauge, Histogram, Labels};
+use crate::observe::{self, Counter, Gauge, Histogram, Labels, Summary};
 use crate::types::{BrokerId, TopicPartition};
 
 /// Milliseconds since `started`.

@@ -193,7 +193,7 @@ impl Consumer {
     /// The id the cluster assigned this consumer for its telemetry (KIP-714, Java's
     /// `clientInstanceId`), once a broker answered the first GetTelemetrySubscriptions; `None`
     /// before that, with `enable.metrics.push=false`, or against a broker without KIP-714.
-    pub fn client_instance_id(&self) -> Option<crate::ClientInstanceId> {
+    pub fn client_instance_id(&self) -> Option<crate::telemetry::ClientInstanceId> {
         self.driver.client_instance_id().get()
     }
 

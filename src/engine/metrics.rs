@@ -8,38 +8,8 @@ use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::observe::{self, Counter, Histogram, Labels};
+use crate::observe::{self, Counter, Histogram, Labels, Summary};
 use crate::types::{BrokerId, Millis, TopicPartition};
-
-/// Count, sum and maximum of one measured quantity.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Summary {
-    /// How many values were recorded.
-    pub count: u64,
-    /// Their sum.
-    pub sum: u64,
-    /// The largest.
-    pub max: u64,
-}
-
-impl Summary {
-    /// Adds a value.
-    pub fn record(&mut self, value: u64) {
-        self.count += 1;
-        self.sum = self.sum.saturating_add(value);
-        self.max = self.max.max(value);
-    }
-
-    /// The mean, or 0 when nothing was recorded.
-    pub fn avg(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.sum as f64 / self.count as f64
-        }
-    }
-}
 
 /// Seconds the recent rate is measured over (Kafka's default `metrics.sample.window.ms` is
 /// 30 s, two samples).

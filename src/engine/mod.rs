@@ -145,7 +145,7 @@ pub enum Action {
         /// Identifies the request in the answering event.
         request: RequestId,
         /// Whose coordinator.
-        key: transaction::CoordinatorKey,
+        key: crate::types::CoordinatorKey,
     },
     /// Send a request to a coordinator; answer with the matching [`transaction::TxnResponse`].
     Coordinator {

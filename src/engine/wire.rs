@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
+use super::transaction::{TxnRequest, TxnResponse};
 use super::{PartitionResponse, ProducerIdentity};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
@@ -17,7 +17,6 @@ use crate::protocol::messages::add_partitions_to_txn::{
     AddPartitionsToTxnResponse, TopicPartitionErrors,
 };
 use crate::protocol::messages::end_txn::EndTxnResponse;
-use crate::protocol::messages::find_coordinator::FindCoordinatorResponse;
 use crate::protocol::messages::init_producer_id::InitProducerIdResponse;
 use crate::protocol::messages::produce::{
     PartitionProduceData, ProduceRecords, ProduceRequest, ProduceResponse, TopicProduceData,
@@ -27,14 +26,14 @@ use crate::protocol::messages::txn_offset_commit::TxnOffsetCommitResponse;
 use crate::protocol::record_batch::{Codec, SealedBatch};
 use crate::protocol::versions::BrokerApiVersions;
 use crate::protocol::{Decoder, Message};
-use crate::types::{BrokerId, TopicPartition};
+use crate::types::TopicPartition;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, FindCoordinatorRequest,
-    GroupId, InitProducerIdRequest, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, GroupId,
+    InitProducerIdRequest, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -50,15 +49,6 @@ const TXN_VERSION_CAP_TRANSACTIONS_V1: i16 = 4;
 
 /// AddPartitionsToTxn v4+ is the brokers' batched form; clients use at most v3 (KIP-890).
 const ADD_PARTITIONS_CLIENT_VERSION_CAP: i16 = 3;
-
-/// FindCoordinator's key type of a consumer group id (the only kind v0 knows).
-const KEY_TYPE_GROUP: i8 = 0;
-
-/// FindCoordinator's key type of a transactional id (v1+, KIP-98).
-const KEY_TYPE_TRANSACTION: i8 = 1;
-
-/// FindCoordinator v4 batches keys (KIP-699) in place of the single `Key` field.
-const FIND_COORDINATOR_BATCHED_FROM: i16 = 4;
 
 /// InitProducerId v3 carries the producer's current id and epoch (KIP-360).
 const INIT_PRODUCER_ID_CURRENT_FROM: i16 = 3;
@@ -245,58 +235,6 @@ pub(crate) fn producer_id_answer(
             epoch: response.producer_epoch,
         }),
         code => Err(Error::broker(code)),
-    }
-}
-
-/// FindCoordinator for one key at `version`: v4+ carry a list of keys (KIP-699), older
-/// versions the single `Key` field. v0 has no key type and only looks up groups: a
-/// transaction coordinator needs v1 (KIP-98).
-pub(crate) fn find_coordinator_request(
-    key: CoordinatorKey,
-    version: i16,
-) -> Result<FindCoordinatorRequest, Error> {
-    let (key_type, key) = match key {
-        CoordinatorKey::Transaction(id) => (KEY_TYPE_TRANSACTION, id),
-        CoordinatorKey::Group(id) => (KEY_TYPE_GROUP, id),
-    };
-    if version == 0 && key_type != KEY_TYPE_GROUP {
-        return Err(unsupported(
-            "FindCoordinator v0 only looks up groups; a transaction coordinator needs v1".into(),
-        ));
-    }
-    let request = FindCoordinatorRequest::default().with_key_type(key_type);
-    Ok(if version >= FIND_COORDINATOR_BATCHED_FROM {
-        request.with_coordinator_keys(vec![wire_str(key)])
-    } else {
-        request.with_key(wire_str(key))
-    })
-}
-
-/// A coordinator FindCoordinator named.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FoundCoordinator {
-    /// Its node id.
-    pub node_id: BrokerId,
-    /// `host:port`: it may not be in the producer's metadata yet.
-    pub address: String,
-}
-
-/// The coordinator a FindCoordinator answer names, or its error.
-pub(crate) fn coordinator_answer(
-    response: FindCoordinatorResponse,
-) -> Result<FoundCoordinator, Error> {
-    match response.coordinators.into_iter().next() {
-        Some(c) if c.error_code == 0 => Ok(FoundCoordinator {
-            node_id: c.node_id,
-            address: format!("{}:{}", c.host, c.port),
-        }),
-        Some(c) => Err(Error::Broker {
-            code: ErrorCode(c.error_code),
-            message: c.error_message,
-        }),
-        None => Err(Error::Timeout(
-            "FindCoordinator answered without a coordinator".into(),
-        )),
     }
 }
 

@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::engine::transaction::TxnLedger;
+use crate::producer::TxnLedger;
 use crate::types::Millis;
 use crate::{
     Consumer, ConsumerEvent, ConsumerGroupMetadata, DeliveryFuture, Error, GenerationHold,

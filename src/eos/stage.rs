@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 
 use super::copies::PartitionOffset;
-use crate::engine::transaction::{TxnLedger, TxnState};
+use crate::producer::{TxnLedger, TxnState};
 use crate::types::Millis;
 use crate::{DeliveryFuture, OffsetToCommit, PendingOffsets, TopicPartition};
 

@@ -1,10 +1,11 @@
 //! The network layer both clients share: broker connections (framing, version negotiation,
 //! TLS, SASL), the security settings and secrets they are built from, the properties parser
 //! both configurations read and the Java properties file format, cluster metadata,
-//! reconnection backoff and the readiness probe.
+//! coordinator look-up, reconnection backoff and the readiness probe.
 //! Nothing here knows about producing or consuming (ARCHITECTURE.md, "Layers").
 
 pub(crate) mod connection;
+pub(crate) mod coordinator;
 pub(crate) mod jaas;
 pub(crate) mod metadata;
 pub(crate) mod properties;

@@ -13,11 +13,12 @@ use tracing::debug;
 use super::metrics::Publisher;
 use super::shared::Shared;
 use crate::engine::accumulator::Accumulator;
-use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
+use crate::engine::transaction::{TxnRequest, TxnResponse};
 use crate::engine::wire::{self, CoordinatorMessage};
 use crate::engine::{Action, Engine, Event, RequestId};
 use crate::error::Error;
 use crate::net::connection::{BrokerLink, LinkConfig, LinkSecurity};
+use crate::net::coordinator::{coordinator_answer, find_coordinator_request};
 use crate::net::metadata::metadata_request;
 use crate::protocol::Request;
 use crate::protocol::frame::RequestFrame;
@@ -26,6 +27,7 @@ use crate::protocol::record_batch::SealedBatch;
 use crate::protocol::versions::BrokerApiVersions;
 use crate::reachability::Reachability;
 use crate::telemetry::{InstanceIdCell, Telemetry, TelemetryConfig};
+use crate::types::CoordinatorKey;
 use crate::types::{BrokerId, TopicPartition};
 
 /// Requests from producer handles to the driver task.
@@ -462,13 +464,13 @@ impl Driver {
             );
         };
         self.next_any_broker += 1;
-        let body = move |version| wire::find_coordinator_request(key, version);
+        let body = move |version| find_coordinator_request(key, version);
         let tx = self.inbound_tx.clone();
         let shared = Arc::clone(&self.shared);
         let client_id: Arc<str> = Arc::from(self.shared.config.client_id.as_str());
         tokio::spawn(async move {
             let found = match link.call_built(body, None, client_id).await {
-                Ok((response, _)) => wire::coordinator_answer(response),
+                Ok((response, _)) => coordinator_answer(response),
                 Err(error) => Err(error),
             };
             let result = found.map(|coordinator| {

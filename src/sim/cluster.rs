@@ -21,7 +21,8 @@ use crate::protocol::record_batch::{DecodedBatch, decode_batches, increment_sequ
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 use super::coordinator::{Coordinator, CoordinatorConfig, TxnLogs};
-use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
+use crate::engine::transaction::{TxnRequest, TxnResponse};
+use crate::types::CoordinatorKey;
 
 /// The transactional bit of a record batch's attributes.
 const TRANSACTIONAL_ATTRIBUTE: i16 = 0x10;

@@ -17,8 +17,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::ProducerIdentity;
-use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
+use crate::engine::transaction::{TxnRequest, TxnResponse};
 use crate::protocol::error_code::ErrorCode;
+use crate::types::CoordinatorKey;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// The identity of an error answer.

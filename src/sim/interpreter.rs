@@ -13,10 +13,11 @@ use std::collections::BTreeSet;
 
 use super::invariants::Violation;
 use super::network::{Address, Answer, Body, Network};
-use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
+use crate::engine::transaction::{TxnRequest, TxnResponse};
 use crate::engine::{Action, Event, PartitionResponse, ProducerIdentity, RequestId};
 use crate::error::Error;
 use crate::protocol::record_batch::SealedBatch;
+use crate::types::CoordinatorKey;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// A runner, as the interpreter sees it: its clock, its network, the model brokers behind it

@@ -13,10 +13,11 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::entropy::Entropy;
 use super::invariants::{FNV_OFFSET, fnv1a};
-use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
+use crate::engine::transaction::{TxnRequest, TxnResponse};
 use crate::engine::{PartitionResponse, ProducerIdentity, RequestId};
 use crate::error::Error;
 use crate::protocol::record_batch::SealedBatch;
+use crate::types::CoordinatorKey;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// A request in the simulation: which client wrote it, in which incarnation (a restarted

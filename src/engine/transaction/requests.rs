@@ -4,12 +4,11 @@
 //! open; a KIP-360 epoch bump after a v1 abort).
 
 use super::calls::Step;
-use super::{
-    CoordinatorKey, EngineParts, ForEngine, TransactionManager, TxnCall, TxnRequest, TxnState,
-};
+use super::{EngineParts, ForEngine, TransactionManager, TxnCall, TxnRequest, TxnState};
 use crate::engine::{Action, ProducerIdentity, RequestId};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
+use crate::types::CoordinatorKey;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// What the running call needs from the engine to go on.

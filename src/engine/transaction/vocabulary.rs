@@ -78,15 +78,6 @@ impl TxnCall {
     }
 }
 
-/// Which coordinator a lookup is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CoordinatorKey {
-    /// The transaction coordinator of a transactional id.
-    Transaction(String),
-    /// The group coordinator of a consumer group.
-    Group(String),
-}
-
 /// A request to a coordinator, for the driver to encode at the version the broker supports
 /// (capped for transactions v1: EndTxn and TxnOffsetCommit ≤ 4).
 #[derive(Debug, Clone)]

@@ -10,7 +10,6 @@ use crate::protocol::messages::add_partitions_to_txn::{AddPartitionsToTxnResult,
 use crate::protocol::messages::api_versions::{
     ApiVersion, ApiVersionsResponse, FinalizedFeatureKey,
 };
-use crate::protocol::messages::find_coordinator::Coordinator;
 use crate::protocol::messages::produce::{PartitionProduceResponse, TopicProduceResponse};
 use crate::protocol::messages::test_support::{decode, encode};
 use crate::protocol::record_batch::{BatchBuilder, Compression};
@@ -277,62 +276,6 @@ fn idempotent_init_producer_id_asks_for_a_fresh_identity() {
     );
     let error = producer_id_answer(answer(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0)).unwrap_err();
     assert_eq!(error.code(), Some(ErrorCode::CLUSTER_AUTHORIZATION_FAILED));
-}
-
-#[test]
-fn find_coordinator_names_the_key_type_and_maps_its_answer() {
-    let txn = find_coordinator_request(CoordinatorKey::Transaction("t-1".into()), 6).unwrap();
-    assert_eq!(txn.key_type, KEY_TYPE_TRANSACTION);
-    assert_eq!(txn.coordinator_keys, vec![s("t-1")]);
-    for version in [1, 3] {
-        let read = through_kafka_protocol(
-            &find_coordinator_request(CoordinatorKey::Transaction("t-1".into()), version).unwrap(),
-            version,
-        );
-        assert_eq!((read.key_type, read.key), (KEY_TYPE_TRANSACTION, s("t-1")));
-    }
-    // v0–3 carry the single key, v4+ the list (KIP-699).
-    for version in 0..=6 {
-        let group = find_coordinator_request(CoordinatorKey::Group("g".into()), version).unwrap();
-        let read = through_kafka_protocol(&group, version);
-        assert_eq!(read.key_type, KEY_TYPE_GROUP, "v{version}");
-        let keys = if version >= 4 {
-            read.coordinator_keys
-        } else {
-            vec![read.key]
-        };
-        assert_eq!(keys, vec![s("g")], "v{version}");
-    }
-    // v0 has no key type: it cannot look up a transaction coordinator.
-    let error = find_coordinator_request(CoordinatorKey::Transaction("t-1".into()), 0).unwrap_err();
-    assert_eq!(error.code(), Some(ErrorCode::UNSUPPORTED_VERSION));
-    assert!(error.is_fatal());
-    let answer = |error_code: i16| FindCoordinatorResponse {
-        throttle_time_ms: 0,
-        coordinators: vec![Coordinator {
-            key: "g".into(),
-            node_id: 2,
-            host: "127.0.0.1".into(),
-            port: 9093,
-            error_code,
-            error_message: (error_code != 0).then(|| "loading".into()),
-        }],
-    };
-    assert_eq!(
-        coordinator_answer(answer(0)).unwrap(),
-        FoundCoordinator {
-            node_id: 2,
-            address: "127.0.0.1:9093".into()
-        }
-    );
-    let error = coordinator_answer(answer(ErrorCode::COORDINATOR_NOT_AVAILABLE.0)).unwrap_err();
-    assert_eq!(error.code(), Some(ErrorCode::COORDINATOR_NOT_AVAILABLE));
-    assert!(error.to_string().contains("loading"), "{error}");
-    let empty = FindCoordinatorResponse {
-        throttle_time_ms: 0,
-        coordinators: Vec::new(),
-    };
-    assert!(matches!(coordinator_answer(empty), Err(Error::Timeout(_))));
 }
 
 #[test]

@@ -16,9 +16,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::engine::completion::{BatchAck, BatchCompletion};
-use crate::engine::transaction::{TxnLedger, TxnState};
 use crate::eos::endpoints::{CommitHold, CopySink, CopySource};
+use crate::producer::{BatchAck, BatchCompletion, TxnLedger, TxnState};
 use crate::types::{ConsumerGroupMetadata, Millis, OffsetToCommit};
 use crate::{ConsumerEvent, ConsumerRecord, DeliveryFuture, Error, Record, Result, TopicPartition};
 

@@ -5,7 +5,7 @@
 //! partition's owner), and the group's committed offsets never move backwards.
 
 use super::world::{Pending, World};
-use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
+use crate::engine::transaction::{TxnRequest, TxnResponse};
 use crate::engine::{Event, PartitionResponse, ProducerIdentity};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
@@ -14,6 +14,7 @@ use crate::sim::cluster::Cluster;
 use crate::sim::interpreter::Host;
 use crate::sim::invariants::Violation;
 use crate::sim::network::{Address, Body, Network};
+use crate::types::CoordinatorKey;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// Every copier finds its coordinators, and an idempotent InitProducerId, on broker 1.

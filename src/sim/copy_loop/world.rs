@@ -23,7 +23,6 @@ use super::{
 };
 use crate::consumer::membership::kip848::ConsumerMember;
 use crate::engine::accumulator::Accumulator;
-use crate::engine::transaction::CoordinatorKey;
 use crate::engine::{Engine, Event, TransactionConfig};
 use crate::eos::{CommittedTransaction, TransformErrorPolicy};
 use crate::protocol::error_code::ErrorCode;
@@ -36,6 +35,7 @@ use crate::sim::interpreter::{self, request_failed};
 use crate::sim::invariants::Violation;
 use crate::sim::network::{Address, Latency, Network, Timeline, Trace};
 use crate::sim::{Failure, SimConfig};
+use crate::types::CoordinatorKey;
 use crate::types::{Millis, TopicPartition};
 use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
 

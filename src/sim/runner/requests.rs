@@ -4,7 +4,7 @@
 //! append is shown to the checkers, and a closed connection fails what is outstanding on it.
 
 use super::{CLIENT, Pending, Run};
-use crate::engine::transaction::{CoordinatorKey, TxnRequest, TxnResponse};
+use crate::engine::transaction::{TxnRequest, TxnResponse};
 use crate::engine::{Event, PartitionResponse, ProducerIdentity};
 use crate::error::Error;
 use crate::protocol::error_code::ErrorCode;
@@ -14,6 +14,7 @@ use crate::sim::faults::{ErrorTiming, draw_identity_error, draw_produce_error, t
 use crate::sim::interpreter::Host;
 use crate::sim::invariants::Violation;
 use crate::sim::network::{Address, Body, Network};
+use crate::types::CoordinatorKey;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 impl Run {
