@@ -78,30 +78,9 @@ pub(crate) fn coordinator_answer(
 
 #[cfg(test)]
 mod tests {
-    use bytes::BytesMut;
-    use kafka_protocol::protocol::Decodable;
-
     use super::*;
-    use crate::protocol::Encode;
     use crate::protocol::messages::find_coordinator::Coordinator;
-
-    /// Encodes `request` at `version` and decodes it back with `kafka-protocol`: what the
-    /// broker reads.
-    fn through_kafka_protocol(
-        request: &FindCoordinatorRequest,
-        version: i16,
-    ) -> FindCoordinatorRequest {
-        let mut out = BytesMut::new();
-        request.write_body(version, &mut out).expect("encodes");
-        let mut body = out.freeze();
-        let read = FindCoordinatorRequest::decode(&mut body, version).expect("decodes");
-        assert!(
-            body.is_empty(),
-            "v{version}: {} bytes left over",
-            body.len()
-        );
-        read
-    }
+    use crate::protocol::messages::test_support::through_kafka_protocol;
 
     fn s(value: &'static str) -> StrBytes {
         StrBytes::from_static_str(value)

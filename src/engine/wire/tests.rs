@@ -2,19 +2,16 @@
 //! wire (encoded and decoded back at the versions it goes at), and what each answer, error
 //! answers included, becomes for the engine.
 
-use bytes::BytesMut;
-use kafka_protocol::protocol::Decodable;
-
 use super::*;
+use crate::protocol::ApiKey;
 use crate::protocol::messages::add_partitions_to_txn::{AddPartitionsToTxnResult, PartitionError};
 use crate::protocol::messages::api_versions::{
     ApiVersion, ApiVersionsResponse, FinalizedFeatureKey,
 };
 use crate::protocol::messages::produce::{PartitionProduceResponse, TopicProduceResponse};
-use crate::protocol::messages::test_support::{decode, encode};
+use crate::protocol::messages::test_support::{decode, encode, through_kafka_protocol};
 use crate::protocol::record_batch::{BatchBuilder, Compression};
 use crate::protocol::versions::TRANSACTION_VERSION_FEATURE;
-use crate::protocol::{ApiKey, Encode};
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 
 const IDENTITY: ProducerIdentity = ProducerIdentity {
@@ -36,21 +33,6 @@ fn batch(compression: Compression) -> SealedBatch {
 /// Encodes `message` at `version` and decodes it back: what the broker reads.
 fn over_the_wire<M: Message + Clone + PartialEq + std::fmt::Debug>(message: &M, version: i16) -> M {
     decode::<M>(&encode(message, version), version).expect("the encoding decodes")
-}
-
-/// Encodes a generated request at `version` as it is sent and decodes it with
-/// `kafka-protocol`'s broker side (its request decoders): what the broker reads.
-fn through_kafka_protocol<M: Encode + Decodable>(request: &M, version: i16) -> M {
-    let mut out = BytesMut::new();
-    request.write_body(version, &mut out).expect("encodes");
-    let mut body = out.freeze();
-    let read = M::decode(&mut body, version).expect("the encoding decodes");
-    assert!(
-        body.is_empty(),
-        "v{version}: {} bytes left over",
-        body.len()
-    );
-    read
 }
 
 fn s(value: &'static str) -> StrBytes {

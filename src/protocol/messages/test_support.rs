@@ -6,7 +6,10 @@ use std::fmt::Debug;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::protocol::{DecodeError, Decoder, Message};
+use bytes::BytesMut;
+use kafka_protocol::protocol::Decodable;
+
+use crate::protocol::{DecodeError, Decoder, Encode, Message};
 
 /// Encodes `value` at `version` into a fresh buffer.
 pub(crate) fn encode<M: Message>(value: &M, version: i16) -> Vec<u8> {
@@ -21,6 +24,21 @@ pub(crate) fn decode<M: Message>(bytes: &[u8], version: i16) -> Result<M, Decode
     let value = M::decode(&mut d, version)?;
     d.finish("test message")?;
     Ok(value)
+}
+
+/// Encodes a generated `request` at `version` with our encoder and decodes it back with
+/// `kafka-protocol`'s: what the broker reads, every byte consumed.
+pub(crate) fn through_kafka_protocol<M: Encode + Decodable>(request: &M, version: i16) -> M {
+    let mut out = BytesMut::new();
+    request.write_body(version, &mut out).expect("encodes");
+    let mut body = out.freeze();
+    let read = M::decode(&mut body, version).expect("the encoding decodes");
+    assert!(
+        body.is_empty(),
+        "v{version}: {} bytes left over",
+        body.len()
+    );
+    read
 }
 
 /// Asserts that `value` encodes at `version` to exactly `golden`, and that `golden` decodes
