@@ -103,16 +103,35 @@ pub struct ClassicMember {
     paused_until_poll: bool,
 }
 
+/// What a classic member takes from the consumer's settings, cut from them once by the
+/// consumer state: the member reads no configuration of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicMemberConfig {
+    /// `group.id`.
+    pub group_id: String,
+    /// `group.instance.id`: a static member (KIP-345).
+    pub instance_id: Option<String>,
+    /// `session.timeout.ms`, sent in JoinGroup.
+    pub session_timeout_ms: i32,
+    /// `max.poll.interval.ms`, JoinGroup's rebalance timeout (KIP-62).
+    pub rebalance_timeout_ms: i32,
+    /// `heartbeat.interval.ms`.
+    pub heartbeat_interval_ms: Millis,
+    /// `partition.assignment.strategy`.
+    pub strategy: AssignmentStrategy,
+}
+
 impl ClassicMember {
     /// A member that has not joined yet.
-    pub fn new(
-        group_id: String,
-        instance_id: Option<String>,
-        session_timeout_ms: i32,
-        rebalance_timeout_ms: i32,
-        heartbeat_interval_ms: Millis,
-        strategy: AssignmentStrategy,
-    ) -> Self {
+    pub fn new(config: ClassicMemberConfig) -> Self {
+        let ClassicMemberConfig {
+            group_id,
+            instance_id,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            heartbeat_interval_ms,
+            strategy,
+        } = config;
         Self {
             group_id,
             member_id: String::new(),

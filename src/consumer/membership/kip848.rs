@@ -114,15 +114,32 @@ pub struct ConsumerMember {
     membership: u64,
 }
 
+/// What a KIP-848 member takes from the consumer's settings, cut from them once by the
+/// consumer state (or the simulation): the member reads no configuration of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerMemberConfig {
+    /// `group.id`.
+    pub group_id: String,
+    /// The client-generated member id (KIP-1082), one per member.
+    pub member_id: String,
+    /// `group.instance.id`: a static member.
+    pub instance_id: Option<String>,
+    /// `max.poll.interval.ms`, the heartbeat's rebalance timeout.
+    pub rebalance_timeout_ms: i32,
+    /// `group.remote.assignor`: the coordinator's assignor to use, or its default.
+    pub server_assignor: Option<String>,
+}
+
 impl ConsumerMember {
-    /// A member that has not joined yet. `member_id` is the client-generated id (KIP-1082).
-    pub fn new(
-        group_id: String,
-        member_id: String,
-        instance_id: Option<String>,
-        rebalance_timeout_ms: i32,
-        server_assignor: Option<String>,
-    ) -> Self {
+    /// A member that has not joined yet.
+    pub fn new(config: ConsumerMemberConfig) -> Self {
+        let ConsumerMemberConfig {
+            group_id,
+            member_id,
+            instance_id,
+            rebalance_timeout_ms,
+            server_assignor,
+        } = config;
         Self {
             group_id,
             member_id,
@@ -548,8 +565,34 @@ mod tests {
 
     const T: TopicId = [1; 16];
 
+    /// A member is built from its `ConsumerMemberConfig` alone, and its first heartbeat (the
+    /// join) carries it: group, member id, instance id, rebalance timeout, server assignor.
+    #[test]
+    fn a_member_is_built_from_its_config_alone() {
+        let mut m = ConsumerMember::new(ConsumerMemberConfig {
+            group_id: "payments".into(),
+            member_id: "m-7".into(),
+            instance_id: Some("host-1".into()),
+            rebalance_timeout_ms: 120_000,
+            server_assignor: Some("range".into()),
+        });
+        m.subscribe(vec!["t".into()]);
+        let join = m.poll_request(0).unwrap();
+        assert_eq!(&*join.group_id, "payments");
+        assert_eq!(&*join.member_id, "m-7");
+        assert_eq!(join.instance_id.as_deref(), Some("host-1"));
+        assert_eq!(join.rebalance_timeout_ms, 120_000);
+        assert_eq!(join.server_assignor.as_deref(), Some("range"));
+    }
+
     fn member() -> ConsumerMember {
-        let mut m = ConsumerMember::new("g".into(), "m-1".into(), None, 30_000, None);
+        let mut m = ConsumerMember::new(ConsumerMemberConfig {
+            group_id: "g".into(),
+            member_id: "m-1".into(),
+            instance_id: None,
+            rebalance_timeout_ms: 30_000,
+            server_assignor: None,
+        });
         m.subscribe(vec!["t".into()]);
         m
     }

@@ -30,8 +30,8 @@ use tracing::debug;
 use super::config::ConsumerConfig;
 use super::fetch_session::Fetched;
 use super::fetcher::{Asked, FetchConfig, Fetcher, Position};
-use super::membership::classic::ClassicMember;
-use super::membership::kip848::ConsumerMember;
+use super::membership::classic::{ClassicMember, ClassicMemberConfig};
+use super::membership::kip848::{ConsumerMember, ConsumerMemberConfig};
 use super::membership::manual::ManualAssignment;
 use super::membership::{Membership, MembershipRequest, MembershipResponse, TopicView};
 use super::metrics::{ConsumerFigures, ConsumerMetrics};
@@ -610,22 +610,22 @@ impl ConsumerState {
 fn group_membership(config: &ConsumerConfig, kip848: bool) -> Membership {
     let rebalance_timeout_ms = i32::try_from(config.max_poll_interval_ms).unwrap_or(i32::MAX);
     if kip848 {
-        Membership::Consumer(ConsumerMember::new(
-            config.group_id.clone(),
-            new_member_id(),
-            config.group_instance_id.clone(),
+        Membership::Consumer(ConsumerMember::new(ConsumerMemberConfig {
+            group_id: config.group_id.clone(),
+            member_id: new_member_id(),
+            instance_id: config.group_instance_id.clone(),
             rebalance_timeout_ms,
-            config.group_remote_assignor.clone(),
-        ))
+            server_assignor: config.group_remote_assignor.clone(),
+        }))
     } else {
-        Membership::Classic(ClassicMember::new(
-            config.group_id.clone(),
-            config.group_instance_id.clone(),
-            i32::try_from(config.session_timeout_ms).unwrap_or(i32::MAX),
+        Membership::Classic(ClassicMember::new(ClassicMemberConfig {
+            group_id: config.group_id.clone(),
+            instance_id: config.group_instance_id.clone(),
+            session_timeout_ms: i32::try_from(config.session_timeout_ms).unwrap_or(i32::MAX),
             rebalance_timeout_ms,
-            config.heartbeat_interval_ms,
-            config.partition_assignment_strategy,
-        ))
+            heartbeat_interval_ms: config.heartbeat_interval_ms,
+            strategy: config.partition_assignment_strategy,
+        }))
     }
 }
 

@@ -21,7 +21,7 @@ use super::{
     CALL_TIMEOUT_MS, CopyLoopConfig, CopyLoopReport, DEAD_LETTERS, DESTINATION, GROUP,
     HEARTBEAT_TIMEOUT_MS, SOURCE, SOURCE_ID, TICK_MS,
 };
-use crate::consumer::membership::kip848::ConsumerMember;
+use crate::consumer::membership::kip848::{ConsumerMember, ConsumerMemberConfig};
 use crate::engine::accumulator::Accumulator;
 use crate::engine::{Engine, Event, TransactionConfig};
 use crate::eos::{CommittedTransaction, TransformErrorPolicy};
@@ -544,13 +544,13 @@ impl World {
         let seed = self.entropy.below(u64::MAX);
         let engine = Engine::new(engine_config, seed);
         let acc = Accumulator::new(self.sim.accumulator.clone());
-        let mut member = ConsumerMember::new(
-            GROUP.into(),
-            format!("m{i}-{incarnation}"),
-            None,
-            10_000,
-            None,
-        );
+        let mut member = ConsumerMember::new(ConsumerMemberConfig {
+            group_id: GROUP.into(),
+            member_id: format!("m{i}-{incarnation}"),
+            instance_id: None,
+            rebalance_timeout_ms: 10_000,
+            server_assignor: None,
+        });
         member.subscribe(vec![SOURCE.into()]);
         let state = Rc::new(RefCell::new(CopierState::new(
             self.now,

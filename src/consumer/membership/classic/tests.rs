@@ -35,17 +35,76 @@ fn join_response(member: &str, leader: &str, members: &[&str]) -> JoinGroupRespo
     }
 }
 
+/// The settings of a member of group `g` (session 6 s, rebalance 30 s, heartbeat interval
+/// 500 ms).
+fn config(instance_id: Option<String>, strategy: AssignmentStrategy) -> ClassicMemberConfig {
+    ClassicMemberConfig {
+        group_id: "g".into(),
+        instance_id,
+        session_timeout_ms: 6000,
+        rebalance_timeout_ms: 30_000,
+        heartbeat_interval_ms: 500,
+        strategy,
+    }
+}
+
+/// A member is built from its `ClassicMemberConfig` alone, and its JoinGroup carries it: the
+/// group, the instance id, both timeouts and the strategy's protocol; the heartbeat follows
+/// the interval.
+#[test]
+fn a_member_is_built_from_its_config_alone() {
+    let mut m = ClassicMember::new(ClassicMemberConfig {
+        group_id: "payments".into(),
+        instance_id: Some("host-1".into()),
+        session_timeout_ms: 45_000,
+        rebalance_timeout_ms: 120_000,
+        heartbeat_interval_ms: 3_000,
+        strategy: AssignmentStrategy::CooperativeSticky,
+    });
+    m.subscribe(vec!["t".into()]);
+    let Some(MembershipRequest::Join(join)) = m.poll_request(0, &View) else {
+        panic!("a join first");
+    };
+    assert_eq!(&*join.group_id, "payments");
+    assert_eq!(join.group_instance_id.as_deref(), Some("host-1"));
+    assert_eq!(
+        (join.session_timeout_ms, join.rebalance_timeout_ms),
+        (45_000, 120_000)
+    );
+    assert_eq!(
+        join.protocols.iter().map(|p| &*p.name).collect::<Vec<_>>(),
+        vec!["cooperative-sticky"]
+    );
+    m.on_response(
+        MembershipResponse::Join(join_response("m1", "m1", &["m1"])),
+        0,
+    )
+    .unwrap();
+    let Some(MembershipRequest::Sync(sync)) = m.poll_request(0, &View) else {
+        panic!("a sync");
+    };
+    m.on_response(
+        MembershipResponse::Sync(SyncGroupResponse {
+            assignment: sync.assignments[0].assignment.clone(),
+            ..Default::default()
+        }),
+        0,
+    )
+    .unwrap();
+    assert!(
+        m.poll_request(2_999, &View).is_none(),
+        "no heartbeat before heartbeat.interval.ms"
+    );
+    assert!(matches!(
+        m.poll_request(3_000, &View),
+        Some(MembershipRequest::Heartbeat(_))
+    ));
+}
+
 /// An eager `range` member of group `g` subscribed to `t` (session 6 s, rebalance 30 s,
 /// heartbeat interval 500 ms).
 fn subscribed_member() -> ClassicMember {
-    let mut m = ClassicMember::new(
-        "g".into(),
-        None,
-        6000,
-        30_000,
-        500,
-        AssignmentStrategy::Range,
-    );
+    let mut m = ClassicMember::new(config(None, AssignmentStrategy::Range));
     m.subscribe(vec!["t".into()]);
     m
 }
@@ -98,14 +157,10 @@ fn requests_are_writable_from_the_first_version_that_carries_them() {
     for (instance, join_from, sync_from, heartbeat_from) in [(None, 0, 0, 0), (Some("i"), 5, 3, 3)]
     {
         let now: Millis = 0;
-        let mut m = ClassicMember::new(
-            "g".into(),
+        let mut m = ClassicMember::new(config(
             instance.map(str::to_owned),
-            6000,
-            30_000,
-            500,
             AssignmentStrategy::CooperativeSticky,
-        );
+        ));
         m.subscribe(vec!["t".into()]);
         let Some(MembershipRequest::Join(join)) = m.poll_request(now, &View) else {
             panic!("a join first");
@@ -289,14 +344,7 @@ fn sync_with(parts: &[i32]) -> MembershipResponse {
 
 /// A cooperative follower that owns `parts` at generation 7.
 fn cooperative_member_owning(parts: &[i32], now: Millis) -> ClassicMember {
-    let mut m = ClassicMember::new(
-        "g".into(),
-        None,
-        6000,
-        30_000,
-        500,
-        AssignmentStrategy::CooperativeSticky,
-    );
+    let mut m = ClassicMember::new(config(None, AssignmentStrategy::CooperativeSticky));
     m.subscribe(vec!["t".into()]);
     let Some(MembershipRequest::Join(join)) = m.poll_request(now, &View) else {
         panic!("a join first");
@@ -453,7 +501,7 @@ fn a_refused_commit_after_a_fenced_heartbeat_keeps_the_lost_event_first() {
 }
 
 fn member_with(strategy: AssignmentStrategy) -> ClassicMember {
-    let mut m = ClassicMember::new("g".into(), None, 6000, 30_000, 500, strategy);
+    let mut m = ClassicMember::new(config(None, strategy));
     m.subscribe(vec!["t".into()]);
     m
 }
