@@ -395,7 +395,7 @@ async fn requests_carry_every_ready_partition() {
     assert!(matches!(err, Error::RecordTooLarge { .. }), "{err}");
 
     let padding = vec![b'k'; 60_000];
-    let requests_before = cluster.produce_requests_handled(0);
+    let requests_before = cluster.requests_handled(0, "Produce");
     let mut run = Run::default();
     let mut sent = Vec::new();
     for n in 0..RECORDS {
@@ -408,7 +408,7 @@ async fn requests_carry_every_ready_partition() {
     }
     run.collect(sent, RESOLVE_LIMIT).await;
     producer.close().await.unwrap();
-    let requests = cluster.produce_requests_handled(0) - requests_before;
+    let requests = cluster.requests_handled(0, "Produce") - requests_before;
     assert_eq!(run.tally().0 as u64, RECORDS, "{:?}", run.errors().first());
     run.verify_log(&cluster, &topic);
 

@@ -284,10 +284,12 @@ impl Cluster {
         String::from_utf8_lossy(&run_ok(&mut java_tool(&all)).stdout).into_owned()
     }
 
-    /// The Produce requests broker `i` has handled since it started, every version summed, as
-    /// the broker counts them (`kafka.network:type=RequestMetrics,name=RequestsPerSec,
-    /// request=Produce`, read over JMX with Kafka's JmxTool).
-    pub fn produce_requests_handled(&self, i: usize) -> u64 {
+    /// The `request` requests (`Produce`, `FetchConsumer`, ...) broker `i` has handled since
+    /// it started, every version summed, as the broker counts them
+    /// (`kafka.network:type=RequestMetrics,name=RequestsPerSec,request=...`, read over JMX
+    /// with Kafka's JmxTool).
+    pub fn requests_handled(&self, i: usize, request: &str) -> u64 {
+        let object = format!("kafka.network:type=RequestMetrics,name=RequestsPerSec,request={request},*");
         let url = format!(
             "service:jmx:rmi:///jndi/rmi://127.0.0.1:{}/jmxrmi",
             self.jmx_ports[i]
@@ -301,7 +303,7 @@ impl Cluster {
             "--report-format",
             "properties",
             "--object-name",
-            "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce,*",
+            &object,
             "--attributes",
             "Count",
         ]

@@ -109,7 +109,7 @@ impl Followup {
 /// What the fetcher takes from the consumer's settings, built once from them by the consumer
 /// state: the fetcher is a sans-I/O core and reads no configuration of its own (as Java's
 /// `FetchConfig` is cut from its `ConsumerConfig`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchConfig {
     /// `isolation.level`: how far a partition can be read (the LSO under read_committed).
     pub isolation: IsolationLevel,
@@ -127,6 +127,10 @@ pub struct FetchConfig {
     pub partition_max_bytes: i32,
     /// `request.timeout.ms`, the timeout ListOffsets requests carry.
     pub list_timeout_ms: i32,
+    /// `client.rack` (empty: none). Sent in every Fetch (v11+), so a leader whose brokers run
+    /// a rack-aware `replica.selector.class` names a replica in the same rack to fetch from
+    /// (KIP-392): cross-zone traffic is what a cloud deployment pays for.
+    pub rack: String,
 }
 
 /// One partition's position against the log's end, as of its latest fetch answer.
@@ -155,6 +159,7 @@ pub struct Fetcher {
     max_bytes: i32,
     partition_max_bytes: i32,
     list_timeout_ms: i32,
+    rack: String,
     partitions: BTreeMap<TopicPartition, PartitionState>,
     /// Partitions made so far (each new one's tokens start from its count).
     incarnations: u64,
@@ -179,6 +184,7 @@ impl Fetcher {
             max_bytes,
             partition_max_bytes,
             list_timeout_ms,
+            rack,
         } = config;
         Self {
             isolation,
@@ -189,6 +195,7 @@ impl Fetcher {
             max_bytes,
             partition_max_bytes,
             list_timeout_ms,
+            rack,
             partitions: BTreeMap::new(),
             incarnations: 0,
             decode_error: None,
@@ -290,6 +297,10 @@ impl Fetcher {
     /// `maybeValidatePositionForCurrentLeader`).
     pub fn leader_epochs(&mut self, epoch_of: impl Fn(&TopicPartition) -> Option<i32>) {
         for (tp, state) in &mut self.partitions {
+            // Fresh metadata: the leader is asked again which replica to read (KIP-392; the
+            // Java consumer lets its choice expire after `metadata.max.age.ms`, the interval
+            // metadata is refreshed at).
+            state.read_replica = None;
             if let Some(epoch) = epoch_of(tp)
                 && state.leader_epoch != Some(epoch)
             {
@@ -455,8 +466,14 @@ impl Fetcher {
     ) -> FetchRound {
         let mut round = FetchRound::default();
         let mut by_broker: BTreeMap<BrokerId, Vec<Fetched>> = BTreeMap::new();
+        let source = |tp: &TopicPartition| {
+            self.partitions
+                .get(tp)
+                .and_then(|s| s.read_replica)
+                .or_else(|| leader(tp))
+        };
         for fetched in self.to_fetch(fetchable) {
-            match leader(&fetched.0) {
+            match source(&fetched.0) {
                 Some(broker) => by_broker.entry(broker).or_default().push(fetched),
                 None => round.leaderless = true,
             }
@@ -468,7 +485,7 @@ impl Fetcher {
                     .get(*tp)
                     .is_some_and(|s| !s.paused && s.holds_records())
             })
-            .filter_map(&leader)
+            .filter_map(source)
             .collect();
         for (broker, fetched) in by_broker {
             let would_wait = fetched.iter().all(|(tp, _, offset)| {
@@ -525,6 +542,7 @@ impl Fetcher {
             min_bytes: self.min_bytes,
             max_bytes: self.max_bytes,
             isolation_level: self.isolation.wire(),
+            rack_id: self.rack.clone(),
             session_id: session.session_id,
             session_epoch: session.epoch,
             forgotten_topics_data: forgotten
@@ -595,6 +613,12 @@ impl Fetcher {
     /// The fetch to `broker` for `fetched` got no answer: its session starts over.
     pub fn fetch_failed(&mut self, broker: BrokerId) {
         self.sessions.failed(broker);
+        // A replica that did not answer is left for the leader (KIP-392's fallback).
+        for state in self.partitions.values_mut() {
+            if state.read_replica == Some(broker) {
+                state.read_replica = None;
+            }
+        }
     }
 
     /// How the fetch sessions went, for the metrics.
@@ -645,9 +669,30 @@ impl Fetcher {
                 if !state.answers(token) || state.offset != Offset::Ready(offset) {
                     continue;
                 }
-                match ErrorCode(p.error_code) {
+                let code = ErrorCode(p.error_code);
+                if !code.is_ok() && state.read_replica == Some(broker) {
+                    // Any error from the replica the leader named (it fell out of sync, was
+                    // moved, or lags behind the position: OFFSET_OUT_OF_RANGE there is no
+                    // reason to reset) sends the partition back to the leader, from the same
+                    // offset, as the Java consumer does (KIP-392).
+                    debug!(
+                        "fetch of {tp:?} from read replica {broker} answered {code}: back to the leader"
+                    );
+                    state.read_replica = None;
+                    continue;
+                }
+                match code {
                     ErrorCode::NONE => {
                         state.log_end = Some((p.high_watermark, p.last_stable_offset));
+                        // The leader names a replica of the consumer's rack to read from; its
+                        // answer then holds no records, and the next fetch goes there.
+                        if p.preferred_read_replica >= 0 && p.preferred_read_replica != broker {
+                            debug!(
+                                "fetching {tp:?} from replica {} of the consumer's rack (KIP-392)",
+                                p.preferred_read_replica
+                            );
+                            state.read_replica = Some(p.preferred_read_replica);
+                        }
                     }
                     ErrorCode::OFFSET_OUT_OF_RANGE if self.reset == OffsetReset::None => {
                         state.set(Offset::Missing, None);

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use super::Position;
 use crate::consumer::records::{ConsumerRecord, PartitionReader};
 use crate::error::Error;
-use crate::types::IsolationLevel;
+use crate::types::{BrokerId, IsolationLevel};
 
 /// Where a partition's next fetch starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +55,11 @@ pub(super) struct PartitionState {
     /// (`current_leader_epoch`, so a stale leader refuses them) and what the position is
     /// validated under.
     pub(super) leader_epoch: Option<i32>,
+    /// The replica the leader named for this consumer's rack (KIP-392's preferred read
+    /// replica): fetched from instead of the leader until it answers with an error or no
+    /// answer, or the metadata is refreshed, whichever comes first; then the leader again,
+    /// which names a replica anew.
+    pub(super) read_replica: Option<BrokerId>,
 }
 
 impl PartitionState {
@@ -68,6 +73,7 @@ impl PartitionState {
             log_end: None,
             epoch: None,
             leader_epoch: None,
+            read_replica: None,
         }
     }
 

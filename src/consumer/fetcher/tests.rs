@@ -25,6 +25,7 @@ fn defaults() -> FetchConfig {
         max_bytes: 52_428_800,
         partition_max_bytes: 1_048_576,
         list_timeout_ms: 30_000,
+        rack: String::new(),
     }
 }
 
@@ -579,6 +580,7 @@ fn a_fetcher_is_built_from_its_fetch_config_alone() {
         max_bytes: 9_000,
         partition_max_bytes: 900,
         list_timeout_ms: 1_234,
+        rack: "eu-west-1a".into(),
     });
     let all = [tp(0)];
     f.assigned(&all, false);
@@ -605,6 +607,7 @@ fn a_fetcher_is_built_from_its_fetch_config_alone() {
         IsolationLevel::ReadUncommitted.wire()
     );
     assert_eq!(request.topics[0].partitions[0].partition_max_bytes, 900);
+    assert_eq!(request.rack_id, "eu-west-1a", "client.rack (KIP-392)");
     f.apply_fetch(
         BROKER,
         answer(0, ErrorCode::NONE, Some(batch(0, 10))),
@@ -1195,4 +1198,74 @@ fn a_committed_offset_with_its_epoch_is_validated_before_it_is_read() {
         .map(|(_, p)| (p.offset, p.leader_epoch))
         .collect();
     assert_eq!(commits, vec![(10, Some(6)), (10, None), (10, Some(6))]);
+}
+
+/// KIP-392: the leader's answer names a replica of the consumer's rack, which is fetched from
+/// from then on; its errors (OFFSET_OUT_OF_RANGE there is no reason to reset), its silence and
+/// fresh metadata each send the partition back to the leader, from the same offset.
+#[test]
+fn a_partition_is_read_from_the_replica_the_leader_names_until_it_fails() {
+    const FOLLOWER: BrokerId = 3;
+    let mut f = Fetcher::new(FetchConfig {
+        reset: OffsetReset::Earliest,
+        rack: "rack-3".into(),
+        ..defaults()
+    });
+    let all = [tp(0)];
+    f.assigned(&all, false);
+    f.seek(&tp(0), 10).unwrap();
+    let from_leader = |f: &Fetcher| fetch_to(&f.fetch_round(&all, leader), BROKER);
+    let from_follower = |f: &Fetcher| fetch_to(&f.fetch_round(&all, leader), FOLLOWER);
+    assert_eq!(from_leader(&f), Some(vec![(0, 10)]));
+    let redirect = || {
+        let mut response = answer(0, ErrorCode::NONE, None);
+        response.responses[0].partitions[0].preferred_read_replica = FOLLOWER;
+        response
+    };
+    let fetched = f.to_fetch(&all);
+    assert_eq!(f.fetch_request(BROKER, &fetched).rack_id, "rack-3");
+    let followup = f.apply_fetch(BROKER, redirect(), fetched);
+    assert!(followup.errors.is_empty() && !followup.retry);
+    assert_eq!(
+        from_follower(&f),
+        Some(vec![(0, 10)]),
+        "the named replica next"
+    );
+    assert_eq!(from_leader(&f), None);
+
+    // The replica reads like a leader.
+    let fetched = f.to_fetch(&all);
+    f.fetch_request(FOLLOWER, &fetched);
+    f.apply_fetch(
+        FOLLOWER,
+        answer(0, ErrorCode::NONE, Some(batch(10, 2))),
+        fetched,
+    );
+    assert_eq!(drain(&mut f, 10), vec![10, 11]);
+    assert_eq!(from_follower(&f), Some(vec![(0, 12)]));
+
+    // Out of range at a lagging replica: back to the leader, the position kept.
+    let fetched = f.to_fetch(&all);
+    f.fetch_request(FOLLOWER, &fetched);
+    let followup = f.apply_fetch(
+        FOLLOWER,
+        answer(0, ErrorCode::OFFSET_OUT_OF_RANGE, None),
+        fetched,
+    );
+    assert!(followup.errors.is_empty(), "{:?}", followup.errors);
+    assert_eq!(f.position(&tp(0)), Some(12), "no reset");
+    assert_eq!(from_leader(&f), Some(vec![(0, 12)]));
+
+    // No answer from the replica, or fresh metadata: the leader again.
+    for leave in [
+        |f: &mut Fetcher| f.fetch_failed(FOLLOWER),
+        |f: &mut Fetcher| f.leader_epochs(|_| None),
+    ] {
+        let fetched = f.to_fetch(&all);
+        f.fetch_request(BROKER, &fetched);
+        f.apply_fetch(BROKER, redirect(), fetched);
+        assert_eq!(from_follower(&f), Some(vec![(0, 12)]));
+        leave(&mut f);
+        assert_eq!(from_leader(&f), Some(vec![(0, 12)]));
+    }
 }

@@ -640,5 +640,6 @@ fn fetch_config(config: &ConsumerConfig) -> FetchConfig {
         max_bytes: config.fetch_max_bytes,
         partition_max_bytes: config.max_partition_fetch_bytes,
         list_timeout_ms: i32::try_from(config.request_timeout_ms).unwrap_or(i32::MAX),
+        rack: String::new(),
     }
 }
