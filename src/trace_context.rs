@@ -1,14 +1,21 @@
-//! W3C Trace Context (<https://www.w3.org/TR/trace-context/>) carried in record headers, as
-//! the OpenTelemetry messaging semantic conventions (v1.37.0, "Context propagation") ask of a
-//! messaging client: the producer writes the context of the record's `send` span into
-//! `traceparent` / `tracestate` headers, and the consumer makes the span it read from them the
-//! parent of the record's `process` span. Opt-in (feature `opentelemetry` and the
-//! `propagate_trace_context` setting of either client); the span contexts are those of
-//! `tracing-opentelemetry`, the bridge the application installs.
+//! Trace context carried in record headers, as the OpenTelemetry messaging semantic
+//! conventions (v1.37.0, "Context propagation") ask of a messaging client: the producer writes
+//! the context of the record's `send` span into the headers, and the consumer makes the
+//! context it reads from them the parent of the record's `process` span. Opt-in (feature
+//! `opentelemetry` and the `propagate_trace_context` setting of either client); the span
+//! contexts are those of `tracing-opentelemetry`, the bridge the application installs.
 //!
-//! A header the application set itself under either name is never replaced: its own context
-//! (or its own meaning of the name) wins.
+//! The headers are written and read by the application's global propagator
+//! (`opentelemetry::global::set_text_map_propagator`), so what it carries travels: W3C trace
+//! context and baggage, B3, a vendor's own. Until the application sets one, the global
+//! propagator is OpenTelemetry's no-op, which would carry nothing; the W3C Trace Context
+//! (<https://www.w3.org/TR/trace-context/>) `traceparent` / `tracestate` headers are written and
+//! read here then, the conventions' default.
+//!
+//! A header the application set itself is never replaced: its own context (or its own
+//! meaning of the name) wins.
 
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -19,37 +26,92 @@ pub const TRACEPARENT: &str = "traceparent";
 /// The header holding vendor-specific trace state.
 pub const TRACESTATE: &str = "tracestate";
 
-/// Adds the context of `span` to `headers`: nothing when the span has no valid OpenTelemetry
-/// context (no bridge installed, or the span disabled), nor under a name a header already has.
+/// Adds the context of `span` to `headers` through the global propagator: nothing when the
+/// span has no valid OpenTelemetry context (no bridge installed, or the span disabled), nor
+/// under a name a header already has.
 pub(crate) fn inject(span: &tracing::Span, headers: &mut Vec<Header>) {
     let context = span.context();
-    let span_ref = context.span();
-    let span_context = span_ref.span_context();
-    if !span_context.is_valid() {
+    if !context.span().span_context().is_valid() {
         return;
     }
-    let has = |headers: &[Header], name: &str| headers.iter().any(|h| h.key == name);
-    if !has(headers, TRACEPARENT) {
-        headers.push(Header {
-            key: TRACEPARENT.to_owned(),
-            value: Some(traceparent(span_context).into()),
-        });
-    }
-    let state = span_context.trace_state().header();
-    if !state.is_empty() && !has(headers, TRACESTATE) {
-        headers.push(Header {
-            key: TRACESTATE.to_owned(),
-            value: Some(state.into()),
-        });
+    opentelemetry::global::get_text_map_propagator(|propagator| {
+        if is_unset(propagator) {
+            inject_w3c(context.span().span_context(), headers);
+        } else {
+            propagator.inject_context(&context, &mut HeaderInjector(headers));
+        }
+    });
+}
+
+/// Makes the context the global propagator reads from `headers`, if it holds a valid span
+/// context, the parent of `span`. A malformed header is ignored (the span keeps its parent),
+/// as the W3C recommendation says.
+pub(crate) fn adopt(headers: &[Header], span: &tracing::Span) {
+    let remote = opentelemetry::global::get_text_map_propagator(|propagator| {
+        if is_unset(propagator) {
+            extract(headers)
+                .map(|remote| opentelemetry::Context::new().with_remote_span_context(remote))
+        } else {
+            let context = propagator.extract(&HeaderExtractor(headers));
+            context.span().span_context().is_valid().then_some(context)
+        }
+    });
+    if let Some(context) = remote {
+        // An error means no OpenTelemetry layer sees this span: nothing to parent.
+        let _ = span.set_parent(context);
     }
 }
 
-/// Makes the context in `headers`, if any is valid, the parent of `span`. A malformed
-/// `traceparent` is ignored (the span stays a root), as the W3C recommendation says.
-pub(crate) fn adopt(headers: &[Header], span: &tracing::Span) {
-    if let Some(remote) = extract(headers) {
-        // An error means no OpenTelemetry layer sees this span: nothing to parent.
-        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote));
+/// Whether `propagator` is the global default, OpenTelemetry's no-op: it names no field.
+fn is_unset(propagator: &dyn TextMapPropagator) -> bool {
+    propagator.fields().next().is_none()
+}
+
+/// Record headers as a propagator's carrier for writing: a name already present (the
+/// application's own header) is left as it is.
+struct HeaderInjector<'a>(&'a mut Vec<Header>);
+
+impl Injector for HeaderInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if !self.0.iter().any(|h| h.key == key) {
+            self.0.push(Header {
+                key: key.to_owned(),
+                value: Some(value.into()),
+            });
+        }
+    }
+}
+
+/// Record headers as a propagator's carrier for reading: the first header of a name, when
+/// its value is UTF-8.
+struct HeaderExtractor<'a>(&'a [Header]);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        header_text(self.0, key)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.iter().map(|h| h.key.as_str()).collect()
+    }
+}
+
+/// The value of the first header named `name`, if it is UTF-8.
+fn header_text<'a>(headers: &'a [Header], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|h| h.key == name)
+        .and_then(|h| h.value.as_deref())
+        .and_then(|v| std::str::from_utf8(v).ok())
+}
+
+/// The W3C headers of `context`, under the names no header has yet.
+fn inject_w3c(context: &SpanContext, headers: &mut Vec<Header>) {
+    let mut carrier = HeaderInjector(headers);
+    carrier.set(TRACEPARENT, traceparent(context));
+    let state = context.trace_state().header();
+    if !state.is_empty() {
+        carrier.set(TRACESTATE, state);
     }
 }
 
@@ -66,13 +128,7 @@ fn traceparent(context: &SpanContext) -> String {
 /// The remote span context of the first `traceparent` header (and the first `tracestate`),
 /// if it parses and is valid.
 pub(crate) fn extract(headers: &[Header]) -> Option<SpanContext> {
-    let value = |name: &str| {
-        headers
-            .iter()
-            .find(|h| h.key == name)
-            .and_then(|h| h.value.as_deref())
-            .and_then(|v| std::str::from_utf8(v).ok())
-    };
+    let value = |name: &str| header_text(headers, name);
     let parent = value(TRACEPARENT)?.trim();
     let mut parts = parent.split('-');
     let (version, trace_id, span_id, flags) =
@@ -112,6 +168,51 @@ mod tests {
                 value: Some(bytes::Bytes::copy_from_slice(v.as_bytes())),
             })
             .collect()
+    }
+
+    /// A configured propagator writes through the carrier (an application's own header kept)
+    /// and reads back what it wrote, baggage included.
+    #[test]
+    fn a_propagator_writes_and_reads_through_the_headers() {
+        use opentelemetry::KeyValue;
+        use opentelemetry::baggage::BaggageExt;
+        use opentelemetry::propagation::TextMapCompositePropagator;
+        use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+
+        let propagator = TextMapCompositePropagator::new(vec![
+            Box::new(TraceContextPropagator::new()),
+            Box::new(BaggagePropagator::new()),
+        ]);
+        assert!(!is_unset(&propagator));
+        assert!(is_unset(
+            &opentelemetry::trace::noop::NoopTextMapPropagator::new()
+        ));
+        let sent = extract(&headers(&[(
+            TRACEPARENT,
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )]))
+        .expect("valid");
+        let context = opentelemetry::Context::new()
+            .with_remote_span_context(sent.clone())
+            .with_baggage(vec![KeyValue::new("tenant", "acme")]);
+        let mut written = headers(&[("baggage", "mine=1")]);
+        propagator.inject_context(&context, &mut HeaderInjector(&mut written));
+        let names: Vec<&str> = written.iter().map(|h| h.key.as_str()).collect();
+        assert_eq!(
+            names,
+            vec!["baggage", TRACEPARENT, TRACESTATE],
+            "the application's baggage kept"
+        );
+        assert_eq!(header_text(&written, "baggage"), Some("mine=1"));
+
+        let mut fresh = Vec::new();
+        propagator.inject_context(&context, &mut HeaderInjector(&mut fresh));
+        let read = propagator.extract(&HeaderExtractor(&fresh));
+        assert_eq!(read.span().span_context().trace_id(), sent.trace_id());
+        assert_eq!(
+            read.baggage().get("tenant").map(|v| v.to_string()),
+            Some("acme".to_owned())
+        );
     }
 
     #[test]

@@ -422,3 +422,80 @@ async fn trace_context_travels_in_the_record_headers() {
     plain.close().await.expect("close");
     producer.close().await.expect("close");
 }
+
+/// The application's global propagator carries what it carries: with W3C trace context and
+/// baggage installed, the baggage of the context a record was sent in reaches the consumer's
+/// `process` span through a `baggage` header kcat reads, in the same trace.
+#[cfg(feature = "opentelemetry")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baggage_crosses_produce_consume() {
+    use opentelemetry::KeyValue;
+    use opentelemetry::baggage::BaggageExt as _;
+    use opentelemetry::propagation::TextMapCompositePropagator;
+    use opentelemetry::trace::TraceContextExt as _;
+    use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+    use tracing::Instrument as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+    spans();
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    // Writes the same traceparent the built-in W3C path does, so the binary's other
+    // propagation test holds whichever it runs under.
+    opentelemetry::global::set_text_map_propagator(TextMapCompositePropagator::new(vec![
+        Box::new(TraceContextPropagator::new()),
+        Box::new(BaggagePropagator::new()),
+    ]));
+    let topic = support::unique_topic("baggage");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let producer = exactly::Producer::builder()
+        .bootstrap(&cluster.bootstrap)
+        .propagate_trace_context(true)
+        .build()
+        .await
+        .expect("producer builds");
+    // A root span takes the current OpenTelemetry context, baggage and all.
+    let request = {
+        let _attached =
+            opentelemetry::Context::current_with_baggage(vec![KeyValue::new("tenant", "acme")])
+                .attach();
+        tracing::info_span!("handle_request")
+    };
+    let trace_id = request.context().span().span_context().trace_id();
+    let delivery = producer
+        .send(Record::to(&topic).value("with baggage"))
+        .instrument(request.clone())
+        .await
+        .expect("send");
+    assert_eq!(delivery.await.expect("delivered").offset, 0);
+
+    let headers = support::kcat_headers(&cluster.bootstrap, &topic, 0);
+    let baggage: Vec<&str> = headers
+        .iter()
+        .flat_map(|(_, h)| h.iter().filter(|(k, _)| k == "baggage"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(baggage, vec!["tenant=acme"], "kcat's headers: {headers:?}");
+
+    let mut consumer = support::members::test_builder(&cluster)
+        .propagate_trace_context(true)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .build()
+        .await
+        .expect("consumer builds");
+    consumer
+        .assign(&[exactly::TopicPartition::new(topic.as_str(), 0)])
+        .expect("assign");
+    let records = poll_records(&mut consumer, 1).await;
+    let process = consumer.process_span(&records[0]);
+    let context = process.context();
+    assert_eq!(context.span().span_context().trace_id(), trace_id);
+    assert_eq!(
+        context.baggage().get("tenant").map(|v| v.to_string()),
+        Some("acme".to_owned())
+    );
+    consumer.close().await.expect("close");
+    producer.close().await.expect("close");
+}
