@@ -2620,3 +2620,51 @@ async fn partitions_share_every_poll_under_backlog() {
         &kcat_view(&cluster, &topic, Isolation::ReadUncommitted),
     );
 }
+
+/// KIP-392 on three brokers, each a rack of its own with the rack-aware replica selector: a
+/// consumer with `client.rack` naming a follower's rack reads every record exactly once, as
+/// kcat reads them, and its fetches go to that follower (the brokers' own FetchConsumer
+/// counts over JMX), the leader answering only the first to name it.
+#[tokio::test]
+async fn client_rack_fetches_from_the_follower_of_its_rack() {
+    let Some(cluster) = support::Cluster::three() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("consumer-rack");
+    cluster.create_topic(&topic, 1, 3, &[]);
+    let p = producer(&cluster, &[("acks", "all")]).await;
+    send(&p, &topic, 0, &values("rack", 300)).await;
+    let expected = kcat_view(&cluster, &topic, Isolation::ReadCommitted);
+    assert_eq!(expected.len(), 300);
+    // Node ids are 1-based, broker indexes 0-based; the follower is the next node round.
+    let leader = support::kcat_partition_leader(&cluster.bootstrap, &topic, 0);
+    let follower = leader % 3 + 1;
+    let (leader_index, follower_index) = ((leader - 1) as usize, (follower - 1) as usize);
+    let fetches = |i| cluster.requests_handled(i, "FetchConsumer");
+    let (leader_before, follower_before) = (fetches(leader_index), fetches(follower_index));
+    let rack = format!("rack-{follower}");
+    let mut c = consumer_with(
+        &cluster,
+        &unique_group("rack"),
+        GroupProtocol::Consumer,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+        &topic,
+        &[("client.rack", &rack)],
+    )
+    .await;
+    let mut seen = Seen::default();
+    consume_until(&mut c, &mut seen, WAIT, |s, _| s.records.len() >= 300).await;
+    // Caught up, the consumer goes on long-polling the same replica.
+    assert_no_records_for(&mut c, Duration::from_secs(3), "all 300 were read").await;
+    let leader_fetches = fetches(leader_index) - leader_before;
+    let follower_fetches = fetches(follower_index) - follower_before;
+    c.close().await.expect("close");
+    assert_exactly_once(&seen.records, &expected);
+    assert!(
+        follower_fetches >= 3 && leader_fetches < follower_fetches,
+        "FetchConsumer requests: {follower_fetches} at the follower of {rack}, \
+         {leader_fetches} at the leader"
+    );
+}

@@ -234,8 +234,9 @@ impl Engine {
         !acc.has_pending() && self.partitions.values().all(PartitionState::is_idle)
     }
 
-    /// Records taken out of the accumulator that are not resolved yet.
-    #[cfg(any(test, feature = "internals"))]
+    /// Simulation only: batches taken out of the accumulator that are not resolved yet (a
+    /// run's end checks none is left, P6).
+    #[cfg(feature = "sim")]
     pub fn unresolved_batches(&self) -> usize {
         self.partitions
             .values()

@@ -289,7 +289,8 @@ impl Cluster {
     /// (`kafka.network:type=RequestMetrics,name=RequestsPerSec,request=...`, read over JMX
     /// with Kafka's JmxTool).
     pub fn requests_handled(&self, i: usize, request: &str) -> u64 {
-        let object = format!("kafka.network:type=RequestMetrics,name=RequestsPerSec,request={request},*");
+        let object =
+            format!("kafka.network:type=RequestMetrics,name=RequestsPerSec,request={request},*");
         let url = format!(
             "service:jmx:rmi:///jndi/rmi://127.0.0.1:{}/jmxrmi",
             self.jmx_ports[i]
