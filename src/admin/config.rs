@@ -144,26 +144,11 @@ impl AdminBuilder {
         Self::default()
     }
 
-    /// `bootstrap.servers`: one `host:port`, or several separated by commas.
-    pub fn bootstrap(self, servers: impl Into<String>) -> Self {
-        self.set(BOOTSTRAP_SERVERS, servers)
-    }
-
-    /// `client.id`.
-    pub fn client_id(mut self, id: impl Into<String>) -> Self {
-        self.draft.config.client_id = id.into();
-        self
-    }
+    settings::connection_setters!(Admin);
 
     /// Every call's deadline (whole milliseconds; default 30 s).
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.draft.config.request_timeout_ms = millis(timeout);
-        self
-    }
-
-    /// The security settings, the same type the producer and the consumer take.
-    pub fn security(mut self, security: SecurityConfig) -> Self {
-        self.draft.config.security = security;
         self
     }
 

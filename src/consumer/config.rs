@@ -452,20 +452,11 @@ impl ConsumerBuilder {
         Self::default()
     }
 
-    /// `bootstrap.servers`: one `host:port`, or several separated by commas.
-    pub fn bootstrap(self, servers: impl Into<String>) -> Self {
-        self.set(BOOTSTRAP_SERVERS, servers)
-    }
+    settings::connection_setters!(Consumer);
 
     /// `group.id`.
     pub fn group_id(mut self, group: impl Into<String>) -> Self {
         self.draft.config.group_id = group.into();
-        self
-    }
-
-    /// `client.id`.
-    pub fn client_id(mut self, id: impl Into<String>) -> Self {
-        self.draft.config.client_id = id.into();
         self
     }
 
@@ -511,12 +502,6 @@ impl ConsumerBuilder {
     #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
     pub fn propagate_trace_context(mut self, enable: bool) -> Self {
         self.draft.config.propagate_trace_context = enable;
-        self
-    }
-
-    /// The security settings, the same type the producer takes.
-    pub fn security(mut self, security: SecurityConfig) -> Self {
-        self.draft.config.security = security;
         self
     }
 

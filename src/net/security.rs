@@ -477,7 +477,7 @@ impl SecurityConfig {
                     return Err(config_error(
                         SASL_MECHANISM,
                         "OAUTHBEARER needs a token provider \
-                         (ProducerBuilder::oauthbearer_token_provider, crate feature \
+                         (the builders' sasl_oauthbearer, crate feature \
                          `sasl-oauthbearer`)",
                     ));
                 }

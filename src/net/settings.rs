@@ -319,6 +319,165 @@ impl<C: ClientConfig> Draft<C> {
     }
 }
 
+/// The setters every client's builder has: `bootstrap.servers`, `client.id` and the security
+/// settings, written once for the three builders (each keeps its [`Draft`] in a field `draft`,
+/// over a configuration with the fields `client_id` and `security`). `$client` names the
+/// client the builder builds, for the examples.
+macro_rules! connection_setters {
+    ($client:ident) => {
+        /// `bootstrap.servers`: one `host:port`, or several separated by commas.
+        pub fn bootstrap(mut self, servers: impl AsRef<str>) -> Self {
+            self.draft
+                .set($crate::net::settings::BOOTSTRAP_SERVERS, servers.as_ref());
+            self
+        }
+
+        /// `client.id`.
+        pub fn client_id(mut self, client_id: impl Into<String>) -> Self {
+            self.draft.config.client_id = client_id.into();
+            self
+        }
+
+        /// The security settings, the same type every client takes (or set them one by one
+        /// with the setters below, or as properties).
+        pub fn security(mut self, security: $crate::net::security::SecurityConfig) -> Self {
+            self.draft.config.security = security;
+            self
+        }
+
+        /// `security.protocol`.
+        pub fn security_protocol(
+            mut self,
+            protocol: $crate::net::security::SecurityProtocol,
+        ) -> Self {
+            self.draft.config.security.protocol = protocol;
+            self
+        }
+
+        /// Trust these CA certificates (PEM text) instead of the built-in public roots
+        /// (`ssl.truststore.certificates`).
+        pub fn ssl_ca_pem(mut self, pem: impl Into<String>) -> Self {
+            self.draft.config.security.tls.ca = Some($crate::net::security::Pem::Inline(
+                $crate::net::secret::Secret::new(pem),
+            ));
+            self
+        }
+
+        /// Trust the CA certificates in this PEM file (`ssl.truststore.location`).
+        pub fn ssl_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+            self.draft.config.security.tls.ca =
+                Some($crate::net::security::Pem::File(path.into()));
+            self
+        }
+
+        /// Authenticate with this client certificate chain and private key, both PEM files
+        /// (mutual TLS; `ssl.certificate.location` and `ssl.key.location`).
+        ///
+        /// ```no_run
+        #[doc = concat!("use exactly::{", stringify!($client), ", SecurityProtocol};")]
+        ///
+        /// # async fn run() -> exactly::Result<()> {
+        #[doc = concat!("let client = ", stringify!($client), "::builder()")]
+        ///     .bootstrap("broker-1.internal:9093")
+        ///     .security_protocol(SecurityProtocol::Ssl)
+        ///     .ssl_ca_file("/etc/kafka/ca.pem") // the cluster's own CA, not the public roots
+        ///     .ssl_client_certificate_files("/etc/kafka/client.pem", "/etc/kafka/client.key")
+        ///     .build()
+        ///     .await?;
+        /// # let _ = client;
+        /// # Ok(()) }
+        /// ```
+        pub fn ssl_client_certificate_files(
+            mut self,
+            chain: impl Into<std::path::PathBuf>,
+            key: impl Into<std::path::PathBuf>,
+        ) -> Self {
+            let tls = &mut self.draft.config.security.tls;
+            tls.client_certificate = Some($crate::net::security::Pem::File(chain.into()));
+            tls.client_key = Some($crate::net::security::Pem::File(key.into()));
+            self
+        }
+
+        /// Whether broker certificates must name the host dialled (on by default;
+        /// `ssl.endpoint.identification.algorithm`). Turning it off logs a warning.
+        pub fn ssl_verify_hostname(mut self, verify: bool) -> Self {
+            self.draft.set(
+                $crate::net::security::SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
+                if verify { "https" } else { "" },
+            );
+            self
+        }
+
+        /// SASL with a user name and password: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`
+        /// (`sasl.mechanism` with `sasl.username` / `sasl.password` or `sasl.jaas.config`).
+        /// The password is kept as a [`Secret`](crate::Secret): no `Debug`, error or log
+        /// shows it.
+        ///
+        /// ```no_run
+        #[doc = concat!("use exactly::{", stringify!($client), ", SaslMechanism, SecurityProtocol};")]
+        ///
+        /// # async fn run() -> exactly::Result<()> {
+        /// let password = std::env::var("KAFKA_PASSWORD").unwrap_or_default();
+        #[doc = concat!("let client = ", stringify!($client), "::builder()")]
+        ///     .bootstrap("b-1.msk.example:9096")
+        ///     .security_protocol(SecurityProtocol::SaslSsl)
+        ///     .sasl_credentials(SaslMechanism::ScramSha512, "svc-orders", password)
+        ///     .build()
+        ///     .await?;
+        /// # let _ = client;
+        /// # Ok(()) }
+        /// ```
+        pub fn sasl_credentials(
+            mut self,
+            mechanism: $crate::net::security::SaslMechanism,
+            username: impl Into<String>,
+            password: impl Into<$crate::net::secret::Secret>,
+        ) -> Self {
+            let sasl = &mut self.draft.config.security.sasl;
+            sasl.mechanism = Some(mechanism);
+            sasl.username = Some(username.into());
+            sasl.password = Some(password.into());
+            self
+        }
+
+        /// SASL/OAUTHBEARER with tokens from `provider`, which is called for every
+        /// authentication (each connection and each re-authentication), so it can hand out
+        /// fresh tokens.
+        ///
+        /// ```no_run
+        #[doc = concat!("use exactly::{", stringify!($client), ", OAuthBearerToken, OAuthBearerTokenProvider, SecurityProtocol};")]
+        ///
+        /// # async fn fetch_token_from_identity_provider() -> Result<String, String> { Ok(String::new()) }
+        /// # async fn run() -> exactly::Result<()> {
+        /// let provider = OAuthBearerTokenProvider::new(|| async {
+        ///     // Ask the identity provider for a fresh JWT; an `Err` fails this authentication.
+        ///     let jwt = fetch_token_from_identity_provider().await?;
+        ///     Ok(OAuthBearerToken::new(jwt))
+        /// });
+        #[doc = concat!("let client = ", stringify!($client), "::builder()")]
+        ///     .bootstrap("broker-1.internal:9094")
+        ///     .security_protocol(SecurityProtocol::SaslSsl)
+        ///     .sasl_oauthbearer(provider)
+        ///     .build()
+        ///     .await?;
+        /// # let _ = client;
+        /// # Ok(()) }
+        /// ```
+        #[cfg(feature = "sasl-oauthbearer")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
+        pub fn sasl_oauthbearer(
+            mut self,
+            provider: $crate::net::security::OAuthBearerTokenProvider,
+        ) -> Self {
+            let sasl = &mut self.draft.config.security.sasl;
+            sasl.mechanism = Some($crate::net::security::SaslMechanism::OAuthBearer);
+            sasl.token_provider = Some(provider);
+            self
+        }
+    };
+}
+pub(crate) use connection_setters;
+
 /// `bootstrap.servers`.
 pub(crate) const fn bootstrap_servers<C>(field: fn(&mut C) -> &mut Vec<String>) -> Setting<C> {
     Setting::new(

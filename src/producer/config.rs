@@ -25,10 +25,7 @@ pub use compression::CompressionConfig;
 
 use crate::error::Error;
 use crate::net::properties::{check_bootstrap_servers, config_error};
-use crate::net::secret::Secret;
-#[cfg(feature = "sasl-oauthbearer")]
-use crate::net::security::OAuthBearerTokenProvider;
-use crate::net::security::{Pem, SaslMechanism, SecurityConfig, SecurityProtocol};
+use crate::net::security::SecurityConfig;
 use crate::net::settings::{
     self, Apply, BOOTSTRAP_SERVERS, CLIENT_ID, Client, ClientConfig, Draft, REQUEST_TIMEOUT_MS,
     Setting, Table,
@@ -587,16 +584,7 @@ impl ProducerBuilder {
         self
     }
 
-    /// `bootstrap.servers`: one `host:port`, or several separated by commas.
-    pub fn bootstrap(self, servers: &str) -> Self {
-        self.property(BOOTSTRAP_SERVERS, servers)
-    }
-
-    /// `client.id`.
-    pub fn client_id(mut self, client_id: impl Into<String>) -> Self {
-        self.draft.config.client_id = client_id.into();
-        self
-    }
+    settings::connection_setters!(Producer);
 
     /// `enable.idempotence`.
     pub fn idempotence(mut self, enable: bool) -> Self {
@@ -723,123 +711,6 @@ impl ProducerBuilder {
     /// `transaction.timeout.ms` (whole milliseconds).
     pub fn transaction_timeout(mut self, timeout: Duration) -> Self {
         self.draft.config.transaction_timeout_ms = millis(timeout);
-        self
-    }
-
-    /// `security.protocol`.
-    pub fn security_protocol(mut self, protocol: SecurityProtocol) -> Self {
-        self.draft.config.security.protocol = protocol;
-        self
-    }
-
-    /// Trust these CA certificates (PEM text) instead of the built-in public roots
-    /// (`ssl.truststore.certificates`).
-    pub fn ssl_ca_pem(mut self, pem: impl Into<String>) -> Self {
-        self.draft.config.security.tls.ca = Some(Pem::Inline(Secret::new(pem)));
-        self
-    }
-
-    /// Trust the CA certificates in this PEM file (`ssl.truststore.location`).
-    pub fn ssl_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.draft.config.security.tls.ca = Some(Pem::File(path.into()));
-        self
-    }
-
-    /// Authenticate with this client certificate chain and private key, both PEM files (mutual
-    /// TLS; `ssl.certificate.location` and `ssl.key.location`).
-    ///
-    /// ```no_run
-    /// use exactly::{Producer, SecurityProtocol};
-    ///
-    /// # async fn run() -> exactly::Result<()> {
-    /// let producer = Producer::builder()
-    ///     .bootstrap("broker-1.internal:9093")
-    ///     .security_protocol(SecurityProtocol::Ssl)
-    ///     .ssl_ca_file("/etc/kafka/ca.pem") // the cluster's own CA, not the public roots
-    ///     .ssl_client_certificate_files("/etc/kafka/client.pem", "/etc/kafka/client.key")
-    ///     .build()
-    ///     .await?;
-    /// # let _ = producer;
-    /// # Ok(()) }
-    /// ```
-    pub fn ssl_client_certificate_files(
-        mut self,
-        chain: impl Into<std::path::PathBuf>,
-        key: impl Into<std::path::PathBuf>,
-    ) -> Self {
-        self.draft.config.security.tls.client_certificate = Some(Pem::File(chain.into()));
-        self.draft.config.security.tls.client_key = Some(Pem::File(key.into()));
-        self
-    }
-
-    /// Whether broker certificates must name the host dialled (on by default;
-    /// `ssl.endpoint.identification.algorithm`). Turning it off logs a warning.
-    pub fn ssl_verify_hostname(self, verify: bool) -> Self {
-        self.property(
-            "ssl.endpoint.identification.algorithm",
-            if verify { "https" } else { "" },
-        )
-    }
-
-    /// SASL with a user name and password: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`
-    /// (`sasl.mechanism` with `sasl.username` / `sasl.password` or `sasl.jaas.config`).
-    /// The password is kept as a [`Secret`]: no `Debug`, error or log shows it.
-    ///
-    /// ```no_run
-    /// use exactly::{Producer, SaslMechanism, SecurityProtocol};
-    ///
-    /// # async fn run() -> exactly::Result<()> {
-    /// let password = std::env::var("KAFKA_PASSWORD").unwrap_or_default();
-    /// let producer = Producer::builder()
-    ///     .bootstrap("b-1.msk.example:9096")
-    ///     .security_protocol(SecurityProtocol::SaslSsl)
-    ///     .sasl_credentials(SaslMechanism::ScramSha512, "svc-orders", password)
-    ///     .build()
-    ///     .await?;
-    /// # let _ = producer;
-    /// # Ok(()) }
-    /// ```
-    pub fn sasl_credentials(
-        mut self,
-        mechanism: SaslMechanism,
-        username: impl Into<String>,
-        password: impl Into<Secret>,
-    ) -> Self {
-        let sasl = &mut self.draft.config.security.sasl;
-        sasl.mechanism = Some(mechanism);
-        sasl.username = Some(username.into());
-        sasl.password = Some(password.into());
-        self
-    }
-
-    /// SASL/OAUTHBEARER with tokens from `provider`, which is called for every authentication
-    /// (each connection and each re-authentication), so it can hand out fresh tokens.
-    ///
-    /// ```no_run
-    /// use exactly::{OAuthBearerToken, OAuthBearerTokenProvider, Producer, SecurityProtocol};
-    ///
-    /// # async fn fetch_token_from_identity_provider() -> Result<String, String> { Ok(String::new()) }
-    /// # async fn run() -> exactly::Result<()> {
-    /// let provider = OAuthBearerTokenProvider::new(|| async {
-    ///     // Ask the identity provider for a fresh JWT; an `Err` fails this authentication.
-    ///     let jwt = fetch_token_from_identity_provider().await?;
-    ///     Ok(OAuthBearerToken::new(jwt))
-    /// });
-    /// let producer = Producer::builder()
-    ///     .bootstrap("broker-1.internal:9094")
-    ///     .security_protocol(SecurityProtocol::SaslSsl)
-    ///     .sasl_oauthbearer(provider)
-    ///     .build()
-    ///     .await?;
-    /// # let _ = producer;
-    /// # Ok(()) }
-    /// ```
-    #[cfg(feature = "sasl-oauthbearer")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
-    pub fn sasl_oauthbearer(mut self, provider: OAuthBearerTokenProvider) -> Self {
-        let sasl = &mut self.draft.config.security.sasl;
-        sasl.mechanism = Some(SaslMechanism::OAuthBearer);
-        sasl.token_provider = Some(provider);
         self
     }
 

@@ -1,6 +1,7 @@
 //! The producer configuration's parsing and validation, against Kafka's property names.
 
 use super::*;
+use crate::net::security::{SaslMechanism, SecurityProtocol};
 use crate::net::settings::{
     ENABLE_METRICS_PUSH, METADATA_MAX_AGE_MS, RECONNECT_BACKOFF_MAX_MS, RECONNECT_BACKOFF_MS,
     RETRY_BACKOFF_MS,
