@@ -55,7 +55,7 @@ async fn unreachable_bootstrap_says_so() {
     let silent_address = silent.local_addr().unwrap().to_string();
     let max_block = Duration::from_secs(4);
     let producer = Producer::builder()
-        .bootstrap(&format!("{closed},{silent_address}"))
+        .bootstrap(format!("{closed},{silent_address}"))
         .max_block(max_block)
         .request_timeout(Duration::from_secs(1))
         .build()

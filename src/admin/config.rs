@@ -6,30 +6,16 @@
 
 use std::time::Duration;
 
+use super::Admin;
 use crate::error::Error;
-use crate::net::properties::{self, check_bootstrap_servers, config_error, parse_number};
+use crate::net::properties::{check_bootstrap_servers, config_error};
 use crate::net::security::SecurityConfig;
+use crate::net::settings::{
+    self, Apply, BOOTSTRAP_SERVERS, Client, ClientConfig, Draft, REQUEST_TIMEOUT_MS, Setting, Table,
+};
 use crate::types::millis;
 
-const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
-const CLIENT_ID: &str = "client.id";
-const REQUEST_TIMEOUT_MS: &str = "request.timeout.ms";
 const DEFAULT_API_TIMEOUT_MS: &str = "default.api.timeout.ms";
-const RETRY_BACKOFF_MS: &str = "retry.backoff.ms";
-const RECONNECT_BACKOFF_MS: &str = "reconnect.backoff.ms";
-const RECONNECT_BACKOFF_MAX_MS: &str = "reconnect.backoff.max.ms";
-
-/// Every property name [`AdminConfig::set`] accepts (besides the `security.*`, `ssl.*` and
-/// `sasl.*` ones every client takes).
-const ADMIN_PROPERTY_NAMES: [&str; 7] = [
-    BOOTSTRAP_SERVERS,
-    CLIENT_ID,
-    REQUEST_TIMEOUT_MS,
-    DEFAULT_API_TIMEOUT_MS,
-    RETRY_BACKOFF_MS,
-    RECONNECT_BACKOFF_MS,
-    RECONNECT_BACKOFF_MAX_MS,
-];
 
 /// The admin client's settings.
 ///
@@ -45,7 +31,7 @@ pub struct AdminConfig {
     /// `client.id`.
     pub client_id: String,
     /// Every call's deadline (default 30 s): `request.timeout.ms` or
-    /// `default.api.timeout.ms`; [`crate::Admin::with_timeout`] changes it for some calls.
+    /// `default.api.timeout.ms`; [`Admin::with_timeout`] changes it for some calls.
     pub request_timeout_ms: u64,
     /// `retry.backoff.ms`: the pause before a call asks a coordinator again.
     pub retry_backoff_ms: u64,
@@ -71,6 +57,43 @@ impl Default for AdminConfig {
     }
 }
 
+/// The admin client's settings: those every client shares, its own, then the security rows
+/// and the ignored rows of a shared `client.properties` (`net/settings.rs`).
+static SETTINGS: Table<AdminConfig> = Table::new(
+    Client::Admin,
+    AdminConfig::validate,
+    &[
+        ADMIN_ROWS,
+        &settings::security(|c: &mut AdminConfig| &mut c.security),
+        &settings::shared_file(),
+    ],
+);
+
+/// The rows of [`SETTINGS`] before the security ones, in the README's order.
+const ADMIN_ROWS: &[Setting<AdminConfig>] = &[
+    settings::bootstrap_servers(|c| &mut c.bootstrap_servers),
+    settings::client_id("exactly-admin", "sent in every request header", |c| {
+        &mut c.client_id
+    }),
+    settings::request_timeout_ms(|c| &mut c.request_timeout_ms),
+    // Java's admin client bounds each call with it and each request with
+    // `request.timeout.ms`; here one deadline does both (see [`AdminConfig`]).
+    Setting::own(
+        Client::Admin,
+        DEFAULT_API_TIMEOUT_MS,
+        "30000",
+        "every call's deadline, as `request.timeout.ms`",
+        Apply::U64(|c| &mut c.request_timeout_ms),
+    ),
+    settings::retry_backoff_ms(|c| &mut c.retry_backoff_ms),
+    settings::reconnect_backoff_ms(|c| &mut c.reconnect_backoff_ms),
+    settings::reconnect_backoff_max_ms(|c| &mut c.reconnect_backoff_max_ms),
+];
+
+impl ClientConfig for AdminConfig {
+    const SETTINGS: &'static Table<Self> = &SETTINGS;
+}
+
 impl AdminConfig {
     /// A validated configuration from `(property, value)` pairs under Kafka's names.
     pub fn from_properties<I, K, V>(props: I) -> Result<Self, Error>
@@ -79,34 +102,12 @@ impl AdminConfig {
         K: AsRef<str>,
         V: AsRef<str>,
     {
-        properties::from_properties(props, Self::set, Self::validate)
+        SETTINGS.configure(props)
     }
 
     /// Sets one property by its Kafka name (value trimmed, parsed as Java's `ConfigDef` does).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
-        let value = value.trim();
-        match key {
-            BOOTSTRAP_SERVERS => {
-                self.bootstrap_servers = properties::bootstrap_entries(value);
-            }
-            CLIENT_ID => self.client_id = value.to_owned(),
-            REQUEST_TIMEOUT_MS | DEFAULT_API_TIMEOUT_MS => {
-                self.request_timeout_ms = parse_number(key, value)?
-            }
-            RETRY_BACKOFF_MS => self.retry_backoff_ms = parse_number(key, value)?,
-            RECONNECT_BACKOFF_MS => self.reconnect_backoff_ms = parse_number(key, value)?,
-            RECONNECT_BACKOFF_MAX_MS => self.reconnect_backoff_max_ms = parse_number(key, value)?,
-            _ => {
-                return properties::set_shared_property(
-                    &mut self.security,
-                    key,
-                    value,
-                    &ADMIN_PROPERTY_NAMES,
-                    "admin",
-                );
-            }
-        }
-        Ok(())
+        SETTINGS.set(self, key, value)
     }
 
     /// Checks every setting; the first problem found names the property to change.
@@ -129,12 +130,12 @@ impl AdminConfig {
     }
 }
 
-/// Builds a [`crate::Admin`]: `Admin::builder().bootstrap(..).build().await`.
+/// Builds an [`Admin`]: `Admin::builder().bootstrap(..).build().await`.
 #[derive(Debug, Clone, Default)]
 pub struct AdminBuilder {
-    config: AdminConfig,
-    /// The first property that failed to parse, reported by `build`.
-    error: Option<Error>,
+    /// The configuration being built and the first property that failed to parse, reported
+    /// by `build`.
+    draft: Draft<AdminConfig>,
 }
 
 impl AdminBuilder {
@@ -143,57 +144,28 @@ impl AdminBuilder {
         Self::default()
     }
 
-    fn apply(mut self, key: &str, value: &str) -> Self {
-        if self.error.is_none()
-            && let Err(e) = self.config.set(key, value)
-        {
-            self.error = Some(e);
-        }
-        self
-    }
-
-    /// `bootstrap.servers`: one `host:port`, or several separated by commas.
-    pub fn bootstrap(self, servers: impl Into<String>) -> Self {
-        let servers = servers.into();
-        self.apply(BOOTSTRAP_SERVERS, &servers)
-    }
-
-    /// `client.id`.
-    pub fn client_id(mut self, id: impl Into<String>) -> Self {
-        self.config.client_id = id.into();
-        self
-    }
+    settings::connection_setters!(Admin);
 
     /// Every call's deadline (whole milliseconds; default 30 s).
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.config.request_timeout_ms = millis(timeout);
-        self
-    }
-
-    /// The security settings, the same type the producer and the consumer take.
-    pub fn security(mut self, security: SecurityConfig) -> Self {
-        self.config.security = security;
+        self.draft.config.request_timeout_ms = millis(timeout);
         self
     }
 
     /// Any property by its Kafka name; a bad one is reported by [`AdminBuilder::build`].
-    pub fn set(self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        let (key, value) = (key.into(), value.into());
-        self.apply(&key, &value)
+    pub fn set(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.draft.set(&key.into(), &value.into());
+        self
     }
 
     /// The validated configuration.
     pub fn config(self) -> Result<AdminConfig, Error> {
-        if let Some(e) = self.error {
-            return Err(e);
-        }
-        self.config.validate()?;
-        Ok(self.config)
+        self.draft.finish()
     }
 
-    /// Validates the configuration and connects: see [`crate::Admin`].
-    pub async fn build(self) -> Result<crate::Admin, Error> {
-        crate::Admin::with_config(self.config()?).await
+    /// Validates the configuration and connects: see [`Admin`].
+    pub async fn build(self) -> Result<Admin, Error> {
+        Admin::with_config(self.config()?).await
     }
 }
 

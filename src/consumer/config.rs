@@ -7,18 +7,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::Consumer;
 use super::hooks::{ConsumerHooks, HooksHandle};
 use super::vocabulary::{AssignmentStrategy, GroupProtocol, OffsetReset};
 use crate::error::Error;
-use crate::net::properties::{
-    self, check_bootstrap_servers, config_error, parse_bool, parse_choice, parse_number,
-};
+use crate::net::properties::{check_bootstrap_servers, config_error, parse_choice};
 use crate::net::security::SecurityConfig;
+use crate::net::settings::{
+    self, Apply, BOOTSTRAP_SERVERS, Client, ClientConfig, Draft, REQUEST_TIMEOUT_MS, Setting, Table,
+};
 use crate::types::{IsolationLevel, Millis};
 
-const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
 const GROUP_ID: &str = "group.id";
-const CLIENT_ID: &str = "client.id";
 const ISOLATION_LEVEL: &str = "isolation.level";
 const AUTO_OFFSET_RESET: &str = "auto.offset.reset";
 const GROUP_PROTOCOL: &str = "group.protocol";
@@ -31,45 +31,10 @@ const FETCH_MIN_BYTES: &str = "fetch.min.bytes";
 const FETCH_MAX_BYTES: &str = "fetch.max.bytes";
 const MAX_PARTITION_FETCH_BYTES: &str = "max.partition.fetch.bytes";
 const MAX_POLL_RECORDS: &str = "max.poll.records";
-const REQUEST_TIMEOUT_MS: &str = "request.timeout.ms";
-const RETRY_BACKOFF_MS: &str = "retry.backoff.ms";
-const RECONNECT_BACKOFF_MS: &str = "reconnect.backoff.ms";
-const RECONNECT_BACKOFF_MAX_MS: &str = "reconnect.backoff.max.ms";
 const ENABLE_AUTO_COMMIT: &str = "enable.auto.commit";
-const ENABLE_METRICS_PUSH: &str = "enable.metrics.push";
 const AUTO_COMMIT_INTERVAL_MS: &str = "auto.commit.interval.ms";
-const METADATA_MAX_AGE_MS: &str = "metadata.max.age.ms";
 const GROUP_REMOTE_ASSIGNOR: &str = "group.remote.assignor";
 const PARTITION_ASSIGNMENT_STRATEGY: &str = "partition.assignment.strategy";
-
-/// Every property name [`ConsumerConfig::set`] accepts (besides the `security.*`, `ssl.*` and
-/// `sasl.*` ones the producer takes too).
-pub const CONSUMER_PROPERTY_NAMES: [&str; 24] = [
-    BOOTSTRAP_SERVERS,
-    GROUP_ID,
-    CLIENT_ID,
-    ISOLATION_LEVEL,
-    AUTO_OFFSET_RESET,
-    GROUP_PROTOCOL,
-    GROUP_INSTANCE_ID,
-    SESSION_TIMEOUT_MS,
-    HEARTBEAT_INTERVAL_MS,
-    MAX_POLL_INTERVAL_MS,
-    FETCH_MAX_WAIT_MS,
-    FETCH_MIN_BYTES,
-    FETCH_MAX_BYTES,
-    MAX_PARTITION_FETCH_BYTES,
-    MAX_POLL_RECORDS,
-    REQUEST_TIMEOUT_MS,
-    RETRY_BACKOFF_MS,
-    RECONNECT_BACKOFF_MS,
-    RECONNECT_BACKOFF_MAX_MS,
-    ENABLE_AUTO_COMMIT,
-    AUTO_COMMIT_INTERVAL_MS,
-    METADATA_MAX_AGE_MS,
-    GROUP_REMOTE_ASSIGNOR,
-    PARTITION_ASSIGNMENT_STRATEGY,
-];
 
 /// Everything the consumer is configured with. Defaults are the Kafka 4.x Java consumer's,
 /// except `isolation.level` (read_committed here: this consumer exists for exactly-once
@@ -80,7 +45,7 @@ pub struct ConsumerConfig {
     /// `bootstrap.servers`. Required.
     pub bootstrap_servers: Vec<String>,
     /// `group.id`: required to subscribe, to commit and for auto-commit; a consumer with
-    /// manual assignment ([`crate::Consumer::assign`]) may go without (empty: none).
+    /// manual assignment ([`Consumer::assign`]) may go without (empty: none).
     pub group_id: String,
     /// `client.id`: sent in every request header, and it labels the metrics. Empty (the
     /// default): a name unique in the process, `exactly-consumer-1`, `exactly-consumer-2`,
@@ -144,7 +109,7 @@ pub struct ConsumerConfig {
     /// `security.protocol` and the `ssl.*` / `sasl.*` settings.
     pub security: SecurityConfig,
     /// Makes the W3C trace context in a record's `traceparent` / `tracestate` headers the
-    /// parent of its `process` span ([`crate::Consumer::process_span`]). Default off. Not a
+    /// parent of its `process` span ([`Consumer::process_span`]). Default off. Not a
     /// Kafka property.
     #[cfg(feature = "opentelemetry")]
     #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
@@ -186,6 +151,196 @@ impl Default for ConsumerConfig {
     }
 }
 
+/// The consumer's settings: its own rows and those every client shares, then the security
+/// rows and the ignored rows of a shared `client.properties` (`net/settings.rs`).
+static SETTINGS: Table<ConsumerConfig> = Table::new(
+    Client::Consumer,
+    ConsumerConfig::validate,
+    &[
+        CONSUMER_ROWS,
+        &settings::security(|c: &mut ConsumerConfig| &mut c.security),
+        &settings::shared_file(),
+    ],
+);
+
+/// A row of the consumer's own.
+const fn row(
+    name: &'static str,
+    default: &'static str,
+    doc: &'static str,
+    apply: Apply<ConsumerConfig>,
+) -> Setting<ConsumerConfig> {
+    Setting::own(Client::Consumer, name, default, doc, apply)
+}
+
+/// An empty value is no value.
+fn optional(value: &str) -> Option<String> {
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
+/// The rows of [`SETTINGS`] before the security ones, in the README's order.
+const CONSUMER_ROWS: &[Setting<ConsumerConfig>] = &[
+    settings::bootstrap_servers(|c| &mut c.bootstrap_servers),
+    row(
+        GROUP_ID,
+        "",
+        "the group to join and commit to; needed to subscribe and commit, not to `assign`",
+        Apply::Text(|c| &mut c.group_id),
+    ),
+    settings::client_id(
+        "",
+        "sent in every request header, labels the metrics; empty: `exactly-consumer-N`",
+        |c| &mut c.client_id,
+    ),
+    row(
+        ISOLATION_LEVEL,
+        "read_committed",
+        "`read_committed` or `read_uncommitted` (Java's default)",
+        Apply::Parse {
+            kind: "choice",
+            set: |c, key, value| {
+                c.isolation_level = parse_choice(key, value, &IsolationLevel::NAMES)?;
+                Ok(())
+            },
+        },
+    ),
+    row(
+        AUTO_OFFSET_RESET,
+        "latest",
+        "`earliest`, `latest` or `none`: where to start without a committed offset",
+        Apply::Parse {
+            kind: "choice",
+            set: |c, key, value| {
+                c.auto_offset_reset = parse_choice(key, value, &OffsetReset::NAMES)?;
+                Ok(())
+            },
+        },
+    ),
+    row(
+        GROUP_PROTOCOL,
+        "consumer",
+        "`consumer` (KIP-848, falling back to classic) or `classic`",
+        Apply::Parse {
+            kind: "choice",
+            set: |c, key, value| {
+                c.group_protocol = parse_choice(key, value, &GroupProtocol::NAMES)?;
+                Ok(())
+            },
+        },
+    ),
+    row(
+        GROUP_INSTANCE_ID,
+        "",
+        "static membership (KIP-345)",
+        Apply::Parse {
+            kind: "string",
+            set: |c, _, value| {
+                c.group_instance_id = optional(value);
+                Ok(())
+            },
+        },
+    ),
+    row(
+        SESSION_TIMEOUT_MS,
+        "45000",
+        "classic protocol: how long the coordinator waits for a heartbeat",
+        Apply::U64(|c| &mut c.session_timeout_ms),
+    ),
+    row(
+        HEARTBEAT_INTERVAL_MS,
+        "3000",
+        "classic protocol: the heartbeat interval (KIP-848's comes from the coordinator)",
+        Apply::U64(|c| &mut c.heartbeat_interval_ms),
+    ),
+    row(
+        MAX_POLL_INTERVAL_MS,
+        "300000",
+        "the rebalance timeout: how long a member may take to give up revoked partitions",
+        Apply::U64(|c| &mut c.max_poll_interval_ms),
+    ),
+    row(
+        FETCH_MAX_WAIT_MS,
+        "500",
+        "how long a broker may hold a fetch for `fetch.min.bytes`",
+        Apply::U64(|c| &mut c.fetch_max_wait_ms),
+    ),
+    row(
+        FETCH_MIN_BYTES,
+        "1",
+        "the bytes a broker waits for before answering a fetch",
+        Apply::I32(|c| &mut c.fetch_min_bytes),
+    ),
+    row(
+        FETCH_MAX_BYTES,
+        "52428800",
+        "the most bytes one Fetch response may carry",
+        Apply::I32(|c| &mut c.fetch_max_bytes),
+    ),
+    row(
+        MAX_PARTITION_FETCH_BYTES,
+        "1048576",
+        "the most bytes per partition in one Fetch response",
+        Apply::I32(|c| &mut c.max_partition_fetch_bytes),
+    ),
+    row(
+        MAX_POLL_RECORDS,
+        "500",
+        "the most records one `poll` returns (and keeps decoded)",
+        Apply::Usize(|c| &mut c.max_poll_records),
+    ),
+    settings::request_timeout_ms(|c| &mut c.request_timeout_ms),
+    settings::retry_backoff_ms(|c| &mut c.retry_backoff_ms),
+    settings::reconnect_backoff_ms(|c| &mut c.reconnect_backoff_ms),
+    settings::reconnect_backoff_max_ms(|c| &mut c.reconnect_backoff_max_ms),
+    row(
+        ENABLE_AUTO_COMMIT,
+        "false",
+        "commit what earlier polls handed out, every `auto.commit.interval.ms` (at-least-once)",
+        Apply::Flag(|c| &mut c.enable_auto_commit),
+    ),
+    row(
+        AUTO_COMMIT_INTERVAL_MS,
+        "5000",
+        "how often auto-commit commits",
+        Apply::U64(|c| &mut c.auto_commit_interval_ms),
+    ),
+    settings::metadata_max_age_ms(|c| &mut c.metadata_max_age_ms),
+    settings::enable_metrics_push(|c| &mut c.enable_metrics_push),
+    row(
+        GROUP_REMOTE_ASSIGNOR,
+        "",
+        "KIP-848: the server-side assignor to ask for; unset: the broker's default",
+        Apply::Parse {
+            kind: "string",
+            set: |c, _, value| {
+                c.group_remote_assignor = optional(value);
+                Ok(())
+            },
+        },
+    ),
+    row(
+        PARTITION_ASSIGNMENT_STRATEGY,
+        "cooperative-sticky",
+        "classic protocol: `cooperative-sticky` or `range` (or their Java class names)",
+        Apply::Parse {
+            kind: "choice",
+            // One strategy: a list would need protocol negotiation between them, which
+            // the group does with Java consumers only for its upgrade path.
+            // Java's class names (org.apache...CooperativeStickyAssignor) work too.
+            set: |c, key, value| {
+                let name = value.rsplit('.').next().unwrap_or_default();
+                c.partition_assignment_strategy =
+                    parse_choice(key, name, &AssignmentStrategy::NAMES)?;
+                Ok(())
+            },
+        },
+    ),
+];
+
+impl ClientConfig for ConsumerConfig {
+    const SETTINGS: &'static Table<Self> = &SETTINGS;
+}
+
 impl ConsumerConfig {
     /// A validated configuration from `(property, value)` pairs under Kafka's names.
     pub fn from_properties<I, K, V>(props: I) -> Result<Self, Error>
@@ -194,68 +349,12 @@ impl ConsumerConfig {
         K: AsRef<str>,
         V: AsRef<str>,
     {
-        properties::from_properties(props, Self::set, Self::validate)
+        SETTINGS.configure(props)
     }
 
     /// Sets one property by its Kafka name (value trimmed, parsed as Java's `ConfigDef` does).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
-        let value = value.trim();
-        match key {
-            BOOTSTRAP_SERVERS => {
-                self.bootstrap_servers = properties::bootstrap_entries(value);
-            }
-            GROUP_ID => self.group_id = value.to_owned(),
-            CLIENT_ID => self.client_id = value.to_owned(),
-            ISOLATION_LEVEL => {
-                self.isolation_level = parse_choice(key, value, &IsolationLevel::NAMES)?
-            }
-            AUTO_OFFSET_RESET => {
-                self.auto_offset_reset = parse_choice(key, value, &OffsetReset::NAMES)?
-            }
-            GROUP_PROTOCOL => {
-                self.group_protocol = parse_choice(key, value, &GroupProtocol::NAMES)?
-            }
-            GROUP_INSTANCE_ID => {
-                self.group_instance_id = (!value.is_empty()).then(|| value.to_owned());
-            }
-            SESSION_TIMEOUT_MS => self.session_timeout_ms = parse_number(key, value)?,
-            HEARTBEAT_INTERVAL_MS => self.heartbeat_interval_ms = parse_number(key, value)?,
-            MAX_POLL_INTERVAL_MS => self.max_poll_interval_ms = parse_number(key, value)?,
-            FETCH_MAX_WAIT_MS => self.fetch_max_wait_ms = parse_number(key, value)?,
-            FETCH_MIN_BYTES => self.fetch_min_bytes = parse_number(key, value)?,
-            FETCH_MAX_BYTES => self.fetch_max_bytes = parse_number(key, value)?,
-            MAX_PARTITION_FETCH_BYTES => self.max_partition_fetch_bytes = parse_number(key, value)?,
-            MAX_POLL_RECORDS => self.max_poll_records = parse_number(key, value)?,
-            REQUEST_TIMEOUT_MS => self.request_timeout_ms = parse_number(key, value)?,
-            RETRY_BACKOFF_MS => self.retry_backoff_ms = parse_number(key, value)?,
-            RECONNECT_BACKOFF_MS => self.reconnect_backoff_ms = parse_number(key, value)?,
-            RECONNECT_BACKOFF_MAX_MS => self.reconnect_backoff_max_ms = parse_number(key, value)?,
-            ENABLE_AUTO_COMMIT => self.enable_auto_commit = parse_bool(key, value)?,
-            ENABLE_METRICS_PUSH => self.enable_metrics_push = parse_bool(key, value)?,
-            AUTO_COMMIT_INTERVAL_MS => self.auto_commit_interval_ms = parse_number(key, value)?,
-            METADATA_MAX_AGE_MS => self.metadata_max_age_ms = parse_number(key, value)?,
-            PARTITION_ASSIGNMENT_STRATEGY => {
-                // One strategy: a list would need protocol negotiation between them, which
-                // the group does with Java consumers only for its upgrade path.
-                // Java's class names (org.apache...CooperativeStickyAssignor) work too.
-                let name = value.trim().rsplit('.').next().unwrap_or_default();
-                self.partition_assignment_strategy =
-                    parse_choice(key, name, &AssignmentStrategy::NAMES)?;
-            }
-            GROUP_REMOTE_ASSIGNOR => {
-                self.group_remote_assignor = (!value.is_empty()).then(|| value.to_owned());
-            }
-            _ => {
-                return properties::set_shared_property(
-                    &mut self.security,
-                    key,
-                    value,
-                    &CONSUMER_PROPERTY_NAMES,
-                    "consumer",
-                );
-            }
-        }
-        Ok(())
+        SETTINGS.set(self, key, value)
     }
 
     /// Checks every setting; the first problem found names the property to change.
@@ -337,12 +436,12 @@ impl ConsumerConfig {
     }
 }
 
-/// Builds a [`crate::Consumer`]: `Consumer::builder().bootstrap(..).group_id(..).build()`.
+/// Builds a [`Consumer`]: `Consumer::builder().bootstrap(..).group_id(..).build()`.
 #[derive(Debug, Clone, Default)]
 pub struct ConsumerBuilder {
-    config: ConsumerConfig,
-    /// The first property that failed to parse, reported by `build`.
-    error: Option<Error>,
+    /// The configuration being built and the first property that failed to parse, reported
+    /// by `build`.
+    draft: Draft<ConsumerConfig>,
     /// The application's hooks, handed to the consumer `build` makes.
     hooks: Option<HooksHandle>,
 }
@@ -353,60 +452,41 @@ impl ConsumerBuilder {
         Self::default()
     }
 
-    fn apply(mut self, key: &str, value: &str) -> Self {
-        if self.error.is_none()
-            && let Err(e) = self.config.set(key, value)
-        {
-            self.error = Some(e);
-        }
-        self
-    }
-
-    /// `bootstrap.servers`: one `host:port`, or several separated by commas.
-    pub fn bootstrap(self, servers: impl Into<String>) -> Self {
-        let servers = servers.into();
-        self.apply(BOOTSTRAP_SERVERS, &servers)
-    }
+    settings::connection_setters!(Consumer);
 
     /// `group.id`.
     pub fn group_id(mut self, group: impl Into<String>) -> Self {
-        self.config.group_id = group.into();
-        self
-    }
-
-    /// `client.id`.
-    pub fn client_id(mut self, id: impl Into<String>) -> Self {
-        self.config.client_id = id.into();
+        self.draft.config.group_id = group.into();
         self
     }
 
     /// `enable.metrics.push`: whether to push metrics to the cluster (KIP-714).
     pub fn metrics_push(mut self, enable: bool) -> Self {
-        self.config.enable_metrics_push = enable;
+        self.draft.config.enable_metrics_push = enable;
         self
     }
 
     /// `isolation.level` (default [`IsolationLevel::ReadCommitted`]).
     pub fn isolation_level(mut self, level: IsolationLevel) -> Self {
-        self.config.isolation_level = level;
+        self.draft.config.isolation_level = level;
         self
     }
 
     /// `auto.offset.reset` (default [`OffsetReset::Latest`], as Kafka's).
     pub fn auto_offset_reset(mut self, reset: OffsetReset) -> Self {
-        self.config.auto_offset_reset = reset;
+        self.draft.config.auto_offset_reset = reset;
         self
     }
 
     /// `group.protocol` (default [`GroupProtocol::Consumer`], KIP-848, when the broker has it).
     pub fn group_protocol(mut self, protocol: GroupProtocol) -> Self {
-        self.config.group_protocol = protocol;
+        self.draft.config.group_protocol = protocol;
         self
     }
 
     /// `group.instance.id`: static membership (KIP-345).
     pub fn group_instance_id(mut self, id: impl Into<String>) -> Self {
-        self.config.group_instance_id = Some(id.into());
+        self.draft.config.group_instance_id = Some(id.into());
         self
     }
 
@@ -421,41 +501,32 @@ impl ConsumerBuilder {
     #[cfg(feature = "opentelemetry")]
     #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
     pub fn propagate_trace_context(mut self, enable: bool) -> Self {
-        self.config.propagate_trace_context = enable;
-        self
-    }
-
-    /// The security settings, the same type the producer takes.
-    pub fn security(mut self, security: crate::SecurityConfig) -> Self {
-        self.config.security = security;
+        self.draft.config.propagate_trace_context = enable;
         self
     }
 
     /// Any property by its Kafka name; a bad one is reported by [`ConsumerBuilder::build`].
-    pub fn set(self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        let (key, value) = (key.into(), value.into());
-        self.apply(&key, &value)
+    pub fn set(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.draft.set(&key.into(), &value.into());
+        self
     }
 
     /// The validated configuration.
     pub fn config(self) -> Result<ConsumerConfig, Error> {
-        if let Some(e) = self.error {
-            return Err(e);
-        }
-        self.config.validate()?;
-        Ok(self.config)
+        self.draft.finish()
     }
 
-    /// Validates the configuration and connects: see [`crate::Consumer`].
-    pub async fn build(self) -> Result<crate::Consumer, Error> {
+    /// Validates the configuration and connects: see [`Consumer`].
+    pub async fn build(self) -> Result<Consumer, Error> {
         let hooks = self.hooks.clone();
-        crate::Consumer::with_config(self.config()?, hooks).await
+        Consumer::with_config(self.config()?, hooks).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::producer::config::{Acks, ProducerConfig};
 
     fn with(props: &[(&str, &str)]) -> Result<ConsumerConfig, Error> {
         ConsumerConfig::from_properties(props.iter().copied())
@@ -556,27 +627,12 @@ mod tests {
     /// the JVM's, and still refuses a typo.
     #[test]
     fn a_shared_client_properties_configures_producer_and_consumer() {
-        let shared = [
-            ("bootstrap.servers", "127.0.0.1:9092"),
-            ("security.protocol", "SASL_PLAINTEXT"),
-            ("sasl.mechanism", "PLAIN"),
-            (
-                "sasl.jaas.config",
-                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="k" password="s";"#,
-            ),
-            ("client.dns.lookup", "use_all_dns_ips"),
-            ("session.timeout.ms", "45000"),
-            ("acks", "all"),
-            ("group.id", "g"),
-            ("schema.registry.url", "https://sr.example"),
-            ("basic.auth.credentials.source", "USER_INFO"),
-            ("basic.auth.user.info", "key:secret"),
-        ];
+        let shared = crate::net::settings::tests::CONFLUENT_CLOUD_PROPERTIES;
         let consumer = with(&shared).unwrap();
         assert_eq!(consumer.session_timeout_ms, 45_000);
         assert_eq!(consumer.group_id, "g");
-        let producer = crate::ProducerConfig::from_properties(shared).unwrap();
-        assert_eq!(producer.acks, crate::Acks::All);
+        let producer = ProducerConfig::from_properties(shared).unwrap();
+        assert_eq!(producer.acks, Acks::All);
         assert_eq!(consumer.security, producer.security);
         let mut typo = shared.to_vec();
         typo.push(("sasl.mechanisim", "PLAIN"));

@@ -1,7 +1,8 @@
-//! The network layer both clients share: broker connections (framing, version negotiation,
-//! TLS, SASL), the security settings and secrets they are built from, the properties parser
-//! both configurations read and the Java properties file format, cluster metadata,
-//! coordinator look-up, reconnection backoff and the readiness probe.
+//! The network layer the clients share: broker connections (framing, version negotiation,
+//! TLS, SASL), the security settings and secrets they are built from, the settings tables'
+//! machinery and the rows every client shares, the property value parsers and the Java
+//! properties file format, cluster metadata, coordinator look-up, reconnection backoff and the
+//! readiness probe.
 //! Nothing here knows about producing or consuming (ARCHITECTURE.md, "Layers").
 
 pub(crate) mod connection;
@@ -15,6 +16,7 @@ pub(crate) mod reconnect;
 pub(crate) mod sasl;
 pub mod secret;
 pub mod security;
+pub(crate) mod settings;
 #[cfg(feature = "tls")]
 pub(crate) mod stores;
 #[cfg(feature = "tls")]

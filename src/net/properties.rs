@@ -1,92 +1,11 @@
-//! Parsing and checking of Kafka properties, shared by [`crate::ProducerConfig`],
-//! [`crate::ConsumerConfig`] and [`crate::AdminConfig`]: each takes `(name, value)` pairs under Kafka's names, parsed as
-//! Java's `ConfigDef` parses its types, and name the property at fault in every error.
+//! Parsing and checking of Kafka property values, shared by [`crate::ProducerConfig`],
+//! [`crate::ConsumerConfig`] and [`crate::AdminConfig`] (through their settings tables,
+//! `settings.rs`): values parsed as Java's `ConfigDef` parses its types, every error naming the
+//! property at fault. Nothing here knows which settings there are.
 
 use std::str::FromStr;
 
-use tracing::debug;
-
 use crate::error::Error;
-use crate::net::security::{SECURITY_PROPERTY_NAMES, SecurityConfig};
-
-/// A validated configuration from `(property, value)` pairs under Kafka's names: each applied
-/// with `set` over the defaults, in order (a repeated property: the last wins), then the whole
-/// checked with `validate`.
-pub(crate) fn from_properties<C, I, K, V>(
-    props: I,
-    set: fn(&mut C, &str, &str) -> Result<(), Error>,
-    validate: fn(&C) -> Result<(), Error>,
-) -> Result<C, Error>
-where
-    C: Default,
-    I: IntoIterator<Item = (K, V)>,
-    K: AsRef<str>,
-    V: AsRef<str>,
-{
-    let mut config = C::default();
-    for (key, value) in props {
-        set(&mut config, key.as_ref(), value.as_ref())?;
-    }
-    validate(&config)?;
-    Ok(config)
-}
-
-/// Properties a shared `client.properties` carries for the JVM, for Schema Registry or for the
-/// other kind of client, which cannot change what this client writes or reads or how it
-/// authenticates: accepted and ignored (with a debug event) by both the producer and the
-/// consumer, so one file copied from Confluent Cloud or MSK configures both as it is. Each
-/// client matches the settings it implements first (the consumer's `group.id`, the producer's
-/// `acks`), so only the other client's are ignored here. The rule: a setting that would change
-/// delivery or security is either implemented or an error; only these are let through.
-pub(crate) fn is_ignored_property(key: &str) -> bool {
-    const IGNORED: [&str; 6] = [
-        // Every address a name resolves to is tried, which is `use_all_dns_ips`.
-        "client.dns.lookup",
-        // Consumer group settings, in shared files (Confluent's recommends the session
-        // timeout for every client).
-        "session.timeout.ms",
-        "heartbeat.interval.ms",
-        "group.id",
-        "auto.offset.reset",
-        // Confluent Cloud's Java template sets it for the producer.
-        "acks",
-    ];
-    const IGNORED_PREFIXES: [&str; 3] = ["schema.registry.", "basic.auth.", "bearer.auth."];
-    IGNORED.contains(&key) || IGNORED_PREFIXES.iter().any(|p| key.starts_with(p))
-}
-
-/// A property none of `client`'s own settings matched: a security setting (applied to
-/// `security`), one of the shared file's ignored ones (a debug event), or else unknown, the
-/// error suggesting the closest of `own_names` and the security names.
-pub(crate) fn set_shared_property(
-    security: &mut SecurityConfig,
-    key: &str,
-    value: &str,
-    own_names: &[&str],
-    client: &'static str,
-) -> Result<(), Error> {
-    if let Some(result) = security.set(key, value) {
-        return result;
-    }
-    if is_ignored_property(key) {
-        debug!(
-            property = key,
-            client, "ignoring a setting that does not apply to this client"
-        );
-        return Ok(());
-    }
-    Err(unknown_property(
-        key,
-        own_names.iter().chain(&SECURITY_PROPERTY_NAMES),
-    ))
-}
-
-/// `bootstrap.servers`' entries, empty ones (a trailing comma) left out.
-pub(crate) fn bootstrap_entries(value: &str) -> Vec<String> {
-    list_entries(value)
-        .filter(|entry| !entry.is_empty())
-        .collect()
-}
 
 /// A configuration error about `setting`.
 pub(crate) fn config_error(setting: &str, reason: impl Into<String>) -> Error {
@@ -98,13 +17,10 @@ pub(crate) fn config_error(setting: &str, reason: impl Into<String>) -> Error {
 
 /// The error for a property we do not know, suggesting the name among `known` closest to it
 /// when it is at most two edits away (a typo rather than another client's setting).
-pub(crate) fn unknown_property<'a>(
-    key: &str,
-    known: impl IntoIterator<Item = &'a &'a str>,
-) -> Error {
+pub(crate) fn unknown_property<'a>(key: &str, known: impl IntoIterator<Item = &'a str>) -> Error {
     let closest = known
         .into_iter()
-        .map(|name| (edit_distance(key, name), *name))
+        .map(|name| (edit_distance(key, name), name))
         .filter(|(distance, _)| *distance <= 2)
         .min_by_key(|(distance, _)| *distance);
     let reason = match closest {
@@ -153,6 +69,13 @@ pub(crate) fn parse_number<T: FromStr>(setting: &str, value: &str) -> Result<T, 
             format!("expected a non-negative integer, got {value:?}"),
         )
     })
+}
+
+/// A decimal integer, possibly negative (the compression levels: zstd's go below zero).
+pub(crate) fn parse_signed(setting: &str, value: &str) -> Result<i32, Error> {
+    value
+        .parse()
+        .map_err(|_| config_error(setting, format!("expected an integer, got {value:?}")))
 }
 
 /// One of a fixed set of lower-case names, matched in any case (Java's `ValidString` after

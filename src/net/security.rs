@@ -20,50 +20,28 @@ use crate::error::Error;
 #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub use super::sasl::oauthbearer::{OAuthBearerToken, OAuthBearerTokenProvider};
 
-const SECURITY_PROTOCOL: &str = "security.protocol";
-const SSL_TRUSTSTORE_TYPE: &str = "ssl.truststore.type";
-const SSL_TRUSTSTORE_LOCATION: &str = "ssl.truststore.location";
-const SSL_TRUSTSTORE_CERTIFICATES: &str = "ssl.truststore.certificates";
-const SSL_CA_LOCATION: &str = "ssl.ca.location";
-const SSL_KEYSTORE_TYPE: &str = "ssl.keystore.type";
-const SSL_KEYSTORE_LOCATION: &str = "ssl.keystore.location";
-const SSL_KEYSTORE_CERTIFICATE_CHAIN: &str = "ssl.keystore.certificate.chain";
-const SSL_KEYSTORE_KEY: &str = "ssl.keystore.key";
-const SSL_TRUSTSTORE_PASSWORD: &str = "ssl.truststore.password";
-const SSL_KEYSTORE_PASSWORD: &str = "ssl.keystore.password";
-const SSL_KEY_PASSWORD: &str = "ssl.key.password";
-const SSL_CERTIFICATE_LOCATION: &str = "ssl.certificate.location";
-const SSL_KEY_LOCATION: &str = "ssl.key.location";
-const SSL_ENDPOINT_IDENTIFICATION_ALGORITHM: &str = "ssl.endpoint.identification.algorithm";
-const SASL_MECHANISM: &str = "sasl.mechanism";
-const SASL_MECHANISMS: &str = "sasl.mechanisms";
-const SASL_JAAS_CONFIG: &str = "sasl.jaas.config";
-const SASL_USERNAME: &str = "sasl.username";
-const SASL_PASSWORD: &str = "sasl.password";
-
-/// Every security property `SecurityConfig::set` accepts.
-pub const SECURITY_PROPERTY_NAMES: [&str; 20] = [
-    SECURITY_PROTOCOL,
-    SSL_TRUSTSTORE_TYPE,
-    SSL_TRUSTSTORE_LOCATION,
-    SSL_TRUSTSTORE_CERTIFICATES,
-    SSL_CA_LOCATION,
-    SSL_KEYSTORE_TYPE,
-    SSL_KEYSTORE_LOCATION,
-    SSL_KEYSTORE_CERTIFICATE_CHAIN,
-    SSL_KEYSTORE_KEY,
-    SSL_TRUSTSTORE_PASSWORD,
-    SSL_KEYSTORE_PASSWORD,
-    SSL_KEY_PASSWORD,
-    SSL_CERTIFICATE_LOCATION,
-    SSL_KEY_LOCATION,
-    SSL_ENDPOINT_IDENTIFICATION_ALGORITHM,
-    SASL_MECHANISM,
-    SASL_MECHANISMS,
-    SASL_JAAS_CONFIG,
-    SASL_USERNAME,
-    SASL_PASSWORD,
-];
+// The security settings' names; their rows (default, documentation) are in `settings.rs`.
+pub(crate) const SECURITY_PROTOCOL: &str = "security.protocol";
+pub(crate) const SSL_TRUSTSTORE_TYPE: &str = "ssl.truststore.type";
+pub(crate) const SSL_TRUSTSTORE_LOCATION: &str = "ssl.truststore.location";
+pub(crate) const SSL_TRUSTSTORE_CERTIFICATES: &str = "ssl.truststore.certificates";
+pub(crate) const SSL_CA_LOCATION: &str = "ssl.ca.location";
+pub(crate) const SSL_KEYSTORE_TYPE: &str = "ssl.keystore.type";
+pub(crate) const SSL_KEYSTORE_LOCATION: &str = "ssl.keystore.location";
+pub(crate) const SSL_KEYSTORE_CERTIFICATE_CHAIN: &str = "ssl.keystore.certificate.chain";
+pub(crate) const SSL_KEYSTORE_KEY: &str = "ssl.keystore.key";
+pub(crate) const SSL_TRUSTSTORE_PASSWORD: &str = "ssl.truststore.password";
+pub(crate) const SSL_KEYSTORE_PASSWORD: &str = "ssl.keystore.password";
+pub(crate) const SSL_KEY_PASSWORD: &str = "ssl.key.password";
+pub(crate) const SSL_CERTIFICATE_LOCATION: &str = "ssl.certificate.location";
+pub(crate) const SSL_KEY_LOCATION: &str = "ssl.key.location";
+pub(crate) const SSL_ENDPOINT_IDENTIFICATION_ALGORITHM: &str =
+    "ssl.endpoint.identification.algorithm";
+pub(crate) const SASL_MECHANISM: &str = "sasl.mechanism";
+pub(crate) const SASL_MECHANISMS: &str = "sasl.mechanisms";
+pub(crate) const SASL_JAAS_CONFIG: &str = "sasl.jaas.config";
+pub(crate) const SASL_USERNAME: &str = "sasl.username";
+pub(crate) const SASL_PASSWORD: &str = "sasl.password";
 
 /// `security.protocol`: whether connections use TLS, SASL, both or neither.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -267,6 +245,16 @@ pub struct SaslConfig {
     pub token_provider: Option<OAuthBearerTokenProvider>,
 }
 
+/// `error` (a configuration error from a parser that names one property) naming `key`, the
+/// property given: `ssl.keystore.type` shares the trust store's parser, `sasl.mechanisms`
+/// `sasl.mechanism`'s.
+fn named(key: &str, error: Error) -> Error {
+    match error {
+        Error::Config { reason, .. } => config_error(key, reason),
+        other => other,
+    }
+}
+
 /// Everything about securing connections.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -280,26 +268,20 @@ pub struct SecurityConfig {
 }
 
 impl SecurityConfig {
-    /// Sets a security property; `None` when `key` is not one.
-    pub(crate) fn set(&mut self, key: &str, value: &str) -> Option<Result<(), Error>> {
+    /// Sets a security property by its name (a row of the settings tables, `settings.rs`).
+    pub(crate) fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
         let value = value.trim();
         let file = || Some(Pem::File(PathBuf::from(value)));
         let inline = || Some(Pem::Inline(Secret::new(value)));
         match key {
-            SECURITY_PROTOCOL => return Some(value.parse().map(|p| self.protocol = p)),
+            SECURITY_PROTOCOL => return value.parse().map(|p| self.protocol = p),
             SSL_TRUSTSTORE_TYPE | SSL_KEYSTORE_TYPE => {
-                let kind = match value.parse::<StoreType>() {
-                    Ok(kind) => kind,
-                    Err(Error::Config { reason, .. }) => {
-                        return Some(Err(config_error(key, reason)));
-                    }
-                    Err(other) => return Some(Err(other)),
-                };
+                let kind = value.parse::<StoreType>().map_err(|e| named(key, e))?;
                 if kind != StoreType::Pem && !cfg!(feature = "keystores") {
-                    return Some(Err(config_error(
+                    return Err(config_error(
                         key,
                         "JKS and PKCS12 stores need the crate feature `keystores`",
-                    )));
+                    ));
                 }
                 if key == SSL_TRUSTSTORE_TYPE {
                     self.tls.truststore_type = Some(kind);
@@ -326,21 +308,26 @@ impl SecurityConfig {
                 "" => self.tls.verify_hostname = false,
                 v if v.eq_ignore_ascii_case("https") => self.tls.verify_hostname = true,
                 other => {
-                    return Some(Err(config_error(
+                    return Err(config_error(
                         key,
                         format!("expected https or an empty value, got {other:?}"),
-                    )));
+                    ));
                 }
             },
             SASL_MECHANISM | SASL_MECHANISMS => {
-                return Some(value.parse().map(|m| self.sasl.mechanism = Some(m)));
+                // Under either name the error names the property given.
+                return value
+                    .parse()
+                    .map(|m| self.sasl.mechanism = Some(m))
+                    .map_err(|e| named(key, e));
             }
             SASL_USERNAME => self.sasl.username = Some(value.to_owned()),
             SASL_PASSWORD => self.sasl.password = Some(Secret::new(value)),
-            SASL_JAAS_CONFIG => return Some(self.set_jaas(value)),
-            _ => return None,
+            SASL_JAAS_CONFIG => return self.set_jaas(value),
+            // Only the security rows call this, each with its own name.
+            _ => return Err(config_error(key, "not a security property")),
         }
-        Some(Ok(()))
+        Ok(())
     }
 
     /// Takes the credentials out of a `sasl.jaas.config` entry.
@@ -490,7 +477,7 @@ impl SecurityConfig {
                     return Err(config_error(
                         SASL_MECHANISM,
                         "OAUTHBEARER needs a token provider \
-                         (ProducerBuilder::oauthbearer_token_provider, crate feature \
+                         (the builders' sasl_oauthbearer, crate feature \
                          `sasl-oauthbearer`)",
                     ));
                 }
@@ -504,27 +491,21 @@ impl SecurityConfig {
 mod tests {
     use super::*;
 
-    fn set(config: &mut SecurityConfig, key: &str, value: &str) -> Result<(), Error> {
-        config.set(key, value).expect("a security property")
-    }
-
     #[test]
     #[cfg(all(feature = "tls", feature = "sasl-scram"))]
     fn jaas_credentials_and_librdkafka_names_land_in_the_same_fields() {
         let mut from_jaas = SecurityConfig::default();
-        set(&mut from_jaas, "security.protocol", "sasl_ssl").unwrap();
-        set(&mut from_jaas, "sasl.mechanism", "SCRAM-SHA-512").unwrap();
-        set(
-            &mut from_jaas,
-            "sasl.jaas.config",
+        from_jaas.set("security.protocol", "sasl_ssl").unwrap();
+        from_jaas.set("sasl.mechanism", "SCRAM-SHA-512").unwrap();
+        from_jaas.set("sasl.jaas.config",
             r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";"#,
         )
         .unwrap();
         let mut from_names = SecurityConfig::default();
-        set(&mut from_names, "security.protocol", "SASL_SSL").unwrap();
-        set(&mut from_names, "sasl.mechanisms", "SCRAM-SHA-512").unwrap();
-        set(&mut from_names, "sasl.username", "u").unwrap();
-        set(&mut from_names, "sasl.password", "p").unwrap();
+        from_names.set("security.protocol", "SASL_SSL").unwrap();
+        from_names.set("sasl.mechanisms", "SCRAM-SHA-512").unwrap();
+        from_names.set("sasl.username", "u").unwrap();
+        from_names.set("sasl.password", "p").unwrap();
         assert_eq!(from_jaas, from_names);
         from_jaas.validate().unwrap();
     }
@@ -532,16 +513,11 @@ mod tests {
     #[test]
     fn debug_of_the_security_config_shows_no_secret() {
         let mut config = SecurityConfig::default();
-        set(&mut config, "sasl.password", "hunter2").unwrap();
-        set(
-            &mut config,
-            "ssl.keystore.key",
-            "-----BEGIN PRIVATE KEY-----abc",
-        )
-        .unwrap();
-        set(
-            &mut config,
-            "sasl.jaas.config",
+        config.set("sasl.password", "hunter2").unwrap();
+        config
+            .set("ssl.keystore.key", "-----BEGIN PRIVATE KEY-----abc")
+            .unwrap();
+        config.set("sasl.jaas.config",
             r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="jaas-pw";"#,
         )
         .unwrap();
@@ -555,36 +531,40 @@ mod tests {
     #[cfg(feature = "tls")]
     fn missing_or_unsupported_settings_are_named() {
         let mut config = SecurityConfig::default();
-        set(&mut config, "security.protocol", "SASL_PLAINTEXT").unwrap();
+        config.set("security.protocol", "SASL_PLAINTEXT").unwrap();
         assert!(
             matches!(config.validate(), Err(Error::Config { setting, .. }) if setting == SASL_MECHANISM)
         );
-        set(&mut config, "sasl.mechanism", "PLAIN").unwrap();
+        config.set("sasl.mechanism", "PLAIN").unwrap();
         assert!(
             matches!(config.validate(), Err(Error::Config { setting, .. }) if setting == SASL_JAAS_CONFIG)
         );
-        assert!(set(&mut config, "sasl.mechanism", "GSSAPI").is_err());
+        assert!(config.set("sasl.mechanism", "GSSAPI").is_err());
         assert_eq!(
-            set(&mut config, "ssl.truststore.type", "JKS").is_ok(),
+            config.set("ssl.truststore.type", "JKS").is_ok(),
             cfg!(feature = "keystores")
         );
-        assert!(set(&mut config, "ssl.truststore.type", "BKS").is_err());
-        assert!(set(&mut config, "ssl.truststore.type", "pem").is_ok());
-        assert!(set(&mut config, "security.protocol", "TLS").is_err());
-        assert!(set(&mut config, "ssl.endpoint.identification.algorithm", "ldap").is_err());
+        assert!(config.set("ssl.truststore.type", "BKS").is_err());
+        assert!(config.set("ssl.truststore.type", "pem").is_ok());
+        assert!(config.set("security.protocol", "TLS").is_err());
         assert!(
-            set(
-                &mut config,
-                "sasl.jaas.config",
-                "com.sun.security.auth.module.Krb5LoginModule required;"
-            )
-            .is_err()
+            config
+                .set("ssl.endpoint.identification.algorithm", "ldap")
+                .is_err()
+        );
+        assert!(
+            config
+                .set(
+                    "sasl.jaas.config",
+                    "com.sun.security.auth.module.Krb5LoginModule required;"
+                )
+                .is_err()
         );
         let mut tls = SecurityConfig::default();
-        set(&mut tls, "security.protocol", "SSL").unwrap();
-        set(&mut tls, "ssl.certificate.location", "/c.pem").unwrap();
+        tls.set("security.protocol", "SSL").unwrap();
+        tls.set("ssl.certificate.location", "/c.pem").unwrap();
         assert!(tls.validate().is_err());
-        set(&mut tls, "ssl.key.location", "/k.pem").unwrap();
+        tls.set("ssl.key.location", "/k.pem").unwrap();
         tls.validate().unwrap();
     }
 
@@ -596,25 +576,27 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let mut trust = SecurityConfig::default();
-        set(&mut trust, "security.protocol", "SSL").unwrap();
-        set(&mut trust, "ssl.truststore.type", "PKCS12").unwrap();
+        trust.set("security.protocol", "SSL").unwrap();
+        trust.set("ssl.truststore.type", "PKCS12").unwrap();
         assert_eq!(named(&trust), SSL_TRUSTSTORE_LOCATION);
-        set(&mut trust, "ssl.truststore.certificates", "-----BEGIN").unwrap();
+        trust
+            .set("ssl.truststore.certificates", "-----BEGIN")
+            .unwrap();
         assert_eq!(named(&trust), SSL_TRUSTSTORE_CERTIFICATES);
-        set(&mut trust, "ssl.truststore.location", "/t.p12").unwrap();
-        set(&mut trust, "ssl.truststore.password", "secret").unwrap();
+        trust.set("ssl.truststore.location", "/t.p12").unwrap();
+        trust.set("ssl.truststore.password", "secret").unwrap();
         trust.validate().unwrap();
         assert_eq!(trust.tls.truststore_type, Some(StoreType::Pkcs12));
 
         let mut key = SecurityConfig::default();
-        set(&mut key, "security.protocol", "SSL").unwrap();
-        set(&mut key, "ssl.keystore.type", "jks").unwrap();
-        set(&mut key, "ssl.certificate.location", "/c.pem").unwrap();
-        set(&mut key, "ssl.key.location", "/k.pem").unwrap();
+        key.set("security.protocol", "SSL").unwrap();
+        key.set("ssl.keystore.type", "jks").unwrap();
+        key.set("ssl.certificate.location", "/c.pem").unwrap();
+        key.set("ssl.key.location", "/k.pem").unwrap();
         assert_eq!(named(&key), SSL_KEYSTORE_LOCATION);
-        set(&mut key, "ssl.keystore.location", "/k.jks").unwrap();
-        set(&mut key, "ssl.keystore.password", "store-pw").unwrap();
-        set(&mut key, "ssl.key.password", "key-pw").unwrap();
+        key.set("ssl.keystore.location", "/k.jks").unwrap();
+        key.set("ssl.keystore.password", "store-pw").unwrap();
+        key.set("ssl.key.password", "key-pw").unwrap();
         key.validate().unwrap();
         let shown = format!("{key:?}");
         assert!(
@@ -622,7 +604,7 @@ mod tests {
             "{shown}"
         );
         // A key password with a PEM key store: an encrypted PEM key, not read.
-        set(&mut key, "ssl.keystore.type", "PEM").unwrap();
+        key.set("ssl.keystore.type", "PEM").unwrap();
         assert_eq!(named(&key), SSL_KEY_PASSWORD);
     }
 
@@ -630,14 +612,13 @@ mod tests {
     fn hostname_verification_is_on_unless_emptied() {
         let mut config = SecurityConfig::default();
         assert!(config.tls.verify_hostname);
-        set(&mut config, "ssl.endpoint.identification.algorithm", "").unwrap();
+        config
+            .set("ssl.endpoint.identification.algorithm", "")
+            .unwrap();
         assert!(!config.tls.verify_hostname);
-        set(
-            &mut config,
-            "ssl.endpoint.identification.algorithm",
-            "HTTPS",
-        )
-        .unwrap();
+        config
+            .set("ssl.endpoint.identification.algorithm", "HTTPS")
+            .unwrap();
         assert!(config.tls.verify_hostname);
     }
 }

@@ -21,72 +21,33 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::net::properties::{
-    self, check_bootstrap_servers, config_error, list_entries, parse_bool, parse_number,
-};
 pub use compression::CompressionConfig;
 
 use crate::error::Error;
-use crate::net::secret::Secret;
-#[cfg(feature = "sasl-oauthbearer")]
-use crate::net::security::OAuthBearerTokenProvider;
-use crate::net::security::{Pem, SaslMechanism, SecurityConfig, SecurityProtocol};
+use crate::net::properties::{check_bootstrap_servers, config_error};
+use crate::net::security::SecurityConfig;
+use crate::net::settings::{
+    self, Apply, BOOTSTRAP_SERVERS, CLIENT_ID, Client, ClientConfig, Draft, REQUEST_TIMEOUT_MS,
+    Setting, Table,
+};
 use crate::producer::hooks::{HooksObserver, ProducerHooks};
 use crate::protocol::record_batch::Compression;
 use crate::types::millis;
 
-const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
-const CLIENT_ID: &str = "client.id";
 const ENABLE_IDEMPOTENCE: &str = "enable.idempotence";
-const ENABLE_METRICS_PUSH: &str = "enable.metrics.push";
 const ACKS: &str = "acks";
 const LINGER_MS: &str = "linger.ms";
 const BATCH_SIZE: &str = "batch.size";
 const BUFFER_MEMORY: &str = "buffer.memory";
 const MAX_IN_FLIGHT: &str = "max.in.flight.requests.per.connection";
 const RETRIES: &str = "retries";
-const RETRY_BACKOFF_MS: &str = "retry.backoff.ms";
 const RETRY_BACKOFF_MAX_MS: &str = "retry.backoff.max.ms";
-const RECONNECT_BACKOFF_MS: &str = "reconnect.backoff.ms";
-const RECONNECT_BACKOFF_MAX_MS: &str = "reconnect.backoff.max.ms";
 const DELIVERY_TIMEOUT_MS: &str = "delivery.timeout.ms";
-const REQUEST_TIMEOUT_MS: &str = "request.timeout.ms";
 const MAX_REQUEST_SIZE: &str = "max.request.size";
 const PRODUCE_REQUEST_MAX_BYTES: &str = "produce.request.max.bytes";
-const METADATA_MAX_AGE_MS: &str = "metadata.max.age.ms";
 const MAX_BLOCK_MS: &str = "max.block.ms";
 const TRANSACTIONAL_ID: &str = "transactional.id";
 const TRANSACTION_TIMEOUT_MS: &str = "transaction.timeout.ms";
-
-/// Every property name [`ProducerConfig::set`] accepts, under Kafka's spelling.
-pub const PROPERTY_NAMES: [&str; 26] = [
-    compression::COMPRESSION_TYPE,
-    compression::COMPRESSION_CODEC,
-    compression::GZIP_LEVEL,
-    compression::LZ4_LEVEL,
-    compression::ZSTD_LEVEL,
-    BOOTSTRAP_SERVERS,
-    CLIENT_ID,
-    ENABLE_IDEMPOTENCE,
-    ACKS,
-    LINGER_MS,
-    BATCH_SIZE,
-    BUFFER_MEMORY,
-    MAX_IN_FLIGHT,
-    RETRIES,
-    RETRY_BACKOFF_MS,
-    RETRY_BACKOFF_MAX_MS,
-    RECONNECT_BACKOFF_MS,
-    RECONNECT_BACKOFF_MAX_MS,
-    DELIVERY_TIMEOUT_MS,
-    REQUEST_TIMEOUT_MS,
-    MAX_REQUEST_SIZE,
-    PRODUCE_REQUEST_MAX_BYTES,
-    METADATA_MAX_AGE_MS,
-    MAX_BLOCK_MS,
-    TRANSACTIONAL_ID,
-    TRANSACTION_TIMEOUT_MS,
-];
 
 /// The default of `produce.request.max.bytes`: 16 MiB, a sixth of the broker's default
 /// `socket.request.max.bytes`.
@@ -264,6 +225,188 @@ impl Default for ProducerConfig {
     }
 }
 
+/// The producer's settings: its own rows, then those every client shares, the security rows
+/// and the ignored rows of a shared `client.properties` (`net/settings.rs`).
+static SETTINGS: Table<ProducerConfig> = Table::new(
+    Client::Producer,
+    ProducerConfig::validate,
+    &[
+        PRODUCER_ROWS,
+        &settings::security(|c: &mut ProducerConfig| &mut c.security),
+        &settings::shared_file(),
+    ],
+);
+
+/// A row of the producer's own.
+const fn row(
+    name: &'static str,
+    default: &'static str,
+    doc: &'static str,
+    apply: Apply<ProducerConfig>,
+) -> Setting<ProducerConfig> {
+    Setting::own(Client::Producer, name, default, doc, apply)
+}
+
+/// The rows of [`SETTINGS`] before the security ones, in the README's order.
+const PRODUCER_ROWS: &[Setting<ProducerConfig>] = &[
+    settings::bootstrap_servers(|c| &mut c.bootstrap_servers),
+    settings::client_id(
+        "",
+        "sent in every request header, labels the metrics; empty: `exactly-producer-N`",
+        |c| &mut c.client_id,
+    ),
+    row(
+        ENABLE_IDEMPOTENCE,
+        "true",
+        "the broker deduplicates retried batches (KIP-98): a retry never writes a record twice",
+        Apply::Flag(|c| &mut c.enable_idempotence),
+    ),
+    row(
+        ACKS,
+        "all",
+        "`all` (`-1`), `1` or `0`: how many replicas must have a batch before the broker answers",
+        Apply::Parse {
+            kind: "choice",
+            set: |c, _, value| {
+                c.acks = value.parse()?;
+                Ok(())
+            },
+        },
+    ),
+    row(
+        LINGER_MS,
+        "5",
+        "how long a batch waits for more records before it is sent",
+        Apply::U64(|c| &mut c.linger_ms),
+    ),
+    row(
+        BATCH_SIZE,
+        "16384",
+        "the bytes at which a partition's batch is full",
+        Apply::Usize(|c| &mut c.batch_size),
+    ),
+    row(
+        BUFFER_MEMORY,
+        "33554432",
+        "the bytes of records held before `send` waits",
+        Apply::Usize(|c| &mut c.buffer_memory),
+    ),
+    row(
+        MAX_IN_FLIGHT,
+        "5",
+        "unanswered Produce requests per broker (at most 5 with idempotence)",
+        Apply::Usize(|c| &mut c.max_in_flight_requests_per_connection),
+    ),
+    row(
+        RETRIES,
+        "2147483647",
+        "how many times a failed batch is retried, within `delivery.timeout.ms`",
+        Apply::U32(|c| &mut c.retries),
+    ),
+    settings::retry_backoff_ms(|c| &mut c.retry_backoff_ms),
+    row(
+        RETRY_BACKOFF_MAX_MS,
+        "1000",
+        "the cap of the exponentially growing retry wait (KIP-580)",
+        Apply::U64(|c| &mut c.retry_backoff_max_ms),
+    ),
+    settings::reconnect_backoff_ms(|c| &mut c.reconnect_backoff_ms),
+    settings::reconnect_backoff_max_ms(|c| &mut c.reconnect_backoff_max_ms),
+    row(
+        DELIVERY_TIMEOUT_MS,
+        "120000",
+        "the bound on the time from `send` to the record's outcome, retries included (KIP-91)",
+        Apply::U64(|c| &mut c.delivery_timeout_ms),
+    ),
+    settings::request_timeout_ms(|c| &mut c.request_timeout_ms),
+    row(
+        MAX_REQUEST_SIZE,
+        "1048576",
+        "the largest record batch, and so the largest record",
+        Apply::Usize(|c| &mut c.max_request_size),
+    ),
+    row(
+        PRODUCE_REQUEST_MAX_BYTES,
+        "16777216",
+        "the most batch bytes one Produce request carries (not a Java setting)",
+        Apply::Usize(|c| &mut c.produce_request_max_bytes),
+    ),
+    settings::metadata_max_age_ms(|c| &mut c.metadata_max_age_ms),
+    row(
+        MAX_BLOCK_MS,
+        "60000",
+        "how long `send` waits for metadata or buffer space before failing",
+        Apply::U64(|c| &mut c.max_block_ms),
+    ),
+    row(
+        TRANSACTIONAL_ID,
+        "",
+        "makes the producer transactional (KIP-98); unset: idempotent only",
+        Apply::Parse {
+            kind: "string",
+            // An empty id is kept (not read as "unset") so that `validate` rejects it, as
+            // Java's `ConfigDef.NonEmptyString` does.
+            set: |c, _, value| {
+                c.transactional_id = Some(value.to_owned());
+                Ok(())
+            },
+        },
+    ),
+    row(
+        TRANSACTION_TIMEOUT_MS,
+        "60000",
+        "how long the coordinator lets a transaction stay open before aborting it",
+        Apply::U64(|c| &mut c.transaction_timeout_ms),
+    ),
+    row(
+        compression::COMPRESSION_TYPE,
+        "none",
+        "`none`, `gzip`, `snappy`, `lz4` or `zstd`",
+        Apply::Parse {
+            kind: "choice",
+            set: set_codec,
+        },
+    ),
+    row(
+        compression::COMPRESSION_CODEC,
+        "none",
+        "librdkafka's name for `compression.type`",
+        Apply::Parse {
+            kind: "choice",
+            set: set_codec,
+        },
+    ),
+    row(
+        compression::GZIP_LEVEL,
+        "-1",
+        "1 to 9, or -1 for zlib's default (6) (KIP-390)",
+        Apply::Signed(|c| &mut c.compression.gzip_level),
+    ),
+    row(
+        compression::LZ4_LEVEL,
+        "9",
+        "1 to 17, accepted as in Java but not applied (the fast compressor is Java's at 9)",
+        Apply::Signed(|c| &mut c.compression.lz4_level),
+    ),
+    row(
+        compression::ZSTD_LEVEL,
+        "3",
+        "-131072 to 22 (negative levels are faster than 1)",
+        Apply::Signed(|c| &mut c.compression.zstd_level),
+    ),
+    settings::enable_metrics_push(|c| &mut c.enable_metrics_push),
+];
+
+/// `compression.type`, or librdkafka's `compression.codec`.
+fn set_codec(config: &mut ProducerConfig, key: &str, value: &str) -> Result<(), Error> {
+    config.compression.codec = compression::parse_codec(key, value)?;
+    Ok(())
+}
+
+impl ClientConfig for ProducerConfig {
+    const SETTINGS: &'static Table<Self> = &SETTINGS;
+}
+
 impl ProducerConfig {
     /// A validated configuration from `(property, value)` pairs under Kafka's names, applied
     /// over the defaults in order (a repeated property: the last wins).
@@ -278,55 +421,14 @@ impl ProducerConfig {
         K: AsRef<str>,
         V: AsRef<str>,
     {
-        crate::net::properties::from_properties(props, Self::set, Self::validate)
+        SETTINGS.configure(props)
     }
 
     /// Sets one property by its Kafka name. The value is trimmed and parsed as Java's
     /// `ConfigDef` parses its type (LIST: comma-separated; BOOLEAN: `true`/`false`, any case;
     /// numbers: decimal). Ranges and cross-setting rules are checked by [`Self::validate`].
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
-        let value = value.trim();
-        match key {
-            BOOTSTRAP_SERVERS => {
-                self.bootstrap_servers = list_entries(value).collect();
-            }
-            CLIENT_ID => self.client_id = value.to_owned(),
-            ENABLE_IDEMPOTENCE => self.enable_idempotence = parse_bool(key, value)?,
-            ENABLE_METRICS_PUSH => self.enable_metrics_push = parse_bool(key, value)?,
-            ACKS => self.acks = value.parse()?,
-            LINGER_MS => self.linger_ms = parse_number(key, value)?,
-            BATCH_SIZE => self.batch_size = parse_number(key, value)?,
-            BUFFER_MEMORY => self.buffer_memory = parse_number(key, value)?,
-            MAX_IN_FLIGHT => self.max_in_flight_requests_per_connection = parse_number(key, value)?,
-            RETRIES => self.retries = parse_number(key, value)?,
-            RETRY_BACKOFF_MS => self.retry_backoff_ms = parse_number(key, value)?,
-            RETRY_BACKOFF_MAX_MS => self.retry_backoff_max_ms = parse_number(key, value)?,
-            RECONNECT_BACKOFF_MS => self.reconnect_backoff_ms = parse_number(key, value)?,
-            RECONNECT_BACKOFF_MAX_MS => self.reconnect_backoff_max_ms = parse_number(key, value)?,
-            DELIVERY_TIMEOUT_MS => self.delivery_timeout_ms = parse_number(key, value)?,
-            REQUEST_TIMEOUT_MS => self.request_timeout_ms = parse_number(key, value)?,
-            MAX_REQUEST_SIZE => self.max_request_size = parse_number(key, value)?,
-            PRODUCE_REQUEST_MAX_BYTES => {
-                self.produce_request_max_bytes = parse_number(key, value)?;
-            }
-            METADATA_MAX_AGE_MS => self.metadata_max_age_ms = parse_number(key, value)?,
-            MAX_BLOCK_MS => self.max_block_ms = parse_number(key, value)?,
-            // An empty id is kept (not read as "unset") so that `validate` rejects it, as Java's
-            // `ConfigDef.NonEmptyString` does.
-            TRANSACTIONAL_ID => self.transactional_id = Some(value.to_owned()),
-            TRANSACTION_TIMEOUT_MS => self.transaction_timeout_ms = parse_number(key, value)?,
-            compression if self.compression.set(compression, value)? => {}
-            _ => {
-                return properties::set_shared_property(
-                    &mut self.security,
-                    key,
-                    value,
-                    &PROPERTY_NAMES,
-                    "producer",
-                );
-            }
-        }
-        Ok(())
+        SETTINGS.set(self, key, value)
     }
 
     /// Checks every setting and every rule between settings; the first problem found is
@@ -455,10 +557,8 @@ impl ProducerConfig {
 /// and reported by [`ProducerBuilder::config`], which also validates the whole configuration.
 #[derive(Debug, Clone, Default)]
 pub struct ProducerBuilder {
-    /// The configuration being built, starting from the defaults.
-    pub(crate) config: ProducerConfig,
-    /// The first error a setter met, reported by `config()`.
-    pub(crate) error: Option<Error>,
+    /// The configuration being built and the first error a setter met.
+    draft: Draft<ProducerConfig>,
     /// The application's hooks, handed to the producer `build` makes.
     pub(crate) hooks: Option<HooksObserver>,
 }
@@ -480,283 +580,151 @@ impl ProducerBuilder {
     #[cfg(feature = "opentelemetry")]
     #[cfg_attr(docsrs, doc(cfg(feature = "opentelemetry")))]
     pub fn propagate_trace_context(mut self, enable: bool) -> Self {
-        self.config.propagate_trace_context = enable;
+        self.draft.config.propagate_trace_context = enable;
         self
     }
 
-    /// `bootstrap.servers`: one `host:port`, or several separated by commas.
-    pub fn bootstrap(self, servers: &str) -> Self {
-        self.property(BOOTSTRAP_SERVERS, servers)
-    }
-
-    /// `client.id`.
-    pub fn client_id(mut self, client_id: impl Into<String>) -> Self {
-        self.config.client_id = client_id.into();
-        self
-    }
+    settings::connection_setters!(Producer);
 
     /// `enable.idempotence`.
     pub fn idempotence(mut self, enable: bool) -> Self {
-        self.config.enable_idempotence = enable;
+        self.draft.config.enable_idempotence = enable;
         self
     }
 
     /// `enable.metrics.push`: whether to push metrics to the cluster (KIP-714).
     pub fn metrics_push(mut self, enable: bool) -> Self {
-        self.config.enable_metrics_push = enable;
+        self.draft.config.enable_metrics_push = enable;
         self
     }
 
     /// `acks`.
     pub fn acks(mut self, acks: Acks) -> Self {
-        self.config.acks = acks;
+        self.draft.config.acks = acks;
         self
     }
 
     /// `linger.ms` (whole milliseconds; a fraction is dropped).
     pub fn linger(mut self, linger: Duration) -> Self {
-        self.config.linger_ms = millis(linger);
+        self.draft.config.linger_ms = millis(linger);
         self
     }
 
     /// `batch.size`, in bytes.
     pub fn batch_size(mut self, bytes: usize) -> Self {
-        self.config.batch_size = bytes;
+        self.draft.config.batch_size = bytes;
         self
     }
 
     /// `buffer.memory`, in bytes.
     pub fn buffer_memory(mut self, bytes: usize) -> Self {
-        self.config.buffer_memory = bytes;
+        self.draft.config.buffer_memory = bytes;
         self
     }
 
     /// `max.in.flight.requests.per.connection`.
     pub fn max_in_flight(mut self, requests: usize) -> Self {
-        self.config.max_in_flight_requests_per_connection = requests;
+        self.draft.config.max_in_flight_requests_per_connection = requests;
         self
     }
 
     /// `retries`.
     pub fn retries(mut self, retries: u32) -> Self {
-        self.config.retries = retries;
+        self.draft.config.retries = retries;
         self
     }
 
     /// `retry.backoff.ms` (whole milliseconds).
     pub fn retry_backoff(mut self, backoff: Duration) -> Self {
-        self.config.retry_backoff_ms = millis(backoff);
+        self.draft.config.retry_backoff_ms = millis(backoff);
         self
     }
 
     /// `retry.backoff.max.ms` (whole milliseconds).
     pub fn retry_backoff_max(mut self, backoff: Duration) -> Self {
-        self.config.retry_backoff_max_ms = millis(backoff);
+        self.draft.config.retry_backoff_max_ms = millis(backoff);
         self
     }
 
     /// `reconnect.backoff.ms` (whole milliseconds).
     pub fn reconnect_backoff(mut self, backoff: Duration) -> Self {
-        self.config.reconnect_backoff_ms = millis(backoff);
+        self.draft.config.reconnect_backoff_ms = millis(backoff);
         self
     }
 
     /// `reconnect.backoff.max.ms` (whole milliseconds).
     pub fn reconnect_backoff_max(mut self, backoff: Duration) -> Self {
-        self.config.reconnect_backoff_max_ms = millis(backoff);
+        self.draft.config.reconnect_backoff_max_ms = millis(backoff);
         self
     }
 
     /// `delivery.timeout.ms` (whole milliseconds).
     pub fn delivery_timeout(mut self, timeout: Duration) -> Self {
-        self.config.delivery_timeout_ms = millis(timeout);
+        self.draft.config.delivery_timeout_ms = millis(timeout);
         self
     }
 
     /// `request.timeout.ms` (whole milliseconds).
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.config.request_timeout_ms = millis(timeout);
+        self.draft.config.request_timeout_ms = millis(timeout);
         self
     }
 
     /// `max.request.size`, in bytes: the largest record batch, and so the largest record.
     pub fn max_request_size(mut self, bytes: usize) -> Self {
-        self.config.max_request_size = bytes;
+        self.draft.config.max_request_size = bytes;
         self
     }
 
     /// `produce.request.max.bytes`: the most batch bytes one Produce request carries (see
     /// [`ProducerConfig::produce_request_max_bytes`]).
     pub fn produce_request_max_bytes(mut self, bytes: usize) -> Self {
-        self.config.produce_request_max_bytes = bytes;
+        self.draft.config.produce_request_max_bytes = bytes;
         self
     }
 
     /// `metadata.max.age.ms` (whole milliseconds).
     pub fn metadata_max_age(mut self, age: Duration) -> Self {
-        self.config.metadata_max_age_ms = millis(age);
+        self.draft.config.metadata_max_age_ms = millis(age);
         self
     }
 
     /// `max.block.ms` (whole milliseconds).
     pub fn max_block(mut self, wait: Duration) -> Self {
-        self.config.max_block_ms = millis(wait);
+        self.draft.config.max_block_ms = millis(wait);
         self
     }
 
     /// `compression.type` with its level (`compression.gzip.level`, `compression.zstd.level`),
     /// e.g. `Compression::Zstd { level: 3 }`.
     pub fn compression(mut self, compression: Compression) -> Self {
-        self.config.compression.apply(compression);
+        self.draft.config.compression.apply(compression);
         self
     }
 
     /// `transactional.id`: makes the producer transactional.
     pub fn transactional_id(mut self, transactional_id: impl Into<String>) -> Self {
-        self.config.transactional_id = Some(transactional_id.into());
+        self.draft.config.transactional_id = Some(transactional_id.into());
         self
     }
 
     /// `transaction.timeout.ms` (whole milliseconds).
     pub fn transaction_timeout(mut self, timeout: Duration) -> Self {
-        self.config.transaction_timeout_ms = millis(timeout);
-        self
-    }
-
-    /// `security.protocol`.
-    pub fn security_protocol(mut self, protocol: SecurityProtocol) -> Self {
-        self.config.security.protocol = protocol;
-        self
-    }
-
-    /// Trust these CA certificates (PEM text) instead of the built-in public roots
-    /// (`ssl.truststore.certificates`).
-    pub fn ssl_ca_pem(mut self, pem: impl Into<String>) -> Self {
-        self.config.security.tls.ca = Some(Pem::Inline(Secret::new(pem)));
-        self
-    }
-
-    /// Trust the CA certificates in this PEM file (`ssl.truststore.location`).
-    pub fn ssl_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.config.security.tls.ca = Some(Pem::File(path.into()));
-        self
-    }
-
-    /// Authenticate with this client certificate chain and private key, both PEM files (mutual
-    /// TLS; `ssl.certificate.location` and `ssl.key.location`).
-    ///
-    /// ```no_run
-    /// use exactly::{Producer, SecurityProtocol};
-    ///
-    /// # async fn run() -> exactly::Result<()> {
-    /// let producer = Producer::builder()
-    ///     .bootstrap("broker-1.internal:9093")
-    ///     .security_protocol(SecurityProtocol::Ssl)
-    ///     .ssl_ca_file("/etc/kafka/ca.pem") // the cluster's own CA, not the public roots
-    ///     .ssl_client_certificate_files("/etc/kafka/client.pem", "/etc/kafka/client.key")
-    ///     .build()
-    ///     .await?;
-    /// # let _ = producer;
-    /// # Ok(()) }
-    /// ```
-    pub fn ssl_client_certificate_files(
-        mut self,
-        chain: impl Into<std::path::PathBuf>,
-        key: impl Into<std::path::PathBuf>,
-    ) -> Self {
-        self.config.security.tls.client_certificate = Some(Pem::File(chain.into()));
-        self.config.security.tls.client_key = Some(Pem::File(key.into()));
-        self
-    }
-
-    /// Whether broker certificates must name the host dialled (on by default;
-    /// `ssl.endpoint.identification.algorithm`). Turning it off logs a warning.
-    pub fn ssl_verify_hostname(self, verify: bool) -> Self {
-        self.property(
-            "ssl.endpoint.identification.algorithm",
-            if verify { "https" } else { "" },
-        )
-    }
-
-    /// SASL with a user name and password: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`
-    /// (`sasl.mechanism` with `sasl.username` / `sasl.password` or `sasl.jaas.config`).
-    /// The password is kept as a [`Secret`]: no `Debug`, error or log shows it.
-    ///
-    /// ```no_run
-    /// use exactly::{Producer, SaslMechanism, SecurityProtocol};
-    ///
-    /// # async fn run() -> exactly::Result<()> {
-    /// let password = std::env::var("KAFKA_PASSWORD").unwrap_or_default();
-    /// let producer = Producer::builder()
-    ///     .bootstrap("b-1.msk.example:9096")
-    ///     .security_protocol(SecurityProtocol::SaslSsl)
-    ///     .sasl_credentials(SaslMechanism::ScramSha512, "svc-orders", password)
-    ///     .build()
-    ///     .await?;
-    /// # let _ = producer;
-    /// # Ok(()) }
-    /// ```
-    pub fn sasl_credentials(
-        mut self,
-        mechanism: SaslMechanism,
-        username: impl Into<String>,
-        password: impl Into<Secret>,
-    ) -> Self {
-        let sasl = &mut self.config.security.sasl;
-        sasl.mechanism = Some(mechanism);
-        sasl.username = Some(username.into());
-        sasl.password = Some(password.into());
-        self
-    }
-
-    /// SASL/OAUTHBEARER with tokens from `provider`, which is called for every authentication
-    /// (each connection and each re-authentication), so it can hand out fresh tokens.
-    ///
-    /// ```no_run
-    /// use exactly::{OAuthBearerToken, OAuthBearerTokenProvider, Producer, SecurityProtocol};
-    ///
-    /// # async fn fetch_token_from_identity_provider() -> Result<String, String> { Ok(String::new()) }
-    /// # async fn run() -> exactly::Result<()> {
-    /// let provider = OAuthBearerTokenProvider::new(|| async {
-    ///     // Ask the identity provider for a fresh JWT; an `Err` fails this authentication.
-    ///     let jwt = fetch_token_from_identity_provider().await?;
-    ///     Ok(OAuthBearerToken::new(jwt))
-    /// });
-    /// let producer = Producer::builder()
-    ///     .bootstrap("broker-1.internal:9094")
-    ///     .security_protocol(SecurityProtocol::SaslSsl)
-    ///     .sasl_oauthbearer(provider)
-    ///     .build()
-    ///     .await?;
-    /// # let _ = producer;
-    /// # Ok(()) }
-    /// ```
-    #[cfg(feature = "sasl-oauthbearer")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
-    pub fn sasl_oauthbearer(mut self, provider: OAuthBearerTokenProvider) -> Self {
-        let sasl = &mut self.config.security.sasl;
-        sasl.mechanism = Some(SaslMechanism::OAuthBearer);
-        sasl.token_provider = Some(provider);
+        self.draft.config.transaction_timeout_ms = millis(timeout);
         self
     }
 
     /// Any property under its Kafka name, as [`ProducerConfig::set`]. A bad one is remembered
     /// and reported by [`ProducerBuilder::config`].
     pub fn property(mut self, key: impl AsRef<str>, value: impl AsRef<str>) -> Self {
-        if let Err(error) = self.config.set(key.as_ref(), value.as_ref()) {
-            self.error.get_or_insert(error);
-        }
+        self.draft.set(key.as_ref(), value.as_ref());
         self
     }
 
     /// The validated configuration, or the first error a setter met, or the first rule it
     /// breaks.
     pub fn config(self) -> Result<ProducerConfig, Error> {
-        if let Some(error) = self.error {
-            return Err(error);
-        }
-        self.config.validate()?;
-        Ok(self.config)
+        self.draft.finish()
     }
 }
 

@@ -50,20 +50,6 @@ impl Default for CompressionConfig {
 }
 
 impl CompressionConfig {
-    /// Sets one of this module's properties; `Ok(false)` for any other key.
-    pub(super) fn set(&mut self, key: &str, value: &str) -> Result<bool, Error> {
-        match key {
-            COMPRESSION_TYPE | COMPRESSION_CODEC => {
-                self.codec = parse_codec(key, value)?;
-            }
-            GZIP_LEVEL => self.gzip_level = parse_level(key, value)?,
-            LZ4_LEVEL => self.lz4_level = parse_level(key, value)?,
-            ZSTD_LEVEL => self.zstd_level = parse_level(key, value)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
     /// Sets the codec and, where it has one, its level from a [`Compression`].
     pub(super) fn apply(&mut self, compression: Compression) {
         self.codec = compression.codec();
@@ -127,7 +113,7 @@ impl CompressionConfig {
 }
 
 /// A codec by Kafka's name, lower case as Java's `ConfigDef` validator wants it.
-fn parse_codec(setting: &str, value: &str) -> Result<Codec, Error> {
+pub(super) fn parse_codec(setting: &str, value: &str) -> Result<Codec, Error> {
     [
         Codec::None,
         Codec::Gzip,
@@ -145,24 +131,20 @@ fn parse_codec(setting: &str, value: &str) -> Result<Codec, Error> {
     })
 }
 
-/// A level: a decimal integer, possibly negative.
-fn parse_level(setting: &str, value: &str) -> Result<i32, Error> {
-    value
-        .parse()
-        .map_err(|_| config_error(setting, format!("expected an integer, got {value:?}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The compression settings of a producer configured with `props` alone (its table
+    /// parses them).
     fn with(props: &[(&str, &str)]) -> Result<CompressionConfig, Error> {
-        let mut config = CompressionConfig::default();
+        let mut config = super::super::ProducerConfig::default();
         for (key, value) in props {
-            assert!(config.set(key, value)?, "{key} is ours");
+            assert!(key.starts_with("compression."), "{key} is ours");
+            config.set(key, value)?;
         }
-        config.validate()?;
-        Ok(config)
+        config.compression.validate()?;
+        Ok(config.compression)
     }
 
     fn setting_of(result: Result<CompressionConfig, Error>) -> String {
@@ -206,8 +188,6 @@ mod tests {
             let config = with(&[("compression.type", name)]).unwrap();
             assert_eq!(config.compression(), compression);
         }
-        let mut config = CompressionConfig::default();
-        assert!(!config.set("linger.ms", "5").unwrap());
     }
 
     #[cfg(all(

@@ -1,6 +1,11 @@
 //! The producer configuration's parsing and validation, against Kafka's property names.
 
 use super::*;
+use crate::net::security::{SaslMechanism, SecurityProtocol};
+use crate::net::settings::{
+    ENABLE_METRICS_PUSH, METADATA_MAX_AGE_MS, RECONNECT_BACKOFF_MAX_MS, RECONNECT_BACKOFF_MS,
+    RETRY_BACKOFF_MS,
+};
 
 /// The setting named by a configuration error.
 fn setting_of(result: Result<impl std::fmt::Debug, Error>) -> String {
@@ -83,12 +88,17 @@ fn every_property_parses() {
         (compression::GZIP_LEVEL, "9"),
         (compression::LZ4_LEVEL, "1"),
         (compression::ZSTD_LEVEL, "7"),
+        (ENABLE_METRICS_PUSH, "false"),
     ];
-    for name in PROPERTY_NAMES {
-        assert!(
-            properties.iter().any(|(key, _)| *key == name),
-            "{name} is not covered"
-        );
+    // Every row of the producer's own and shared (the security ones have their tests).
+    for row in SETTINGS.rows() {
+        if row.is_applied() && !matches!(row.apply, Apply::Security { .. }) {
+            assert!(
+                properties.iter().any(|(key, _)| *key == row.name),
+                "{} is not covered",
+                row.name
+            );
+        }
     }
     let config = ProducerConfig::from_properties(properties).unwrap();
     assert_eq!(
@@ -120,6 +130,7 @@ fn every_property_parses() {
     assert_eq!(config.compression.gzip_level, 9);
     assert_eq!(config.compression.lz4_level, 1);
     assert_eq!(config.compression.zstd_level, 7);
+    assert!(!config.enable_metrics_push);
 }
 
 #[test]
