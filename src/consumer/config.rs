@@ -34,6 +34,7 @@ const MAX_POLL_RECORDS: &str = "max.poll.records";
 const ENABLE_AUTO_COMMIT: &str = "enable.auto.commit";
 const AUTO_COMMIT_INTERVAL_MS: &str = "auto.commit.interval.ms";
 const GROUP_REMOTE_ASSIGNOR: &str = "group.remote.assignor";
+const CLIENT_RACK: &str = "client.rack";
 const PARTITION_ASSIGNMENT_STRATEGY: &str = "partition.assignment.strategy";
 
 /// Everything the consumer is configured with. Defaults are the Kafka 4.x Java consumer's,
@@ -57,6 +58,10 @@ pub struct ConsumerConfig {
     pub auto_offset_reset: OffsetReset,
     /// `group.protocol`.
     pub group_protocol: GroupProtocol,
+    /// `client.rack`: the rack (zone) this consumer runs in; sent in every Fetch, so a leader
+    /// whose brokers run a rack-aware `replica.selector.class` names a replica in the same rack
+    /// to read from (KIP-392). Empty (the default): always the leader.
+    pub client_rack: String,
     /// `group.instance.id`: static membership (KIP-345), optional.
     pub group_instance_id: Option<String>,
     /// `session.timeout.ms` (classic protocol only; KIP-848 takes it from the broker's
@@ -125,6 +130,7 @@ impl Default for ConsumerConfig {
             isolation_level: IsolationLevel::ReadCommitted,
             auto_offset_reset: OffsetReset::Latest,
             group_protocol: GroupProtocol::Consumer,
+            client_rack: String::new(),
             group_instance_id: None,
             session_timeout_ms: 45_000,
             heartbeat_interval_ms: 3_000,
@@ -227,6 +233,12 @@ const CONSUMER_ROWS: &[Setting<ConsumerConfig>] = &[
                 Ok(())
             },
         },
+    ),
+    row(
+        CLIENT_RACK,
+        "",
+        "the consumer's rack: fetch from the replica its leader names in that rack (KIP-392)",
+        Apply::Text(|c| &mut c.client_rack),
     ),
     row(
         GROUP_INSTANCE_ID,

@@ -291,16 +291,21 @@ impl Fetcher {
             .filter_map(|(tp, s)| Some((tp, s.located()?)))
     }
 
+    /// Fresh metadata: each partition's leader is asked again which replica to read (KIP-392;
+    /// the Java consumer lets its choice expire after `metadata.max.age.ms`, the interval
+    /// metadata is refreshed at), so a replica that moved or fell behind is not kept.
+    pub fn metadata_refreshed(&mut self) {
+        for state in self.partitions.values_mut() {
+            state.read_replica = None;
+        }
+    }
+
     /// The leader epochs the metadata gives (`epoch_of`, `None` where it gives none): a
     /// partition whose leader epoch moved has its position validated with the new leader
     /// before it is fetched from again (KIP-320; the Java consumer's
     /// `maybeValidatePositionForCurrentLeader`).
     pub fn leader_epochs(&mut self, epoch_of: impl Fn(&TopicPartition) -> Option<i32>) {
         for (tp, state) in &mut self.partitions {
-            // Fresh metadata: the leader is asked again which replica to read (KIP-392; the
-            // Java consumer lets its choice expire after `metadata.max.age.ms`, the interval
-            // metadata is refreshed at).
-            state.read_replica = None;
             if let Some(epoch) = epoch_of(tp)
                 && state.leader_epoch != Some(epoch)
             {

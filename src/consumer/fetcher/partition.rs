@@ -174,6 +174,8 @@ impl PartitionState {
     /// are stale. A position validated under an older epoch is validated again.
     pub(super) fn leader_moved(&mut self, leader_epoch: i32) {
         self.leader_epoch = Some(leader_epoch);
+        // The new leader names the replica to read anew (KIP-392).
+        self.read_replica = None;
         match self.offset {
             Offset::Ready(_) | Offset::Validate(_) => {
                 let Some(position) = self.located() else {

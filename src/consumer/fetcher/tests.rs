@@ -1259,7 +1259,7 @@ fn a_partition_is_read_from_the_replica_the_leader_names_until_it_fails() {
     // No answer from the replica, or fresh metadata: the leader again.
     for leave in [
         |f: &mut Fetcher| f.fetch_failed(FOLLOWER),
-        |f: &mut Fetcher| f.leader_epochs(|_| None),
+        |f: &mut Fetcher| f.metadata_refreshed(),
     ] {
         let fetched = f.to_fetch(&all);
         f.fetch_request(BROKER, &fetched);

@@ -471,6 +471,7 @@ impl ConsumerState {
     /// Metadata looked up by an application call: kept as the background task's is.
     pub fn apply_metadata(&mut self, response: &MetadataResponse) {
         self.metadata.update(response);
+        self.fetcher.metadata_refreshed();
         for topic in &response.topics {
             if let Some(name) = &topic.name
                 && topic.topic_id != [0; 16]
@@ -640,6 +641,6 @@ fn fetch_config(config: &ConsumerConfig) -> FetchConfig {
         max_bytes: config.fetch_max_bytes,
         partition_max_bytes: config.max_partition_fetch_bytes,
         list_timeout_ms: i32::try_from(config.request_timeout_ms).unwrap_or(i32::MAX),
-        rack: String::new(),
+        rack: config.client_rack.clone(),
     }
 }
