@@ -319,6 +319,33 @@ async fn spans_carry_the_messaging_conventions() {
     producer.close().await.expect("close");
 }
 
+/// A producer that writes its spans' context into the records it sends.
+#[cfg(feature = "opentelemetry")]
+async fn propagating_producer(cluster: &Cluster) -> exactly::Producer {
+    exactly::Producer::builder()
+        .bootstrap(&cluster.bootstrap)
+        .propagate_trace_context(true)
+        .build()
+        .await
+        .expect("producer builds")
+}
+
+/// A consumer assigned `topic`-0 from its start, parenting process spans on the records'
+/// context.
+#[cfg(feature = "opentelemetry")]
+async fn propagating_reader(cluster: &Cluster, topic: &str) -> exactly::Consumer {
+    let mut consumer = support::members::test_builder(cluster)
+        .propagate_trace_context(true)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .build()
+        .await
+        .expect("consumer builds");
+    consumer
+        .assign(&[exactly::TopicPartition::new(topic, 0)])
+        .expect("assign");
+    consumer
+}
+
 #[cfg(feature = "opentelemetry")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trace_context_travels_in_the_record_headers() {
@@ -334,12 +361,7 @@ async fn trace_context_travels_in_the_record_headers() {
     let _shared = cluster.shared();
     let topic = support::unique_topic("propagation");
     cluster.create_topic(&topic, 1, 1, &[]);
-    let producer = exactly::Producer::builder()
-        .bootstrap(&cluster.bootstrap)
-        .propagate_trace_context(true)
-        .build()
-        .await
-        .expect("producer builds");
+    let producer = propagating_producer(&cluster).await;
     let request = tracing::info_span!("handle_request");
     let trace_id = trace_of(&request);
     assert_ne!(trace_id, opentelemetry::trace::TraceId::INVALID);
@@ -388,15 +410,7 @@ async fn trace_context_travels_in_the_record_headers() {
 
     // The consumer, propagation on, parents each record's process span on its header's
     // context: the same trace as the producer's request.
-    let mut consumer = support::members::test_builder(&cluster)
-        .propagate_trace_context(true)
-        .auto_offset_reset(OffsetReset::Earliest)
-        .build()
-        .await
-        .expect("consumer builds");
-    consumer
-        .assign(&[exactly::TopicPartition::new(topic.as_str(), 0)])
-        .expect("assign");
+    let mut consumer = propagating_reader(&cluster, &topic).await;
     let records = poll_records(&mut consumer, 2).await;
     assert_eq!(trace_of(&consumer.process_span(&records[0])), trace_id);
     assert_eq!(
@@ -450,12 +464,7 @@ async fn baggage_crosses_produce_consume() {
     ]));
     let topic = support::unique_topic("baggage");
     cluster.create_topic(&topic, 1, 1, &[]);
-    let producer = exactly::Producer::builder()
-        .bootstrap(&cluster.bootstrap)
-        .propagate_trace_context(true)
-        .build()
-        .await
-        .expect("producer builds");
+    let producer = propagating_producer(&cluster).await;
     // A root span takes the current OpenTelemetry context, baggage and all.
     let request = {
         let _attached =
@@ -479,15 +488,7 @@ async fn baggage_crosses_produce_consume() {
         .collect();
     assert_eq!(baggage, vec!["tenant=acme"], "kcat's headers: {headers:?}");
 
-    let mut consumer = support::members::test_builder(&cluster)
-        .propagate_trace_context(true)
-        .auto_offset_reset(OffsetReset::Earliest)
-        .build()
-        .await
-        .expect("consumer builds");
-    consumer
-        .assign(&[exactly::TopicPartition::new(topic.as_str(), 0)])
-        .expect("assign");
+    let mut consumer = propagating_reader(&cluster, &topic).await;
     let records = poll_records(&mut consumer, 1).await;
     let process = consumer.process_span(&records[0]);
     let context = process.context();

@@ -122,7 +122,7 @@ impl Fetcher {
         }));
         ListOffsetsRequest::default()
             .with_replica_id((-1).into())
-            .with_isolation_level(self.isolation.wire())
+            .with_isolation_level(self.config.isolation.wire())
             .with_topics(
                 topics
                     .map(|(name, partitions)| {
@@ -132,7 +132,7 @@ impl Fetcher {
                     })
                     .collect(),
             )
-            .with_timeout_ms(self.list_timeout_ms)
+            .with_timeout_ms(self.config.list_timeout_ms)
     }
 
     /// The leader epoch a request for `tp` carries: the one known, else -1 (no check).

@@ -151,15 +151,7 @@ pub struct PartitionLag {
 /// The positions of the owned partitions.
 #[derive(Debug)]
 pub struct Fetcher {
-    isolation: IsolationLevel,
-    reset: OffsetReset,
-    max_poll_records: usize,
-    max_wait_ms: i32,
-    min_bytes: i32,
-    max_bytes: i32,
-    partition_max_bytes: i32,
-    list_timeout_ms: i32,
-    rack: String,
+    config: FetchConfig,
     partitions: BTreeMap<TopicPartition, PartitionState>,
     /// Partitions made so far (each new one's tokens start from its count).
     incarnations: u64,
@@ -175,27 +167,8 @@ pub struct Fetcher {
 impl Fetcher {
     /// No partitions yet.
     pub fn new(config: FetchConfig) -> Self {
-        let FetchConfig {
-            isolation,
-            reset,
-            max_poll_records,
-            max_wait_ms,
-            min_bytes,
-            max_bytes,
-            partition_max_bytes,
-            list_timeout_ms,
-            rack,
-        } = config;
         Self {
-            isolation,
-            reset,
-            max_poll_records,
-            max_wait_ms,
-            min_bytes,
-            max_bytes,
-            partition_max_bytes,
-            list_timeout_ms,
-            rack,
+            config,
             partitions: BTreeMap::new(),
             incarnations: 0,
             decode_error: None,
@@ -229,9 +202,20 @@ impl Fetcher {
         followup
     }
 
+    /// `what` (a call on `partitions`) refused unless every one of them is owned.
+    fn check_owned(&self, partitions: &[TopicPartition], what: &str) -> Result<(), Error> {
+        match partitions
+            .iter()
+            .find(|tp| !self.partitions.contains_key(*tp))
+        {
+            Some(tp) => Err(not_assigned(what, tp)),
+            None => Ok(()),
+        }
+    }
+
     /// Where `auto.offset.reset` starts a partition without a usable offset.
     fn reset_offset(&self) -> Offset {
-        match self.reset {
+        match self.config.reset {
             OffsetReset::Earliest => Offset::List(EARLIEST_TIMESTAMP),
             OffsetReset::Latest => Offset::List(LATEST_TIMESTAMP),
             OffsetReset::None => Offset::Missing,
@@ -243,12 +227,7 @@ impl Fetcher {
     /// resumes. The pause lasts as long as the partition is owned. Every partition must be
     /// owned (else nothing changes).
     pub fn set_paused(&mut self, partitions: &[TopicPartition], paused: bool) -> Result<(), Error> {
-        if let Some(tp) = partitions
-            .iter()
-            .find(|tp| !self.partitions.contains_key(*tp))
-        {
-            return Err(not_assigned(if paused { "pause" } else { "resume" }, tp));
-        }
+        self.check_owned(partitions, if paused { "pause" } else { "resume" })?;
         for tp in partitions {
             if let Some(state) = self.partitions.get_mut(tp) {
                 state.paused = paused;
@@ -270,12 +249,7 @@ impl Fetcher {
     /// ([`LATEST_TIMESTAMP`], the last stable offset under read_committed), looked up at the
     /// next turn of the background task. Every partition must be owned (else nothing moves).
     pub fn seek_to(&mut self, partitions: &[TopicPartition], timestamp: i64) -> Result<(), Error> {
-        if let Some(tp) = partitions
-            .iter()
-            .find(|tp| !self.partitions.contains_key(*tp))
-        {
-            return Err(not_assigned("seek", tp));
-        }
+        self.check_owned(partitions, "seek")?;
         for tp in partitions {
             if let Some(state) = self.partitions.get_mut(tp) {
                 state.set(Offset::List(timestamp), None);
@@ -371,7 +345,7 @@ impl Fetcher {
         fetchable: &[TopicPartition],
         limit: usize,
     ) -> Option<Vec<ConsumerRecord>> {
-        let limit = limit.min(self.max_poll_records);
+        let limit = limit.min(self.config.max_poll_records);
         if fetchable.is_empty() || limit == 0 {
             return None;
         }
@@ -496,7 +470,7 @@ impl Fetcher {
             let would_wait = fetched.iter().all(|(tp, _, offset)| {
                 self.partitions
                     .get(tp)
-                    .is_some_and(|s| s.caught_up_at(*offset, self.isolation))
+                    .is_some_and(|s| s.caught_up_at(*offset, self.config.isolation))
             });
             if !(would_wait && reading.contains(&broker)) {
                 round.fetches.push((broker, fetched));
@@ -531,7 +505,7 @@ impl Fetcher {
                     fetch_offset: *offset,
                     last_fetched_epoch: -1,
                     log_start_offset: -1,
-                    partition_max_bytes: self.partition_max_bytes,
+                    partition_max_bytes: self.config.partition_max_bytes,
                     ..FetchPartition::default()
                 });
         }
@@ -543,11 +517,11 @@ impl Fetcher {
                 .push(tp.partition);
         }
         FetchRequest {
-            max_wait_ms: self.max_wait_ms,
-            min_bytes: self.min_bytes,
-            max_bytes: self.max_bytes,
-            isolation_level: self.isolation.wire(),
-            rack_id: self.rack.clone(),
+            max_wait_ms: self.config.max_wait_ms,
+            min_bytes: self.config.min_bytes,
+            max_bytes: self.config.max_bytes,
+            isolation_level: self.config.isolation.wire(),
+            rack_id: self.config.rack.clone(),
             session_id: session.session_id,
             session_epoch: session.epoch,
             forgotten_topics_data: forgotten
@@ -576,7 +550,7 @@ impl Fetcher {
         let state = self.partitions.get(tp)?;
         let (high_watermark, last_stable_offset) = state.log_end?;
         let position = state.position()?;
-        let end = readable_end(self.isolation, high_watermark, last_stable_offset);
+        let end = readable_end(self.config.isolation, high_watermark, last_stable_offset);
         Some(PartitionLag {
             position,
             high_watermark,
@@ -593,7 +567,7 @@ impl Fetcher {
             && self.partitions.values().filter(|s| !s.paused).all(|s| {
                 !s.holds_records()
                     && s.position()
-                        .is_some_and(|p| s.caught_up_at(p, self.isolation))
+                        .is_some_and(|p| s.caught_up_at(p, self.config.isolation))
             })
     }
 
@@ -699,7 +673,7 @@ impl Fetcher {
                             state.read_replica = Some(p.preferred_read_replica);
                         }
                     }
-                    ErrorCode::OFFSET_OUT_OF_RANGE if self.reset == OffsetReset::None => {
+                    ErrorCode::OFFSET_OUT_OF_RANGE if self.config.reset == OffsetReset::None => {
                         state.set(Offset::Missing, None);
                         followup.errors.push(Error::OffsetOutOfRange {
                             log_start_offset: (p.log_start_offset >= 0)
@@ -735,7 +709,7 @@ impl Fetcher {
                     tp.partition,
                     bytes.clone(),
                     offset,
-                    self.isolation,
+                    self.config.isolation,
                     p.last_stable_offset,
                     p.aborted_transactions.as_deref(),
                 );
