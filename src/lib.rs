@@ -64,9 +64,9 @@ mod observe;
 mod producer;
 mod protocol;
 mod reachability;
-/// The deterministic simulation (feature `sim`): a model cluster driving the same sans-I/O
-/// cores, for the crate's own simulation tests and fuzz targets. **Not a stable API**, as
-/// [`__private`] is not.
+// The deterministic simulation, for the crate's own simulation tests and fuzz targets: not a
+// stable API. Its documentation is the module's own (an outer doc comment here would make
+// rustdoc resolve the module's links from the crate root).
 #[cfg(feature = "sim")]
 #[doc(hidden)]
 pub mod sim;

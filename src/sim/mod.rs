@@ -1,5 +1,6 @@
 //! Deterministic simulation (crate feature `sim`) of the producer engine, its transactions, and
-//! the copy loop over the KIP-848 member.
+//! the copy loop over the KIP-848 member, for the crate's own simulation tests and fuzz
+//! targets. **Not a stable API**, as `exactly::__private` is not.
 //!
 //! A run drives the real [`Engine`](crate::engine::Engine) and
 //! [`Accumulator`](crate::engine::accumulator::Accumulator) on virtual time against a model
