@@ -135,6 +135,7 @@ pub use net::secret::Secret;
 pub use net::security::{OAuthBearerToken, OAuthBearerTokenProvider};
 pub use net::security::{
     Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, StoreType, TlsConfig,
+    TokenEndpointLogin,
 };
 pub use producer::config::CompressionConfig;
 pub use producer::config::{Acks, ProducerBuilder, ProducerConfig};

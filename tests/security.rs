@@ -1,6 +1,7 @@
 //! TLS and SASL against the test bed's security listeners (`scripts/testbed`): SSL,
 //! SSL with client certificates required, SASL_SSL (PLAIN, SCRAM-SHA-256/512) and
-//! SASL_PLAINTEXT with OAUTHBEARER, each behind its own Toxiproxy proxy. Every produce test
+//! SASL_PLAINTEXT with OAUTHBEARER (Kafka's unsecured validator, and its JWT validator with the
+//! test bed's identity provider, KIP-768), each behind its own Toxiproxy proxy. Every produce test
 //! reads the topic back with kcat (librdkafka) over the same listener, with the same kind of
 //! credentials, and checks exactly-once delivery in order (`support::delivery`).
 //!
@@ -36,6 +37,12 @@ struct Bed {
     mtls: String,
     sasl_ssl: String,
     oauth: String,
+    /// The OAUTHBEARER listener that checks RS256 JWTs of the test bed's identity provider.
+    oidc: String,
+    /// That provider's client-credentials token endpoint, and its client.
+    token_url: String,
+    oidc_client_id: String,
+    oidc_client_secret: String,
     ca: String,
     untrusted_ca: String,
     client_cert: String,
@@ -63,6 +70,10 @@ impl Bed {
                 mtls: var(&format!("KAFKA_MTLS_BOOTSTRAP{suffix}"))?,
                 sasl_ssl: var(&format!("KAFKA_SASL_SSL_BOOTSTRAP{suffix}"))?,
                 oauth: var(&format!("KAFKA_OAUTH_BOOTSTRAP{suffix}"))?,
+                oidc: var(&format!("KAFKA_OIDC_BOOTSTRAP{suffix}"))?,
+                token_url: var("KAFKA_OIDC_TOKEN_URL")?,
+                oidc_client_id: var("KAFKA_OIDC_CLIENT_ID")?,
+                oidc_client_secret: var("KAFKA_OIDC_CLIENT_SECRET")?,
                 ca: var("KAFKA_TLS_CA")?,
                 untrusted_ca: var("KAFKA_TLS_UNTRUSTED_CA")?,
                 client_cert: var("KAFKA_TLS_CLIENT_CERT")?,
@@ -1099,6 +1110,10 @@ ssl.truststore.location={ca}
         mtls: String::new(),
         sasl_ssl: "pkc-00000.us-east-2.aws.confluent.cloud:9092".into(),
         oauth: String::new(),
+        oidc: String::new(),
+        token_url: String::new(),
+        oidc_client_id: String::new(),
+        oidc_client_secret: String::new(),
         ca: "/etc/ssl/ca.pem".into(),
         untrusted_ca: String::new(),
         client_cert: String::new(),
@@ -1257,4 +1272,182 @@ async fn a_granted_acl_is_seen_by_the_next_send() {
         cluster.read_values(&topic, Isolation::ReadUncommitted),
         ["allowed"]
     );
+}
+
+/// A Confluent Cloud OAuth `client.properties` (Confluent's "Configure clients for
+/// OAUTHBEARER" form: the token endpoint, Kafka's login callback handler, the login module with
+/// `clientId`, `clientSecret`, `scope` and the `extension_*` pair Confluent Cloud routes by),
+/// pointed at the test bed's OIDC listener and identity provider. `query` is added to the
+/// token endpoint's URL (the test provider's token lifetime and the label it counts under).
+fn oidc_properties(bed: &Bed, secret: &str, query: &str) -> Vec<(String, String)> {
+    load_file(&format!(
+        r#"bootstrap.servers={bootstrap}
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=OAUTHBEARER
+sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler
+sasl.login.connect.timeout.ms=15000
+sasl.oauthbearer.token.endpoint.url={url}?{query}
+sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+  clientId='{id}' \
+  clientSecret='{secret}' \
+  scope='kafka' \
+  extension_logicalCluster='lkc-testbed' \
+  extension_identityPoolId='pool-testbed';
+linger.ms=5
+request.timeout.ms=3000
+delivery.timeout.ms=30000
+"#,
+        bootstrap = bed.oidc,
+        url = bed.token_url,
+        id = bed.oidc_client_id,
+    ))
+}
+
+/// How many tokens the test bed's identity provider gave under `label`.
+fn tokens_issued(bed: &Bed, label: &str) -> u64 {
+    let url = bed
+        .token_url
+        .replace("/token", &format!("/issued?label={label}"));
+    let output = std::process::Command::new("curl")
+        .args(["-fsS", "--max-time", "5", &url])
+        .output()
+        .expect("curl runs");
+    assert!(output.status.success(), "{url}: {output:?}");
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    answer["issued"].as_u64().unwrap()
+}
+
+/// KIP-768 end to end: a producer and a consumer configured from a Confluent Cloud OAuth file
+/// fetch RS256 JWTs from the identity provider with the client-credentials grant, and the
+/// broker's OAuthBearerValidatorCallbackHandler accepts them. Tokens live 6 s and the listener
+/// re-authenticates at least every 10 s (KIP-368), so during the 16 s of sending the client
+/// fetches new tokens and re-authenticates on open connections; not one send may fail. kcat
+/// reads the log back over the unsecured OAUTHBEARER listener: every record once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_oidc_client_credentials() {
+    let (cluster, bed) = bed!(Cluster::single());
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("oidc");
+    cluster.create_topic(&topic, 3, 1, &[]);
+    let label = topic.clone();
+    let properties = oidc_properties(
+        &bed,
+        &bed.oidc_client_secret,
+        &format!("lifetime=6&label={label}"),
+    );
+    let producer = Producer::from_properties(properties.clone()).await.unwrap();
+    let (rounds, per_round) = (16u64, 250u64);
+    let mut run = Run::default();
+    for round in 0..rounds {
+        let futures = Run::send_range(
+            &producer,
+            &topic,
+            round * per_round,
+            (round + 1) * per_round,
+            false,
+        )
+        .await;
+        run.collect(futures, RESOLVE_LIMIT).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    producer.close().await.unwrap();
+    let count = rounds * per_round;
+    assert_eq!(
+        run.tally(),
+        (count as usize, 0, 0),
+        "every send through token refreshes succeeds: {:?}",
+        run.errors().first()
+    );
+    let issued = tokens_issued(&bed, &label);
+    assert!(
+        issued >= 3,
+        "16 s of 6-second tokens take at least three fetches; the provider gave {issued}"
+    );
+    let log = bed.read(Listener::OAuth, &topic, Isolation::ReadUncommitted);
+    assert_eq!(log.len(), count as usize, "kcat reads every record");
+    run.verify_records(&log, &topic);
+
+    // The consumer logs in the same way and reads it all.
+    let producer_only = ["linger.ms", "delivery.timeout.ms"];
+    let connection = properties
+        .into_iter()
+        .filter(|(key, _)| !producer_only.contains(&key.as_str()));
+    let mut consumer = exactly::Consumer::from_properties(connection.chain([
+        ("group.id".to_owned(), support::unique_topic("oidc-group")),
+        ("auto.offset.reset".to_owned(), "earliest".to_owned()),
+    ]))
+    .await
+    .unwrap();
+    consumer.subscribe([topic.as_str()]).unwrap();
+    let mut values = std::collections::HashSet::new();
+    let end = Instant::now() + Duration::from_secs(60);
+    while values.len() < count as usize && Instant::now() < end {
+        if let Some(exactly::ConsumerEvent::Records(records)) = consumer
+            .poll_timeout(Duration::from_millis(500))
+            .await
+            .unwrap()
+        {
+            values.extend(records.into_iter().map(|r| r.value));
+        }
+    }
+    assert_eq!(
+        values.len(),
+        count as usize,
+        "the consumer reads every record"
+    );
+    consumer.close().await.unwrap();
+}
+
+/// A client secret the identity provider refuses, or a token endpoint nobody answers at, is a
+/// fatal authentication error naming the cause within 2 s, not a reconnect loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_oidc_refused_or_unreachable_is_fatal() {
+    let (cluster, bed) = bed!(Cluster::single());
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("oidc-refused");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let unreachable = {
+        // A loopback port nothing listens on: bound, then closed.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        format!("http://127.0.0.1:{port}/token")
+    };
+    for (case, secret, url, names) in [
+        (
+            "wrong secret",
+            "not-the-secret",
+            bed.token_url.clone(),
+            "invalid_client",
+        ),
+        (
+            "unreachable",
+            bed.oidc_client_secret.as_str(),
+            unreachable,
+            "could not be reached",
+        ),
+    ] {
+        let mut properties = oidc_properties(&bed, secret, "label=refused");
+        for (key, value) in &mut properties {
+            if key == "sasl.oauthbearer.token.endpoint.url" {
+                *value = url.clone();
+            }
+        }
+        let started = Instant::now();
+        let producer = Producer::from_properties(properties).await.unwrap();
+        let error = expect_fatal(producer, &topic, is_authentication).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{case}: fatal after {:?}",
+            started.elapsed()
+        );
+        let error = format!("{error:?}");
+        assert!(error.contains(names), "{case}: {error}");
+        assert!(
+            !error.contains(secret),
+            "{case}: the secret is not in {error}"
+        );
+    }
 }

@@ -13,12 +13,14 @@ use std::str::FromStr;
 
 use super::jaas;
 use super::properties::config_error;
+use super::sasl::token_endpoint;
 use super::secret::Secret;
 use crate::error::Error;
 
 #[cfg(feature = "sasl-oauthbearer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub use super::sasl::oauthbearer::{OAuthBearerToken, OAuthBearerTokenProvider};
+pub use super::sasl::token_endpoint::TokenEndpointLogin;
 
 // The security settings' names; their rows (default, documentation) are in `settings.rs`.
 pub(crate) const SECURITY_PROTOCOL: &str = "security.protocol";
@@ -243,6 +245,9 @@ pub struct SaslConfig {
     #[cfg(feature = "sasl-oauthbearer")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
     pub token_provider: Option<OAuthBearerTokenProvider>,
+    /// OAUTHBEARER tokens fetched from an OAuth token endpoint (KIP-768), when no
+    /// `token_provider` is given; crate feature `sasl-oauthbearer-oidc`.
+    pub token_endpoint: TokenEndpointLogin,
 }
 
 /// `error` (a configuration error from a parser that names one property) naming `key`, the
@@ -324,6 +329,9 @@ impl SecurityConfig {
             SASL_USERNAME => self.sasl.username = Some(value.to_owned()),
             SASL_PASSWORD => self.sasl.password = Some(Secret::new(value)),
             SASL_JAAS_CONFIG => return self.set_jaas(value),
+            key if token_endpoint::SETTINGS.contains(&key) => {
+                return self.sasl.token_endpoint.set(key, value);
+            }
             // Only the security rows call this, each with its own name.
             _ => return Err(config_error(key, "not a security property")),
         }
@@ -347,9 +355,14 @@ impl SecurityConfig {
                 self.sasl.password = Some(password.clone());
                 Ok(())
             }
-            // Tokens come from the application's provider; the module's options configure
-            // Java's own login handlers, which have no equivalent here.
-            "OAuthBearerLoginModule" => Ok(()),
+            // The client-credentials login's options; without a token endpoint, tokens come
+            // from the application's provider.
+            "OAuthBearerLoginModule" => {
+                self.sasl
+                    .token_endpoint
+                    .set_jaas_options(entry.options.iter());
+                Ok(())
+            }
             other => Err(config_error(
                 SASL_JAAS_CONFIG,
                 format!(
@@ -473,12 +486,15 @@ impl SecurityConfig {
                 let has_provider = self.sasl.token_provider.is_some();
                 #[cfg(not(feature = "sasl-oauthbearer"))]
                 let has_provider = false;
-                if !has_provider {
+                let endpoint = &self.sasl.token_endpoint;
+                endpoint.validate(has_provider)?;
+                if !has_provider && endpoint.url.is_none() {
                     return Err(config_error(
                         SASL_MECHANISM,
-                        "OAUTHBEARER needs a token provider \
-                         (the builders' sasl_oauthbearer, crate feature \
-                         `sasl-oauthbearer`)",
+                        "OAUTHBEARER needs a token provider (the builders' sasl_oauthbearer, \
+                         crate feature `sasl-oauthbearer`) or a token endpoint \
+                         (sasl.oauthbearer.token.endpoint.url with a client id and secret, \
+                         crate feature `sasl-oauthbearer-oidc`)",
                     ));
                 }
             }

@@ -18,6 +18,7 @@
 use tracing::debug;
 
 use super::properties::{list_entries, parse_bool, parse_number, parse_signed, unknown_property};
+use super::sasl::token_endpoint;
 use super::security::{self, SecurityConfig};
 use crate::error::Error;
 
@@ -474,6 +475,44 @@ macro_rules! connection_setters {
             sasl.token_provider = Some(provider);
             self
         }
+
+        /// SASL/OAUTHBEARER with tokens this client fetches from an OAuth 2.0 token endpoint
+        /// with the client-credentials grant (KIP-768; Confluent Cloud, Keycloak, Azure AD,
+        /// Okta), cached and fetched again before they expire. Scope, extensions and timeouts
+        /// are properties (`sasl.oauthbearer.scope`, ...; see the README's Security table).
+        ///
+        /// ```no_run
+        #[doc = concat!("use exactly::{", stringify!($client), ", SecurityProtocol};")]
+        ///
+        /// # async fn run() -> exactly::Result<()> {
+        #[doc = concat!("let client = ", stringify!($client), "::builder()")]
+        ///     .bootstrap("pkc-00000.us-east-2.aws.confluent.cloud:9092")
+        ///     .security_protocol(SecurityProtocol::SaslSsl)
+        ///     .sasl_oauthbearer_client_credentials(
+        ///         "https://idp.example.com/oauth2/token",
+        ///         "my-client-id",
+        ///         "my-client-secret",
+        ///     )
+        ///     .build()
+        ///     .await?;
+        /// # let _ = client;
+        /// # Ok(()) }
+        /// ```
+        #[cfg(feature = "sasl-oauthbearer-oidc")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer-oidc")))]
+        pub fn sasl_oauthbearer_client_credentials(
+            mut self,
+            token_endpoint_url: impl Into<String>,
+            client_id: impl Into<String>,
+            client_secret: impl Into<$crate::net::secret::Secret>,
+        ) -> Self {
+            let sasl = &mut self.draft.config.security.sasl;
+            sasl.mechanism = Some($crate::net::security::SaslMechanism::OAuthBearer);
+            sasl.token_endpoint.url = Some(token_endpoint_url.into());
+            sasl.token_endpoint.client_id = Some(client_id.into());
+            sasl.token_endpoint.client_secret = Some(client_secret.into());
+            self
+        }
     };
 }
 pub(crate) use connection_setters;
@@ -566,7 +605,7 @@ pub(crate) const fn enable_metrics_push<C>(field: fn(&mut C) -> &mut bool) -> Se
 
 /// The `security.*`, `ssl.*` and `sasl.*` settings, every client's, in `field`. The README
 /// describes them in its Security section's table rather than in each client's.
-pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Setting<C>; 20] {
+pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Setting<C>; 32] {
     [
         security_row(
             security::SECURITY_PROTOCOL,
@@ -691,7 +730,7 @@ pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Se
             security::SASL_JAAS_CONFIG,
             "",
             "JAAS",
-            "a PlainLoginModule or ScramLoginModule with username and password",
+            "a PlainLoginModule or ScramLoginModule with username and password, or an OAuthBearerLoginModule with clientId and clientSecret",
             field,
         ),
         security_row(
@@ -706,6 +745,90 @@ pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Se
             "",
             "password",
             "librdkafka's name for the JAAS password",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL,
+            "",
+            "URL",
+            "the OAuth token endpoint of the client-credentials login (KIP-768)",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_OAUTHBEARER_METHOD,
+            "",
+            "choice",
+            "librdkafka's: oidc (the token endpoint login) or default (a token provider)",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_OAUTHBEARER_CLIENT_ID,
+            "",
+            "string",
+            "librdkafka's name for the JAAS clientId",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_OAUTHBEARER_CLIENT_SECRET,
+            "",
+            "password",
+            "librdkafka's name for the JAAS clientSecret",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_OAUTHBEARER_CLIENT_CREDENTIALS_CLIENT_ID,
+            "",
+            "string",
+            "KIP-1139's name for the JAAS clientId",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_OAUTHBEARER_CLIENT_CREDENTIALS_CLIENT_SECRET,
+            "",
+            "password",
+            "KIP-1139's name for the JAAS clientSecret",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_OAUTHBEARER_SCOPE,
+            "",
+            "string",
+            "the scope the token is asked for",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_OAUTHBEARER_EXTENSIONS,
+            "",
+            "list",
+            "SASL extensions sent with the token, name=value pairs (KIP-342)",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_OAUTHBEARER_SUB_CLAIM_NAME,
+            "sub",
+            "string",
+            "the JWT claim that names the principal",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_LOGIN_CALLBACK_HANDLER_CLASS,
+            "",
+            "class",
+            "Kafka's OAuthBearerLoginCallbackHandler only (the token endpoint login)",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_LOGIN_CONNECT_TIMEOUT_MS,
+            "10000",
+            "ms",
+            "bound of connecting to the token endpoint",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_LOGIN_READ_TIMEOUT_MS,
+            "10000",
+            "ms",
+            "bound of the token endpoint's answer",
             field,
         ),
     ]

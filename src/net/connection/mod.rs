@@ -244,9 +244,23 @@ impl LinkSecurity {
             sasl: config
                 .protocol
                 .uses_sasl()
-                .then(|| Arc::new(config.sasl.clone())),
+                .then(|| Arc::new(login_of(&config.sasl))),
         })
     }
+}
+
+/// The SASL settings every link of a client uses: with a token endpoint login (KIP-768), its
+/// token provider, made once here so that the client's connections share one cached token.
+fn login_of(sasl: &SaslConfig) -> SaslConfig {
+    #[cfg(feature = "sasl-oauthbearer-oidc")]
+    if sasl.token_provider.is_none() && sasl.token_endpoint.url.is_some() {
+        let provider = crate::net::sasl::oidc_login::token_provider(&sasl.token_endpoint);
+        return SaslConfig {
+            token_provider: Some(provider),
+            ..sasl.clone()
+        };
+    }
+    sasl.clone()
 }
 
 impl BrokerLink {

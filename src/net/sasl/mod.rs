@@ -10,9 +10,12 @@
 
 #[cfg(feature = "sasl-oauthbearer")]
 pub(crate) mod oauthbearer;
+#[cfg(feature = "sasl-oauthbearer-oidc")]
+pub(crate) mod oidc_login;
 pub(crate) mod plain;
 #[cfg(feature = "sasl-scram")]
 pub(crate) mod scram;
+pub(crate) mod token_endpoint;
 
 use std::future::Future;
 use std::time::Duration;

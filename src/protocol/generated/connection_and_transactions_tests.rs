@@ -41,7 +41,7 @@ fn flexible_versions_match_the_schemas() {
 
 #[test]
 fn api_versions_v0_is_empty_and_v3_carries_the_software() {
-    assert_eq!(encoded(&ApiVersionsRequest::default(), 0), []);
+    assert_eq!(encoded(&ApiVersionsRequest::default(), 0), [0u8; 0]);
     let request = ApiVersionsRequest::default()
         .with_client_software_name(s("ex"))
         .with_client_software_version(s("1.0"));
