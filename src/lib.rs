@@ -130,6 +130,9 @@ pub use error::{BrokerFailure, Error, Result};
 pub use net::connection::ConnectionState;
 pub use net::properties_file::{load_properties, parse_properties};
 pub use net::secret::Secret;
+#[cfg(feature = "aws-msk-iam")]
+#[cfg_attr(docsrs, doc(cfg(feature = "aws-msk-iam")))]
+pub use net::security::{AwsCredentials, AwsCredentialsProvider};
 #[cfg(feature = "sasl-oauthbearer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub use net::security::{OAuthBearerToken, OAuthBearerTokenProvider};

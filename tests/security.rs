@@ -1451,3 +1451,42 @@ async fn oauthbearer_oidc_refused_or_unreachable_is_fatal() {
         );
     }
 }
+
+/// An MSK IAM `client.properties` (AWS's "Configure clients for IAM access control" form)
+/// pointed at a listener that does not enable AWS_MSK_IAM (the test bed's SASL_SSL one: PLAIN
+/// and SCRAM): the broker's UNSUPPORTED_SASL_MECHANISM is a fatal error within 2 s that names
+/// the mechanism and what the listener enables. (The payload itself is checked against AWS's
+/// library in the unit test `payload_matches_aws_msk_iam_auth`; no MSK cluster is reachable
+/// here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aws_msk_iam_at_a_listener_without_it_is_fatal() {
+    let (cluster, bed) = bed!(Cluster::single());
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("msk-iam");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let properties = load_file(&format!(
+        r#"bootstrap.servers={bootstrap}
+security.protocol=SASL_SSL
+sasl.mechanism=AWS_MSK_IAM
+sasl.jaas.config=software.amazon.msk.auth.iam.IAMLoginModule required;
+sasl.client.callback.handler.class=software.amazon.msk.auth.iam.IAMClientCallbackHandler
+ssl.truststore.location={ca}
+"#,
+        bootstrap = bed.sasl_ssl,
+        ca = bed.ca,
+    ));
+    let started = Instant::now();
+    let producer = Producer::from_properties(properties).await.unwrap();
+    let error = format!(
+        "{:?}",
+        expect_fatal(producer, &topic, is_authentication).await
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "fatal after {:?}",
+        started.elapsed()
+    );
+    for names in ["AWS_MSK_IAM", "UNSUPPORTED_SASL_MECHANISM", "PLAIN"] {
+        assert!(error.contains(names), "{names} is in {error}");
+    }
+}

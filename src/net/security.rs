@@ -17,6 +17,9 @@ use super::sasl::token_endpoint;
 use super::secret::Secret;
 use crate::error::Error;
 
+#[cfg(feature = "aws-msk-iam")]
+#[cfg_attr(docsrs, doc(cfg(feature = "aws-msk-iam")))]
+pub use super::sasl::aws_msk_iam::{AwsCredentials, AwsCredentialsProvider};
 #[cfg(feature = "sasl-oauthbearer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub use super::sasl::oauthbearer::{OAuthBearerToken, OAuthBearerTokenProvider};
@@ -44,6 +47,7 @@ pub(crate) const SASL_MECHANISMS: &str = "sasl.mechanisms";
 pub(crate) const SASL_JAAS_CONFIG: &str = "sasl.jaas.config";
 pub(crate) const SASL_USERNAME: &str = "sasl.username";
 pub(crate) const SASL_PASSWORD: &str = "sasl.password";
+pub(crate) const SASL_CLIENT_CALLBACK_HANDLER_CLASS: &str = "sasl.client.callback.handler.class";
 
 /// `security.protocol`: whether connections use TLS, SASL, both or neither.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -196,6 +200,9 @@ pub enum SaslMechanism {
     ScramSha512,
     /// `OAUTHBEARER` (RFC 7628, KIP-255) with a token from an application's provider.
     OAuthBearer,
+    /// `AWS_MSK_IAM`: Amazon MSK's IAM access control, a SigV4-signed payload (crate feature
+    /// `aws-msk-iam`).
+    AwsMskIam,
 }
 
 impl SaslMechanism {
@@ -206,6 +213,7 @@ impl SaslMechanism {
             SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
             SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
             SaslMechanism::OAuthBearer => "OAUTHBEARER",
+            SaslMechanism::AwsMskIam => "AWS_MSK_IAM",
         }
     }
 }
@@ -219,11 +227,12 @@ impl FromStr for SaslMechanism {
             "SCRAM-SHA-256" => Ok(SaslMechanism::ScramSha256),
             "SCRAM-SHA-512" => Ok(SaslMechanism::ScramSha512),
             "OAUTHBEARER" => Ok(SaslMechanism::OAuthBearer),
+            "AWS_MSK_IAM" => Ok(SaslMechanism::AwsMskIam),
             other => Err(config_error(
                 SASL_MECHANISM,
                 format!(
-                    "{other:?} is not supported; expected PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 \
-                     or OAUTHBEARER"
+                    "{other:?} is not supported; expected PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, \
+                     OAUTHBEARER or AWS_MSK_IAM"
                 ),
             )),
         }
@@ -248,6 +257,10 @@ pub struct SaslConfig {
     /// OAUTHBEARER tokens fetched from an OAuth token endpoint (KIP-768), when no
     /// `token_provider` is given; crate feature `sasl-oauthbearer-oidc`.
     pub token_endpoint: TokenEndpointLogin,
+    /// Where AWS_MSK_IAM credentials come from; `None`: the environment.
+    #[cfg(feature = "aws-msk-iam")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "aws-msk-iam")))]
+    pub aws_credentials: Option<AwsCredentialsProvider>,
 }
 
 /// `error` (a configuration error from a parser that names one property) naming `key`, the
@@ -329,6 +342,19 @@ impl SecurityConfig {
             SASL_USERNAME => self.sasl.username = Some(value.to_owned()),
             SASL_PASSWORD => self.sasl.password = Some(Secret::new(value)),
             SASL_JAAS_CONFIG => return self.set_jaas(value),
+            SASL_CLIENT_CALLBACK_HANDLER_CLASS => {
+                // MSK's guides set the IAM library's handler; it is what AWS_MSK_IAM does here.
+                let class = value.trim();
+                if class != "software.amazon.msk.auth.iam.IAMClientCallbackHandler" {
+                    return Err(config_error(
+                        key,
+                        format!(
+                            "{class} is not understood: only the aws-msk-iam-auth library's \
+                             IAMClientCallbackHandler (AWS_MSK_IAM) is"
+                        ),
+                    ));
+                }
+            }
             key if token_endpoint::SETTINGS.contains(&key) => {
                 return self.sasl.token_endpoint.set(key, value);
             }
@@ -363,11 +389,26 @@ impl SecurityConfig {
                     .set_jaas_options(entry.options.iter());
                 Ok(())
             }
+            // AWS_MSK_IAM: credentials from the environment or the application's provider; the
+            // library's own options (a profile, a role to assume) would need the AWS SDK's
+            // credential chain, which is the provider's to bring.
+            "IAMLoginModule" => match entry.options.keys().next() {
+                None => Ok(()),
+                Some(option) => Err(config_error(
+                    SASL_JAAS_CONFIG,
+                    format!(
+                        "IAMLoginModule option {option} is not supported: AWS credentials come \
+                         from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN or \
+                         the builders' sasl_aws_msk_iam provider (which can wrap aws-config's \
+                         profiles and roles)"
+                    ),
+                )),
+            },
             other => Err(config_error(
                 SASL_JAAS_CONFIG,
                 format!(
-                    "login module {other} is not supported (PlainLoginModule, ScramLoginModule \
-                     and OAuthBearerLoginModule are)"
+                    "login module {other} is not supported (PlainLoginModule, ScramLoginModule, \
+                     OAuthBearerLoginModule and IAMLoginModule are)"
                 ),
             )),
         }
@@ -481,6 +522,14 @@ impl SecurityConfig {
                     ));
                 }
             }
+            SaslMechanism::AwsMskIam => {
+                if !cfg!(feature = "aws-msk-iam") {
+                    return Err(config_error(
+                        SASL_MECHANISM,
+                        "AWS_MSK_IAM needs the crate feature `aws-msk-iam`",
+                    ));
+                }
+            }
             SaslMechanism::OAuthBearer => {
                 #[cfg(feature = "sasl-oauthbearer")]
                 let has_provider = self.sasl.token_provider.is_some();
@@ -524,6 +573,37 @@ mod tests {
         from_names.set("sasl.password", "p").unwrap();
         assert_eq!(from_jaas, from_names);
         from_jaas.validate().unwrap();
+    }
+
+    #[test]
+    fn an_msk_iam_file_is_read_and_what_it_cannot_do_is_refused() {
+        let mut config = SecurityConfig::default();
+        config.set("security.protocol", "SASL_SSL").unwrap();
+        config.set("sasl.mechanism", "AWS_MSK_IAM").unwrap();
+        config
+            .set(
+                "sasl.jaas.config",
+                "software.amazon.msk.auth.iam.IAMLoginModule required;",
+            )
+            .unwrap();
+        config
+            .set(
+                "sasl.client.callback.handler.class",
+                "software.amazon.msk.auth.iam.IAMClientCallbackHandler",
+            )
+            .unwrap();
+        assert_eq!(config.sasl.mechanism, Some(SaslMechanism::AwsMskIam));
+        assert_eq!(config.validate().is_ok(), cfg!(feature = "aws-msk-iam"));
+        let profile = config.set(
+            "sasl.jaas.config",
+            r#"software.amazon.msk.auth.iam.IAMLoginModule required awsProfileName="dev";"#,
+        );
+        assert!(profile.unwrap_err().to_string().contains("awsProfileName"));
+        assert!(
+            config
+                .set("sasl.client.callback.handler.class", "com.example.Handler")
+                .is_err()
+        );
     }
 
     #[test]

@@ -513,6 +513,36 @@ macro_rules! connection_setters {
             sasl.token_endpoint.client_secret = Some(client_secret.into());
             self
         }
+
+        /// SASL/AWS_MSK_IAM (Amazon MSK's IAM access control) with the credentials `provider`
+        /// gives at each authentication; without this call, `sasl.mechanism=AWS_MSK_IAM` reads
+        /// them from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`.
+        ///
+        /// ```no_run
+        #[doc = concat!("use exactly::{", stringify!($client), ", AwsCredentials, AwsCredentialsProvider, SecurityProtocol};")]
+        ///
+        /// # async fn run() -> exactly::Result<()> {
+        /// let credentials = AwsCredentials::new("AKIA...", "secret-access-key");
+        #[doc = concat!("let client = ", stringify!($client), "::builder()")]
+        ///     .bootstrap("b-1.demo.abc123.c2.kafka.us-east-1.amazonaws.com:9098")
+        ///     .security_protocol(SecurityProtocol::SaslSsl)
+        ///     .sasl_aws_msk_iam(AwsCredentialsProvider::fixed(credentials))
+        ///     .build()
+        ///     .await?;
+        /// # let _ = client;
+        /// # Ok(()) }
+        /// ```
+        #[cfg(feature = "aws-msk-iam")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "aws-msk-iam")))]
+        pub fn sasl_aws_msk_iam(
+            mut self,
+            provider: $crate::net::security::AwsCredentialsProvider,
+        ) -> Self {
+            let sasl = &mut self.draft.config.security.sasl;
+            sasl.mechanism = Some($crate::net::security::SaslMechanism::AwsMskIam);
+            sasl.aws_credentials = Some(provider);
+            self
+        }
     };
 }
 pub(crate) use connection_setters;
@@ -605,7 +635,7 @@ pub(crate) const fn enable_metrics_push<C>(field: fn(&mut C) -> &mut bool) -> Se
 
 /// The `security.*`, `ssl.*` and `sasl.*` settings, every client's, in `field`. The README
 /// describes them in its Security section's table rather than in each client's.
-pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Setting<C>; 32] {
+pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Setting<C>; 33] {
     [
         security_row(
             security::SECURITY_PROTOCOL,
@@ -716,7 +746,7 @@ pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Se
             security::SASL_MECHANISM,
             "",
             "choice",
-            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
+            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM",
             field,
         ),
         security_row(
@@ -730,7 +760,14 @@ pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Se
             security::SASL_JAAS_CONFIG,
             "",
             "JAAS",
-            "a PlainLoginModule or ScramLoginModule with username and password, or an OAuthBearerLoginModule with clientId and clientSecret",
+            "a PlainLoginModule or ScramLoginModule with username and password, an OAuthBearerLoginModule with clientId and clientSecret, or an IAMLoginModule",
+            field,
+        ),
+        security_row(
+            security::SASL_CLIENT_CALLBACK_HANDLER_CLASS,
+            "",
+            "class",
+            "aws-msk-iam-auth's IAMClientCallbackHandler only (AWS_MSK_IAM)",
             field,
         ),
         security_row(

@@ -8,6 +8,8 @@
 //! [`Error::Authentication`]: fatal, since retrying the same credentials cannot succeed
 //! (ARCHITECTURE.md, connections and security). Network failures stay I/O errors (retriable).
 
+#[cfg(feature = "aws-msk-iam")]
+pub(crate) mod aws_msk_iam;
 #[cfg(feature = "sasl-oauthbearer")]
 pub(crate) mod oauthbearer;
 #[cfg(feature = "sasl-oauthbearer-oidc")]
@@ -83,7 +85,7 @@ pub(crate) async fn authenticate<T: SaslTransport>(
             ),
         ));
     }
-    let mut client = client_for(mechanism, config)
+    let mut client = client_for(mechanism, config, broker)
         .await
         .map_err(|reason| failure(broker, name, reason))?;
     let mut message = client
@@ -117,10 +119,13 @@ pub(crate) async fn authenticate<T: SaslTransport>(
     }
 }
 
-/// The mechanism's client, with the credentials (fetching an OAUTHBEARER token).
+/// The mechanism's client for `broker`, with the credentials (fetching an OAUTHBEARER token,
+/// signing for AWS_MSK_IAM).
 async fn client_for(
     mechanism: SaslMechanism,
     config: &SaslConfig,
+    // Only AWS_MSK_IAM signs for the broker's host.
+    #[cfg_attr(not(feature = "aws-msk-iam"), allow(unused_variables))] broker: &str,
 ) -> Result<Box<dyn SaslClient>, String> {
     let credentials = || match (&config.username, &config.password) {
         (Some(user), Some(password)) => Ok((user.as_str(), password)),
@@ -155,6 +160,14 @@ async fn client_for(
                 .await
                 .map_err(|e| format!("the token provider failed: {e}"))?;
             Ok(Box::new(oauthbearer::OAuthBearerClient::new(token)?))
+        }
+        #[cfg(feature = "aws-msk-iam")]
+        SaslMechanism::AwsMskIam => {
+            let credentials = aws_msk_iam::credentials_of(config.aws_credentials.as_ref()).await?;
+            Ok(Box::new(aws_msk_iam::AwsMskIamClient::new(
+                broker,
+                &credentials,
+            )?))
         }
         #[allow(unreachable_patterns)] // reached when a mechanism's feature is off
         other => Err(format!(
