@@ -12,7 +12,6 @@ use std::time::Duration;
 use crate::error::Error;
 use crate::net::properties::config_error;
 use crate::net::secret::Secret;
-use crate::net::security::SASL_JAAS_CONFIG;
 
 // The settings' names; their rows (default, documentation) are in `settings.rs`.
 pub(crate) const SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL: &str = "sasl.oauthbearer.token.endpoint.url";
@@ -233,7 +232,7 @@ impl TokenEndpointLogin {
                 .is_none_or(|s| s.expose().is_empty())
         {
             return Err(config_error(
-                SASL_JAAS_CONFIG,
+                SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL,
                 "the token endpoint login needs a client id and secret (the \
                  OAuthBearerLoginModule's clientId and clientSecret, or \
                  sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret)",
