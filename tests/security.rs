@@ -245,7 +245,7 @@ fn oauth_provider(calls: Arc<Mutex<usize>>) -> OAuthBearerTokenProvider {
             *calls.lock().unwrap() += 1;
             Ok(
                 OAuthBearerToken::new(unsecured_jwt("exactly", Duration::from_secs(3600)))
-                    .extension("traceId", "issue-11"),
+                    .extension("traceId", "trace-1"),
             )
         }
     })
