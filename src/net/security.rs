@@ -261,6 +261,9 @@ pub struct SaslConfig {
     #[cfg(feature = "aws-msk-iam")]
     #[cfg_attr(docsrs, doc(cfg(feature = "aws-msk-iam")))]
     pub aws_credentials: Option<AwsCredentialsProvider>,
+    /// The shared credentials file's profile AWS_MSK_IAM signs with (JAAS `awsProfileName`);
+    /// `None`: the environment, then `AWS_PROFILE` or `default`.
+    pub aws_profile: Option<String>,
 }
 
 /// `error` (a configuration error from a parser that names one property) naming `key`, the
@@ -392,18 +395,28 @@ impl SecurityConfig {
             // AWS_MSK_IAM: credentials from the environment or the application's provider; the
             // library's own options (a profile, a role to assume) would need the AWS SDK's
             // credential chain, which is the provider's to bring.
-            "IAMLoginModule" => match entry.options.keys().next() {
-                None => Ok(()),
-                Some(option) => Err(config_error(
-                    SASL_JAAS_CONFIG,
-                    format!(
-                        "IAMLoginModule option {option} is not supported: AWS credentials come \
-                         from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN or \
-                         the builders' sasl_aws_msk_iam provider (which can wrap aws-config's \
-                         profiles and roles)"
-                    ),
-                )),
-            },
+            "IAMLoginModule" => {
+                for (option, value) in &entry.options {
+                    match option.as_str() {
+                        "awsProfileName" => self.sasl.aws_profile = Some(value.expose().to_owned()),
+                        // Only changes what the Java library logs.
+                        "awsDebugCreds" => {}
+                        _ => {
+                            return Err(config_error(
+                                SASL_JAAS_CONFIG,
+                                format!(
+                                    "IAMLoginModule option {option} is not supported: AWS \
+                                     credentials come from the environment, a profile of the \
+                                     shared credentials file (awsProfileName) or the builders' \
+                                     sasl_aws_msk_iam provider (which can wrap aws-config's \
+                                     roles and SSO)"
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Ok(())
+            }
             other => Err(config_error(
                 SASL_JAAS_CONFIG,
                 format!(
@@ -594,11 +607,18 @@ mod tests {
             .unwrap();
         assert_eq!(config.sasl.mechanism, Some(SaslMechanism::AwsMskIam));
         assert_eq!(config.validate().is_ok(), cfg!(feature = "aws-msk-iam"));
-        let profile = config.set(
+        config
+            .set(
+                "sasl.jaas.config",
+                r#"software.amazon.msk.auth.iam.IAMLoginModule required awsProfileName="dev";"#,
+            )
+            .unwrap();
+        assert_eq!(config.sasl.aws_profile.as_deref(), Some("dev"));
+        let role = config.set(
             "sasl.jaas.config",
-            r#"software.amazon.msk.auth.iam.IAMLoginModule required awsProfileName="dev";"#,
+            r#"software.amazon.msk.auth.iam.IAMLoginModule required awsRoleArn="arn:aws:iam::1:role/r";"#,
         );
-        assert!(profile.unwrap_err().to_string().contains("awsProfileName"));
+        assert!(role.unwrap_err().to_string().contains("awsRoleArn"));
         assert!(
             config
                 .set("sasl.client.callback.handler.class", "com.example.Handler")

@@ -80,6 +80,79 @@ impl AwsCredentials {
             None => credentials,
         })
     }
+
+    /// From a profile of the shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`, else
+    /// `~/.aws/credentials`): `profile`, else `AWS_PROFILE`, else `default`. Only keys kept in
+    /// the file (`aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`); a profile
+    /// that assumes a role, uses SSO or a `credential_process` needs the AWS SDK's chain,
+    /// through an [`AwsCredentialsProvider`].
+    pub fn from_profile(profile: Option<&str>) -> Result<Self, String> {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let path = var("AWS_SHARED_CREDENTIALS_FILE")
+            .map(std::path::PathBuf::from)
+            .or_else(|| {
+                var("HOME")
+                    .or_else(|| var("USERPROFILE"))
+                    .map(|home| std::path::Path::new(&home).join(".aws").join("credentials"))
+            })
+            .ok_or(
+                "no AWS credentials file: neither AWS_SHARED_CREDENTIALS_FILE nor HOME is set",
+            )?;
+        let name = profile
+            .map(str::to_owned)
+            .or_else(|| std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty()))
+            .unwrap_or_else(|| "default".to_owned());
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            format!(
+                "the AWS credentials file {} could not be read: {e}",
+                path.display()
+            )
+        })?;
+        credentials_in_file(&text, &name)
+            .map_err(|reason| format!("{reason} (in {})", path.display()))
+    }
+}
+
+/// The keys of profile `name` in the text of a shared credentials file (INI: `[name]`
+/// sections, `key = value`, `#` and `;` comments).
+fn credentials_in_file(text: &str, name: &str) -> Result<AwsCredentials, String> {
+    let mut in_profile = false;
+    let mut found = false;
+    let (mut id, mut secret, mut token) = (None, None, None);
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            in_profile = section.trim() == name;
+            found |= in_profile;
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=').filter(|_| in_profile) else {
+            continue;
+        };
+        let value = value.trim().to_owned();
+        match key.trim().to_ascii_lowercase().as_str() {
+            "aws_access_key_id" => id = Some(value),
+            "aws_secret_access_key" => secret = Some(value),
+            "aws_session_token" => token = Some(value),
+            _ => {}
+        }
+    }
+    if !found {
+        return Err(format!("no AWS profile {name:?}"));
+    }
+    let (Some(id), Some(secret)) = (id, secret) else {
+        return Err(format!(
+            "the AWS profile {name:?} holds no aws_access_key_id and aws_secret_access_key \
+             (a role, SSO or credential_process needs an AwsCredentialsProvider)"
+        ));
+    };
+    let credentials = AwsCredentials::new(id, secret);
+    Ok(match token {
+        Some(token) => credentials.session_token(token),
+        None => credentials,
+    })
 }
 
 /// The future a credentials provider returns.
@@ -133,16 +206,24 @@ impl PartialEq for AwsCredentialsProvider {
 
 impl Eq for AwsCredentialsProvider {}
 
-/// The credentials of one authentication.
+/// The credentials of one authentication: the application's provider; else a profile named
+/// in the configuration (JAAS `awsProfileName`, as aws-msk-iam-auth reads it); else the first
+/// two sources of the AWS SDKs' default chain, the environment and then the shared credentials
+/// file's profile (`AWS_PROFILE` or `default`).
 pub(crate) async fn credentials_of(
     provider: Option<&AwsCredentialsProvider>,
+    profile: Option<&str>,
 ) -> Result<AwsCredentials, String> {
-    match provider {
-        Some(provider) => provider
+    match (provider, profile) {
+        (Some(provider), _) => provider
             .credentials()
             .await
             .map_err(|e| format!("the AWS credentials provider failed: {e}")),
-        None => AwsCredentials::from_environment(),
+        (None, Some(profile)) => AwsCredentials::from_profile(Some(profile)),
+        (None, None) => AwsCredentials::from_environment().or_else(|from_environment| {
+            AwsCredentials::from_profile(None)
+                .map_err(|from_file| format!("{from_environment}; {from_file}"))
+        }),
     }
 }
 
@@ -361,6 +442,28 @@ mod tests {
         );
         assert!(client.step(br#"{"version":"1999"}"#).is_err());
         assert!(client.step(b"not json").is_err());
+    }
+
+    #[test]
+    fn a_profile_of_the_shared_credentials_file_is_read() {
+        let file = "# made-up keys\n[default]\naws_access_key_id = AKIDDEFAULT\n\
+                    aws_secret_access_key=secret-default\n\n[dev]\n; temporary\n\
+                    aws_access_key_id=ASIADEV\naws_secret_access_key = secret-dev\n\
+                    aws_session_token = token-dev\n[role]\nrole_arn = arn:aws:iam::1:role/r\n";
+        let dev = credentials_in_file(file, "dev").unwrap();
+        assert_eq!(
+            dev,
+            AwsCredentials::new("ASIADEV", "secret-dev").session_token("token-dev")
+        );
+        let default = credentials_in_file(file, "default").unwrap();
+        assert_eq!(
+            default,
+            AwsCredentials::new("AKIDDEFAULT", "secret-default")
+        );
+        let missing = credentials_in_file(file, "prod").unwrap_err();
+        assert!(missing.contains("no AWS profile \"prod\""), "{missing}");
+        let role = credentials_in_file(file, "role").unwrap_err();
+        assert!(role.contains("AwsCredentialsProvider"), "{role}");
     }
 
     #[test]

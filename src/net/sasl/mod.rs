@@ -163,7 +163,11 @@ async fn client_for(
         }
         #[cfg(feature = "aws-msk-iam")]
         SaslMechanism::AwsMskIam => {
-            let credentials = aws_msk_iam::credentials_of(config.aws_credentials.as_ref()).await?;
+            let credentials = aws_msk_iam::credentials_of(
+                config.aws_credentials.as_ref(),
+                config.aws_profile.as_deref(),
+            )
+            .await?;
             Ok(Box::new(aws_msk_iam::AwsMskIamClient::new(
                 broker,
                 &credentials,
