@@ -1429,7 +1429,7 @@ async fn oauthbearer_oidc_refused_or_unreachable_is_fatal() {
             "could not be reached",
         ),
     ] {
-        let mut properties = oidc_properties(&bed, secret, "label=refused");
+        let mut properties = oidc_properties(&bed, secret, "");
         for (key, value) in &mut properties {
             if key == "sasl.oauthbearer.token.endpoint.url" {
                 *value = url.clone();

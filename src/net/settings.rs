@@ -635,7 +635,7 @@ pub(crate) const fn enable_metrics_push<C>(field: fn(&mut C) -> &mut bool) -> Se
 
 /// The `security.*`, `ssl.*` and `sasl.*` settings, every client's, in `field`. The README
 /// describes them in its Security section's table rather than in each client's.
-pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Setting<C>; 33] {
+pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Setting<C>; 34] {
     [
         security_row(
             security::SECURITY_PROTOCOL,
@@ -859,6 +859,13 @@ pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Se
             "10000",
             "ms",
             "bound of connecting to the token endpoint",
+            field,
+        ),
+        security_row(
+            token_endpoint::SASL_OAUTHBEARER_HEADER_URLENCODE,
+            "false",
+            "bool",
+            "form-encode the client id and secret in the Basic header (RFC 6749 2.3.1)",
             field,
         ),
         security_row(

@@ -46,7 +46,14 @@ function credentials(req, form) {
   if (auth.startsWith('Basic ')) {
     const decoded = Buffer.from(auth.slice(6), 'base64').toString();
     const at = decoded.indexOf(':');
-    const unform = (s) => decodeURIComponent(s.replace(/\+/g, ' '));
+    // Form-decoded (RFC 6749 §2.3.1) when that reads, else as sent (Java's default).
+    const unform = (s) => {
+      try {
+        return decodeURIComponent(s.replace(/\+/g, ' '));
+      } catch (e) {
+        return s;
+      }
+    };
     return [unform(decoded.slice(0, at)), unform(decoded.slice(at + 1))];
   }
   return [form.get('client_id'), form.get('client_secret')];

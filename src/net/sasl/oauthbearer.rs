@@ -85,6 +85,21 @@ impl Eq for OAuthBearerTokenProvider {}
 /// The RFC 7628 key/value separator.
 const SEPARATOR: char = '\u{1}';
 
+/// RFC 7628 §3.1: key = 1*(ALPHA); value = *(VCHAR / SP / HTAB / CR / LF); KIP-342 reserves
+/// `auth`.
+pub(crate) fn check_extension(name: &str, value: &str) -> Result<(), String> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphabetic()) || name == "auth" {
+        return Err(format!("invalid SASL extension name {name:?}"));
+    }
+    if !value
+        .bytes()
+        .all(|b| (0x21..=0x7e).contains(&b) || matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+    {
+        return Err(format!("invalid value of SASL extension {name:?}"));
+    }
+    Ok(())
+}
+
 /// The client side of one OAUTHBEARER exchange.
 pub(crate) struct OAuthBearerClient {
     token: OAuthBearerToken,
@@ -93,17 +108,7 @@ pub(crate) struct OAuthBearerClient {
 impl OAuthBearerClient {
     pub fn new(token: OAuthBearerToken) -> Result<Self, String> {
         for (name, value) in &token.extensions {
-            // RFC 7628 §3.1 key = 1*(ALPHA); value = *(VCHAR / SP / HTAB / CR / LF); KIP-342
-            // reserves `auth`.
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphabetic()) || name == "auth" {
-                return Err(format!("invalid SASL extension name {name:?}"));
-            }
-            if !value
-                .bytes()
-                .all(|b| (0x21..=0x7e).contains(&b) || matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
-            {
-                return Err(format!("invalid value of SASL extension {name:?}"));
-            }
+            check_extension(name, value)?;
         }
         if token.value.expose().is_empty() {
             return Err("the token provider returned an empty token".into());

@@ -13,14 +13,14 @@
 //! the cached token is still valid keeps using it, so a short outage of the identity provider
 //! does not stop a running client. The secret and the tokens are never logged.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::DecodePaddingMode;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use serde_json::Value;
-use tokio::sync::Mutex;
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::oauthbearer::{OAuthBearerToken, OAuthBearerTokenProvider};
@@ -30,6 +30,8 @@ use crate::net::secret::Secret;
 /// Java's default `sasl.login.refresh.window.factor`: a token is replaced once this share of
 /// its lifetime has passed.
 const REFRESH_AT: f64 = 0.8;
+/// The longest a token is kept, whatever lifetime it claims.
+const LONGEST_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
 /// How much of an error answer's `error_description` the error keeps.
 const DESCRIPTION_LIMIT: usize = 200;
 
@@ -38,7 +40,7 @@ pub(crate) fn token_provider(login: &TokenEndpointLogin) -> OAuthBearerTokenProv
     let source = Arc::new(TokenSource {
         login: login.clone(),
         agent: agent(login),
-        cached: Mutex::new(None),
+        state: Mutex::new(CacheState::default()),
     });
     OAuthBearerTokenProvider::new(move || {
         let source = Arc::clone(&source);
@@ -60,7 +62,14 @@ fn agent(login: &TokenEndpointLogin) -> ureq::Agent {
 struct TokenSource {
     login: TokenEndpointLogin,
     agent: ureq::Agent,
-    cached: Mutex<Option<CachedToken>>,
+    state: Mutex<CacheState>,
+}
+
+#[derive(Default)]
+struct CacheState {
+    cached: Option<CachedToken>,
+    /// The fetch under way, if any: it ends with `Some(outcome)`.
+    refreshing: Option<watch::Receiver<Option<Result<(), String>>>>,
 }
 
 struct CachedToken {
@@ -70,39 +79,85 @@ struct CachedToken {
 }
 
 impl TokenSource {
-    async fn token(&self) -> Result<OAuthBearerToken, String> {
-        let mut cached = self.cached.lock().await;
-        let now = Instant::now();
-        if let Some(current) = cached.as_ref().filter(|c| now < c.refresh_at) {
-            return Ok(current.token.clone());
-        }
-        let agent = self.agent.clone();
-        let login = self.login.clone();
-        let fetched = tokio::task::spawn_blocking(move || fetch(&agent, &login))
-            .await
-            .map_err(|e| format!("the token request did not complete: {e}"))?;
-        match fetched {
-            Ok(token) => {
-                let fetched_at = Instant::now();
-                info!(lifetime = ?token.lifetime, "fetched an OAuth token (KIP-768)");
-                let token = CachedToken {
-                    token: with_extensions(token.value, &self.login),
-                    refresh_at: fetched_at + token.lifetime.mul_f64(REFRESH_AT),
-                    expires_at: fetched_at + token.lifetime,
-                };
-                let value = token.token.clone();
-                *cached = Some(token);
-                Ok(value)
+    /// The cached token while it is fresh; a still-valid one while a new one is fetched in
+    /// the background; else waits for the fetch. The fetch runs in a task of its own that
+    /// stores its token, so an authentication that gives up (its connection's timeout) does
+    /// not throw the answer away, and every caller shares the one fetch.
+    async fn token(self: Arc<Self>) -> Result<OAuthBearerToken, String> {
+        let mut outcome = {
+            let mut state = lock(&self.state);
+            let now = Instant::now();
+            if let Some(fresh) = state.cached.as_ref().filter(|c| now < c.refresh_at) {
+                return Ok(fresh.token.clone());
             }
-            Err(reason) => match cached.as_ref().filter(|c| Instant::now() < c.expires_at) {
-                Some(current) => {
-                    warn!(%reason, "refreshing the OAuth token failed; the current one is still valid");
-                    Ok(current.token.clone())
+            let outcome = match &state.refreshing {
+                Some(outcome) => outcome.clone(),
+                None => {
+                    let outcome = Arc::clone(&self).start_fetch();
+                    state.refreshing = Some(outcome.clone());
+                    outcome
                 }
-                None => Err(reason),
-            },
+            };
+            if let Some(valid) = state.cached.as_ref().filter(|c| now < c.expires_at) {
+                return Ok(valid.token.clone());
+            }
+            outcome
+        };
+        let result = outcome
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| "the token request did not complete".to_owned())?
+            .clone()
+            .unwrap_or(Ok(()));
+        let state = lock(&self.state);
+        match (&state.cached, result) {
+            (Some(cached), _) if Instant::now() < cached.expires_at => Ok(cached.token.clone()),
+            (_, Err(reason)) => Err(reason),
+            (_, Ok(())) => Err("the token endpoint's token expired at once".into()),
         }
     }
+
+    /// Fetches in a task of its own, which stores the token and reports how it went.
+    fn start_fetch(self: Arc<Self>) -> watch::Receiver<Option<Result<(), String>>> {
+        let (report, outcome) = watch::channel(None);
+        tokio::spawn(async move {
+            let (agent, login) = (self.agent.clone(), self.login.clone());
+            let fetched = tokio::task::spawn_blocking(move || fetch(&agent, &login))
+                .await
+                .unwrap_or_else(|e| Err(format!("the token request did not complete: {e}")));
+            let mut state = lock(&self.state);
+            state.refreshing = None;
+            let result = match fetched {
+                Ok(token) => {
+                    info!(lifetime = ?token.lifetime, "fetched an OAuth token (KIP-768)");
+                    let fetched_at = Instant::now();
+                    state.cached = Some(CachedToken {
+                        token: with_extensions(token.value, &self.login),
+                        refresh_at: fetched_at + token.lifetime.mul_f64(REFRESH_AT),
+                        expires_at: fetched_at + token.lifetime,
+                    });
+                    Ok(())
+                }
+                Err(reason) => {
+                    if state
+                        .cached
+                        .as_ref()
+                        .is_some_and(|c| Instant::now() < c.expires_at)
+                    {
+                        warn!(%reason, "refreshing the OAuth token failed; the current one is still valid");
+                    }
+                    Err(reason)
+                }
+            };
+            drop(state);
+            let _ = report.send(Some(result));
+        });
+        outcome
+    }
+}
+
+fn lock(state: &Mutex<CacheState>) -> std::sync::MutexGuard<'_, CacheState> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn with_extensions(value: Secret, login: &TokenEndpointLogin) -> OAuthBearerToken {
@@ -126,7 +181,15 @@ fn fetch(agent: &ureq::Agent, login: &TokenEndpointLogin) -> Result<FetchedToken
     let url = login.url.as_deref().unwrap_or_default();
     let id = login.client_id.as_deref().unwrap_or_default();
     let secret = login.client_secret.as_ref().map_or("", Secret::expose);
-    let credentials = STANDARD.encode(format!("{}:{}", form_encode(id), form_encode(secret)));
+    // RFC 6749 §2.3.1 form-encodes both inside the Basic credentials; Java sends them as they
+    // are unless `sasl.oauthbearer.header.urlencode` is true (KAFKA-16345), and so do we, for
+    // the identity providers that do not decode them.
+    let credentials = if login.header_urlencode {
+        format!("{}:{}", form_encode(id), form_encode(secret))
+    } else {
+        format!("{id}:{secret}")
+    };
+    let credentials = STANDARD.encode(credentials);
     let mut body = String::from("grant_type=client_credentials");
     if let Some(scope) = login.scope.as_deref().filter(|s| !s.is_empty()) {
         body.push_str("&scope=");
@@ -212,12 +275,17 @@ fn token_from_answer(
         (Some(a), None) | (None, Some(a)) => a,
         (None, None) => return Err("the token has no exp claim".into()),
     };
+    if seconds.is_nan() {
+        return Err("the token's lifetime is not a number".into());
+    }
     if seconds <= 0.0 {
         return Err("the token endpoint gave an expired token".into());
     }
     Ok(FetchedToken {
         value: Secret::new(access_token),
-        lifetime: Duration::from_secs_f64(seconds),
+        // A token is asked for again after a day at the latest, however long it claims to
+        // live (and an absurd claim cannot overflow the clock).
+        lifetime: Duration::from_secs_f64(seconds.min(LONGEST_LIFETIME.as_secs_f64())),
     })
 }
 
@@ -299,6 +367,12 @@ mod tests {
         assert_eq!(from_expires_in.unwrap().lifetime, Duration::from_secs(120));
         let error = token_from_answer(200, &answer(&no_exp, ""), "sub", NOW).unwrap_err();
         assert!(error.contains("exp"), "{error}");
+        // Absurd lifetimes neither panic nor overflow the clock.
+        let nan = token_from_answer(200, &answer(&no_exp, r#","expires_in":"NaN""#), "sub", NOW);
+        assert!(nan.unwrap_err().contains("not a number"));
+        let forever = jwt(r#"{"sub":"app","exp":1e300}"#);
+        let capped = token_from_answer(200, &answer(&forever, ""), "sub", NOW).unwrap();
+        assert_eq!(capped.lifetime, LONGEST_LIFETIME);
     }
 
     #[test]

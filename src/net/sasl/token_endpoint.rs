@@ -28,9 +28,10 @@ pub(crate) const SASL_OAUTHBEARER_SUB_CLAIM_NAME: &str = "sasl.oauthbearer.sub.c
 pub(crate) const SASL_LOGIN_CALLBACK_HANDLER_CLASS: &str = "sasl.login.callback.handler.class";
 pub(crate) const SASL_LOGIN_CONNECT_TIMEOUT_MS: &str = "sasl.login.connect.timeout.ms";
 pub(crate) const SASL_LOGIN_READ_TIMEOUT_MS: &str = "sasl.login.read.timeout.ms";
+pub(crate) const SASL_OAUTHBEARER_HEADER_URLENCODE: &str = "sasl.oauthbearer.header.urlencode";
 
 /// Every name [`TokenEndpointLogin::set`] takes.
-pub(crate) const SETTINGS: [&str; 12] = [
+pub(crate) const SETTINGS: [&str; 13] = [
     SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL,
     SASL_OAUTHBEARER_METHOD,
     SASL_OAUTHBEARER_CLIENT_ID,
@@ -43,6 +44,7 @@ pub(crate) const SETTINGS: [&str; 12] = [
     SASL_LOGIN_CALLBACK_HANDLER_CLASS,
     SASL_LOGIN_CONNECT_TIMEOUT_MS,
     SASL_LOGIN_READ_TIMEOUT_MS,
+    SASL_OAUTHBEARER_HEADER_URLENCODE,
 ];
 
 /// The claim that names the principal when `sasl.oauthbearer.sub.claim.name` is not set (as
@@ -86,6 +88,9 @@ pub struct TokenEndpointLogin {
     /// librdkafka's `sasl.oauthbearer.method`: `Some(true)` for `oidc` (the endpoint is then
     /// required), `Some(false)` for `default` (the application's token provider).
     pub oidc_method: Option<bool>,
+    /// Whether the id and secret are form-encoded inside the Basic credentials, as RFC 6749
+    /// §2.3.1 says (`sasl.oauthbearer.header.urlencode`; default false, Java's default).
+    pub header_urlencode: bool,
 }
 
 impl Default for TokenEndpointLogin {
@@ -100,11 +105,22 @@ impl Default for TokenEndpointLogin {
             connect_timeout: DEFAULT_TIMEOUT,
             read_timeout: DEFAULT_TIMEOUT,
             oidc_method: None,
+            header_urlencode: false,
         }
     }
 }
 
 impl TokenEndpointLogin {
+    /// Whether any setting of the login is given (librdkafka's `method=default` aside, which
+    /// says there is none).
+    pub(crate) fn is_given(&self) -> bool {
+        let without_method = TokenEndpointLogin {
+            oidc_method: None,
+            ..self.clone()
+        };
+        without_method != TokenEndpointLogin::default()
+    }
+
     /// Sets one of [`SETTINGS`].
     pub(crate) fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
         let millis = |value: &str| {
@@ -167,6 +183,18 @@ impl TokenEndpointLogin {
             }
             SASL_LOGIN_CONNECT_TIMEOUT_MS => self.connect_timeout = millis(value)?,
             SASL_LOGIN_READ_TIMEOUT_MS => self.read_timeout = millis(value)?,
+            SASL_OAUTHBEARER_HEADER_URLENCODE => {
+                self.header_urlencode = match value.trim().to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(config_error(
+                            key,
+                            format!("expected true or false, got {value:?}"),
+                        ));
+                    }
+                }
+            }
             _ => return Err(config_error(key, "not a token endpoint setting")),
         }
         Ok(())
@@ -198,10 +226,11 @@ impl TokenEndpointLogin {
     /// client's id and secret. `has_provider`: the application also gave a token provider.
     pub(crate) fn validate(&self, has_provider: bool) -> Result<(), Error> {
         let Some(url) = &self.url else {
-            if self.oidc_method == Some(true) || self.client_id.is_some() {
+            if self.oidc_method == Some(true) || self.is_given() {
                 return Err(config_error(
                     SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL,
-                    "an OAuth client-credentials login needs the token endpoint",
+                    "the OAuth client-credentials login's settings are given without its \
+                     token endpoint",
                 ));
             }
             return Ok(());
@@ -225,6 +254,11 @@ impl TokenEndpointLogin {
             ));
         }
         check_endpoint(url)?;
+        #[cfg(feature = "sasl-oauthbearer-oidc")]
+        for (name, value) in &self.extensions {
+            super::oauthbearer::check_extension(name, value)
+                .map_err(|reason| config_error(SASL_OAUTHBEARER_EXTENSIONS, reason))?;
+        }
         if self.client_id.as_deref().is_none_or(str::is_empty)
             || self
                 .client_secret
@@ -250,6 +284,12 @@ fn check_endpoint(url: &str) -> Result<(), Error> {
         .split_once("://")
         .ok_or_else(|| invalid("expected an https:// URL"))?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    // `http://localhost:1@idp.example/` is a request to idp.example: no user info at all.
+    if authority.contains('@') {
+        return Err(invalid(
+            "must not carry user information (`user@`) before the host",
+        ));
+    }
     let host = if let Some(bracketed) = authority.strip_prefix('[') {
         bracketed.split(']').next().unwrap_or_default()
     } else {
@@ -362,6 +402,8 @@ mod tests {
             "ftp://idp.example/token",
             "idp.example/token",
             "https:///token",
+            "http://localhost:1@idp.example/token",
+            "https://user@idp.example/token",
         ] {
             assert!(check_endpoint(url).is_err(), "{url} is refused");
         }
@@ -389,6 +431,11 @@ mod tests {
             false,
             "method",
         );
+        refused(
+            &[(SASL_OAUTHBEARER_SCOPE, "kafka")],
+            false,
+            "token endpoint",
+        );
         refused(&[url], true, "token provider");
         if cfg!(feature = "sasl-oauthbearer-oidc") {
             refused(
@@ -396,6 +443,10 @@ mod tests {
                 false,
                 "client id and secret",
             );
+            let id = (SASL_OAUTHBEARER_CLIENT_ID, "app");
+            let secret = (SASL_OAUTHBEARER_CLIENT_SECRET, "s");
+            let extension = (SASL_OAUTHBEARER_EXTENSIONS, "logical_cluster=x");
+            refused(&[url, id, secret, extension], false, "extension");
         }
         let mut login = TokenEndpointLogin::default();
         assert!(
