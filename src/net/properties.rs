@@ -120,6 +120,16 @@ pub(crate) fn check_bootstrap_servers(setting: &str, servers: &[String]) -> Resu
     Ok(())
 }
 
+/// The host of `host:port`, without the brackets of an IPv6 address: the name TLS checks and
+/// AWS_MSK_IAM signs for.
+#[cfg(any(feature = "tls", feature = "aws-msk-iam"))]
+pub(crate) fn host_of(address: &str) -> &str {
+    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
+}
+
 /// Checks one `host:port`. The host takes the characters Java's `Utils.getHost` pattern
 /// accepts (`[0-9a-zA-Z\-%._:]`); an IPv6 address must be in brackets (`[::1]:9092`), since
 /// without them its last group could not be told from the port. The port is 1 to 65535.
@@ -149,6 +159,18 @@ pub(crate) fn check_address(address: &str) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(any(feature = "tls", feature = "aws-msk-iam"))]
+    fn tls_names_the_host_without_port_or_brackets() {
+        assert_eq!(host_of("broker-1.example:9092"), "broker-1.example");
+        assert_eq!(host_of("127.0.0.1:9093"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:9093"), "::1");
+        assert_eq!(
+            host_of("b-1.kafka.us-east-1.amazonaws.com:9098"),
+            "b-1.kafka.us-east-1.amazonaws.com"
+        );
+    }
 
     #[test]
     fn choices_match_any_case_and_list_every_name_on_error() {

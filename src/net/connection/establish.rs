@@ -98,7 +98,10 @@ pub(super) async fn tls_handshake(
 ) -> Result<tokio_rustls::client::TlsStream<crate::net::tls::CountingStream<TcpStream>>, Error> {
     use std::io::ErrorKind as K;
     let (error, tcp) = match tls
-        .connect(host_of(address), crate::net::tls::CountingStream::new(tcp))
+        .connect(
+            crate::net::properties::host_of(address),
+            crate::net::tls::CountingStream::new(tcp),
+        )
         .await
     {
         Ok(stream) => return Ok(stream),
@@ -140,15 +143,6 @@ pub(super) async fn tls_handshake(
         }
     }
     Err(io_error(address, &error))
-}
-
-/// The host of `host:port`, without the brackets of an IPv6 address: the name TLS checks.
-#[cfg(feature = "tls")]
-pub(super) fn host_of(address: &str) -> &str {
-    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
-    host.strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host)
 }
 
 /// ApiVersions at the highest version we implement; a broker that does not support it
@@ -194,17 +188,4 @@ pub(super) async fn negotiate_versions(
     Err(Error::broker(
         crate::protocol::error_code::ErrorCode::UNSUPPORTED_VERSION,
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[cfg(feature = "tls")]
-    #[test]
-    fn tls_names_the_host_without_port_or_brackets() {
-        assert_eq!(host_of("broker-1.example:9092"), "broker-1.example");
-        assert_eq!(host_of("127.0.0.1:9093"), "127.0.0.1");
-        assert_eq!(host_of("[::1]:9093"), "::1");
-    }
 }

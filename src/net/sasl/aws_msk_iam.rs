@@ -11,8 +11,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_sigv4::http_request::{
@@ -23,6 +21,7 @@ use aws_smithy_runtime_api::client::identity::Identity;
 use serde_json::{Map, Value};
 
 use super::SaslClient;
+use super::provider::{AsyncProvider, Provided};
 use crate::net::secret::Secret;
 
 /// The payload version of the `aws-msk-iam-auth` library (its `AuthenticationRequestParams`).
@@ -155,18 +154,15 @@ fn credentials_in_file(text: &str, name: &str) -> Result<AwsCredentials, String>
     })
 }
 
-/// The future a credentials provider returns.
-#[cfg_attr(docsrs, doc(cfg(feature = "aws-msk-iam")))]
-pub type AwsCredentialsFuture =
-    Pin<Box<dyn Future<Output = Result<AwsCredentials, String>> + Send>>;
-
 /// Where AWS_MSK_IAM credentials come from: an async function called for every
 /// authentication. Wrap the AWS SDK's default chain (`aws-config`: profiles, SSO, web identity,
 /// instance and container roles) in one to use it; without a provider the credentials are
-/// read from the environment ([`AwsCredentials::from_environment`]).
-#[derive(Clone)]
+/// read from the environment ([`AwsCredentials::from_environment`]), then the shared
+/// credentials file ([`AwsCredentials::from_profile`]). Two providers are equal when they are
+/// the same function object.
+#[derive(Clone, PartialEq, Eq)]
 #[cfg_attr(docsrs, doc(cfg(feature = "aws-msk-iam")))]
-pub struct AwsCredentialsProvider(Arc<dyn Fn() -> AwsCredentialsFuture + Send + Sync>);
+pub struct AwsCredentialsProvider(AsyncProvider<AwsCredentials>);
 
 impl AwsCredentialsProvider {
     /// A provider from an async function.
@@ -175,7 +171,7 @@ impl AwsCredentialsProvider {
         F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<AwsCredentials, String>> + Send + 'static,
     {
-        AwsCredentialsProvider(Arc::new(move || Box::pin(provide())))
+        AwsCredentialsProvider(AsyncProvider::new(provide))
     }
 
     /// Always the same credentials.
@@ -186,8 +182,8 @@ impl AwsCredentialsProvider {
         })
     }
 
-    pub(crate) fn credentials(&self) -> AwsCredentialsFuture {
-        (self.0)()
+    pub(crate) fn credentials(&self) -> Provided<AwsCredentials> {
+        self.0.provide()
     }
 }
 
@@ -196,15 +192,6 @@ impl fmt::Debug for AwsCredentialsProvider {
         f.write_str("AwsCredentialsProvider")
     }
 }
-
-/// Equal when the same function object, as [`OAuthBearerTokenProvider`](crate::OAuthBearerTokenProvider).
-impl PartialEq for AwsCredentialsProvider {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for AwsCredentialsProvider {}
 
 /// The credentials of one authentication: the application's provider; else a profile named
 /// in the configuration (JAAS `awsProfileName`, as aws-msk-iam-auth reads it); else the first
@@ -236,7 +223,7 @@ impl AwsMskIamClient {
     /// Signs for `broker` (`host:port`, the address connected to, whose host the brokers
     /// expect in the payload).
     pub fn new(broker: &str, credentials: &AwsCredentials) -> Result<Self, String> {
-        let host = host_of(broker);
+        let host = crate::net::properties::host_of(broker);
         let region = region_of(host)?;
         let user_agent = concat!("exactly/", env!("CARGO_PKG_VERSION"));
         let payload = signed_payload(
@@ -267,14 +254,6 @@ impl SaslClient for AwsMskIamClient {
             )),
         }
     }
-}
-
-/// `host` of `host:port` (`[v6]:port` too).
-fn host_of(broker: &str) -> &str {
-    if let Some(bracketed) = broker.strip_prefix('[') {
-        return bracketed.split(']').next().unwrap_or_default();
-    }
-    broker.rsplit_once(':').map_or(broker, |(host, _)| host)
 }
 
 /// The region a broker is in: the label after `kafka` / `kafka-serverless` in an MSK host name
@@ -421,11 +400,6 @@ mod tests {
             region_of("boot-x.c1.kafka-serverless.ap-southeast-2.amazonaws.com").unwrap(),
             "ap-southeast-2"
         );
-        assert_eq!(
-            host_of("b-1.kafka.us-east-1.amazonaws.com:9098"),
-            "b-1.kafka.us-east-1.amazonaws.com"
-        );
-        assert_eq!(host_of("[::1]:9098"), "::1");
     }
 
     #[test]

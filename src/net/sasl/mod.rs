@@ -15,6 +15,8 @@ pub(crate) mod oauthbearer;
 #[cfg(feature = "sasl-oauthbearer-oidc")]
 pub(crate) mod oidc_login;
 pub(crate) mod plain;
+#[cfg(any(feature = "sasl-oauthbearer", feature = "aws-msk-iam"))]
+pub(crate) mod provider;
 #[cfg(feature = "sasl-scram")]
 pub(crate) mod scram;
 pub(crate) mod token_endpoint;

@@ -6,10 +6,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 
 use super::SaslClient;
+use super::provider::{AsyncProvider, Provided};
 use crate::net::secret::Secret;
 
 /// A bearer token and the SASL extensions to send with it (KIP-342).
@@ -39,16 +38,13 @@ impl OAuthBearerToken {
     }
 }
 
-/// The future a token provider returns: the token, or why there is none.
-#[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
-pub type TokenFuture = Pin<Box<dyn Future<Output = Result<OAuthBearerToken, String>> + Send>>;
-
 /// Where OAUTHBEARER tokens come from: an async function the application supplies, called for
 /// every authentication (each new connection and each KIP-368 re-authentication), so it can
-/// refresh tokens as they near expiry.
-#[derive(Clone)]
+/// refresh tokens as they near expiry. Two providers are equal when they are the same function
+/// object.
+#[derive(Clone, PartialEq, Eq)]
 #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
-pub struct OAuthBearerTokenProvider(Arc<dyn Fn() -> TokenFuture + Send + Sync>);
+pub struct OAuthBearerTokenProvider(AsyncProvider<OAuthBearerToken>);
 
 impl OAuthBearerTokenProvider {
     /// A provider from an async function.
@@ -57,12 +53,12 @@ impl OAuthBearerTokenProvider {
         F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<OAuthBearerToken, String>> + Send + 'static,
     {
-        OAuthBearerTokenProvider(Arc::new(move || Box::pin(provide())))
+        OAuthBearerTokenProvider(AsyncProvider::new(provide))
     }
 
     /// Asks the provider for a token.
-    pub(crate) fn token(&self) -> TokenFuture {
-        (self.0)()
+    pub(crate) fn token(&self) -> Provided<OAuthBearerToken> {
+        self.0.provide()
     }
 }
 
@@ -71,16 +67,6 @@ impl fmt::Debug for OAuthBearerTokenProvider {
         f.write_str("OAuthBearerTokenProvider")
     }
 }
-
-/// Two providers are equal when they are the same function object (configurations compare
-/// equal when built from the same provider).
-impl PartialEq for OAuthBearerTokenProvider {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for OAuthBearerTokenProvider {}
 
 /// The RFC 7628 key/value separator.
 const SEPARATOR: char = '\u{1}';
