@@ -3,21 +3,26 @@
 //! present when they are made), then a producer sends and a consumer reads back, and the
 //! exposition text is served on `127.0.0.1:9464/metrics` for a bounded time.
 //!
+//! Prometheus' recommended naming (`_total` on counters, `_seconds` on durations) and the
+//! OpenTelemetry conventions' duration buckets make the `messaging_*` series the ones an
+//! OpenTelemetry Collector's Prometheus exporter writes for a Java service's instrumentation
+//! (`messaging_client_operation_duration_seconds_bucket`, `messaging_client_sent_messages_total`).
+//!
 //! ```sh
 //! cargo run --example prometheus -- 127.0.0.1:19090 my-topic
-//! curl -s 127.0.0.1:9464/metrics | grep kafka_
+//! curl -s 127.0.0.1:9464/metrics | grep -E '^(messaging|kafka|exactly)_'
 //! ```
 
 use std::time::{Duration, Instant};
 
 use exactly::{ConsumerEvent, OffsetReset, Producer, Record};
-use metrics_exporter_prometheus::PrometheusBuilder;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// How long the endpoint answers scrapes before the example exits.
 const SERVE_FOR: Duration = Duration::from_secs(30);
-/// Bucket bounds for the latency (ms) and size (bytes) histograms.
+/// Bucket bounds for the Java-named latency (ms) and size (bytes) histograms.
 const BUCKETS: &[f64] = &[
     1.0,
     2.0,
@@ -43,7 +48,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The exporter, first: every client built after this publishes to it.
     let prometheus = PrometheusBuilder::new()
+        .with_recommended_naming(true)
         .set_buckets(BUCKETS)?
+        .set_buckets_for_metric(
+            Matcher::Prefix("messaging.".into()),
+            &exactly::DURATION_BUCKETS_SECONDS,
+        )?
         .install_recorder()?;
 
     let producer = Producer::builder().bootstrap(&bootstrap).build().await?;

@@ -140,6 +140,7 @@ pub use net::security::{
     Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, StoreType, TlsConfig,
     TokenEndpointLogin,
 };
+pub use observe::semconv::DURATION_BUCKETS_SECONDS;
 pub use producer::config::CompressionConfig;
 pub use producer::config::{Acks, ProducerBuilder, ProducerConfig};
 pub use producer::hooks::ProducerHooks;

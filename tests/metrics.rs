@@ -32,6 +32,27 @@ async fn producer(cluster: &Cluster, extra: &[(&str, &str)]) -> Producer {
     .await
 }
 
+/// Records 300..500 of `topic` into `run` while broker 0's answers are lost, then while its
+/// proxy is cut past the delivery timeout, so some fail (not written or indeterminate). The
+/// proxy is left cut (disabled): the caller enables it again.
+async fn cut_sends(
+    cluster: &Cluster,
+    producer: &Producer,
+    topic: &str,
+    run: &mut Run,
+) -> support::Proxy {
+    let proxy = cluster.proxy(0);
+    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
+    let lost = Run::send_range(producer, topic, 300, 400, false).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set_enabled(false);
+    proxy.remove_toxic("drop_answers");
+    let cut = Run::send_range(producer, topic, 400, 500, false).await;
+    run.collect(lost, RESOLVE_LIMIT).await;
+    run.collect(cut, RESOLVE_LIMIT).await;
+    proxy
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_agree_with_the_log_after_a_cut() {
     let Some(cluster) = Cluster::single() else {
@@ -53,16 +74,7 @@ async fn metrics_agree_with_the_log_after_a_cut() {
         Some(ConnectionState::Connected)
     );
 
-    // Answers lost, then the proxy cut past the delivery timeout: some records fail.
-    let proxy = cluster.proxy(0);
-    proxy.add_toxic("drop_answers", "timeout", "downstream", r#"{"timeout":0}"#);
-    let lost = Run::send_range(&producer, &topic, 300, 400, false).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    proxy.set_enabled(false);
-    proxy.remove_toxic("drop_answers");
-    let cut = Run::send_range(&producer, &topic, 400, 500, false).await;
-    run.collect(lost, RESOLVE_LIMIT).await;
-    run.collect(cut, RESOLVE_LIMIT).await;
+    let proxy = cut_sends(&cluster, &producer, &topic, &mut run).await;
     let during = producer.metrics();
     // Between refused attempts the link backs off; an attempt itself is brief (Connecting).
     assert!(
@@ -312,6 +324,8 @@ struct Observed {
     snapshotter: metrics_util::debugging::Snapshotter,
     gauges: LastGauges,
     series: std::sync::Mutex<std::collections::BTreeMap<SeriesKey, Seen>>,
+    /// The unit each series name was described with.
+    units: std::sync::Mutex<std::collections::BTreeMap<String, metrics::Unit>>,
 }
 
 type LastGauges = std::sync::Arc<
@@ -429,6 +443,7 @@ fn observed() -> &'static Observed {
             snapshotter,
             gauges,
             series: Default::default(),
+            units: Default::default(),
         }
     })
 }
@@ -445,12 +460,37 @@ impl Observed {
             .collect()
     }
 
+    /// Every OpenTelemetry-convention series whose `messaging.client.id` is `client_id`,
+    /// with that label removed.
+    fn semconv(&self, client_id: &str) -> std::collections::BTreeMap<SeriesKey, Seen> {
+        self.merged()
+            .iter()
+            .filter(|((_, labels), _)| {
+                labels.get("messaging.client.id").map(String::as_str) == Some(client_id)
+            })
+            .map(|((name, labels), v)| {
+                let mut labels = labels.clone();
+                labels.remove("messaging.client.id");
+                ((name.clone(), labels), v.clone())
+            })
+            .collect()
+    }
+
+    /// The unit `name` was described with.
+    fn unit(&self, name: &str) -> Option<metrics::Unit> {
+        drop(self.merged());
+        self.units.lock().unwrap().get(name).copied()
+    }
+
     /// Every series so far, a fresh snapshot merged in.
     fn merged(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<SeriesKey, Seen>> {
         use metrics_util::debugging::DebugValue;
         let mut series = self.series.lock().unwrap();
-        for (key, _, _, value) in self.snapshotter.snapshot().into_vec() {
+        for (key, unit, _, value) in self.snapshotter.snapshot().into_vec() {
             let id = series_key(key.key());
+            if let Some(unit) = unit {
+                self.units.lock().unwrap().insert(id.0.clone(), unit);
+            }
             match value {
                 DebugValue::Counter(delta) => {
                     let entry = series.entry(id).or_insert(Seen::Counter(0));
@@ -609,6 +649,21 @@ async fn consume(consumer: &mut Consumer, want: usize, limit: Duration) -> Vec<C
     records
 }
 
+/// The offsets after `records`, for each of `topic`'s first `partitions` partitions.
+fn next_offsets(records: &[ConsumerRecord], topic: &str, partitions: i32) -> Vec<OffsetToCommit> {
+    (0..partitions)
+        .map(|p| {
+            let next = records
+                .iter()
+                .filter(|r| r.partition == p)
+                .map(|r| r.offset + 1)
+                .max()
+                .unwrap_or(0);
+            OffsetToCommit::new(TopicPartition::new(topic, p), next)
+        })
+        .collect()
+}
+
 /// Every documented producer and consumer series appears with its labels and type; the
 /// histograms get one observation per request or batch; the counters agree with kcat.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -655,19 +710,11 @@ async fn observations_have_their_labels_types_and_counts() {
             &["broker"],
         ),
         ("kafka.producer.requests-in-flight", "gauge", &["broker"]),
-        (
-            "kafka.producer.exactly-connection-state",
-            "gauge",
-            &["broker"],
-        ),
+        ("exactly.producer.connection.state", "gauge", &["broker"]),
         ("kafka.producer.buffer-total-bytes", "gauge", &[]),
         ("kafka.producer.buffer-available-bytes", "gauge", &[]),
         ("kafka.producer.record-error-total", "counter", &[]),
-        (
-            "kafka.producer.exactly-record-indeterminate-total",
-            "counter",
-            &[],
-        ),
+        ("exactly.producer.records.indeterminate", "counter", &[]),
         ("kafka.producer.record-retry-total", "counter", &[]),
         ("kafka.producer.buffer-exhausted-total", "counter", &[]),
         (
@@ -675,17 +722,9 @@ async fn observations_have_their_labels_types_and_counts() {
             "counter",
             &[],
         ),
-        ("kafka.producer.exactly-epoch-bumps-total", "counter", &[]),
-        (
-            "kafka.producer.exactly-transactions-committed-total",
-            "counter",
-            &[],
-        ),
-        (
-            "kafka.producer.exactly-transactions-aborted-total",
-            "counter",
-            &[],
-        ),
+        ("exactly.producer.epoch_bumps", "counter", &[]),
+        ("exactly.producer.transactions.committed", "counter", &[]),
+        ("exactly.producer.transactions.aborted", "counter", &[]),
     ] {
         assert_series(&series, name, kind, labels);
     }
@@ -745,18 +784,10 @@ async fn observations_have_their_labels_types_and_counts() {
     let consumer_id = support::unique_topic("observed-consumer");
     let mut consumer = group_consumer(&cluster, &group, &topic, &consumer_id).await;
     let records = consume(&mut consumer, 600, Duration::from_secs(60)).await;
-    let offsets: Vec<OffsetToCommit> = (0..3)
-        .map(|p| {
-            let next = records
-                .iter()
-                .filter(|r| r.partition == p)
-                .map(|r| r.offset + 1)
-                .max()
-                .unwrap_or(0);
-            OffsetToCommit::new(TopicPartition::new(topic.as_str(), p), next)
-        })
-        .collect();
-    consumer.commit(&offsets).await.unwrap();
+    consumer
+        .commit(&next_offsets(&records, &topic, 3))
+        .await
+        .unwrap();
     let snapshot = consumer.metrics();
     let series = observed.of(&consumer_id);
     consumer.close().await.unwrap();
@@ -1086,37 +1117,55 @@ async fn copy_loop_publishes_its_counters() {
 
     let series = observed.of(&client_id);
     for (name, kind) in [
-        ("exactly.copy_loop.transactions-committed-total", "counter"),
-        ("exactly.copy_loop.transactions-aborted-total", "counter"),
-        ("exactly.copy_loop.records-in-total", "counter"),
-        ("exactly.copy_loop.records-out-total", "counter"),
-        ("exactly.copy_loop.records-dead-lettered-total", "counter"),
-        ("exactly.copy_loop.records-skipped-total", "counter"),
-        ("exactly.copy_loop.commit-latency", "histogram"),
-        ("exactly.copy_loop.source-lag", "gauge"),
+        ("exactly.copy_loop.transactions.committed", "counter"),
+        ("exactly.copy_loop.transactions.aborted", "counter"),
+        ("exactly.copy_loop.records.in", "counter"),
+        ("exactly.copy_loop.records.out", "counter"),
+        ("exactly.copy_loop.records.dead_lettered", "counter"),
+        ("exactly.copy_loop.records.skipped", "counter"),
+        ("exactly.copy_loop.commit.duration", "histogram"),
+        ("exactly.copy_loop.source.lag", "gauge"),
     ] {
         assert_series(&series, name, kind, &["group"]);
     }
     let total = |name| counter_sum(&named(&series, name));
-    assert_eq!(total("exactly.copy_loop.records-in-total"), RECORDS);
-    assert_eq!(total("exactly.copy_loop.records-out-total"), RECORDS);
+    assert_eq!(total("exactly.copy_loop.records.in"), RECORDS);
+    assert_eq!(total("exactly.copy_loop.records.out"), RECORDS);
     assert_eq!(
         (counters.records_in, counters.records_out),
         (RECORDS, RECORDS)
     );
-    let committed = total("exactly.copy_loop.transactions-committed-total");
+    let committed = total("exactly.copy_loop.transactions.committed");
     assert_eq!(committed, counters.transactions_committed);
     assert_eq!(
-        total("exactly.copy_loop.transactions-aborted-total"),
+        total("exactly.copy_loop.transactions.aborted"),
         counters.transactions_aborted
     );
     assert_eq!(
-        observations(&named(&series, "exactly.copy_loop.commit-latency")).len() as u64,
+        observations(&named(&series, "exactly.copy_loop.commit.duration")).len() as u64,
         committed,
         "one observation per committed transaction"
     );
+    // The conventions' processing time: one observation per poll the loop copied, in
+    // seconds, at least one per committed transaction.
+    let processing = observed.semconv(&client_id);
+    let process = named(&processing, "messaging.process.duration");
+    assert!(process.iter().all(|(labels, _)| {
+        labels["messaging.operation.type"] == "process"
+            && labels.contains_key("messaging.consumer.group.name")
+    }));
+    let seconds = observations(&process);
+    assert!(seconds.len() as u64 >= committed, "{seconds:?}");
+    assert!(
+        seconds.iter().all(|s| (0.0..60.0).contains(s)),
+        "{seconds:?}"
+    );
     assert_eq!(
-        named(&series, "exactly.copy_loop.source-lag")[0].1,
+        observed.unit("messaging.process.duration"),
+        Some(metrics::Unit::Seconds)
+    );
+    assert_eq!(
+        named(&series, "exactly.copy_loop.source.lag")[0].1,
         Seen::Gauge(0.0),
         "the last commit took the loop to the source's end"
     );
@@ -1130,4 +1179,169 @@ async fn copy_loop_publishes_its_counters() {
         cluster.group_offsets(&group, &source)[&0],
         end_offsets(&cluster, &source)[&0]
     );
+}
+
+/// `error.type` values a failed send may carry: Kafka error code names and the crate's own
+/// lower-case names ([`exactly::Error::type_name`]), never the error's text.
+fn is_bounded_error_type(value: &str) -> bool {
+    let upper = value.bytes().all(|b| b.is_ascii_uppercase() || b == b'_');
+    let lower = value.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    !value.is_empty() && value.len() <= 64 && (upper || lower)
+}
+
+/// The OpenTelemetry messaging conventions' metrics: names, units and attributes as the
+/// conventions give them; sent messages counted once each, acknowledged ones against kcat and
+/// failed ones (answers dropped, then the proxy cut past the delivery timeout) under a bounded
+/// `error.type`; consumed messages, poll and commit durations under the group; no label
+/// holding free text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semconv_metric_names_and_units() {
+    let observed = observed();
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _exclusive = cluster.exclusive();
+    let topic = support::unique_topic("semconv");
+    cluster.create_topic(&topic, 3, 1, &[]);
+    let producer_id = support::unique_topic("semconv-producer");
+    let producer = producer(&cluster, &[("client.id", &producer_id)]).await;
+    let mut run = Run::default();
+    let before = Run::send_range(&producer, &topic, 0, 300, false).await;
+    run.collect(before, RESOLVE_LIMIT).await;
+    let proxy = cut_sends(&cluster, &producer, &topic, &mut run).await;
+    proxy.set_enabled(true);
+    let after = Run::send_range(&producer, &topic, 500, 800, false).await;
+    run.collect(after, RESOLVE_LIMIT).await;
+    producer.flush().await.unwrap();
+    producer.close().await.unwrap();
+    let (acked, failed, indeterminate) = run.tally();
+    assert!(failed + indeterminate > 0, "the cut failed some records");
+
+    let sent = "messaging.client.sent.messages";
+    let duration = "messaging.client.operation.duration";
+    let series = observed.semconv(&producer_id);
+    let sends = named(&series, sent);
+    let (ok, failures): (Vec<_>, Vec<_>) = sends
+        .into_iter()
+        .partition(|(labels, _)| !labels.contains_key("error.type"));
+    let destination = [
+        "messaging.destination.name",
+        "messaging.destination.partition.id",
+        "messaging.operation.name",
+        "messaging.operation.type",
+        "messaging.system",
+    ];
+    for (labels, _) in &ok {
+        assert_eq!(label_names(labels), destination, "{labels:?}");
+        assert_eq!(labels["messaging.system"], "kafka");
+        assert_eq!(labels["messaging.operation.name"], "send");
+        assert_eq!(labels["messaging.operation.type"], "send");
+        assert_eq!(labels["messaging.destination.name"], topic);
+    }
+    assert_eq!(counter_sum(&ok), acked as u64);
+    // Every acknowledged record is in the log, partition by partition (kcat).
+    let in_log = records_per_partition(&cluster, &topic);
+    for (labels, value) in &ok {
+        let partition: i32 = labels["messaging.destination.partition.id"]
+            .parse()
+            .unwrap();
+        let Seen::Counter(n) = value else {
+            panic!("{sent} is a counter: {value:?}")
+        };
+        assert!(
+            *n <= in_log.get(&partition).copied().unwrap_or(0),
+            "{labels:?}"
+        );
+    }
+    assert_eq!(counter_sum(&failures), (failed + indeterminate) as u64);
+    for (labels, _) in &failures {
+        let error = &labels["error.type"];
+        assert!(is_bounded_error_type(error), "error.type {error:?}");
+    }
+    let send_durations = named(&series, duration);
+    assert!(!send_durations.is_empty(), "{:?}", series.keys());
+    for (labels, _) in &send_durations {
+        assert_eq!(labels["messaging.operation.name"], "send");
+        assert_eq!(labels["server.address"], "127.0.0.1");
+        assert!(labels["server.port"].parse::<u16>().is_ok(), "{labels:?}");
+    }
+    let seconds = observations(&send_durations);
+    assert!(
+        seconds.iter().all(|s| (0.0..60.0).contains(s)),
+        "{seconds:?}"
+    );
+
+    // The consumer: consumed messages and poll and commit durations, with the group.
+    let group = support::unique_topic("semconv-group");
+    let consumer_id = support::unique_topic("semconv-consumer");
+    let mut consumer = group_consumer(&cluster, &group, &topic, &consumer_id).await;
+    let in_log_total = in_log.values().sum::<u64>() as usize;
+    let records = consume(&mut consumer, in_log_total, Duration::from_secs(60)).await;
+    consumer
+        .commit(&next_offsets(&records, &topic, 3))
+        .await
+        .unwrap();
+    consumer.close().await.unwrap();
+    let series = observed.semconv(&consumer_id);
+    let consumed = named(&series, "messaging.client.consumed.messages");
+    assert_eq!(counter_sum(&consumed), records.len() as u64);
+    for (labels, _) in &consumed {
+        assert_eq!(labels["messaging.consumer.group.name"], group);
+        assert_eq!(labels["messaging.operation.name"], "poll");
+        assert_eq!(labels["messaging.operation.type"], "receive");
+        assert_eq!(labels["messaging.destination.name"], topic);
+    }
+    let durations = named(&series, duration);
+    let of = |operation: &str| -> Vec<_> {
+        durations
+            .iter()
+            .filter(|(labels, _)| labels["messaging.operation.name"] == operation)
+            .cloned()
+            .collect()
+    };
+    let polls = of("poll");
+    assert!(!polls.is_empty(), "{durations:?}");
+    assert!(polls.iter().all(|(l, _)| l.contains_key("server.address")));
+    let commits = of("commit");
+    assert!(!commits.is_empty(), "{durations:?}");
+    assert!(
+        commits
+            .iter()
+            .all(|(l, _)| l["messaging.operation.type"] == "settle")
+    );
+    for (labels, _) in &durations {
+        assert_eq!(labels["messaging.consumer.group.name"], group);
+    }
+    let seconds = observations(&durations);
+    assert!(
+        seconds.iter().all(|s| (0.0..60.0).contains(s)),
+        "{seconds:?}"
+    );
+
+    // The units the conventions give: counts of messages, durations in seconds.
+    assert_eq!(observed.unit(sent), Some(metrics::Unit::Count));
+    assert_eq!(
+        observed.unit("messaging.client.consumed.messages"),
+        Some(metrics::Unit::Count)
+    );
+    assert_eq!(observed.unit(duration), Some(metrics::Unit::Seconds));
+
+    // No label holds free text: every value of both clients' convention series is a name,
+    // a number or an address.
+    let everything = observed
+        .semconv(&producer_id)
+        .into_iter()
+        .chain(observed.semconv(&consumer_id));
+    for ((name, labels), _) in everything {
+        for (key, value) in labels {
+            assert!(
+                !value.is_empty()
+                    && value.len() <= 255
+                    && value
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"._-:".contains(&b)),
+                "{name}: {key}={value:?} is free text"
+            );
+        }
+    }
 }

@@ -1,7 +1,11 @@
 //! The consumer's metrics: a snapshot ([`crate::Consumer::metrics`]) under the Java consumer's
 //! names, and the same figures observed through the `metrics` facade as they happen (see
 //! `crate::observe`). Like the producer's, they move only on what the broker answered (rule
-//! P8): lag from a fetch answer's high watermark, latencies of answered requests.
+//! P8): lag from a fetch answer's high watermark, latencies of answered requests. The
+//! OpenTelemetry conventions' series (`crate::observe::semconv`) are observed beside them:
+//! `messaging.client.consumed.messages` per partition, and
+//! `messaging.client.operation.duration` of `poll` (a Fetch round trip, per broker with its
+//! `server.address`) and of `commit`.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +13,7 @@ use rustc_hash::FxHashMap;
 
 use super::fetch_session::FetchSessionCounts;
 use super::fetcher::PartitionLag;
+use crate::observe::semconv::{self, Operation};
 use crate::observe::{self, Counter, Gauge, Histogram, Labels, Summary};
 use crate::types::{BrokerId, TopicPartition};
 
@@ -76,15 +81,19 @@ impl ConsumerFigures {
         }
     }
 
-    /// A fetch answer from `broker` after `latency_ms`, carrying `bytes` per partition.
+    /// A fetch answer from `broker` (at `address`, when metadata knows it) after
+    /// `latency_ms`, carrying `bytes` per partition.
     pub(crate) fn fetched<'a>(
         &mut self,
         broker: BrokerId,
+        address: Option<&str>,
         latency_ms: u64,
         bytes: impl Iterator<Item = (&'a TopicPartition, u64)>,
     ) {
         self.fetch_latency_ms.record(latency_ms);
-        self.observer.broker(broker).record(latency_ms as f64);
+        let handles = self.observer.broker(broker, address);
+        handles.fetch_latency.record(latency_ms as f64);
+        handles.poll_duration.record(semconv::seconds(latency_ms));
         for (tp, n) in bytes {
             self.bytes_consumed += n;
             self.observer.partition(tp).bytes_consumed.increment(n);
@@ -111,12 +120,19 @@ impl ConsumerFigures {
             .partition(tp)
             .records_consumed
             .increment(records);
+        self.observer
+            .partition(tp)
+            .consumed_messages
+            .increment(records);
     }
 
     /// An offset commit the coordinator accepted after `latency_ms`.
     pub(crate) fn committed(&mut self, latency_ms: u64) {
         self.commit_latency_ms.record(latency_ms);
         self.observer.commit_latency.record(latency_ms as f64);
+        self.observer
+            .commit_duration
+            .record(semconv::seconds(latency_ms));
     }
 
     /// An assignment received.
@@ -153,6 +169,8 @@ impl ConsumerFigures {
 #[derive(Debug)]
 struct PartitionHandles {
     records_consumed: Counter,
+    /// `messaging.client.consumed.messages`.
+    consumed_messages: Counter,
     bytes_consumed: Counter,
     lag: Gauge,
 }
@@ -161,17 +179,36 @@ struct PartitionHandles {
 #[derive(Debug)]
 struct ConsumerObserver {
     labels: Labels,
+    /// The conventions' attributes of a `poll`.
+    poll_labels: Labels,
     commit_latency: Histogram,
+    /// `messaging.client.operation.duration` of `commit`, in seconds.
+    commit_duration: Histogram,
     rebalances: Counter,
     records_lag_max: Gauge,
-    brokers: FxHashMap<BrokerId, Histogram>,
+    brokers: FxHashMap<BrokerId, BrokerHandles>,
     partitions: FxHashMap<TopicPartition, PartitionHandles>,
+}
+
+/// The per-broker series of a consumer, resolved when the broker first answers a fetch.
+#[derive(Debug)]
+struct BrokerHandles {
+    fetch_latency: Histogram,
+    /// `messaging.client.operation.duration` of `poll`, in seconds, with the broker's
+    /// `server.address` (absent when metadata did not know it at the first answer).
+    poll_duration: Histogram,
 }
 
 impl ConsumerObserver {
     fn new(client_id: &str, group: Option<&str>) -> Self {
+        semconv::describe();
         let labels = observe::client_labels(client_id, group);
         Self {
+            poll_labels: semconv::operation_labels(client_id, Operation::Poll, group),
+            commit_duration: observe::histogram(
+                semconv::OPERATION_DURATION,
+                &semconv::operation_labels(client_id, Operation::Commit, group),
+            ),
             commit_latency: observe::histogram("kafka.consumer.commit-latency", &labels),
             rebalances: observe::counter("kafka.consumer.rebalance-total", &labels),
             records_lag_max: observe::gauge("kafka.consumer.records-lag-max", &labels),
@@ -181,13 +218,20 @@ impl ConsumerObserver {
         }
     }
 
-    fn broker(&mut self, broker: BrokerId) -> &Histogram {
-        let labels = &self.labels;
-        self.brokers.entry(broker).or_insert_with(|| {
-            observe::histogram(
+    fn broker(&mut self, broker: BrokerId, address: Option<&str>) -> &BrokerHandles {
+        let (labels, poll_labels) = (&self.labels, &self.poll_labels);
+        self.brokers.entry(broker).or_insert_with(|| BrokerHandles {
+            fetch_latency: observe::histogram(
                 "kafka.consumer.fetch-latency",
                 &observe::broker_labels(labels, broker),
-            )
+            ),
+            poll_duration: observe::histogram(
+                semconv::OPERATION_DURATION,
+                &match address {
+                    Some(address) => semconv::server_labels(poll_labels, address),
+                    None => poll_labels.clone(),
+                },
+            ),
         })
     }
 
@@ -198,6 +242,10 @@ impl ConsumerObserver {
                 records_consumed: observe::counter(
                     "kafka.consumer.records-consumed-total",
                     &labels,
+                ),
+                consumed_messages: observe::counter(
+                    semconv::CONSUMED_MESSAGES,
+                    &semconv::destination_labels(&self.poll_labels, tp),
                 ),
                 bytes_consumed: observe::counter("kafka.consumer.bytes-consumed-total", &labels),
                 lag: observe::gauge("kafka.consumer.records-lag", &labels),

@@ -3,11 +3,17 @@
 //! the engine took (rule P8): a record counts as sent when it is acknowledged, not when
 //! it is handed to the socket (KAFKA-21062's lag metric moved before the write succeeded).
 //! Times are the engine's milliseconds, so the simulation measures the same way.
+//!
+//! Each figure is observed twice: under the Java producer's names, and under the OpenTelemetry
+//! messaging conventions (`crate::observe::semconv`): `messaging.client.sent.messages` per
+//! partition, acknowledged or failed with its `error.type`, and
+//! `messaging.client.operation.duration` (`send`) per broker with its `server.address`.
 
 use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 
+use crate::observe::semconv::{self, Operation};
 use crate::observe::{self, Counter, Histogram, Labels, Summary};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
@@ -80,6 +86,12 @@ impl DeliveryMetrics {
         self.observer = DeliveryObserver::new(client_id);
     }
 
+    /// The address (`host:port`) of `broker`, from metadata, for the `server.address` and
+    /// `server.port` of its series. A broker that moved gets its series anew.
+    pub(crate) fn broker_address(&mut self, broker: BrokerId, address: &str) {
+        self.observer.broker_address(broker, address);
+    }
+
     /// A Produce answer from `broker` (P8: only answers count).
     pub(crate) fn answered(
         &mut self,
@@ -95,6 +107,7 @@ impl DeliveryMetrics {
         }
         let handles = self.observer.broker(broker);
         handles.request_latency.record(latency_ms as f64);
+        handles.send_duration.record(semconv::seconds(latency_ms));
         handles.records_per_request.record(records as f64);
         if throttle_ms > 0 {
             handles.throttle_time.record(throttle_ms as f64);
@@ -115,8 +128,15 @@ impl DeliveryMetrics {
         self.record_queue_time_ms.record(queued_ms);
         let handles = self.observer.partition(tp);
         handles.record_send.increment(records);
+        handles.sent_messages.increment(records);
         handles.batch_size.record(bytes as f64);
         handles.record_queue_time.record(queued_ms as f64);
+    }
+
+    /// `records` of `tp` failed with an error of type `error_type` (not written, or
+    /// indeterminate): `messaging.client.sent.messages` with its `error.type`.
+    pub(crate) fn failed(&mut self, tp: &TopicPartition, records: u64, error_type: &'static str) {
+        self.observer.failed(tp, error_type).increment(records);
     }
 
     /// Acknowledged records per second over the last 30 seconds (Kafka's
@@ -130,6 +150,8 @@ impl DeliveryMetrics {
 #[derive(Debug, Clone)]
 struct BrokerHandles {
     request_latency: Histogram,
+    /// `messaging.client.operation.duration` of `send`, in seconds.
+    send_duration: Histogram,
     records_per_request: Histogram,
     throttle_time: Histogram,
 }
@@ -138,6 +160,8 @@ struct BrokerHandles {
 #[derive(Debug, Clone)]
 struct PartitionHandles {
     record_send: Counter,
+    /// `messaging.client.sent.messages` without `error.type`.
+    sent_messages: Counter,
     batch_size: Histogram,
     record_queue_time: Histogram,
 }
@@ -147,24 +171,57 @@ struct PartitionHandles {
 #[derive(Debug, Clone, Default)]
 struct DeliveryObserver {
     labels: Labels,
+    /// The conventions' attributes of a `send`.
+    send_labels: Labels,
+    addresses: HashMap<BrokerId, String>,
     brokers: HashMap<BrokerId, BrokerHandles>,
     partitions: FxHashMap<TopicPartition, PartitionHandles>,
+    /// `messaging.client.sent.messages` of failures, by partition and `error.type` (a closed
+    /// set, so the map stays small).
+    failures: FxHashMap<(TopicPartition, &'static str), Counter>,
 }
 
 impl DeliveryObserver {
     fn new(client_id: &str) -> Self {
+        semconv::describe();
         Self {
             labels: observe::client_labels(client_id, None),
+            send_labels: semconv::operation_labels(client_id, Operation::Send, None),
             ..Self::default()
         }
     }
 
+    fn broker_address(&mut self, broker: BrokerId, address: &str) {
+        if self.addresses.get(&broker).map(String::as_str) != Some(address) {
+            self.addresses.insert(broker, address.to_owned());
+            self.brokers.remove(&broker);
+        }
+    }
+
+    fn failed(&mut self, tp: &TopicPartition, error_type: &'static str) -> &Counter {
+        let send_labels = &self.send_labels;
+        self.failures
+            .entry((tp.clone(), error_type))
+            .or_insert_with(|| {
+                let labels = semconv::destination_labels(send_labels, tp);
+                observe::counter(
+                    semconv::SENT_MESSAGES,
+                    &semconv::error_labels(&labels, error_type),
+                )
+            })
+    }
+
     fn broker(&mut self, broker: BrokerId) -> &BrokerHandles {
-        let labels = &self.labels;
+        let (labels, send_labels, addresses) = (&self.labels, &self.send_labels, &self.addresses);
         self.brokers.entry(broker).or_insert_with(|| {
+            let send_labels = match addresses.get(&broker) {
+                Some(address) => semconv::server_labels(send_labels, address),
+                None => send_labels.clone(),
+            };
             let labels = observe::broker_labels(labels, broker);
             BrokerHandles {
                 request_latency: observe::histogram("kafka.producer.request-latency", &labels),
+                send_duration: observe::histogram(semconv::OPERATION_DURATION, &send_labels),
                 records_per_request: observe::histogram(
                     "kafka.producer.records-per-request",
                     &labels,
@@ -179,6 +236,10 @@ impl DeliveryObserver {
             let labels = observe::partition_labels(&self.labels, tp);
             let handles = PartitionHandles {
                 record_send: observe::counter("kafka.producer.record-send-total", &labels),
+                sent_messages: observe::counter(
+                    semconv::SENT_MESSAGES,
+                    &semconv::destination_labels(&self.send_labels, tp),
+                ),
                 batch_size: observe::histogram("kafka.producer.batch-size", &labels),
                 record_queue_time: observe::histogram("kafka.producer.record-queue-time", &labels),
             };

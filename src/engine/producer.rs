@@ -130,13 +130,20 @@ pub struct Engine {
     flushing: bool,
     fatal: Option<Error>,
     retry_backoff: RetryBackoff,
-    counters: Counters,
-    metrics: DeliveryMetrics,
+    tally: Tally,
     /// Brokers a quota throttled, and until when nothing is sent to them (KIP-219).
     throttled_until: HashMap<BrokerId, Millis>,
     actions: Vec<Action>,
     /// The transactional state, for a producer with a `transactional.id`.
     txn: Option<TransactionManager>,
+}
+
+/// What the engine counted and measured of resolved deliveries: kept together because a
+/// batch's resolution moves both, from places that hold other fields of the engine borrowed.
+#[derive(Debug)]
+struct Tally {
+    counters: Counters,
+    delivery: DeliveryMetrics,
 }
 
 impl Engine {
@@ -168,12 +175,14 @@ impl Engine {
             flushing: false,
             fatal: None,
             retry_backoff,
-            counters: Counters {
-                producer_id: -1,
-                epoch: -1,
-                ..Counters::default()
+            tally: Tally {
+                counters: Counters {
+                    producer_id: -1,
+                    epoch: -1,
+                    ..Counters::default()
+                },
+                delivery: DeliveryMetrics::default(),
             },
-            metrics: DeliveryMetrics::default(),
             throttled_until: HashMap::new(),
             actions: Vec::new(),
         }
@@ -187,18 +196,24 @@ impl Engine {
 
     /// Confirmed-outcome counters and the current identity.
     pub fn counters(&self) -> &Counters {
-        &self.counters
+        &self.tally.counters
     }
 
     /// Latencies, sizes, throttling and the recent ack rate (P8: confirmed outcomes only).
     pub fn metrics(&self) -> &DeliveryMetrics {
-        &self.metrics
+        &self.tally.delivery
     }
 
     /// Publishes the engine's observations (request latency, batch size, ...) through the
     /// `metrics` facade labelled with `client_id`.
     pub fn observe_as(&mut self, client_id: &str) {
-        self.metrics.observe_as(client_id);
+        self.tally.delivery.observe_as(client_id);
+    }
+
+    /// The address (`host:port`) metadata gives `broker`, for the `server.address` and
+    /// `server.port` of its observations.
+    pub fn broker_address(&mut self, broker: BrokerId, address: &str) {
+        self.tally.delivery.broker_address(broker, address);
     }
 
     /// Produce requests awaiting an answer, per broker.
@@ -287,7 +302,7 @@ impl Engine {
                         .entry(broker)
                         .or_default()
                         .log_success(format_args!("produce requests to broker {broker}"));
-                    self.metrics.answered(
+                    self.tally.delivery.answered(
                         broker,
                         now.saturating_sub(sent_ms),
                         records,
@@ -383,8 +398,8 @@ impl Engine {
     fn install_identity(&mut self, identity: ProducerIdentity) {
         self.identity = Some(identity);
         self.identity_attempts = 0;
-        self.counters.producer_id = identity.producer_id;
-        self.counters.epoch = identity.epoch;
+        self.tally.counters.producer_id = identity.producer_id;
+        self.tally.counters.epoch = identity.epoch;
     }
 
     /// The sequence state of the current identity is broken (a sent batch failed for good or
@@ -410,17 +425,18 @@ impl Engine {
     }
 
     /// Resolves a batch: completes its records' futures, returns its memory, counts it.
-    fn resolve(
-        counters: &mut Counters,
-        acc: &Accumulator,
-        batch: ProducerBatch,
-        outcome: BatchOutcome,
-    ) {
+    fn resolve(tally: &mut Tally, acc: &Accumulator, batch: ProducerBatch, outcome: BatchOutcome) {
         let records = u64::try_from(batch.batch.record_count()).unwrap_or(0);
+        let counters = &mut tally.counters;
         match &outcome {
             Ok(_) => counters.records_acked += records,
             Err(e) if e.is_indeterminate() => counters.records_indeterminate += records,
             Err(_) => counters.records_failed += records,
+        }
+        if let Err(e) = &outcome {
+            tally
+                .delivery
+                .failed(batch.completion.partition(), records, e.type_name());
         }
         acc.release(batch.batch.uncompressed_size_in_bytes());
         match &outcome {
@@ -477,7 +493,7 @@ impl Engine {
                 } else {
                     Err(error.clone())
                 };
-                Self::resolve(&mut self.counters, acc, batch, outcome);
+                Self::resolve(&mut self.tally, acc, batch, outcome);
             }
         }
         self.fail_accumulated(acc, &error);
@@ -492,14 +508,14 @@ impl Engine {
     /// A transaction that loses records this way can only abort (T4: a commit sees them
     /// failed).
     pub fn purge(&mut self, acc: &Accumulator) -> u64 {
-        let before = self.counters.records_failed;
+        let before = self.tally.counters.records_failed;
         for state in self.partitions.values_mut() {
             for batch in state.queued.drain(..) {
-                Self::resolve(&mut self.counters, acc, batch, Err(Error::Purged));
+                Self::resolve(&mut self.tally, acc, batch, Err(Error::Purged));
             }
         }
         self.fail_accumulated(acc, &Error::Purged);
-        self.counters.records_failed - before
+        self.tally.counters.records_failed - before
     }
 
     /// Fails every record still in the accumulator (never stamped, so never in the log).
@@ -514,7 +530,11 @@ impl Engine {
             (records, bytes, unsealed.completion)
         });
         for (records, bytes, completion) in closed.chain(sealing) {
-            self.counters.records_failed += u64::try_from(records).unwrap_or(0);
+            let records = u64::try_from(records).unwrap_or(0);
+            self.tally.counters.records_failed += records;
+            self.tally
+                .delivery
+                .failed(completion.partition(), records, error.type_name());
             acc.release(bytes);
             completion.complete(Err(error.clone()));
         }
@@ -632,7 +652,7 @@ impl Engine {
                     elapsed_ms: now - batch.created_ms,
                     indeterminate: false,
                 };
-                Self::resolve(&mut self.counters, acc, batch, Err(error));
+                Self::resolve(&mut self.tally, acc, batch, Err(error));
             }
             let mut position = 0;
             while position < state.unacked.len() {
@@ -663,7 +683,7 @@ impl Engine {
                     elapsed_ms: now - batch.created_ms,
                     indeterminate,
                 };
-                Self::resolve(&mut self.counters, acc, batch, Err(error));
+                Self::resolve(&mut self.tally, acc, batch, Err(error));
             }
         }
         if broken {
@@ -695,11 +715,11 @@ impl Engine {
                         "no answer for this batch before the epoch had to be bumped ({reason})"
                     ))),
                 };
-                Self::resolve(&mut self.counters, acc, batch, Err(error));
+                Self::resolve(&mut self.tally, acc, batch, Err(error));
             }
         }
         self.bump_reason = None;
-        self.counters.epoch_bumps += 1;
+        self.tally.counters.epoch_bumps += 1;
         match self.identity {
             Some(current) if current.epoch < i16::MAX => {
                 let next = ProducerIdentity {

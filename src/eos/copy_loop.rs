@@ -478,6 +478,7 @@ where
             waiting.push_back(record);
         }
         open.copying = true;
+        let processing = std::time::Instant::now();
         let mut running: VecDeque<Transforming<Fut>> = VecDeque::new();
         // Each turn starts transforms up to the bound, waits for the oldest (polling all of
         // them meanwhile) and sends its output: consumption order is kept whatever order the
@@ -529,6 +530,9 @@ where
         if let Some(open) = self.open_mut() {
             open.copying = false;
         }
+        self.observer
+            .process_duration
+            .record(processing.elapsed().as_secs_f64());
         Ok(())
     }
 

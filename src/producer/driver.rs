@@ -247,17 +247,20 @@ impl Driver {
                     Ok(response) => {
                         self.metadata_reachability.log_success("metadata request");
                         self.shared.metadata_answers().answered();
-                        let leaders = {
+                        let (leaders, brokers) = {
                             let mut metadata = self
                                 .shared
                                 .metadata
                                 .write()
                                 .unwrap_or_else(|e| e.into_inner());
                             metadata.update(&response);
-                            metadata.leaders()
+                            (metadata.leaders(), metadata.brokers.clone())
                         };
                         self.shared.metadata_updated();
                         self.with_engine(|engine, acc| {
+                            for (broker, address) in &brokers {
+                                engine.broker_address(*broker, address);
+                            }
                             engine.handle(Event::Leaders(leaders), now, acc)
                         });
                     }

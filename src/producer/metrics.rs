@@ -200,7 +200,7 @@ const TOTALS: [(&str, Total); 8] = [
     ("kafka.producer.record-error-total", |m| {
         m.record_error_total
     }),
-    ("kafka.producer.exactly-record-indeterminate-total", |m| {
+    ("exactly.producer.records.indeterminate", |m| {
         m.record_indeterminate_total
     }),
     ("kafka.producer.record-retry-total", |m| {
@@ -212,13 +212,11 @@ const TOTALS: [(&str, Total); 8] = [
     ("kafka.producer.bufferpool-wait-time-ns-total", |m| {
         m.bufferpool_wait_time_ns_total
     }),
-    ("kafka.producer.exactly-epoch-bumps-total", |m| {
-        m.epoch_bumps
-    }),
-    ("kafka.producer.exactly-transactions-committed-total", |m| {
+    ("exactly.producer.epoch_bumps", |m| m.epoch_bumps),
+    ("exactly.producer.transactions.committed", |m| {
         m.transactions_committed
     }),
-    ("kafka.producer.exactly-transactions-aborted-total", |m| {
+    ("exactly.producer.transactions.aborted", |m| {
         m.transactions_aborted
     }),
 ];
@@ -258,7 +256,7 @@ impl Publisher {
                 let labels = observe::broker_labels(&self.labels, node);
                 (
                     observe::gauge("kafka.producer.requests-in-flight", &labels),
-                    observe::gauge("kafka.producer.exactly-connection-state", &labels),
+                    observe::gauge("exactly.producer.connection.state", &labels),
                 )
             });
             in_flight.set(broker.in_flight_requests as f64);

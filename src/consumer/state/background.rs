@@ -351,8 +351,13 @@ impl ConsumerState {
                 })
             })
             .collect();
-        self.figures
-            .fetched(broker, latency_ms, bytes.iter().map(|(tp, n)| (tp, *n)));
+        let address = self.metadata.brokers.get(&broker).map(String::as_str);
+        self.figures.fetched(
+            broker,
+            address,
+            latency_ms,
+            bytes.iter().map(|(tp, n)| (tp, *n)),
+        );
     }
 
     /// The lags of `answered` (partitions a fetch answer covered, or a poll handed records

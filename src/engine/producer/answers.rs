@@ -55,7 +55,7 @@ impl Engine {
                     .first_sent_ms
                     .unwrap_or(now)
                     .saturating_sub(batch.created_ms);
-                self.metrics.acked(
+                self.tally.delivery.acked(
                     now,
                     tp,
                     u64::try_from(batch.batch.record_count()).unwrap_or(0),
@@ -67,7 +67,7 @@ impl Engine {
                     base_offset,
                     log_append_time: response.log_append_time,
                 };
-                Self::resolve(&mut self.counters, acc, batch, Ok(ack));
+                Self::resolve(&mut self.tally, acc, batch, Ok(ack));
             }
             ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER => {
                 let batch = &mut state.unacked[position];
@@ -182,14 +182,14 @@ impl Engine {
             let error = Error::Indeterminate {
                 cause: std::sync::Arc::new(error),
             };
-            Self::resolve(&mut self.counters, acc, batch, Err(error));
+            Self::resolve(&mut self.tally, acc, batch, Err(error));
             return;
         }
         if self.config.idempotent {
             state.mark_gap_from(position);
         }
         self.sequence_broken("a sent batch failed for good");
-        Self::resolve(&mut self.counters, acc, batch, Err(error));
+        Self::resolve(&mut self.tally, acc, batch, Err(error));
     }
 
     /// Marks the batches of an unanswered request: certainly not in the log when the request

@@ -250,8 +250,8 @@ impl Engine {
                         };
                         batch.wire = Some(WireState::InFlight(request));
                         batch.attempts += 1;
-                        self.counters.batch_retries += 1;
-                        self.metrics.records_retried +=
+                        self.tally.counters.batch_retries += 1;
+                        self.tally.delivery.records_retried +=
                             u64::try_from(batch.batch.record_count()).unwrap_or(0);
                         batch.span.follows_from(&span);
                         debug!(partition = ?tp, base_sequence = batch.batch.base_sequence(), attempts = batch.attempts, "retrying batch");

@@ -54,7 +54,7 @@ impl Engine {
                 state.mark_gap_from(position);
             }
             self.sequence_broken("a sent batch failed for good");
-            Self::resolve(&mut self.counters, acc, rejected, Err(Error::broker(code)));
+            Self::resolve(&mut self.tally, acc, rejected, Err(Error::broker(code)));
             return;
         };
         warn!(partition = ?tp, %code, records = rejected.batch.record_count(), bytes = rejected.batch.size_in_bytes(), "batch too large for the broker: split in two");
@@ -90,6 +90,6 @@ impl Engine {
             part.wire = Some(WireState::NotWritten);
             state.unacked.insert(position + offset, part);
         }
-        self.counters.batch_splits += 1;
+        self.tally.counters.batch_splits += 1;
     }
 }

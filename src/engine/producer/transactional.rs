@@ -53,7 +53,7 @@ impl Engine {
 
     /// `begin_transaction`: Ready → InTransaction, locally (T1).
     pub fn begin_transaction(&mut self, now: Millis) -> Result<(), Error> {
-        let failed_so_far = failures(&self.counters);
+        let failed_so_far = failures(&self.tally.counters);
         let txn = self.txn.as_mut().ok_or_else(|| {
             Error::InvalidState("begin_transaction needs a transactional.id".into())
         })?;
@@ -134,7 +134,7 @@ impl Engine {
                     self.flushing = true;
                     return;
                 }
-                let failed_now = failures(&self.counters);
+                let failed_now = failures(&self.tally.counters);
                 let Some((txn, mut parts)) = self.txn_parts() else {
                     return;
                 };
@@ -187,7 +187,7 @@ impl Engine {
             requests: &mut self.requests,
             actions: &mut self.actions,
             backoff: &mut self.retry_backoff,
-            metrics: &mut self.metrics,
+            metrics: &mut self.tally.delivery,
         };
         Some((txn, parts))
     }
@@ -226,7 +226,7 @@ impl Engine {
             }
         }
         for (batch, error) in doomed {
-            Self::resolve(&mut self.counters, acc, batch, Err(error));
+            Self::resolve(&mut self.tally, acc, batch, Err(error));
         }
         self.fail_accumulated(acc, &Error::TransactionAborted);
         broke_sequences
@@ -239,7 +239,7 @@ impl Engine {
             return;
         }
         if self.identity.is_some() {
-            self.counters.epoch_bumps += 1;
+            self.tally.counters.epoch_bumps += 1;
         }
         tracing::info!(
             producer_id = identity.producer_id,
@@ -249,12 +249,7 @@ impl Engine {
         for state in self.partitions.values_mut() {
             for batch in state.reset_for_new_identity() {
                 // Nothing is in flight between transactions; a batch here was already decided.
-                Self::resolve(
-                    &mut self.counters,
-                    acc,
-                    batch,
-                    Err(Error::TransactionAborted),
-                );
+                Self::resolve(&mut self.tally, acc, batch, Err(Error::TransactionAborted));
             }
         }
         self.install_identity(identity);

@@ -12,6 +12,7 @@ use crate::eos::copies::{CommittedTransaction, ConsumedRange, PartitionOffset, R
 use crate::eos::endpoints::{CommitHold, CopySink, CopySource};
 use crate::eos::stage::{EndStep, Ending, Finding, OpenTransaction, Stage, after_refusal, inspect};
 use crate::eos::transform::TransformOutput;
+use crate::observe::semconv;
 use crate::{ConsumerRecord, DeliveryFuture, Error, Result, TopicPartition};
 
 /// The most steps one call takes an ending through (see `end`).
@@ -339,7 +340,9 @@ where
         self.counters.records_out += records_out;
         let observer = &self.observer;
         observer.committed.increment(1);
-        observer.commit_latency.record(commit_latency as f64);
+        observer
+            .commit_duration
+            .record(semconv::seconds(commit_latency));
         observer.records_in.increment(records_in);
         observer.records_out.increment(records_out);
         observer.records_skipped.increment(txn.skipped);

@@ -7,7 +7,11 @@
 //! A handle is bound to the recorder installed when it is resolved (the facade's rule), so an
 //! application installs its recorder before it builds a client.
 //!
-//! The names and labels are listed in the README ("Operating it").
+//! The names and labels are listed in the README ("Metrics"). Two schemes are published side
+//! by side: the OpenTelemetry messaging conventions' ([`semconv`]) and the Java clients' JMX
+//! names with the crate's own extras under `exactly.*`.
+
+pub(crate) mod semconv;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
