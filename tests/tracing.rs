@@ -133,9 +133,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The SDK's in-memory exporter behind the binary's tracer provider: the spans as an OTLP
+/// backend would receive them (names, kinds, attributes, links).
+#[cfg(feature = "opentelemetry")]
+fn exported() -> &'static opentelemetry_sdk::trace::InMemorySpanExporter {
+    static EXPORTED: OnceLock<opentelemetry_sdk::trace::InMemorySpanExporter> = OnceLock::new();
+    EXPORTED.get_or_init(opentelemetry_sdk::trace::InMemorySpanExporter::default)
+}
+
 /// The binary's subscriber: the recording layer, and with feature `opentelemetry` the
-/// OpenTelemetry bridge over an SDK tracer provider (real ids, every span sampled, no
-/// exporter). No filter: every level is on, TRACE included (the producer's `send` spans).
+/// OpenTelemetry bridge over an SDK tracer provider (real ids, every span sampled) exporting
+/// to [`exported`]. No filter: every level is on, TRACE included (the producer's `create`
+/// spans).
 fn spans() -> &'static Spans {
     static SPANS: OnceLock<Spans> = OnceLock::new();
     SPANS.get_or_init(|| {
@@ -144,7 +153,9 @@ fn spans() -> &'static Spans {
         #[cfg(feature = "opentelemetry")]
         let registry = {
             use opentelemetry::trace::TracerProvider as _;
-            let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+            let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+                .with_simple_exporter(exported().clone())
+                .build();
             registry.with(tracing_opentelemetry::layer().with_tracer(provider.tracer("tests")))
         };
         tracing::subscriber::set_global_default(registry).expect("the only global subscriber");
@@ -201,34 +212,39 @@ async fn spans_carry_the_messaging_conventions() {
     assert_eq!(sent.await.expect("delivered").offset, 0);
     assert_eq!(tombstone.await.expect("delivered").offset, 1);
 
-    let send = spans.closed("send", &topic, |_| true).await;
+    let create = spans.closed("create", &topic, |_| true).await;
     let expect = |span: &SpanSeen, pairs: &[(&str, &str)]| {
         for (name, value) in pairs {
             assert_eq!(span.field(name), Some(*value), "{name} of {span:?}");
         }
     };
-    let send_name = format!("send {topic}");
+    let create_name = format!("create {topic}");
     expect(
-        &send,
+        &create,
         &[
-            ("otel.name", &send_name),
+            ("otel.name", &create_name),
             ("otel.kind", "producer"),
             ("messaging.system", "kafka"),
-            ("messaging.operation.type", "send"),
-            ("messaging.operation.name", "send"),
+            ("messaging.operation.type", "create"),
+            ("messaging.operation.name", "create"),
             ("messaging.destination.partition.id", "0"),
             ("messaging.client.id", "spans-producer"),
         ],
     );
     let tombstone_span = spans
-        .closed("send", &topic, |s| {
+        .closed("create", &topic, |s| {
             s.field("messaging.kafka.message.tombstone").is_some()
         })
         .await;
+    // Each record's span ends with its delivery, and carries its offset.
     expect(
         &tombstone_span,
-        &[("messaging.kafka.message.tombstone", "true")],
+        &[
+            ("messaging.kafka.message.tombstone", "true"),
+            ("messaging.kafka.offset", "1"),
+        ],
     );
+    expect(&create, &[("messaging.kafka.offset", "0")]);
     let batch = spans
         .closed("kafka.batch", &topic, |s| {
             s.field("messaging.kafka.offset").is_some()
@@ -242,12 +258,10 @@ async fn spans_carry_the_messaging_conventions() {
             ("messaging.kafka.offset", "0"),
         ],
     );
-    // The batch links to its records' send spans and to the request that carried it.
+    // The batch links to its records' create spans and to the request (`send`) that
+    // carried it.
+    assert!(batch.follows.contains(&"create"), "{batch:?}");
     assert!(batch.follows.contains(&"send"), "{batch:?}");
-    assert!(
-        batch.follows.contains(&"kafka.produce_request"),
-        "{batch:?}"
-    );
     assert_eq!(
         batch.field("messaging.batch.message_count"),
         Some("2"),
@@ -259,7 +273,7 @@ async fn spans_carry_the_messaging_conventions() {
         "messaging.kafka.message.offset",
     ] {
         assert!(
-            send.field(old).is_none() && batch.field(old).is_none(),
+            create.field(old).is_none() && batch.field(old).is_none(),
             "{old} still set"
         );
     }
@@ -499,4 +513,193 @@ async fn baggage_crosses_produce_consume() {
     );
     consumer.close().await.expect("close");
     producer.close().await.expect("close");
+}
+
+/// The OpenTelemetry conventions' batching model, as the SDK exports it: a `create {topic}`
+/// producer span per record carrying its offset once delivered; one `send` client span per
+/// Produce request linking to the `create` spans of the records it carried, with the
+/// broker's `server.address` / `server.port`; on the consumer a `poll` (receive) span per
+/// poll, a `process {topic}` consumer span per record and a `commit` (settle) span per
+/// commit.
+#[cfg(feature = "opentelemetry")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_follow_the_batching_model() {
+    use opentelemetry::trace::SpanKind;
+    use opentelemetry_sdk::trace::SpanData;
+
+    spans();
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("batching");
+    cluster.create_topic(&topic, 1, 1, &[]);
+    let producer = exactly::Producer::builder()
+        .bootstrap(&cluster.bootstrap)
+        .client_id("batching-producer")
+        // The three records in one batch, whatever the machine's load.
+        .linger(Duration::from_millis(200))
+        .build()
+        .await
+        .expect("producer builds");
+    let mut acks = Vec::new();
+    for n in 0..3 {
+        let record = Record::to(&topic).value(format!("v{n}"));
+        acks.push(producer.send(record).await.expect("send"));
+    }
+    for (n, ack) in acks.into_iter().enumerate() {
+        assert_eq!(ack.await.expect("delivered").offset, n as i64);
+    }
+    producer.close().await.expect("close");
+
+    let group = support::unique_topic("batching-group");
+    let mut consumer = support::members::test_builder(&cluster)
+        .group_id(&group)
+        .client_id("batching-consumer")
+        .auto_offset_reset(OffsetReset::Earliest)
+        .build()
+        .await
+        .expect("consumer builds");
+    consumer.subscribe([topic.clone()]).expect("subscribe");
+    let records = poll_records(&mut consumer, 3).await;
+    for record in &records {
+        let _processing = consumer.process_span(record).entered();
+    }
+    let next = exactly::OffsetToCommit::new(exactly::TopicPartition::new(topic.as_str(), 0), 3);
+    consumer.commit(&[next]).await.expect("commit");
+    consumer.close().await.expect("close");
+
+    let attribute = |span: &SpanData, key: &str| {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| kv.value.to_string())
+    };
+    let of_topic = |span: &SpanData| {
+        attribute(span, "messaging.destination.name").as_deref() == Some(topic.as_str())
+    };
+    // Bounded: the simple exporter exports a span when it ends, and the last ones end as the
+    // clients close.
+    let deadline = Instant::now() + WAIT;
+    let exported = loop {
+        let all = exported()
+            .get_finished_spans()
+            .expect("the exporter's spans");
+        let done = all.iter().any(|s| s.name == "commit" && of_topic(s));
+        if done || Instant::now() >= deadline {
+            break all;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+
+    let creates: Vec<&SpanData> = exported
+        .iter()
+        .filter(|s| s.name == format!("create {topic}").as_str())
+        .collect();
+    assert_eq!(
+        creates.len(),
+        3,
+        "{:?}",
+        exported.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    let mut offsets = Vec::new();
+    for create in &creates {
+        assert_eq!(create.span_kind, SpanKind::Producer, "{create:?}");
+        assert_eq!(
+            attribute(create, "messaging.operation.type").as_deref(),
+            Some("create")
+        );
+        assert_eq!(
+            attribute(create, "messaging.client.id").as_deref(),
+            Some("batching-producer")
+        );
+        offsets.push(attribute(create, "messaging.kafka.offset").expect("the record's offset"));
+    }
+    offsets.sort();
+    assert_eq!(offsets, ["0", "1", "2"]);
+
+    // The Produce request that carried them links to each of their create spans.
+    let create_ids: Vec<_> = creates.iter().map(|s| s.span_context.span_id()).collect();
+    let sends: Vec<&SpanData> = exported
+        .iter()
+        .filter(|s| {
+            s.name == "send"
+                && s.links
+                    .iter()
+                    .any(|l| create_ids.contains(&l.span_context.span_id()))
+        })
+        .collect();
+    assert!(!sends.is_empty(), "no send span links to the records");
+    let linked: std::collections::HashSet<_> = sends
+        .iter()
+        .flat_map(|s| s.links.iter().map(|l| l.span_context.span_id()))
+        .filter(|id| create_ids.contains(id))
+        .collect();
+    assert_eq!(
+        linked.len(),
+        3,
+        "every record's create span is linked from a send"
+    );
+    for send in &sends {
+        assert_eq!(send.span_kind, SpanKind::Client, "{send:?}");
+        assert_eq!(
+            attribute(send, "messaging.operation.type").as_deref(),
+            Some("send")
+        );
+        assert_eq!(
+            attribute(send, "server.address").as_deref(),
+            Some("127.0.0.1")
+        );
+        let port = attribute(send, "server.port").expect("server.port");
+        assert!(port.parse::<u16>().is_ok(), "server.port {port}");
+        assert!(attribute(send, "exactly.broker_id").is_some(), "{send:?}");
+    }
+
+    // The consumer side: receive, process, settle.
+    let find = |name: &str| -> Vec<&SpanData> {
+        exported
+            .iter()
+            .filter(|s| s.name == name && of_topic(s))
+            .collect()
+    };
+    let polls = find("poll");
+    assert!(!polls.is_empty(), "no poll span of {topic}");
+    for poll in &polls {
+        assert_eq!(poll.span_kind, SpanKind::Client);
+        assert_eq!(
+            attribute(poll, "messaging.operation.type").as_deref(),
+            Some("receive")
+        );
+        assert_eq!(
+            attribute(poll, "messaging.consumer.group.name"),
+            Some(group.clone())
+        );
+    }
+    let processes = find(&format!("process {topic}"));
+    assert_eq!(processes.len(), 3);
+    for process in &processes {
+        assert_eq!(process.span_kind, SpanKind::Consumer);
+        assert_eq!(
+            attribute(process, "messaging.operation.type").as_deref(),
+            Some("process")
+        );
+        assert!(attribute(process, "messaging.kafka.offset").is_some());
+    }
+    let commits = find("commit");
+    assert_eq!(commits.len(), 1, "one commit span");
+    let commit = commits[0];
+    assert_eq!(commit.span_kind, SpanKind::Client);
+    assert_eq!(
+        attribute(commit, "messaging.operation.type").as_deref(),
+        Some("settle")
+    );
+    assert_eq!(
+        attribute(commit, "messaging.operation.name").as_deref(),
+        Some("commit")
+    );
+    assert_eq!(
+        attribute(commit, "messaging.consumer.group.name"),
+        Some(group)
+    );
+    assert_eq!(attribute(commit, "error.type"), None);
 }

@@ -478,8 +478,21 @@ impl Handle {
         self.commit_until(offsets, deadline).await
     }
 
-    /// [`Handle::commit`], every attempt (and the waits between) within `deadline`.
+    /// [`Handle::commit`], every attempt (and the waits between) within `deadline`, under
+    /// the conventions' `commit` (settle) span.
     async fn commit_until(&self, offsets: &[OffsetToCommit], deadline: Instant) -> Result<()> {
+        let span = self.shared.observer.settle_span(offsets);
+        let result = self
+            .commit_attempts(offsets, deadline)
+            .instrument(span.clone())
+            .await;
+        if let Err(error) = &result {
+            span.record("error.type", error.type_name());
+        }
+        result
+    }
+
+    async fn commit_attempts(&self, offsets: &[OffsetToCommit], deadline: Instant) -> Result<()> {
         self.fatal()?;
         self.group_required("commit offsets")?;
         if offsets.is_empty() {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::ConsumerRecord;
 use super::membership::{MembershipEvent, MembershipOrRecords};
 use crate::error::Result;
-use crate::types::TopicPartition;
+use crate::types::{OffsetToCommit, TopicPartition};
 
 /// A change of the partitions the member owns, as [`ConsumerHooks::on_rebalance`] sees it
 /// (the same changes [`crate::ConsumerEvent`] hands out).
@@ -104,6 +104,37 @@ impl Observer {
         );
         if !self.group_id.is_empty() {
             span.record("messaging.consumer.group.name", self.group_id.as_str());
+        }
+        span
+    }
+
+    /// The settle span of one offset commit: `commit`, kind client, with the offsets'
+    /// count and their topic when there is one (the conventions' `settle` operation: Kafka
+    /// settles by committing offsets). DEBUG: one per commit.
+    pub(crate) fn settle_span(&self, offsets: &[OffsetToCommit]) -> tracing::Span {
+        let span = tracing::debug_span!(
+            "commit",
+            otel.kind = "client",
+            messaging.system = "kafka",
+            messaging.operation.type = "settle",
+            messaging.operation.name = "commit",
+            messaging.client.id = %self.client_id,
+            messaging.consumer.group.name = tracing::field::Empty,
+            messaging.destination.name = tracing::field::Empty,
+            messaging.batch.message_count = offsets.len(),
+            error.type = tracing::field::Empty,
+        );
+        if !span.is_disabled() {
+            if !self.group_id.is_empty() {
+                span.record("messaging.consumer.group.name", self.group_id.as_str());
+            }
+            if let Some(first) = offsets.first()
+                && offsets
+                    .iter()
+                    .all(|o| o.partition.topic == first.partition.topic)
+            {
+                span.record("messaging.destination.name", &*first.partition.topic);
+            }
         }
         span
     }

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use super::completion::{BatchCompletion, BatchOutcome};
+use super::spans::BatchSpans;
 use crate::error::Error;
 use crate::protocol::record_batch::{
     BatchBuilder, Compression, Header, RECORD_BATCH_HEADER_LEN, SealedBatch,
@@ -87,6 +88,8 @@ struct RecordParts<'a> {
     fixed_len: usize,
     /// Bytes in a batch of its own, header included.
     alone: usize,
+    /// The record's `create` span.
+    span: &'a tracing::Span,
 }
 
 /// Why a record was not appended.
@@ -168,8 +171,8 @@ pub struct ClosedBatch {
     pub completion: Arc<BatchCompletion>,
     /// When its first record was appended (the start of its delivery timeout).
     pub created_ms: Millis,
-    /// Its `kafka.batch` span, opened with the batch.
-    pub span: tracing::Span,
+    /// Its spans (`kafka.batch` and its records' `create`), opened with the batch.
+    pub spans: BatchSpans,
 }
 
 /// A closed batch of a partition, in the order its batches were closed: sealed, or being
@@ -181,7 +184,7 @@ enum Closed {
         slot: u64,
         completion: Arc<BatchCompletion>,
         created_ms: Millis,
-        span: tracing::Span,
+        spans: BatchSpans,
         /// What failing it needs while it is away (see [`Accumulator::take_all`]).
         record_count: i32,
         uncompressed_bytes: usize,
@@ -207,15 +210,16 @@ pub struct UnsealedBatch {
     pub record_count: i32,
     /// What it accounts for in `buffer.memory` (header + uncompressed records).
     pub uncompressed_bytes: usize,
+    /// Its spans.
+    pub spans: BatchSpans,
 }
 
 #[derive(Debug)]
 struct OpenBatch {
     builder: BatchBuilder,
     completion: Arc<BatchCompletion>,
-    /// The batch's span (disabled, and free, unless a subscriber wants DEBUG spans of
-    /// `exactly`), linked to the span of each record's `send`.
-    span: tracing::Span,
+    /// The batch's spans: its own, linked to each record's `create` span, and those.
+    spans: BatchSpans,
     created_ms: Millis,
     /// Expected compressed bytes per record byte: the topic's ratio estimate (with margin) when
     /// the batch opened; `None` without compression, where the size is exact.
@@ -407,14 +411,26 @@ impl Accumulator {
         now: Millis,
     ) -> Result<Appended, AppendError> {
         self.with_slot(partition, |slot| {
-            self.append_to(slot, timestamp, key, value, headers, || now, false)
+            let no_span = tracing::Span::none();
+            self.append_to(
+                slot,
+                timestamp,
+                key,
+                value,
+                headers,
+                &no_span,
+                || now,
+                false,
+            )
         })
     }
 
     /// Like [`Accumulator::append`], to the slot of [`Accumulator::topic_slots`], and a batch
     /// this closes is returned in [`Appended::to_seal`] for the caller to compress and seal
     /// outside the partition's lock; `now` is called only when a batch opens (the clock is
-    /// read once per batch).
+    /// read once per batch). `record_span` is the record's `create` span: the batch keeps it,
+    /// if a subscriber enabled it, until the record's outcome is known.
+    #[allow(clippy::too_many_arguments)] // the record's parts, as `send` takes them
     pub fn append_deferring_seal(
         &self,
         slot: &Arc<PartitionSlot>,
@@ -422,9 +438,10 @@ impl Accumulator {
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         headers: &[Header],
+        record_span: &tracing::Span,
         now: impl FnOnce() -> Millis,
     ) -> Result<Appended, AppendError> {
-        self.append_to(slot, timestamp, key, value, headers, now, true)
+        self.append_to(slot, timestamp, key, value, headers, record_span, now, true)
     }
 
     /// The slots of `topic`'s partitions `0..partitions`, made where missing. `send` keeps
@@ -503,6 +520,7 @@ impl Accumulator {
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         headers: &[Header],
+        record_span: &tracing::Span,
         now: impl FnOnce() -> Millis,
         defer_seal: bool,
     ) -> Result<Appended, AppendError> {
@@ -530,6 +548,7 @@ impl Accumulator {
             headers,
             fixed_len,
             alone,
+            span: record_span,
         };
         self.append_to_slot(slot, &record, now, defer_seal)
     }
@@ -549,6 +568,7 @@ impl Accumulator {
             headers,
             fixed_len,
             alone,
+            span: record_span,
         } = *record;
         let mut queue = slot.lock();
         // Checked under the partition lock: see `SendGate`.
@@ -579,7 +599,7 @@ impl Accumulator {
                 empty.insert(OpenBatch {
                     builder: BatchBuilder::new(timestamp, self.config.batch_size.min(64 * 1024)),
                     completion: BatchCompletion::new(slot.partition.clone()),
-                    span: batch_span(&slot.partition),
+                    spans: BatchSpans::open(&slot.partition),
                     created_ms: now(),
                     size_factor: self.size_factor(&slot.partition.topic),
                 })
@@ -588,11 +608,7 @@ impl Accumulator {
         let index = open
             .builder
             .append_with(timestamp, fixed_len, key, value, headers);
-        if !open.span.is_disabled() {
-            // The caller's current span: the record's `send` span when TRACE is on (a link,
-            // as the conventions have a batch point at the messages it carries).
-            open.span.follows_from(tracing::Span::current());
-        }
+        open.spans.appended(index, record_span);
         let completion = Arc::clone(&open.completion);
         if open.expected_size(0) >= self.config.batch_size {
             to_seal.extend(self.close(slot, &mut queue, defer_seal));
@@ -634,7 +650,7 @@ impl Accumulator {
                 slot: slot_id,
                 completion: open.completion,
                 created_ms: open.created_ms,
-                span: open.span,
+                spans: open.spans,
                 record_count: open.builder.record_count(),
                 uncompressed_bytes: open.builder.size_in_bytes(),
             });
@@ -655,7 +671,7 @@ impl Accumulator {
             batch,
             completion: open.completion,
             created_ms: open.created_ms,
-            span: open.span,
+            spans: open.spans,
         }));
         None
     }
@@ -674,7 +690,7 @@ impl Accumulator {
         let Closed::Sealing {
             completion,
             created_ms,
-            span,
+            spans,
             ..
         } = place
         else {
@@ -685,7 +701,8 @@ impl Accumulator {
             batch: sealed.batch,
             completion: Arc::clone(completion),
             created_ms: *created_ms,
-            span: span.clone(),
+            // The place becomes the ready batch below: its spans move there.
+            spans: std::mem::take(spans),
         };
         self.observe_ratio(&ready.partition.topic, &ready.batch);
         *place = Closed::Ready(ready);
@@ -812,41 +829,19 @@ impl Accumulator {
                         completion,
                         record_count,
                         uncompressed_bytes,
+                        spans,
                         ..
                     } => taken.sealing.push(UnsealedBatch {
                         completion,
                         record_count,
                         uncompressed_bytes,
+                        spans,
                     }),
                 }
             }
         }
         taken
     }
-}
-
-/// A batch's span, with the attributes of the OpenTelemetry messaging semantic conventions
-/// for Kafka (v1.37.0: `messaging.destination.partition.id` is a string, the offset is
-/// `messaging.kafka.offset`); the offset and the producer identity are recorded as they
-/// become known, the identity under `exactly.*` (the `messaging.kafka.*` namespace is the
-/// conventions', and names no producer id, epoch or sequence). An internal span, opened with the batch: it links to the span current at
-/// each record's append (the record's own `send {topic}` span, the conventions' producer
-/// span), and to the Produce requests that carry it, one per attempt (`follows_from`).
-pub(crate) fn batch_span(tp: &TopicPartition) -> tracing::Span {
-    tracing::debug_span!(
-        parent: None,
-        "kafka.batch",
-        otel.kind = "internal",
-        messaging.system = "kafka",
-        messaging.destination.name = %tp.topic,
-        messaging.destination.partition.id = %tp.partition,
-        messaging.batch.message_count = tracing::field::Empty,
-        exactly.producer_id = tracing::field::Empty,
-        exactly.producer_epoch = tracing::field::Empty,
-        exactly.base_sequence = tracing::field::Empty,
-        messaging.kafka.offset = tracing::field::Empty,
-        error.type = tracing::field::Empty,
-    )
 }
 
 #[cfg(test)]

@@ -92,6 +92,11 @@ impl DeliveryMetrics {
         self.observer.broker_address(broker, address);
     }
 
+    /// The address metadata gave `broker`, if it is known.
+    pub(crate) fn address_of(&self, broker: BrokerId) -> Option<&str> {
+        self.observer.addresses.get(&broker).map(String::as_str)
+    }
+
     /// A Produce answer from `broker` (P8: only answers count).
     pub(crate) fn answered(
         &mut self,

@@ -10,6 +10,7 @@ pub mod completion;
 pub mod metrics;
 mod partition;
 mod producer;
+pub mod spans;
 pub mod transaction;
 pub(crate) mod wire;
 

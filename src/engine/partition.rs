@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::RequestId;
 use super::completion::BatchCompletion;
+use super::spans::BatchSpans;
 use crate::protocol::record_batch::{SealedBatch, increment_sequence};
 use crate::types::{BrokerId, Millis};
 
@@ -34,10 +35,9 @@ pub(crate) struct ProducerBatch {
     pub wire: Option<WireState>,
     /// When it first went on the wire (for the queue-time metric).
     pub first_sent_ms: Option<Millis>,
-    /// The batch's tracing span (`kafka.batch`), from its first record to its outcome
-    /// (for a part of a split batch, from its first stamp); disabled (free) unless a
-    /// subscriber wants DEBUG spans of `exactly`.
-    pub span: tracing::Span,
+    /// The batch's spans (`kafka.batch` and its records' `create` spans), from its first
+    /// record to its outcome.
+    pub spans: BatchSpans,
     /// Some attempt may have reached the log (a request carrying it was written and its
     /// answer lost, or the broker said it appended without replicating). Once set, a later
     /// attempt that is rejected or never written does not make the batch "not written": the
@@ -54,7 +54,7 @@ impl ProducerBatch {
         batch: SealedBatch,
         completion: Arc<BatchCompletion>,
         created_ms: Millis,
-        span: tracing::Span,
+        spans: BatchSpans,
     ) -> Self {
         Self {
             batch,
@@ -63,7 +63,7 @@ impl ProducerBatch {
             attempts: 0,
             wire: None,
             first_sent_ms: None,
-            span,
+            spans,
             maybe_written: false,
             behind_gap: false,
         }

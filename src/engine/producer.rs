@@ -439,11 +439,7 @@ impl Engine {
                 .failed(batch.completion.partition(), records, e.type_name());
         }
         acc.release(batch.batch.uncompressed_size_in_bytes());
-        match &outcome {
-            Ok(ack) => batch.span.record("messaging.kafka.offset", ack.base_offset),
-            // A bounded name, never the text (OpenTelemetry's `error.type`).
-            Err(e) => batch.span.record("error.type", e.type_name()),
-        };
+        batch.spans.resolved(&outcome);
         if let Some(observer) = acc.observer() {
             observer.resolved(
                 batch.completion.partition(),
@@ -523,13 +519,15 @@ impl Engine {
         let taken = acc.take_all();
         let closed = taken.closed.into_iter().map(|closed| {
             let bytes = closed.batch.uncompressed_size_in_bytes();
-            (closed.batch.record_count(), bytes, closed.completion)
+            let records = closed.batch.record_count();
+            (records, bytes, closed.completion, closed.spans)
         });
         let sealing = taken.sealing.into_iter().map(|unsealed| {
             let (records, bytes) = (unsealed.record_count, unsealed.uncompressed_bytes);
-            (records, bytes, unsealed.completion)
+            (records, bytes, unsealed.completion, unsealed.spans)
         });
-        for (records, bytes, completion) in closed.chain(sealing) {
+        for (records, bytes, completion, spans) in closed.chain(sealing) {
+            spans.failed(error);
             let records = u64::try_from(records).unwrap_or(0);
             self.tally.counters.records_failed += records;
             self.tally
@@ -554,7 +552,7 @@ impl Engine {
                 closed.batch,
                 closed.completion,
                 closed.created_ms,
-                closed.span,
+                closed.spans,
             ));
         }
         self.expire_requests(now, acc);

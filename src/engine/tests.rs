@@ -706,7 +706,15 @@ fn a_purge_fails_a_batch_being_sealed_and_it_is_never_sent() {
     let value = [7u8; 10_000];
     let append = |h: &Harness| {
         h.acc
-            .append_deferring_seal(&slot, 0, None, Some(&value), &[], || h.now)
+            .append_deferring_seal(
+                &slot,
+                0,
+                None,
+                Some(&value),
+                &[],
+                &tracing::Span::none(),
+                || h.now,
+            )
             .expect("append")
     };
     let first = append(&h);

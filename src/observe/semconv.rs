@@ -99,15 +99,26 @@ pub(crate) fn destination_labels(base: &Labels, tp: &TopicPartition) -> Labels {
 /// port adds `server.address` alone.
 pub(crate) fn server_labels(base: &Labels, address: &str) -> Labels {
     let mut labels = base.clone();
-    match address.rsplit_once(':') {
-        Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            labels.push(("server.address", host.to_owned()));
-            labels.push(("server.port", port.to_owned()));
-        }
-        _ => labels.push(("server.address", address.to_owned())),
+    let (host, port) = server_address(address);
+    labels.push(("server.address", host.to_owned()));
+    if let Some(port) = port {
+        labels.push(("server.port", port.to_string()));
     }
     labels
+}
+
+/// `server.address` and `server.port` of a broker's `host:port`, for metrics and spans alike.
+pub(crate) fn server_address(address: &str) -> (&str, Option<u16>) {
+    match address.rsplit_once(':') {
+        Some((host, port)) => match port.parse() {
+            Ok(port) => (
+                host.trim_start_matches('[').trim_end_matches(']'),
+                Some(port),
+            ),
+            Err(_) => (address, None),
+        },
+        None => (address, None),
+    }
 }
 
 /// `base` plus `error.type`, a name from a closed set ([`crate::Error::type_name`]).

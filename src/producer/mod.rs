@@ -127,30 +127,35 @@ impl Record {
     }
 }
 
-/// A record's `send {topic}` span, per the OpenTelemetry messaging semantic conventions
-/// v1.37.0 for Kafka: a producer span (`otel.kind`), operation type and name `send`, the
-/// topic and partition (`messaging.destination.partition.id` is a string), the client id,
-/// and `messaging.kafka.message.tombstone` for a record without a value. The key is left
-/// out: the conventions want it only when it has a canonical string form, which bytes lack.
+/// A record's `create {topic}` span, per the OpenTelemetry messaging semantic conventions
+/// v1.37.0 for Kafka with batching: a producer span (`otel.kind`), operation type and name
+/// `create`, the topic and partition (`messaging.destination.partition.id` is a string),
+/// the client id, and `messaging.kafka.message.tombstone` for a record without a value. The
+/// key is left out: the conventions want it only when it has a canonical string form, which
+/// bytes lack. The Produce request's `send` span links to it; its batch keeps it open until
+/// the delivery resolves and it records `messaging.kafka.offset` or `error.type`
+/// (`crate::engine::spans`).
 ///
 /// Per record, so TRACE: free unless a subscriber asks for it. Entered only around the
 /// append (an entered span must not be held across an await).
-fn send_span(tp: &TopicPartition, record: &Record, client_id: &str) -> tracing::Span {
+fn create_span(tp: &TopicPartition, record: &Record, client_id: &str) -> tracing::Span {
     let span = tracing::trace_span!(
-        "send",
+        "create",
         otel.name = tracing::field::Empty,
         otel.kind = "producer",
         messaging.system = "kafka",
-        messaging.operation.type = "send",
-        messaging.operation.name = "send",
+        messaging.operation.type = "create",
+        messaging.operation.name = "create",
         messaging.destination.name = %tp.topic,
         messaging.destination.partition.id = %tp.partition,
         messaging.client.id = client_id,
         messaging.kafka.message.tombstone = tracing::field::Empty,
+        messaging.kafka.offset = tracing::field::Empty,
+        error.type = tracing::field::Empty,
     );
     if !span.is_disabled() {
-        // `send {topic}`: a tracing span's own name is fixed at its call site.
-        span.record("otel.name", format!("send {}", tp.topic));
+        // `create {topic}`: a tracing span's own name is fixed at its call site.
+        span.record("otel.name", format!("create {}", tp.topic));
         if record.value.is_none() {
             span.record("messaging.kafka.message.tombstone", true);
         }
@@ -437,7 +442,7 @@ impl Producer {
         let timestamp = record.timestamp.unwrap_or_else(now_epoch_ms);
         // In range: checked above, or chosen below the count.
         let slot = &route.slots[partition as usize];
-        let span = send_span(slot.partition(), &record, &shared.config.client_id);
+        let span = create_span(slot.partition(), &record, &shared.config.client_id);
         #[cfg(feature = "opentelemetry")]
         if shared.config.propagate_trace_context {
             // The send span's context, or the caller's when TRACE is off for this crate
@@ -466,6 +471,7 @@ impl Producer {
                     record.key.as_deref(),
                     record.value.as_deref(),
                     &record.headers,
+                    &span,
                     || shared.now_ms(),
                 )
             };

@@ -103,7 +103,15 @@ fn topic_slots_are_the_partitions_slots() {
     assert_eq!(slots.len(), 2);
     assert_eq!(slots[1].partition(), &TopicPartition::new("t", 1));
     let by_slot = acc
-        .append_deferring_seal(&slots[0], 1, None, Some(b"v"), &[], || 0)
+        .append_deferring_seal(
+            &slots[0],
+            1,
+            None,
+            Some(b"v"),
+            &[],
+            &tracing::Span::none(),
+            || 0,
+        )
         .unwrap();
     assert!(Arc::ptr_eq(&by_name.completion, &by_slot.completion));
     assert_eq!(by_slot.index, 1);
@@ -118,7 +126,15 @@ fn a_batch_sealed_outside_the_lock_keeps_its_place() {
     let value = [0u8; 150];
     let slots = acc.topic_slots(&tp().topic, 1);
     let first = acc
-        .append_deferring_seal(&slots[0], 1, None, Some(&value), &[], || 0)
+        .append_deferring_seal(
+            &slots[0],
+            1,
+            None,
+            Some(&value),
+            &[],
+            &tracing::Span::none(),
+            || 0,
+        )
         .unwrap();
     assert_eq!(first.to_seal.len(), 1, "150 bytes fill a 200-byte batch");
     let to_seal = first.to_seal.into_iter().next().unwrap();
@@ -143,7 +159,15 @@ fn take_all_removes_a_batch_being_sealed_and_its_return_finds_no_place() {
     let value = [0u8; 150];
     let slots = acc.topic_slots(&tp().topic, 1);
     let first = acc
-        .append_deferring_seal(&slots[0], 1, None, Some(&value), &[], || 0)
+        .append_deferring_seal(
+            &slots[0],
+            1,
+            None,
+            Some(&value),
+            &[],
+            &tracing::Span::none(),
+            || 0,
+        )
         .unwrap();
     let to_seal = first.to_seal.into_iter().next().unwrap();
     let second = acc.append(&tp(), 1, None, Some(&value), &[], 0).unwrap();

@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use tracing::{debug, debug_span};
 
 use super::{Engine, Outstanding};
-use crate::engine::accumulator::batch_span;
 use crate::engine::partition::{PartitionState, WireState};
 use crate::engine::{Action, ProducerIdentity};
+use crate::observe::semconv;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 /// How a partition's batch goes out in a dispatch round.
@@ -226,17 +226,32 @@ impl Engine {
         let mut sent = false;
         for (broker, chosen) in round {
             let request = self.requests.allocate();
+            // The conventions' `send` span of a batched send (a client span: the records'
+            // `create` spans are the producer spans), linked to the records it carries. One
+            // request may carry several topics, so the name has none.
             let span = debug_span!(
                 parent: None,
-                "kafka.produce_request",
+                "send",
                 otel.kind = "client",
                 messaging.system = "kafka",
                 messaging.operation.type = "send",
-                messaging.operation.name = "produce",
+                messaging.operation.name = "send",
+                messaging.batch.message_count = tracing::field::Empty,
+                server.address = tracing::field::Empty,
+                server.port = tracing::field::Empty,
                 exactly.broker_id = broker,
-                request,
-                batches = chosen.len(),
+                exactly.request = request,
+                exactly.batches = chosen.len(),
             );
+            if !span.is_disabled()
+                && let Some(address) = self.tally.delivery.address_of(broker)
+            {
+                let (host, port) = semconv::server_address(address);
+                span.record("server.address", host);
+                if let Some(port) = port {
+                    span.record("server.port", port);
+                }
+            }
             let mut batches = Vec::with_capacity(chosen.len());
             for (tp, sendable) in chosen {
                 let Some(state) = self.partitions.get_mut(&tp) else {
@@ -253,7 +268,7 @@ impl Engine {
                         self.tally.counters.batch_retries += 1;
                         self.tally.delivery.records_retried +=
                             u64::try_from(batch.batch.record_count()).unwrap_or(0);
-                        batch.span.follows_from(&span);
+                        batch.spans.sent_in(&span);
                         debug!(partition = ?tp, base_sequence = batch.batch.base_sequence(), attempts = batch.attempts, "retrying batch");
                         &batch.batch
                     }
@@ -263,24 +278,10 @@ impl Engine {
                         else {
                             continue;
                         };
-                        let batch = &stamped.batch;
-                        if stamped.span.is_none() {
-                            stamped.span = batch_span(&tp);
-                        }
-                        stamped
-                            .span
-                            .record("messaging.batch.message_count", batch.record_count());
                         // Recorded again at a re-stamp after an epoch bump (P2).
-                        stamped
-                            .span
-                            .record("exactly.producer_id", identity.producer_id);
-                        stamped
-                            .span
-                            .record("exactly.producer_epoch", identity.epoch);
-                        stamped
-                            .span
-                            .record("exactly.base_sequence", batch.base_sequence());
-                        stamped.span.follows_from(&span);
+                        stamped.spans.stamped(&tp, &stamped.batch);
+                        stamped.spans.sent_in(&span);
+                        let batch = &stamped.batch;
                         debug!(partition = ?tp, producer_id = identity.producer_id, epoch = identity.epoch, base_sequence = batch.base_sequence(), records = batch.record_count(), "batch stamped");
                         if let Some(txn) = &mut self.txn {
                             txn.batch_stamped();
@@ -299,6 +300,7 @@ impl Engine {
                 .iter()
                 .map(|(_, b)| u64::try_from(b.record_count()).unwrap_or(0))
                 .sum();
+            span.record("messaging.batch.message_count", records);
             self.outstanding.insert(
                 request,
                 Outstanding::Produce {

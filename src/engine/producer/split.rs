@@ -75,16 +75,13 @@ impl Engine {
             rejected.batch.uncompressed_size_in_bytes(),
             first.uncompressed_size_in_bytes() + second.uncompressed_size_in_bytes(),
         );
-        for (offset, (batch, completion)) in [(first, first_done), (second, second_done)]
-            .into_iter()
-            .enumerate()
-        {
-            let mut part = ProducerBatch::new(
-                batch,
-                completion,
-                rejected.created_ms,
-                tracing::Span::none(),
-            );
+        let (first_spans, second_spans) = rejected.spans.split(first.record_count());
+        let parts = [
+            (first, first_done, first_spans),
+            (second, second_done, second_spans),
+        ];
+        for (offset, (batch, completion, spans)) in parts.into_iter().enumerate() {
+            let mut part = ProducerBatch::new(batch, completion, rejected.created_ms, spans);
             part.attempts = rejected.attempts;
             part.first_sent_ms = rejected.first_sent_ms;
             part.wire = Some(WireState::NotWritten);

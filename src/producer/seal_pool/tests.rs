@@ -41,7 +41,15 @@ fn fill(acc: &Accumulator, partition: &TopicPartition) -> (ToSeal, Arc<BatchComp
     let mut first = None;
     for i in 0..100 {
         let appended = acc
-            .append_deferring_seal(&slot, 1, None, Some(&value(i)), &[], || 0)
+            .append_deferring_seal(
+                &slot,
+                1,
+                None,
+                Some(&value(i)),
+                &[],
+                &tracing::Span::none(),
+                || 0,
+            )
             .unwrap();
         let completion = first.get_or_insert_with(|| Arc::clone(&appended.completion));
         if let Some(batch) = appended.to_seal.into_iter().next() {
