@@ -1261,10 +1261,14 @@ const CUT: Duration = Duration::from_secs(8);
 
 /// The outage that once wedged the loop, on both transaction versions: a copier (producer `max.block.ms=1000`,
 /// `request.timeout.ms=2000`) copies a source that keeps growing, and the transaction
-/// coordinator's link is cut for 8 s twice: once while `commit_transaction` runs (seen as the
-/// producer's Committing state, with 150 ms of latency on the answers so the cut lands before
-/// the commit's answers), once while the next transaction is open, so the cut lands in
-/// `send_offsets_to_transaction`. Steps fail meanwhile, each with a retriable error naming
+/// coordinator's link is cut for 8 s twice, each time with 150 ms of latency on the answers so
+/// the cut lands before the answers of the call it aims at: once while `commit_transaction`
+/// runs (seen as the producer's Committing state), once as the next transaction opens (seen
+/// as Committing giving way to InTransaction), so the cut lands before
+/// `send_offsets_to_transaction` has its answers. (Without the latency and the fresh
+/// transaction, a cut seen at any InTransaction could land after the offsets were in: with a
+/// backlog, a transaction fills its 500 records at once and sends its offsets within
+/// milliseconds of opening.) Steps fail meanwhile, each with a retriable error naming
 /// the call it waits for (and none telling the user to call the producer); once the link is
 /// back the loop goes on by itself, and after its first commit no step fails. At the end every
 /// source record is in the destination exactly once, read back read_committed by kcat.
@@ -1294,20 +1298,21 @@ async fn recovers_after_commit_timeout(cluster: Cluster) {
         ("commit", "commit_transaction"),
         ("offsets", "send_offsets_to_transaction"),
     ] {
-        if phase == "commit" {
-            proxy.add_toxic(
-                "slow_answers",
-                "latency",
-                "downstream",
-                r#"{"latency":150}"#,
-            );
-            until_state(
-                &watched,
-                exactly::TxnState::Committing,
-                Duration::from_secs(30),
-            )
-            .await;
-        } else {
+        proxy.add_toxic(
+            "slow_answers",
+            "latency",
+            "downstream",
+            r#"{"latency":150}"#,
+        );
+        until_state(
+            &watched,
+            exactly::TxnState::Committing,
+            Duration::from_secs(30),
+        )
+        .await;
+        if phase == "offsets" {
+            // The next transaction, just opened: its offsets are at least one slowed round
+            // trip away.
             until_state(
                 &watched,
                 exactly::TxnState::InTransaction,
@@ -1321,9 +1326,7 @@ async fn recovers_after_commit_timeout(cluster: Cluster) {
         proxy.set_enabled(false);
         let cut = Instant::now();
         tokio::time::sleep(CUT).await;
-        if phase == "commit" {
-            proxy.remove_toxic("slow_answers");
-        }
+        proxy.remove_toxic("slow_answers");
         proxy.set_enabled(true);
         let restored = Instant::now();
         copier.until_commits(3, Duration::from_secs(120)).await;
