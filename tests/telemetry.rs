@@ -60,6 +60,73 @@ fn counter_total(pushes: &[Value], name: &str) -> Option<f64> {
     }
 }
 
+/// The points of `name` in one push, one per broker: each point's `node_id` attribute and
+/// value.
+fn per_node(push: &Value, name: &str) -> Vec<(String, f64)> {
+    push["metrics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["name"] == name)
+        .filter_map(|m| {
+            let node = m["attributes"]["node_id"].as_str()?.to_owned();
+            Some((node, m["value"].as_f64()?))
+        })
+        .collect()
+}
+
+/// The Java clients' per-node request metrics and connection metrics (KIP-714's names for
+/// the groups `<client>-node-metrics` and `<client>-metrics`), as the pushes of `client_id`
+/// carry them: a round trip per broker the client talked to, tagged `node_id` with the Java
+/// client's value (`node-<id>` of a broker of the cluster), and the connections it opened.
+async fn assert_node_and_connection_metrics(cluster: &Cluster, client_id: &str, client: &str) {
+    let name = |metric: &str| format!("org.apache.kafka.{client}.{metric}");
+    let latency_avg = name("node.request.latency.avg");
+    let push = wait_for_push(cluster, client_id, |p| {
+        !per_node(p, &latency_avg).is_empty()
+    })
+    .await;
+    // The test bed's broker i has node.id i + 1.
+    let brokers: Vec<String> = (1..=cluster.brokers)
+        .map(|id| format!("node-{id}"))
+        .collect();
+    let averages = per_node(&push, &latency_avg);
+    let maxima = per_node(&push, &name("node.request.latency.max"));
+    for (node, avg) in &averages {
+        assert!(
+            brokers.contains(node),
+            "node_id {node} names a broker of the cluster {brokers:?}: {push}"
+        );
+        let max = maxima
+            .iter()
+            .find(|(n, _)| n == node)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no latency max for {node}: {push}"));
+        assert!(
+            *avg > 0.0 && *avg <= max && max < 60_000.0,
+            "{node}: round trips avg {avg} ms, max {max} ms"
+        );
+    }
+    let all = pushes(cluster, client_id);
+    let answered: f64 = all
+        .iter()
+        .flat_map(|p| per_node(p, &name("node.response.total")))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(answered >= 1.0, "answers counted per node: {all:?}");
+    let created = counter_total(&all, &name("connection.creation.total"));
+    assert!(
+        created.is_some_and(|c| c >= 1.0),
+        "connections created: {created:?}"
+    );
+    assert!(
+        all.iter()
+            .filter_map(|p| metric(p, &name("connection.count")))
+            .any(|open| open >= 1.0),
+        "an open connection counted: {all:?}"
+    );
+}
+
 /// Waits (bounded) until a push from `client_id` satisfies `wanted`, and returns it.
 async fn wait_for_push(
     cluster: &Cluster,
@@ -151,6 +218,7 @@ async fn producer_pushes_what_it_sent_under_its_instance_id_and_a_terminating_pu
         .filter_map(|p| metric(p, "org.apache.kafka.producer.batch.size.max"))
         .fold(0.0, f64::max);
     assert!(batch_size_max > 0.0, "a batch was acknowledged: {all:?}");
+    assert_node_and_connection_metrics(&cluster, &client_id, "producer").await;
     let point = &push["metrics"][0];
     assert!(
         point["time_unix_nano"].as_u64().unwrap_or(0) > 1_600_000_000_000_000_000,
@@ -261,6 +329,7 @@ async fn consumer_pushes_its_assignment_and_records_under_its_instance_id_and_a_
         .to_string();
     assert_eq!(push["client_instance_id"], instance_id.as_str());
     assert_eq!(push["metrics"][0]["kind"], "gauge");
+    assert_node_and_connection_metrics(&cluster, &client_id, "consumer").await;
     consumer.close().await.expect("close");
     let last = wait_for_push(&cluster, &client_id, |p| p["terminating"] == true).await;
     assert_eq!(last["client_instance_id"], instance_id.as_str());

@@ -52,7 +52,7 @@ use crate::net::connection::BrokerLink;
 use crate::net::metadata::metadata_request;
 use crate::net::ready::{Probe, first_metadata};
 use crate::protocol::error_code::ErrorCode;
-use crate::telemetry::{InstanceIdCell, Telemetry, TelemetryConfig};
+use crate::telemetry::{InstanceIdCell, Telemetry, TelemetryConfig, link_samples};
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
 use crate::types::{Millis, MonotonicClock, TopicPartition};
 
@@ -206,6 +206,7 @@ fn start_telemetry(shared: &Arc<Shared>) -> Telemetry {
     if !config.enable_metrics_push {
         return Telemetry::disabled();
     }
+    let links = state.link_counters();
     let telemetry = TelemetryConfig {
         links: state.bootstrap_links(),
         client_id: state.client_id(),
@@ -218,7 +219,12 @@ fn start_telemetry(shared: &Arc<Shared>) -> Telemetry {
         telemetry,
         Box::new(move || {
             let state = snapshot.lock();
-            super::telemetry_samples::samples(&state.metrics(), state.membership().owned().len())
+            let mut samples = super::telemetry_samples::samples(
+                &state.metrics(),
+                state.membership().owned().len(),
+            );
+            samples.extend(link_samples(&links.read(), state.cluster_metadata()));
+            samples
         }),
     )
 }

@@ -83,6 +83,14 @@ impl TopicEpochs {
 }
 
 impl ClusterMetadata {
+    /// The node id of the broker at `address` (`host:port`), when the metadata names it.
+    pub fn broker_at(&self, address: &str) -> Option<BrokerId> {
+        self.brokers
+            .iter()
+            .find(|(_, known)| known.as_str() == address)
+            .map(|(&id, _)| id)
+    }
+
     /// Folds a Metadata response in: brokers are replaced, topics it covers are updated.
     pub fn update(&mut self, response: &MetadataResponse) {
         if !response.brokers.is_empty() {

@@ -26,7 +26,7 @@ use crate::protocol::messages::metadata::MetadataResponse;
 use crate::protocol::record_batch::SealedBatch;
 use crate::protocol::versions::BrokerApiVersions;
 use crate::reachability::Reachability;
-use crate::telemetry::{InstanceIdCell, Telemetry, TelemetryConfig};
+use crate::telemetry::{InstanceIdCell, Telemetry, TelemetryConfig, link_samples};
 use crate::types::CoordinatorKey;
 use crate::types::{BrokerId, TopicPartition};
 
@@ -90,6 +90,7 @@ impl Driver {
         );
         let telemetry = if config.enable_metrics_push {
             let snapshot = Arc::clone(&shared);
+            let links = link_config.counters();
             Telemetry::start(
                 TelemetryConfig {
                     links: config
@@ -101,7 +102,12 @@ impl Driver {
                     request_timeout: Duration::from_millis(config.request_timeout_ms),
                     prefix: "org.apache.kafka.producer.",
                 },
-                Box::new(move || super::telemetry_samples::samples(&snapshot.metrics())),
+                Box::new(move || {
+                    let mut samples = super::telemetry_samples::samples(&snapshot.metrics());
+                    let metadata = snapshot.metadata.read().unwrap_or_else(|e| e.into_inner());
+                    samples.extend(link_samples(&links.read(), &metadata));
+                    samples
+                }),
             )
         } else {
             Telemetry::disabled()

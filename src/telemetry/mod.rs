@@ -11,7 +11,10 @@
 //! The pusher runs in its own task over links to the bootstrap addresses (the next one after a
 //! failure), so nothing it does waits on the client's own requests.
 
+mod link_samples;
 pub(crate) mod otlp;
+
+pub(crate) use link_samples::link_samples;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -49,12 +52,14 @@ impl fmt::Debug for ClientInstanceId {
     }
 }
 
-/// One metric value read for a push, under its Java name (`record-send-total`).
+/// One metric value read for a push, under its Java name (`record-send-total`), with the
+/// Java metric's tags as attributes (`node_id` for a per-node metric).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Sample {
     pub java_name: &'static str,
     pub kind: Kind,
     pub value: f64,
+    pub attributes: Vec<(&'static str, String)>,
 }
 
 impl Sample {
@@ -64,6 +69,7 @@ impl Sample {
             java_name,
             kind: Kind::Counter,
             value: value as f64,
+            attributes: Vec::new(),
         }
     }
 
@@ -73,9 +79,20 @@ impl Sample {
             java_name,
             kind: Kind::Gauge,
             value,
+            attributes: Vec::new(),
         }
     }
+
+    /// The same sample with the attribute `key` set to `value`.
+    pub(crate) fn with(mut self, key: &'static str, value: String) -> Self {
+        self.attributes.push((key, value));
+        self
+    }
 }
+
+/// A counter's identity across pushes: its name and attributes (one per broker for a
+/// per-node counter).
+type CounterKey = (&'static str, Vec<(&'static str, String)>);
 
 /// Reads the client's metrics for a push.
 pub(crate) type Source = Box<dyn FnMut() -> Vec<Sample> + Send>;
@@ -177,7 +194,7 @@ struct Pusher {
     next_link: usize,
     started_unix_nano: u64,
     last_push_unix_nano: u64,
-    last_counters: HashMap<&'static str, f64>,
+    last_counters: HashMap<CounterKey, f64>,
 }
 
 /// What one subscription ended in.
@@ -376,7 +393,7 @@ fn select(
     prefix: &str,
     requested: &[String],
     delta: bool,
-    last_counters: &mut HashMap<&'static str, f64>,
+    last_counters: &mut HashMap<CounterKey, f64>,
 ) -> Vec<Point> {
     let mut points = Vec::new();
     for sample in samples {
@@ -391,7 +408,8 @@ fn select(
         }
         let mut value = sample.value;
         if sample.kind == Kind::Counter {
-            let last = last_counters.insert(sample.java_name, sample.value);
+            let key = (sample.java_name, sample.attributes.clone());
+            let last = last_counters.insert(key, sample.value);
             if delta {
                 value -= last.unwrap_or(0.0);
             }
@@ -400,7 +418,7 @@ fn select(
             name,
             kind: sample.kind,
             value,
-            attributes: Vec::new(),
+            attributes: sample.attributes,
         });
     }
     points
@@ -476,6 +494,29 @@ mod tests {
         assert_eq!(
             values(select(samples(9.0), PREFIX, &all, false, &mut last)),
             [9.0, 7.0]
+        );
+    }
+
+    #[test]
+    fn a_counter_per_node_keeps_its_own_deltas_and_attributes() {
+        let all = vec![String::new()];
+        let mut last = HashMap::new();
+        let per_node = |a: u64, b: u64| {
+            vec![
+                Sample::counter("node-response-total", a).with("node_id", "node-1".into()),
+                Sample::counter("node-response-total", b).with("node_id", "node-2".into()),
+            ]
+        };
+        select(per_node(4, 10), PREFIX, &all, true, &mut last);
+        let points = select(per_node(5, 13), PREFIX, &all, true, &mut last);
+        let seen: Vec<_> = points
+            .iter()
+            .map(|p| (p.attributes[0].1.as_str(), p.value))
+            .collect();
+        assert_eq!(seen, [("node-1", 1.0), ("node-2", 3.0)]);
+        assert_eq!(
+            points[0].name,
+            "org.apache.kafka.producer.node.response.total"
         );
     }
 

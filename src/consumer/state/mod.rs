@@ -37,7 +37,7 @@ use super::membership::{Membership, MembershipRequest, MembershipResponse, Topic
 use super::metrics::{ConsumerFigures, ConsumerMetrics};
 use super::vocabulary::GroupProtocol;
 use crate::error::{Error, Result};
-use crate::net::connection::{BrokerLink, LinkConfig};
+use crate::net::connection::{BrokerLink, LinkConfig, LinkCounters};
 use crate::net::metadata::{ClusterMetadata, TopicMetadata};
 use crate::net::ready::{BootstrapLinks, Probe, bootstrap_links, first_metadata};
 use crate::observe::{self, ClientKind};
@@ -539,6 +539,16 @@ impl ConsumerState {
     /// The bootstrap servers' links (for `wait_ready`).
     pub fn bootstrap_links(&self) -> Vec<BrokerLink> {
         self.bootstrap.clone()
+    }
+
+    /// What the consumer's links count: connections and per-broker requests (KIP-714).
+    pub fn link_counters(&self) -> Arc<LinkCounters> {
+        self.link_config.counters()
+    }
+
+    /// The cluster as the last Metadata answer described it.
+    pub fn cluster_metadata(&self) -> &ClusterMetadata {
+        &self.metadata
     }
 
     /// The client id requests carry.

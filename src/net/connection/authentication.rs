@@ -110,6 +110,7 @@ impl SaslTransport for PipelinedTransport<'_> {
                 respond: Box::new(move |result| {
                     let _ = tx.send(result);
                 }),
+                sent_at: Instant::now(),
             });
         write_frame(self.write_half, &frame[..])
             .await

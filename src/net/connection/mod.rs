@@ -24,10 +24,13 @@
 //! back, so a handshake cut by the network is still an I/O error, retried.
 
 mod authentication;
+pub(crate) mod counters;
 mod establish;
 mod framing;
 
 use authentication::{PipelinedTransport, SaslSession, reauthenticate};
+use counters::NodeRequests;
+pub(crate) use counters::{LinkCounters, LinkReading};
 use establish::connect;
 use framing::{read_frame, write_frame};
 
@@ -148,6 +151,8 @@ pub(crate) struct LinkConfig {
     /// Whether each address can be reached, shared by the client's links: a broker dialled
     /// by two links (its bootstrap address and its node id) is one outage in the log.
     reachability: Arc<Mutex<HashMap<String, Reachability>>>,
+    /// Connections and per-broker requests, for the metrics the client pushes (KIP-714).
+    counters: Arc<LinkCounters>,
 }
 
 impl LinkConfig {
@@ -168,7 +173,13 @@ impl LinkConfig {
             reconnect_backoff_max,
             security,
             reachability: Arc::default(),
+            counters: Arc::default(),
         }
+    }
+
+    /// What the client's links counted: connections and per-broker requests (KIP-714).
+    pub fn counters(&self) -> Arc<LinkCounters> {
+        Arc::clone(&self.counters)
     }
 
     /// Records a connection attempt to `address` and says what to log about it.
@@ -380,6 +391,9 @@ struct Pending {
     flexible: bool,
     version: i16,
     respond: Responder,
+    /// When it was handed to the connection: its round trip is counted from here, as the
+    /// Java client's `request-latency` is.
+    sent_at: Instant,
 }
 
 type PendingQueue = Arc<Mutex<VecDeque<Pending>>>;
@@ -402,6 +416,7 @@ async fn run_link(
     );
     // An authentication or certificate failure: every request fails with it, no reconnect.
     let mut fatal: Option<Error> = None;
+    let node = config.counters.node(&address);
     loop {
         let first = match next.take() {
             Some(out) => out,
@@ -418,6 +433,7 @@ async fn run_link(
         let connection = match connect(&address, &config, &mut correlation_id).await {
             Ok(connection) => {
                 set_state(ConnectionState::Connected);
+                config.counters.connection_created();
                 backoff.connected();
                 if let ReachabilityChange::Restored { attempts } = config.reached(&address, true) {
                     info!(%address, failed_attempts = attempts, "connected to broker again");
@@ -455,16 +471,17 @@ async fn run_link(
                 continue;
             }
         };
-        match serve(
+        let ended = serve(
             connection,
             first,
-            &address,
+            (&address, &node),
             &config,
             &mut rx,
             &mut correlation_id,
         )
-        .await
-        {
+        .await;
+        config.counters.connection_closed();
+        match ended {
             Ended::Closed => return,
             Ended::Failed { error, unwritten } => {
                 next = unwritten;
@@ -496,11 +513,12 @@ enum Ended {
     },
 }
 
-/// Writes requests on `connection`, starting with `first`, until it fails or the link closes.
+/// Writes requests on `connection` to the broker at `address` (whose requests `node` counts),
+/// starting with `first`, until it fails or the link closes.
 async fn serve(
     connection: Connection,
     first: Outgoing,
-    address: &str,
+    (address, node): (&str, &Arc<NodeRequests>),
     config: &LinkConfig,
     rx: &mut mpsc::UnboundedReceiver<Outgoing>,
     correlation_id: &mut i32,
@@ -518,6 +536,7 @@ async fn serve(
         read_half,
         address.to_owned(),
         Arc::clone(&pending),
+        Arc::clone(node),
         dead_tx,
     ));
     let mut out = Some(first);
@@ -588,6 +607,7 @@ async fn serve(
                     flexible,
                     version,
                     respond: item.respond,
+                    sent_at: Instant::now(),
                 });
             if let Err(e) = write_frame(&mut write_half, frame).await {
                 break Some(io_error(address, &e));
@@ -631,6 +651,7 @@ async fn read_responses(
     read_half: ReadHalf<Stream>,
     address: String,
     pending: PendingQueue,
+    node: Arc<NodeRequests>,
     dead: oneshot::Sender<Error>,
 ) {
     let mut reader = BufReader::with_capacity(64 * 1024, read_half);
@@ -664,6 +685,7 @@ async fn read_responses(
             (p.respond)(Err(SendFailure::Lost(error.clone())));
             break error;
         }
+        node.answered(p.sent_at.elapsed());
         let mut body = frame;
         body.advance(header_len);
         (p.respond)(Ok((p.version, body)));
