@@ -1277,12 +1277,39 @@ async fn semconv_metric_names_and_units() {
     let mut consumer = group_consumer(&cluster, &group, &topic, &consumer_id).await;
     let in_log_total = in_log.values().sum::<u64>() as usize;
     let records = consume(&mut consumer, in_log_total, Duration::from_secs(60)).await;
+    // The application's processing of ten records through `process`, each at least 2 ms.
+    let mut processed = 0;
+    for record in records.iter().take(10) {
+        processed += consumer
+            .process(record, async {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                1
+            })
+            .await;
+    }
+    assert_eq!(processed, 10, "process returns what the work returned");
     consumer
         .commit(&next_offsets(&records, &topic, 3))
         .await
         .unwrap();
     consumer.close().await.unwrap();
     let series = observed.semconv(&consumer_id);
+    let process = named(&series, "messaging.process.duration");
+    for (labels, _) in &process {
+        assert_eq!(labels["messaging.operation.name"], "process");
+        assert_eq!(labels["messaging.operation.type"], "process");
+        assert_eq!(labels["messaging.consumer.group.name"], group);
+    }
+    let process_seconds = observations(&process);
+    assert_eq!(
+        process_seconds.len(),
+        10,
+        "one observation per processed record"
+    );
+    assert!(
+        process_seconds.iter().all(|s| (0.002..60.0).contains(s)),
+        "{process_seconds:?}"
+    );
     let consumed = named(&series, "messaging.client.consumed.messages");
     assert_eq!(counter_sum(&consumed), records.len() as u64);
     for (labels, _) in &consumed {

@@ -353,6 +353,11 @@ impl Handle {
         self.shared.observer.process_span(record)
     }
 
+    /// The application processed a record in `elapsed`: see [`crate::Consumer::process`].
+    pub fn processed(&self, elapsed: Duration) {
+        self.shared.observer.processed(elapsed);
+    }
+
     async fn poll_unobserved(
         &self,
         deadline: Option<Instant>,

@@ -395,6 +395,36 @@ impl Consumer {
         self.driver.process_span(record)
     }
 
+    /// Runs the application's `work` on `record` inside its
+    /// [`process_span`](Self::process_span) and times it as the OpenTelemetry messaging
+    /// conventions' `messaging.process.duration` (seconds, labelled with the client id and
+    /// the group; see the README's Metrics section). Returns what `work` returned; a `work`
+    /// dropped before it finished is not timed.
+    ///
+    /// ```no_run
+    /// # async fn run(consumer: &mut exactly::Consumer) -> exactly::Result<()> {
+    /// if let exactly::ConsumerEvent::Records(records) = consumer.poll().await? {
+    ///     for record in &records {
+    ///         let bytes = consumer
+    ///             .process(record, async { record.value.as_ref().map_or(0, |v| v.len()) })
+    ///             .await;
+    ///         println!("{bytes} bytes");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn process<T>(
+        &self,
+        record: &ConsumerRecord,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        use tracing::Instrument;
+        let started = std::time::Instant::now();
+        let output = work.instrument(self.process_span(record)).await;
+        self.driver.processed(started.elapsed());
+        output
+    }
+
     /// KIP-447 metadata for `Producer::send_offsets_to_transaction` (generation = member epoch
     /// under KIP-848, generation id under the classic protocol), as it is now. Heartbeats in
     /// the background may move the member epoch at any time; to commit with an epoch the

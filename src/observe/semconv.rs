@@ -20,8 +20,9 @@ pub(crate) const CONSUMED_MESSAGES: &str = "messaging.client.consumed.messages";
 /// Histogram (seconds): one client operation: a Produce round trip (`send`), a Fetch round
 /// trip (`poll`), an offset commit (`commit`).
 pub(crate) const OPERATION_DURATION: &str = "messaging.client.operation.duration";
-/// Histogram (seconds): the copy loop's processing of one poll's records, transforms and
-/// sends into the transaction.
+/// Histogram (seconds): the copy loop's processing of one poll's records (transforms and
+/// sends into the transaction), and the application's processing of one record through
+/// `Consumer::process`.
 pub(crate) const PROCESS_DURATION: &str = "messaging.process.duration";
 
 /// The explicit bucket boundaries the conventions give the duration histograms, in seconds:
@@ -40,7 +41,8 @@ pub(crate) enum Operation {
     Poll,
     /// An offset commit: `commit`, type `settle`.
     Commit,
-    /// The copy loop's transform and send of one poll: `process`, type `process`.
+    /// Processing: the copy loop's transform and send of one poll, or one record in
+    /// `Consumer::process`: `process`, type `process`.
     Process,
 }
 
@@ -153,7 +155,7 @@ pub(crate) fn describe() {
         metrics::describe_histogram!(
             PROCESS_DURATION,
             Unit::Seconds,
-            "Duration of the copy loop's processing of one poll's records"
+            "Duration of processing: one poll's records in the copy loop, one record in Consumer::process"
         );
     }
 }
