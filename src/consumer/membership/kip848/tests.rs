@@ -1,0 +1,458 @@
+use std::sync::Arc;
+
+use super::*;
+use crate::protocol::generated::lowest_version;
+use crate::protocol::messages::consumer_group_heartbeat::HeartbeatTopicPartitions;
+
+struct View;
+impl TopicView for View {
+    fn partition_count(&self, _topic: &str) -> Option<i32> {
+        Some(6)
+    }
+    fn topic_name(&self, topic_id: &[u8; 16]) -> Option<Arc<str>> {
+        (topic_id[0] == 1).then(|| Arc::from("t"))
+    }
+}
+
+const T: TopicId = [1; 16];
+
+/// A member is built from its `ConsumerMemberConfig` alone, and its first heartbeat (the
+/// join) carries it: group, member id, instance id, rebalance timeout, server assignor.
+#[test]
+fn a_member_is_built_from_its_config_alone() {
+    let mut m = ConsumerMember::new(ConsumerMemberConfig {
+        group_id: "payments".into(),
+        member_id: "m-7".into(),
+        instance_id: Some("host-1".into()),
+        rebalance_timeout_ms: 120_000,
+        server_assignor: Some("range".into()),
+    });
+    m.subscribe(vec!["t".into()]);
+    let join = m.poll_request(0).unwrap();
+    assert_eq!(&*join.group_id, "payments");
+    assert_eq!(&*join.member_id, "m-7");
+    assert_eq!(join.instance_id.as_deref(), Some("host-1"));
+    assert_eq!(join.rebalance_timeout_ms, 120_000);
+    assert_eq!(join.server_assignor.as_deref(), Some("range"));
+}
+
+fn member() -> ConsumerMember {
+    let mut m = ConsumerMember::new(ConsumerMemberConfig {
+        group_id: "g".into(),
+        member_id: "m-1".into(),
+        instance_id: None,
+        rebalance_timeout_ms: 30_000,
+        server_assignor: None,
+    });
+    m.subscribe(vec!["t".into()]);
+    m
+}
+
+fn answer(epoch: i32, assignment: Option<Vec<i32>>) -> ConsumerGroupHeartbeatResponse {
+    ConsumerGroupHeartbeatResponse {
+        member_id: Some("m-1".into()),
+        member_epoch: epoch,
+        heartbeat_interval_ms: 500,
+        assignment: assignment.map(|p| {
+            vec![HeartbeatTopicPartitions {
+                topic_id: T,
+                partitions: p,
+            }]
+        }),
+        ..Default::default()
+    }
+}
+
+fn tp(p: i32) -> TopicPartition {
+    TopicPartition::new("t", p)
+}
+
+fn wire_owned(r: &ConsumerGroupHeartbeatRequest) -> Option<Vec<i32>> {
+    r.topic_partitions
+        .as_ref()
+        .map(|t| t.iter().flat_map(|e| e.partitions.clone()).collect())
+}
+
+#[test]
+fn join_assign_and_acknowledge() {
+    let now: Millis = 0;
+    let mut m = member();
+    let join = m.poll_request(now).unwrap();
+    assert_eq!(
+        lowest_version(&join),
+        0,
+        "no field of v1 (KIP-1082's regex)"
+    );
+    assert_eq!(join.member_epoch, 0);
+    assert_eq!(join.subscribed_topic_names, Some(vec![topic_name("t")]));
+    assert_eq!(join.rebalance_timeout_ms, 30_000);
+    assert_eq!(wire_owned(&join), Some(vec![]));
+    assert!(m.poll_request(now).is_none(), "one request in flight");
+    m.on_response(answer(1, Some(vec![0, 1])), now, &View)
+        .unwrap();
+    assert_eq!(m.epoch(), 1);
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Assigned(vec![tp(0), tp(1)]))
+    );
+    assert_eq!(m.next_event(&View), None);
+    assert_eq!(m.group_metadata().generation_id, 1);
+    // The new owned set is acknowledged at once, without the subscription.
+    let ack = m.poll_request(now).unwrap();
+    assert_eq!(ack.member_epoch, 1);
+    assert_eq!(wire_owned(&ack), Some(vec![0, 1]));
+    assert_eq!(ack.subscribed_topic_names, None);
+    m.on_response(answer(1, None), now, &View).unwrap();
+    // Nothing is due until the interval passes; then a heartbeat without changes.
+    assert!(m.poll_request(now).is_none());
+    let hb = m.poll_request(now + 500).unwrap();
+    assert_eq!(wire_owned(&hb), None);
+    assert_eq!(hb.subscribed_topic_names, None);
+    assert_eq!(lowest_version(&ack), 0);
+    assert_eq!(lowest_version(&hb), 0);
+    m.on_response(answer(1, None), now + 500, &View).unwrap();
+    let leave = m.leave().expect("a member in the group leaves");
+    assert_eq!(lowest_version(&leave), 0);
+}
+
+/// A heartbeat that lists the owned partitions is in flight when the member could take
+/// newly assigned ones: it waits for the answer, which may have given them to another
+/// member already (the coordinator read the list as their revocation).
+#[test]
+fn nothing_is_taken_while_a_heartbeat_listing_the_owned_partitions_is_in_flight() {
+    let now: Millis = 0;
+    let mut m = member();
+    m.poll_request(now).unwrap();
+    m.on_response(answer(1, Some(vec![0])), now, &View).unwrap();
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Assigned(vec![tp(0)]))
+    );
+    m.poll_request(now).unwrap();
+    m.on_response(answer(2, Some(vec![0, 1, 2])), now, &View)
+        .unwrap();
+    // A full heartbeat (after a failed one) goes out before the user polls again.
+    m.on_request_failed(now, 0);
+    let full = m.poll_request(now).unwrap();
+    assert_eq!(wire_owned(&full), Some(vec![0]));
+    assert_eq!(m.next_event(&View), None, "partitions 1 and 2 wait");
+    // The answer moved partition 2 to another member: only 1 is taken.
+    m.on_response(answer(3, Some(vec![0, 1])), now, &View)
+        .unwrap();
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Assigned(vec![tp(1)]))
+    );
+    assert_eq!(m.owned(), vec![tp(0), tp(1)]);
+}
+
+#[test]
+#[cfg(feature = "pattern-subscription")]
+fn a_regex_subscription_is_sent_and_dropped_when_topics_replace_it() {
+    let now: Millis = 0;
+    let mut m = member();
+    m.subscribe_regex("t.*".into());
+    let join = m.poll_request(now).unwrap();
+    assert_eq!(join.subscribed_topic_regex.as_deref(), Some("t.*"));
+    assert_eq!(lowest_version(&join), 1, "a regex needs v1: refused at v0");
+    assert_eq!(
+        join.subscribed_topic_names,
+        Some(vec![]),
+        "no topic list beside it"
+    );
+    m.on_response(answer(1, Some(vec![0])), now, &View).unwrap();
+    m.next_event(&View);
+    let ack = m.poll_request(now).unwrap();
+    assert_eq!(ack.subscribed_topic_regex, None, "unchanged: absent");
+    m.on_response(answer(1, None), now, &View).unwrap();
+    m.subscribe(vec!["t".into()]);
+    let change = m.poll_request(now).unwrap();
+    assert_eq!(change.subscribed_topic_names, Some(vec![topic_name("t")]));
+    assert_eq!(
+        change.subscribed_topic_regex.as_deref(),
+        Some(""),
+        "drops the regex"
+    );
+    m.on_response(answer(1, None), now, &View).unwrap();
+    m.subscribe(vec!["u".into()]);
+    let again = m.poll_request(now).unwrap();
+    assert_eq!(again.subscribed_topic_regex, None, "dropped already");
+    assert_eq!(lowest_version(&again), 0);
+}
+
+#[test]
+fn revocation_is_acknowledged_only_after_the_next_poll() {
+    let now: Millis = 0;
+    let mut m = member();
+    m.poll_request(now).unwrap();
+    m.on_response(answer(1, Some(vec![0, 1, 2])), now, &View)
+        .unwrap();
+    m.next_event(&View).unwrap();
+    m.poll_request(now).unwrap();
+    m.on_response(answer(1, None), now, &View).unwrap();
+    // The coordinator takes partition 2 (and 1) away.
+    let later = now + 500;
+    m.poll_request(later).unwrap();
+    m.on_response(answer(2, Some(vec![0])), later, &View)
+        .unwrap();
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Revoked(vec![tp(1), tp(2)]))
+    );
+    // Still owned (offsets may be committed), no longer fetched, coordinator not told.
+    assert_eq!(m.owned(), vec![tp(0), tp(1), tp(2)]);
+    assert_eq!(m.fetchable(), vec![tp(0)]);
+    assert!(m.poll_request(later).is_none());
+    assert_eq!(m.next_event(&View), None);
+    // The next poll gives them up and the heartbeat reports it at once.
+    m.on_poll(later);
+    assert_eq!(m.owned(), vec![tp(0)]);
+    let ack = m.poll_request(later).unwrap();
+    assert_eq!(ack.member_epoch, 2);
+    assert_eq!(wire_owned(&ack), Some(vec![0]));
+}
+
+#[test]
+fn fenced_member_loses_everything_and_rejoins_with_epoch_zero() {
+    let now: Millis = 0;
+    let mut m = member();
+    m.poll_request(now).unwrap();
+    m.on_response(answer(4, Some(vec![3])), now, &View).unwrap();
+    m.next_event(&View).unwrap();
+    m.poll_request(now).unwrap();
+    m.on_response(
+        ConsumerGroupHeartbeatResponse {
+            error_code: ErrorCode::FENCED_MEMBER_EPOCH.0,
+            ..Default::default()
+        },
+        now,
+        &View,
+    )
+    .unwrap();
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Lost(vec![tp(3)]))
+    );
+    assert!(m.owned().is_empty());
+    let rejoin = m.poll_request(now).unwrap();
+    assert_eq!(rejoin.member_epoch, 0);
+    assert_eq!(
+        rejoin.member_id.as_str(),
+        "m-1",
+        "the member keeps its id (KIP-1082)"
+    );
+    assert!(rejoin.subscribed_topic_names.is_some());
+}
+
+#[test]
+fn unknown_topic_ids_wait_for_metadata_and_fatal_errors_surface() {
+    let now: Millis = 0;
+    let mut m = member();
+    m.poll_request(now).unwrap();
+    let mut r = answer(1, None);
+    r.assignment = Some(vec![HeartbeatTopicPartitions {
+        topic_id: [9; 16],
+        partitions: vec![0],
+    }]);
+    m.on_response(r, now, &View).unwrap();
+    assert!(m.unknown_topic_ids(&View));
+    assert_eq!(m.next_event(&View), None);
+
+    m.poll_request(now + 1_000).unwrap();
+    let err = m
+        .on_response(
+            ConsumerGroupHeartbeatResponse {
+                error_code: ErrorCode::GROUP_MAX_SIZE_REACHED.0,
+                ..Default::default()
+            },
+            now,
+            &View,
+        )
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        Error::Broker {
+            code: ErrorCode::GROUP_MAX_SIZE_REACHED,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_failed_request_is_retried_with_the_same_changes() {
+    let now: Millis = 0;
+    let mut m = member();
+    m.poll_request(now).unwrap();
+    m.on_request_failed(now, 100);
+    assert!(m.poll_request(now).is_some(), "a join is always due");
+    m.on_response(answer(1, Some(vec![0])), now, &View).unwrap();
+    m.next_event(&View).unwrap();
+    let ack = m.poll_request(now).unwrap();
+    assert_eq!(wire_owned(&ack), Some(vec![0]));
+    m.on_request_failed(now, 100);
+    let again = m.poll_request(now).unwrap();
+    assert_eq!(wire_owned(&again), Some(vec![0]), "the ack is sent again");
+    // Leaving: epoch -1.
+    m.on_response(answer(1, None), now, &View).unwrap();
+    assert_eq!(m.leave().unwrap().member_epoch, LEAVE_EPOCH);
+    assert!(m.leave().is_none());
+}
+
+/// A member that owns `partitions` at epoch 1, its assignment acknowledged.
+fn member_owning(now: Millis, partitions: Vec<i32>) -> ConsumerMember {
+    let mut m = member();
+    m.poll_request(now).unwrap();
+    m.on_response(answer(1, Some(partitions)), now, &View)
+        .unwrap();
+    m.next_event(&View).unwrap();
+    m.poll_request(now).unwrap();
+    m.on_response(answer(1, None), now, &View).unwrap();
+    m
+}
+
+#[test]
+fn a_member_past_its_poll_budget_leaves_and_rejoins_at_the_next_poll() {
+    let now: Millis = 0;
+    let mut m = member_owning(now, vec![0, 1]);
+    let leave = m.leave_until_next_poll().expect("a leaving heartbeat");
+    assert_eq!(leave.member_epoch, LEAVE_EPOCH);
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Lost(vec![tp(0), tp(1)]))
+    );
+    let later = now + 10_000;
+    assert!(
+        m.poll_request(later).is_none(),
+        "nothing before the next poll"
+    );
+    m.on_poll(later);
+    let rejoin = m.poll_request(later).unwrap();
+    assert_eq!(rejoin.member_epoch, 0);
+    assert_eq!(rejoin.member_id.as_str(), "m-1");
+}
+
+#[test]
+fn a_stale_epoch_commit_holds_delivery_until_a_heartbeat_answers() {
+    let now: Millis = 0;
+    let mut m = member_owning(now, vec![0]);
+    assert!(m.commit_refused(ErrorCode::ILLEGAL_GENERATION, now));
+    assert!(
+        m.fetchable().is_empty(),
+        "nothing delivered while unverified"
+    );
+    let check = m.poll_request(now).expect("a full heartbeat at once");
+    assert_eq!(wire_owned(&check), Some(vec![0]));
+    m.on_response(answer(2, None), now, &View).unwrap();
+    assert_eq!(m.fetchable(), vec![tp(0)], "still owned: delivery goes on");
+
+    assert!(m.commit_refused(ErrorCode::UNKNOWN_MEMBER_ID, now));
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Lost(vec![tp(0)]))
+    );
+    assert!(!m.commit_refused(ErrorCode::OFFSET_METADATA_TOO_LARGE, now));
+}
+
+#[test]
+fn a_subscription_changed_while_the_heartbeat_carrying_the_old_one_flies_is_sent_again() {
+    let now: Millis = 0;
+    let mut m = member_owning(now, vec![0]);
+    m.subscribe(vec!["t".into(), "u".into()]);
+    let carrying = m.poll_request(now).expect("the new subscription goes out");
+    assert!(carrying.subscribed_topic_names.is_some());
+    m.subscribe(vec!["t".into(), "v".into()]);
+    m.on_response(answer(1, None), now, &View).unwrap();
+    let again = m
+        .poll_request(now)
+        .expect("the newer one is not taken as sent");
+    assert_eq!(
+        again.subscribed_topic_names,
+        Some(vec![topic_name("t"), topic_name("v")])
+    );
+}
+
+/// A heartbeat is in flight when the member leaves for exceeding `max.poll.interval.ms`,
+/// and the application polls (ending the pause) before its answer arrives: the answer,
+/// of the membership the member left, restores neither the epoch nor the assignment, and
+/// no `Assigned` follows the `Lost` until the rejoin's own answer.
+#[test]
+fn an_answer_sent_before_a_leave_is_not_applied_after_it() {
+    let now: Millis = 0;
+    let mut m = member_owning(now, vec![0, 1]);
+    let flying = m.poll_request(now + 500).expect("a heartbeat");
+    assert_eq!(flying.member_epoch, 1);
+    let leave = m.leave_until_next_poll().expect("a leaving heartbeat");
+    assert_eq!(leave.member_epoch, LEAVE_EPOCH);
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Lost(vec![tp(0), tp(1)]))
+    );
+    m.on_poll(now + 600);
+    // The late answer: the epoch it names and the partitions it assigns are gone.
+    m.on_response(answer(2, Some(vec![0, 1, 2])), now + 700, &View)
+        .unwrap();
+    assert_eq!(m.epoch(), 0, "the leave stands");
+    assert_eq!(
+        m.next_event(&View),
+        None,
+        "no Assigned from the old membership"
+    );
+    assert!(m.owned().is_empty() && m.fetchable().is_empty());
+    assert_eq!(m.group_metadata().generation_id, 0);
+    // The rejoin goes out at once, and its answer is applied.
+    let rejoin = m.poll_request(now + 700).expect("the rejoin");
+    assert_eq!(rejoin.member_epoch, 0);
+    assert!(rejoin.subscribed_topic_names.is_some());
+    m.on_response(answer(4, Some(vec![2])), now + 800, &View)
+        .unwrap();
+    assert_eq!(m.epoch(), 4);
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Assigned(vec![tp(2)]))
+    );
+}
+
+/// The same guard when the membership ended by a refused commit (the coordinator said the
+/// member is unknown): a heartbeat answer from before does not undo the `Lost`.
+#[test]
+fn an_answer_sent_before_a_loss_is_not_applied_after_it() {
+    let now: Millis = 0;
+    let mut m = member_owning(now, vec![0]);
+    m.poll_request(now + 500).expect("a heartbeat");
+    assert!(m.commit_refused(ErrorCode::UNKNOWN_MEMBER_ID, now + 550));
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Lost(vec![tp(0)]))
+    );
+    m.on_response(answer(1, Some(vec![0])), now + 600, &View)
+        .unwrap();
+    assert_eq!(m.epoch(), 0);
+    assert_eq!(m.next_event(&View), None);
+    assert_eq!(m.poll_request(now + 600).expect("rejoin").member_epoch, 0);
+}
+
+/// A request that failed after the leave frees the way for the rejoin as well; and an
+/// answer to a heartbeat of the current membership is applied as ever.
+#[test]
+fn a_failed_request_of_the_old_membership_does_not_block_the_rejoin() {
+    let now: Millis = 0;
+    let mut m = member_owning(now, vec![0]);
+    m.poll_request(now + 500).expect("a heartbeat");
+    m.leave_until_next_poll();
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Lost(vec![tp(0)]))
+    );
+    m.on_poll(now + 600);
+    assert!(m.poll_request(now + 600).is_none(), "one request at a time");
+    m.on_request_failed(now + 700, 100);
+    let rejoin = m.poll_request(now + 800).expect("the rejoin");
+    assert_eq!(rejoin.member_epoch, 0);
+    m.on_response(answer(3, Some(vec![0])), now + 900, &View)
+        .unwrap();
+    assert_eq!(m.epoch(), 3);
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Assigned(vec![tp(0)]))
+    );
+}
