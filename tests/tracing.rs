@@ -702,4 +702,11 @@ async fn spans_follow_the_batching_model() {
         Some(group)
     );
     assert_eq!(attribute(commit, "error.type"), None);
+    // It talked to the group coordinator, named like the send spans' broker.
+    assert_eq!(
+        attribute(commit, "server.address").as_deref(),
+        Some("127.0.0.1")
+    );
+    let port = attribute(commit, "server.port").expect("the coordinator's server.port");
+    assert!(port.parse::<u16>().is_ok(), "server.port {port}");
 }

@@ -51,6 +51,7 @@ use crate::error::{Error, Result};
 use crate::net::connection::BrokerLink;
 use crate::net::metadata::metadata_request;
 use crate::net::ready::{Probe, first_metadata};
+use crate::observe::semconv;
 use crate::protocol::error_code::ErrorCode;
 use crate::telemetry::{InstanceIdCell, Telemetry, TelemetryConfig, link_samples};
 use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
@@ -494,7 +495,7 @@ impl Handle {
     async fn commit_until(&self, offsets: &[OffsetToCommit], deadline: Instant) -> Result<()> {
         let span = self.shared.observer.settle_span(offsets);
         let result = self
-            .commit_attempts(offsets, deadline)
+            .commit_attempts(offsets, deadline, &span)
             .instrument(span.clone())
             .await;
         if let Err(error) = &result {
@@ -503,7 +504,13 @@ impl Handle {
         result
     }
 
-    async fn commit_attempts(&self, offsets: &[OffsetToCommit], deadline: Instant) -> Result<()> {
+    /// The attempts of one commit; `span` is its settle span, which learns the coordinator.
+    async fn commit_attempts(
+        &self,
+        offsets: &[OffsetToCommit],
+        deadline: Instant,
+        span: &tracing::Span,
+    ) -> Result<()> {
         self.fatal()?;
         self.group_required("commit offsets")?;
         if offsets.is_empty() {
@@ -520,6 +527,7 @@ impl Handle {
             let hold = self.hold_generation(deadline).await;
             let request = offset_commit_request(hold.metadata(), offsets);
             let link = self.coordinator_link(deadline).await?;
+            semconv::record_server(span, link.address());
             let left = deadline.saturating_duration_since(Instant::now());
             let started = Instant::now();
             match call(&link, request, None, Arc::clone(&client_id), left).await {

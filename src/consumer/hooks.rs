@@ -128,7 +128,8 @@ impl Observer {
 
     /// The settle span of one offset commit: `commit`, kind client, with the offsets'
     /// count and their topic when there is one (the conventions' `settle` operation: Kafka
-    /// settles by committing offsets). DEBUG: one per commit.
+    /// settles by committing offsets), and the coordinator's `server.address` /
+    /// `server.port`, recorded by the attempt that reaches it. DEBUG: one per commit.
     pub(crate) fn settle_span(&self, offsets: &[OffsetToCommit]) -> tracing::Span {
         let span = tracing::debug_span!(
             "commit",
@@ -140,6 +141,8 @@ impl Observer {
             messaging.consumer.group.name = tracing::field::Empty,
             messaging.destination.name = tracing::field::Empty,
             messaging.batch.message_count = offsets.len(),
+            server.address = tracing::field::Empty,
+            server.port = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
         if !span.is_disabled() {

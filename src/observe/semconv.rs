@@ -123,6 +123,19 @@ pub(crate) fn server_address(address: &str) -> (&str, Option<u16>) {
     }
 }
 
+/// Records the broker at `address` (`host:port`) as `server.address` / `server.port` on
+/// `span`, which declared both fields.
+pub(crate) fn record_server(span: &tracing::Span, address: &str) {
+    if span.is_disabled() {
+        return;
+    }
+    let (host, port) = server_address(address);
+    span.record("server.address", host);
+    if let Some(port) = port {
+        span.record("server.port", port);
+    }
+}
+
 /// `base` plus `error.type`, a name from a closed set ([`crate::Error::type_name`]).
 pub(crate) fn error_labels(base: &Labels, error_type: &'static str) -> Labels {
     let mut labels = base.clone();

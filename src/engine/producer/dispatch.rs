@@ -246,11 +246,7 @@ impl Engine {
             if !span.is_disabled()
                 && let Some(address) = self.tally.delivery.address_of(broker)
             {
-                let (host, port) = semconv::server_address(address);
-                span.record("server.address", host);
-                if let Some(port) = port {
-                    span.record("server.port", port);
-                }
+                semconv::record_server(&span, address);
             }
             let mut batches = Vec::with_capacity(chosen.len());
             for (tp, sendable) in chosen {
