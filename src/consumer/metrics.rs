@@ -113,17 +113,25 @@ impl ConsumerFigures {
         self.observer.records_lag_max.set(max as f64);
     }
 
-    /// `records` of `tp` handed out by a `poll`.
-    pub(crate) fn consumed(&mut self, tp: &TopicPartition, records: u64) {
+    /// `records` of `tp` handed out by a `poll`, after which its lag is `lag`.
+    pub(crate) fn consumed(
+        &mut self,
+        tp: &TopicPartition,
+        records: u64,
+        lag: Option<PartitionLag>,
+    ) {
         self.records_consumed += records;
-        self.observer
-            .partition(tp)
-            .records_consumed
-            .increment(records);
-        self.observer
-            .partition(tp)
-            .consumed_messages
-            .increment(records);
+        let handles = self.observer.partition(tp);
+        handles.records_consumed.increment(records);
+        handles.consumed_messages.increment(records);
+        if let Some(lag) = lag {
+            handles.lag.set(lag.lag as f64);
+        }
+    }
+
+    /// `records-lag-max` over every owned partition.
+    pub(crate) fn lag_max(&mut self, max: i64) {
+        self.observer.records_lag_max.set(max as f64);
     }
 
     /// An offset commit the coordinator accepted after `latency_ms`.

@@ -37,6 +37,10 @@ impl Fetcher {
         wanted: impl Fn(Offset) -> bool,
         in_flight: &HashSet<u64>,
     ) -> Vec<Asked> {
+        // Almost always none awaits: found without a look-up per partition.
+        if !self.partitions.values().any(|s| wanted(s.offset)) {
+            return Vec::new();
+        }
         partitions
             .filter_map(|tp| {
                 let state = self.partitions.get(tp)?;

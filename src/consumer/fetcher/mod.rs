@@ -66,6 +66,11 @@ pub struct Asked {
 /// application takes an answer's records more slowly than the broker sends them.
 const MAX_ANSWERS_HELD: usize = 2;
 
+/// The fewest records a partition gets in a poll whose even shares would be smaller (see
+/// [`Fetcher::take_records`]): small beside a poll (`max.poll.records` is 500 by default),
+/// large enough that per-run work is spread over many records.
+const CROWDED_RUN: usize = 32;
+
 /// The fetches [`Fetcher::fetch_round`] chose.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct FetchRound {
@@ -340,6 +345,13 @@ impl Fetcher {
     /// poll from the first partition with records, as the Java consumer does (KAFKA-3932,
     /// KIP-387), drains them one after another while fetch-ahead keeps the first one full. A
     /// partition's records stay in offset order; it appears in at most two runs of a poll.
+    ///
+    /// When the shares would be shorter than [`CROWDED_RUN`] records (a thousand partitions
+    /// behind, 500 records a poll), each partition served gets a run of up to that many
+    /// instead, and the next poll starts after the last one served: the
+    /// partitions take turns a run at a time, so their progress stays within a run of each
+    /// other, and the poll pays its per-partition work (a look-up, a metrics update) once per
+    /// run rather than once per record.
     pub fn take_records(
         &mut self,
         fetchable: &[TopicPartition],
@@ -351,21 +363,24 @@ impl Fetcher {
         }
         let start = self.next_start % fetchable.len();
         self.next_start = start + 1;
-        let (after, before) = fetchable.split_at(start);
-        let order = || before.iter().chain(after);
-        let holding = |tp: &TopicPartition| {
-            self.partitions
-                .get(tp)
-                .is_some_and(|s| !s.paused && s.holds_records())
-        };
-        let mut sharing = order().filter(|tp| holding(tp)).count();
+        // Those holding records, found in one walk; the rounds below visit only them, from
+        // the `start`-th fetchable partition on, then from the first.
+        let mut holders: Vec<(usize, &TopicPartition)> = self
+            .fetchable_states(fetchable)
+            .filter(|(_, _, s)| !s.paused && s.holds_records())
+            .map(|(i, tp, _)| (i, tp))
+            .collect();
+        let first = holders.partition_point(|(i, _)| *i < start);
+        holders.rotate_left(first);
+        let mut sharing = holders.len();
         if sharing == 0 {
             return None;
         }
+        let crowded = limit.div_ceil(sharing) < CROWDED_RUN;
         let mut out = Vec::with_capacity(limit);
         // The even round, then one without shares for the room left.
         for even in [true, false] {
-            for tp in order() {
+            for &(index, tp) in &holders {
                 let room = limit - out.len();
                 if room == 0 {
                     break;
@@ -377,7 +392,12 @@ impl Fetcher {
                 else {
                     continue;
                 };
-                let want = if even {
+                let want = if crowded {
+                    if even {
+                        self.next_start = index + 1;
+                    }
+                    room.min(CROWDED_RUN)
+                } else if even {
                     let share = room.div_ceil(sharing);
                     sharing -= 1;
                     share
@@ -401,23 +421,35 @@ impl Fetcher {
         self.decode_error.take()
     }
 
+    /// The states of the `fetchable` partitions this fetcher holds, in `fetchable`'s order.
+    /// The membership hands `fetchable` sorted (a map's keys), so it and the partitions are
+    /// walked side by side, without a look-up per partition: rounds and polls run at every
+    /// turn, over thousands of partitions. An unsorted slice (a manual assignment in the
+    /// user's order) is looked up partition by partition.
+    fn fetchable_states<'s: 'b, 'f: 'b, 'b>(
+        &'s self,
+        fetchable: &'f [TopicPartition],
+    ) -> Box<dyn Iterator<Item = (usize, &'f TopicPartition, &'s PartitionState)> + 'b> {
+        let listed = fetchable.iter().enumerate();
+        if !fetchable.is_sorted() {
+            return Box::new(listed.filter_map(|(i, tp)| Some((i, tp, self.partitions.get(tp)?))));
+        }
+        let mut held = self.partitions.iter().peekable();
+        Box::new(listed.filter_map(move |(i, tp)| {
+            while held.next_if(|(key, _)| *key < tp).is_some() {}
+            held.next_if(|(key, _)| *key == tp)
+                .map(|(_, state)| (i, tp, state))
+        }))
+    }
+
     /// The `fetchable` partitions to fetch now: positioned, not paused, and holding fewer
     /// than [`MAX_ANSWERS_HELD`] answers (a partition whose answer is being read is fetched
-    /// ahead from where that answer ends).
+    /// ahead from where that answer ends). What [`Fetcher::fetch_round`] chooses from; the
+    /// tests read it.
+    #[cfg(test)]
     pub fn to_fetch(&self, fetchable: &[TopicPartition]) -> Vec<Fetched> {
-        fetchable
-            .iter()
-            .filter_map(|tp| {
-                let state = self.partitions.get(tp)?;
-                match state.offset {
-                    Offset::Ready(offset)
-                        if !state.paused && state.readers.len() < MAX_ANSWERS_HELD =>
-                    {
-                        Some((tp.clone(), state.token, offset))
-                    }
-                    _ => None,
-                }
-            })
+        self.fetchable_states(fetchable)
+            .filter_map(|(_, tp, state)| Some((tp.clone(), state.token, state.fetch_offset()?)))
             .collect()
     }
 
@@ -438,44 +470,63 @@ impl Fetcher {
     /// and sends no fetch to a broker while any of its partitions has buffered data
     /// (KAFKA-17182), and franz-go fetches again from a broker only once its buffered fetch was
     /// taken; both give up the fetch ahead that keeps a steady read from waiting a round trip.
+    ///
+    /// A round that sends nothing (the usual turn of a consumer whose answers are all being
+    /// read) allocates nothing: the fetches are listed only for the brokers that get one.
     pub fn fetch_round(
         &self,
         fetchable: &[TopicPartition],
         leader: impl Fn(&TopicPartition) -> Option<BrokerId>,
     ) -> FetchRound {
+        /// What a round found of one broker's partitions.
+        #[derive(Default)]
+        struct BrokerRound {
+            /// Some partition may be fetched from it.
+            candidates: bool,
+            /// Some candidate is not at the end the latest answer reported.
+            behind: bool,
+            /// Some partition's records from it are being read.
+            reading: bool,
+        }
         let mut round = FetchRound::default();
-        let mut by_broker: BTreeMap<BrokerId, Vec<Fetched>> = BTreeMap::new();
-        let source = |tp: &TopicPartition| {
-            self.partitions
-                .get(tp)
-                .and_then(|s| s.read_replica)
-                .or_else(|| leader(tp))
-        };
-        for fetched in self.to_fetch(fetchable) {
-            match source(&fetched.0) {
-                Some(broker) => by_broker.entry(broker).or_default().push(fetched),
-                None => round.leaderless = true,
+        let mut brokers: BTreeMap<BrokerId, BrokerRound> = BTreeMap::new();
+        let source =
+            |tp: &TopicPartition, state: &PartitionState| state.read_replica.or_else(|| leader(tp));
+        for (_, tp, state) in self.fetchable_states(fetchable) {
+            let reading = !state.paused && state.holds_records();
+            let offset = state.fetch_offset();
+            if !reading && offset.is_none() {
+                continue;
+            }
+            let Some(broker) = source(tp, state) else {
+                round.leaderless |= offset.is_some();
+                continue;
+            };
+            let found = brokers.entry(broker).or_default();
+            found.reading |= reading;
+            if let Some(offset) = offset {
+                found.candidates = true;
+                found.behind |= !state.caught_up_at(offset, self.config.isolation);
             }
         }
-        let reading: HashSet<BrokerId> = fetchable
-            .iter()
-            .filter(|tp| {
-                self.partitions
-                    .get(*tp)
-                    .is_some_and(|s| !s.paused && s.holds_records())
-            })
-            .filter_map(source)
+        let sending: Vec<BrokerId> = brokers
+            .into_iter()
+            .filter(|(_, b)| b.candidates && (b.behind || !b.reading))
+            .map(|(broker, _)| broker)
             .collect();
-        for (broker, fetched) in by_broker {
-            let would_wait = fetched.iter().all(|(tp, _, offset)| {
-                self.partitions
-                    .get(tp)
-                    .is_some_and(|s| s.caught_up_at(*offset, self.config.isolation))
-            });
-            if !(would_wait && reading.contains(&broker)) {
-                round.fetches.push((broker, fetched));
+        if sending.is_empty() {
+            return round;
+        }
+        let mut fetches: BTreeMap<BrokerId, Vec<Fetched>> =
+            sending.into_iter().map(|b| (b, Vec::new())).collect();
+        for (_, tp, state) in self.fetchable_states(fetchable) {
+            if let (Some(offset), Some(broker)) = (state.fetch_offset(), source(tp, state))
+                && let Some(fetched) = fetches.get_mut(&broker)
+            {
+                fetched.push((tp.clone(), state.token, offset));
             }
         }
+        round.fetches = fetches.into_iter().collect();
         round
     }
 
@@ -492,22 +543,19 @@ impl Fetcher {
                 .unwrap_or(-1)
         };
         let session = self.sessions.next_fetch(broker, fetched, leader_epoch);
-        let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+        let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
         for (tp, _, offset) in session.named.iter().filter_map(|&i| fetched.get(i)) {
-            topics
-                .entry(tp.topic.to_string())
-                .or_default()
-                .push(FetchPartition {
-                    partition: tp.partition,
-                    // KIP-320: a leader behind this epoch answers UNKNOWN_LEADER_EPOCH, one past
-                    // it FENCED_LEADER_EPOCH (our metadata is stale), instead of records.
-                    current_leader_epoch: self.leader_epoch(tp),
-                    fetch_offset: *offset,
-                    last_fetched_epoch: -1,
-                    log_start_offset: -1,
-                    partition_max_bytes: self.config.partition_max_bytes,
-                    ..FetchPartition::default()
-                });
+            topics.entry(&tp.topic).or_default().push(FetchPartition {
+                partition: tp.partition,
+                // KIP-320: a leader behind this epoch answers UNKNOWN_LEADER_EPOCH, one past
+                // it FENCED_LEADER_EPOCH (our metadata is stale), instead of records.
+                current_leader_epoch: self.leader_epoch(tp),
+                fetch_offset: *offset,
+                last_fetched_epoch: -1,
+                log_start_offset: -1,
+                partition_max_bytes: self.config.partition_max_bytes,
+                ..FetchPartition::default()
+            });
         }
         let mut forgotten: BTreeMap<String, Vec<i32>> = BTreeMap::new();
         for tp in &session.forgotten {
@@ -535,7 +583,7 @@ impl Fetcher {
             topics: topics
                 .into_iter()
                 .map(|(topic, partitions)| FetchTopic {
-                    topic,
+                    topic: topic.to_owned(),
                     topic_id: [0; 16],
                     partitions,
                 })
@@ -547,7 +595,11 @@ impl Fetcher {
     /// The lag of `tp` as of its latest fetch answer: the log's end (the last stable offset
     /// under `read_committed`, what such a reader can reach) minus the position.
     pub fn lag(&self, tp: &TopicPartition) -> Option<PartitionLag> {
-        let state = self.partitions.get(tp)?;
+        self.lag_of(self.partitions.get(tp)?)
+    }
+
+    /// [`Fetcher::lag`] of a partition's state.
+    fn lag_of(&self, state: &PartitionState) -> Option<PartitionLag> {
         let (high_watermark, last_stable_offset) = state.log_end?;
         let position = state.position()?;
         let end = readable_end(self.config.isolation, high_watermark, last_stable_offset);
@@ -574,8 +626,8 @@ impl Fetcher {
     /// The largest [`Fetcher::lag`] of the owned partitions (0 when none has one).
     pub fn max_lag(&self) -> i64 {
         self.partitions
-            .keys()
-            .filter_map(|tp| self.lag(tp))
+            .values()
+            .filter_map(|s| self.lag_of(s))
             .map(|l| l.lag)
             .max()
             .unwrap_or(0)
@@ -584,8 +636,8 @@ impl Fetcher {
     /// [`Fetcher::lag`] of every owned partition that has one.
     pub fn lags(&self) -> BTreeMap<TopicPartition, PartitionLag> {
         self.partitions
-            .keys()
-            .filter_map(|tp| Some((tp.clone(), self.lag(tp)?)))
+            .iter()
+            .filter_map(|(tp, s)| Some((tp.clone(), self.lag_of(s)?)))
             .collect()
     }
 
@@ -636,10 +688,13 @@ impl Fetcher {
         for topic in response.responses {
             let name: Arc<str> = Arc::from(topic.topic.as_str());
             for p in topic.partitions {
-                let tp = TopicPartition::new(Arc::clone(&name), p.partition_index);
-                let Some(&(token, offset)) = asked.get(&tp) else {
+                let answered = TopicPartition::new(Arc::clone(&name), p.partition_index);
+                // The asked key shares the owned partition's name, so the look-ups below
+                // compare no names (see `TopicPartition`'s ordering).
+                let Some((tp, &(token, offset))) = asked.get_key_value(&answered) else {
                     continue;
                 };
+                let tp = tp.clone();
                 let Some(state) = self.partitions.get_mut(&tp) else {
                     continue;
                 };
@@ -705,7 +760,7 @@ impl Fetcher {
                     continue;
                 };
                 let reader = PartitionReader::new(
-                    &name,
+                    &tp.topic,
                     tp.partition,
                     bytes.clone(),
                     offset,

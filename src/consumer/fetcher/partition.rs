@@ -87,6 +87,19 @@ impl PartitionState {
         }
     }
 
+    /// Where a fetch for it starts, if one may go now: positioned, not paused, and holding
+    /// fewer than [`super::MAX_ANSWERS_HELD`] answers.
+    pub(super) fn fetch_offset(&self) -> Option<i64> {
+        match self.offset {
+            Offset::Ready(offset)
+                if !self.paused && self.readers.len() < super::MAX_ANSWERS_HELD =>
+            {
+                Some(offset)
+            }
+            _ => None,
+        }
+    }
+
     /// Whether records are held for delivery: decoded, or in answers not read to their end.
     pub(super) fn holds_records(&self) -> bool {
         !self.buffered.is_empty() || !self.readers.is_empty()

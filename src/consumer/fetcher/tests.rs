@@ -216,9 +216,15 @@ fn caught_up_partitions_wait_for_the_next_fetch_of_a_broker_being_read() {
 /// `f`'s partitions 0..4, each given one answer of `records` records from offset 0.
 fn four_with_backlog(f: &mut Fetcher, records: &[usize; 4]) -> [TopicPartition; 4] {
     let all = [tp(0), tp(1), tp(2), tp(3)];
-    f.assigned(&all, true);
+    with_backlog(f, &all, records);
+    all
+}
+
+/// `all` assigned from offset 0, partition i answered with `records[i]` records.
+fn with_backlog(f: &mut Fetcher, all: &[TopicPartition], records: &[usize]) {
+    f.assigned(all, true);
     answer_committed(f, all.iter().map(|tp| (tp.clone(), Some(0))).collect());
-    let fetched = f.to_fetch(&all);
+    let fetched = f.to_fetch(all);
     let parts: Vec<(i32, Option<Bytes>, i64)> = records
         .iter()
         .enumerate()
@@ -226,7 +232,6 @@ fn four_with_backlog(f: &mut Fetcher, records: &[usize; 4]) -> [TopicPartition; 
         .map(|(p, n)| (p as i32, Some(batch(0, *n)), 1_000))
         .collect();
     f.apply_fetch(BROKER, answers(&parts), fetched);
-    all
 }
 
 /// The records of each partition in `taken`, by partition: their offsets in order.
@@ -240,12 +245,13 @@ fn by_partition(taken: &[ConsumerRecord]) -> BTreeMap<i32, Vec<i64>> {
 
 #[test]
 fn every_partition_gets_its_share_of_each_poll() {
-    let mut f = fetcher_of(6);
-    let all = four_with_backlog(&mut f, &[100; 4]);
+    // 130 records a poll among 4: shares of 33, 33, 32 and 32, the larger ones moving on.
+    let mut f = fetcher_of(130);
+    let all = four_with_backlog(&mut f, &[400; 4]);
     let mut delivered: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
     for poll in 1..=8 {
         let taken = f.take_records(&all, usize::MAX).unwrap();
-        assert_eq!(taken.len(), 6, "a full poll");
+        assert_eq!(taken.len(), 130, "a full poll");
         let shares = by_partition(&taken);
         assert_eq!(
             shares.len(),
@@ -259,11 +265,11 @@ fn every_partition_gets_its_share_of_each_poll() {
         let spread = counts.iter().max().unwrap() - counts.iter().min().unwrap();
         assert!(spread <= 2, "poll {poll}: {counts:?}");
         if poll % 4 == 0 {
-            assert!(counts.iter().all(|n| *n == poll / 4 * 6), "{counts:?}");
+            assert!(counts.iter().all(|n| *n == poll / 4 * 130), "{counts:?}");
         }
     }
     for offsets in delivered.values() {
-        assert_eq!(*offsets, (0..12).collect::<Vec<i64>>(), "in order, once");
+        assert_eq!(*offsets, (0..260).collect::<Vec<i64>>(), "in order, once");
     }
     // One record a poll: the partitions take turns.
     let mut f = fetcher_of(1);
@@ -272,6 +278,81 @@ fn every_partition_gets_its_share_of_each_poll() {
         .map(|_| f.take_records(&all, usize::MAX).unwrap()[0].partition)
         .collect();
     assert_eq!(turns, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+}
+
+#[test]
+fn a_poll_with_less_room_than_partitions_serves_them_a_run_at_a_time() {
+    // 40 partitions behind by 100 records each, 64 records a poll (shares of 2): two runs of
+    // 32 a poll,
+    // the partitions in turn, so every one has been served once after 20 polls and their
+    // progress never differs by more than a run.
+    let mut f = fetcher_of(64);
+    let all: Vec<TopicPartition> = (0..40).map(tp).collect();
+    with_backlog(&mut f, &all, &[100; 40]);
+    let mut delivered: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for poll in 1..=60 {
+        let taken = f.take_records(&all, usize::MAX).unwrap();
+        assert_eq!(taken.len(), 64, "a full poll");
+        let runs = by_partition(&taken);
+        assert!(
+            runs.values().all(|offsets| offsets.len() == 32),
+            "poll {poll}: {:?}",
+            runs.iter().map(|(p, o)| (*p, o.len())).collect::<Vec<_>>()
+        );
+        for (p, offsets) in runs {
+            delivered.entry(p).or_default().extend(offsets);
+        }
+        let counts: Vec<usize> = (0..40)
+            .map(|p| delivered.get(&p).map_or(0, Vec::len))
+            .collect();
+        let spread = counts.iter().max().unwrap() - counts.iter().min().unwrap();
+        assert!(spread <= 32, "poll {poll}: {counts:?}");
+        if poll % 20 == 0 {
+            assert!(counts.iter().all(|n| *n == poll / 20 * 32), "{counts:?}");
+        }
+    }
+    for offsets in delivered.values() {
+        assert_eq!(*offsets, (0..96).collect::<Vec<i64>>(), "in order, once");
+    }
+}
+
+#[test]
+fn fetchable_lists_in_any_order_are_served_alike() {
+    // The membership hands its partitions sorted, a manual assignment in the user's order,
+    // and either may name partitions the fetcher no longer holds: the same partitions are
+    // fetched and served, the turns following the list's order.
+    let mut f = fetcher_of(1);
+    let all = four_with_backlog(&mut f, &[10, 10, 0, 10]);
+    let unsorted = [tp(3), tp(9), tp(1), tp(0), tp(2)];
+    let sorted = [tp(0), tp(1), tp(2), tp(3), tp(9)];
+    let turns: Vec<i32> = (0..6)
+        .map(|_| f.take_records(&unsorted, usize::MAX).unwrap()[0].partition)
+        .collect();
+    // More partitions hold records than a poll has room for: each poll starts after the one
+    // the last served, down the list (3, 9, 1, 0, 2, then 3 again).
+    assert_eq!(turns, vec![3, 1, 0, 3, 1, 0], "{turns:?}");
+    let partitions = |fetched: Vec<Fetched>| -> Vec<i32> {
+        let mut p: Vec<i32> = fetched.iter().map(|(tp, _, _)| tp.partition).collect();
+        p.sort_unstable();
+        p
+    };
+    assert_eq!(
+        partitions(f.to_fetch(&unsorted)),
+        partitions(f.to_fetch(&sorted))
+    );
+    assert_eq!(partitions(f.to_fetch(&sorted)), vec![0, 1, 2, 3]);
+    let by_broker = |round: FetchRound| -> Vec<(BrokerId, Vec<i32>)> {
+        round
+            .fetches
+            .into_iter()
+            .map(|(b, fetched)| (b, partitions(fetched)))
+            .collect()
+    };
+    assert_eq!(
+        by_broker(f.fetch_round(&unsorted, leader)),
+        by_broker(f.fetch_round(&sorted, leader))
+    );
+    assert_eq!(all.len(), 4);
 }
 
 #[test]

@@ -89,6 +89,9 @@ pub struct ConsumerMember {
     epoch: i32,
     /// The partitions owned, with their topic ids.
     owned: BTreeMap<TopicPartition, TopicId>,
+    /// `owned` by topic id, kept beside it: what heartbeats report and what the target is
+    /// compared with, at every turn and poll, without being rebuilt from `owned` each time.
+    owned_ids: OwnedSet,
     /// The owned set the coordinator last acknowledged; `None`: it must get it in full.
     owned_sent: Option<OwnedSet>,
     /// The heartbeat in flight.
@@ -153,6 +156,7 @@ impl ConsumerMember {
             subscription_version: 0,
             epoch: 0,
             owned: BTreeMap::new(),
+            owned_ids: OwnedSet::new(),
             owned_sent: None,
             in_flight: None,
             target: None,
@@ -202,7 +206,9 @@ impl ConsumerMember {
     /// heartbeat (sent at once) tells the coordinator.
     pub fn on_poll(&mut self, _now: Millis) {
         for partition in std::mem::take(&mut self.revoking) {
-            self.owned.remove(&partition);
+            if let Some(id) = self.owned.remove(&partition) {
+                self.owned_ids.remove(&(id, partition.partition));
+            }
         }
         if self.paused_until_poll {
             self.paused_until_poll = false;
@@ -249,13 +255,6 @@ impl ConsumerMember {
         self.heartbeat_interval_ms
     }
 
-    fn owned_set(&self) -> OwnedSet {
-        self.owned
-            .iter()
-            .map(|(tp, id)| (*id, tp.partition))
-            .collect()
-    }
-
     /// The heartbeat to send now, if one is due.
     pub fn poll_request(&mut self, now: Millis) -> Option<ConsumerGroupHeartbeatRequest> {
         if self.in_flight.is_some() || self.leaving || self.paused_until_poll {
@@ -264,8 +263,7 @@ impl ConsumerMember {
         if self.subscription.is_empty() && self.regex.is_none() && self.epoch == 0 {
             return None;
         }
-        let owned = self.owned_set();
-        let owned_changed = self.owned_sent.as_ref() != Some(&owned);
+        let owned_changed = self.owned_sent.as_ref() != Some(&self.owned_ids);
         let due = self.next_heartbeat.is_none_or(|at| at <= now)
             || self.epoch == 0
             || owned_changed
@@ -274,7 +272,7 @@ impl ConsumerMember {
             return None;
         }
         let joining = self.epoch == 0;
-        let send_owned = (joining || owned_changed).then_some(owned);
+        let send_owned = (joining || owned_changed).then(|| self.owned_ids.clone());
         let send_subscription = joining || !self.subscription_sent;
         // Fields left null are unchanged since the last heartbeat the coordinator took; a
         // join and the heartbeat after a change send them in full, as the Java consumer does.
@@ -389,6 +387,7 @@ impl ConsumerMember {
         self.membership += 1;
         let lost: Vec<_> = self.owned.keys().cloned().collect();
         self.owned.clear();
+        self.owned_ids.clear();
         self.revoking.clear();
         self.target = None;
         self.epoch = 0;
@@ -429,6 +428,10 @@ impl ConsumerMember {
             // Wait for the user's next poll to finish the revocation.
             return None;
         }
+        if *target == self.owned_ids {
+            // Reconciled (the state at almost every poll): nothing to revoke or take.
+            return None;
+        }
         let revoke: Vec<TopicPartition> = self
             .owned
             .iter()
@@ -449,10 +452,9 @@ impl ConsumerMember {
             // simulation with membership in the background.
             return None;
         }
-        let owned = self.owned_set();
         let mut added = Vec::new();
         for (id, partition) in target {
-            if owned.contains(&(*id, *partition)) {
+            if self.owned_ids.contains(&(*id, *partition)) {
                 continue;
             }
             // A topic id the metadata does not know yet is taken on a later call.
@@ -462,6 +464,8 @@ impl ConsumerMember {
                 added.push(tp);
             }
         }
+        self.owned_ids
+            .extend(added.iter().map(|tp| (self.owned[tp], tp.partition)));
         (!added.is_empty()).then_some(MembershipEvent::Assigned(added))
     }
 
@@ -482,6 +486,9 @@ impl ConsumerMember {
     pub fn fetchable(&self) -> Vec<TopicPartition> {
         if self.unverified {
             return Vec::new();
+        }
+        if self.revoking.is_empty() {
+            return self.owned.keys().cloned().collect();
         }
         self.owned
             .keys()

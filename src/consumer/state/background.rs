@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
-use super::{Completion, ConsumerState, View};
+use super::{Completion, ConsumerState, View, leader_in};
 use crate::consumer::calls::{call, call_built, find_coordinator, membership_call};
 use crate::consumer::fetcher::{Asked, Followup};
 use crate::consumer::membership::{Membership, MembershipRequest, MembershipResponse, TopicView};
@@ -20,7 +20,7 @@ use crate::consumer::metrics::elapsed_ms;
 use crate::consumer::offsets::{PartitionCommitted, committed_offsets, offset_fetch_request};
 use crate::error::{Error, ErrorChain, Result};
 use crate::net::connection::BrokerLink;
-use crate::net::metadata::metadata_request;
+use crate::net::metadata::{TopicMetadata, metadata_request};
 use crate::protocol::Request;
 use crate::protocol::error_code::ErrorCode;
 use crate::protocol::messages::fetch::FetchResponse;
@@ -122,11 +122,22 @@ impl ConsumerState {
             }
             Membership::Manual(_) => {}
         }
+        // Partitions come in topic order: each topic is named once and its metadata looked up
+        // once, however many of its partitions are owned.
+        let mut topic: Option<(&str, Option<&TopicMetadata>)> = None;
         for tp in self.fetcher.partitions() {
-            if self.leader_of(tp).is_none() {
+            let known = match topic {
+                Some((name, known)) if name == &*tp.topic => known,
+                _ => {
+                    let known = self.metadata.topics.get(&*tp.topic);
+                    wanted.push(tp.topic.to_string());
+                    topic = Some((&tp.topic, known));
+                    known
+                }
+            };
+            if leader_in(known, tp.partition).is_none() {
                 self.metadata_stale = true;
             }
-            wanted.push(tp.topic.to_string());
         }
         wanted.sort();
         wanted.dedup();
@@ -303,6 +314,13 @@ impl ConsumerState {
 
     fn start_fetches(&mut self, now: Millis, tasks: &mut JoinSet<Completion>) {
         if !Self::due(self.fetch_retry_at, now) {
+            return;
+        }
+        // Every broker has its fetch in flight (the usual state of a busy consumer): no round
+        // could send anything, so none is computed; each turn would otherwise look at every
+        // owned partition. A partition without a leader is noticed by `start_work` meanwhile.
+        let brokers = &self.metadata.brokers;
+        if !brokers.is_empty() && brokers.keys().all(|b| self.fetching.contains(b)) {
             return;
         }
         // A fetch of caught-up partitions only is held back while the same broker's records

@@ -518,12 +518,7 @@ impl ConsumerState {
     }
 
     fn leader_of(&self, tp: &TopicPartition) -> Option<BrokerId> {
-        match self.metadata.topics.get(&tp.topic)? {
-            TopicMetadata::Known { leaders } => {
-                *leaders.get(usize::try_from(tp.partition).ok()?)?
-            }
-            TopicMetadata::Failed(_) => None,
-        }
+        leader_in(self.metadata.topics.get(&*tp.topic), tp.partition)
     }
 
     /// When a request that failed at `now` may go again (`retry.backoff.ms` later).
@@ -652,5 +647,13 @@ fn fetch_config(config: &ConsumerConfig) -> FetchConfig {
         partition_max_bytes: config.max_partition_fetch_bytes,
         list_timeout_ms: i32::try_from(config.request_timeout_ms).unwrap_or(i32::MAX),
         rack: config.client_rack.clone(),
+    }
+}
+
+/// The leader of `partition` by its topic's metadata, if the metadata knows one.
+fn leader_in(topic: Option<&TopicMetadata>, partition: i32) -> Option<BrokerId> {
+    match topic? {
+        TopicMetadata::Known { leaders } => *leaders.get(usize::try_from(partition).ok()?)?,
+        TopicMetadata::Failed(_) => None,
     }
 }

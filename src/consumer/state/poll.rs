@@ -79,17 +79,16 @@ impl ConsumerState {
             .take_records(&self.membership.fetchable(), limit);
         if let Some(records) = &records {
             // take_records hands a partition's records out in runs (at most two: its share,
-            // then some of the room the others left): one count per run.
-            let mut handed = Vec::new();
-            for run in records.chunk_by(|a, b| a.partition == b.partition && a.topic == b.topic) {
+            // then some of the room the others left): one count per run, with the lag its
+            // position now has.
+            for run in records
+                .chunk_by(|a, b| a.partition == b.partition && Arc::ptr_eq(&a.topic, &b.topic))
+            {
                 let tp = TopicPartition::new(Arc::clone(&run[0].topic), run[0].partition);
-                self.figures.consumed(&tp, run.len() as u64);
-                handed.push(tp);
+                let lag = self.fetcher.lag(&tp);
+                self.figures.consumed(&tp, run.len() as u64, lag);
             }
-            handed.sort();
-            handed.dedup();
-            // The positions moved: so did the lags.
-            self.observe_lags(&handed);
+            self.figures.lag_max(self.fetcher.max_lag());
         }
         // A batch that failed to decode is reported after the records before it.
         if let Some(e) = self.fetcher.take_decode_error() {
@@ -127,7 +126,18 @@ impl ConsumerState {
     /// Drops what is buffered for partitions this member no longer owns, at once: a fenced
     /// member delivers nothing more of them (the partitions may be another member's already).
     pub(super) fn drop_unowned(&mut self) {
-        let owned: HashSet<TopicPartition> = self.membership.owned().into_iter().collect();
+        let mut owned = self.membership.owned();
+        owned.sort_unstable();
+        // At almost every poll nothing is to drop: a check without a set of every partition
+        // (`consumed` only ever holds partitions the fetcher holds).
+        if self
+            .fetcher
+            .partitions()
+            .all(|tp| owned.binary_search(tp).is_ok())
+        {
+            return;
+        }
+        let owned: HashSet<TopicPartition> = owned.into_iter().collect();
         self.fetcher.retain(&owned);
         self.consumed.retain(|tp, _| owned.contains(tp));
     }
