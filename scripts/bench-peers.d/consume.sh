@@ -10,9 +10,10 @@ consume_aborted=4        # aborted transactions of the same size between them
 # timed here.
 copy_commit_records=10000
 copy_commit_ms=1000
-# Both copiers' producers batch up to $batch_size (the producer benchmark's 1 MiB, about
-# franz-go's default of 1,000,012 B; examples/copy's default batch.size is Java's 16 KiB, which
-# costs it CPU per record that franz-go does not spend).
+# Both copiers' producers batch up to $batch_size (--batch-size: by default the producer
+# benchmark's 1 MiB, about franz-go's default of 1,000,012 B; examples/copy's default batch.size
+# is Java's 16 KiB, which costs it CPU per record that franz-go does not spend), franz-go's at
+# least $franz_batch_size (the least kgo takes; the report says so when it differs).
 
 # The committed records of the input at record size $1: --records at 100 B, a quarter of it
 # from 1 KiB on (the producer benchmark's calibration sizes, in the same ratio).
@@ -108,15 +109,15 @@ consume_run() {
 # per second, their p99 time and the spread of progress across the source partitions.
 copy_run() {
   local round="$1" copier="$2" size="$3" topic="$4" count="$5" dest="$4-copy-$2-$1" name="copy-$1-$2-$3"
-  local status=ok wall user sys rss copied last checked read distinct duplicates reordered foreign program stats
+  local status=ok wall user sys rss copied last checked read distinct duplicates reordered foreign program stats batch
   case "$copier" in
-    exactly) program=("$bin/copy") ;;
-    franz) program=("$bin/franz-perf" copy) ;;
+    exactly) program=("$bin/copy") batch="$batch_size" ;;
+    franz) program=("$bin/franz-perf" copy) batch="$franz_batch_size" ;;
   esac
   create_topic "$dest" || die "could not create $dest"
   if ! timeout -k 10 $((consume_timeout + 60)) /usr/bin/time -f '%e %U %S %M' -o "$runs/$name.time" \
     "${program[@]}" "$client_bootstrap" "$topic" "$dest" "bench-$run_id-copy-$copier-$size-$round" "bench-$run_id-copy-$copier-$size-$round" \
-    --commit-records "$copy_commit_records" --commit-ms "$copy_commit_ms" --idle-seconds 3 --batch-size "$batch_size" \
+    --commit-records "$copy_commit_records" --commit-ms "$copy_commit_ms" --idle-seconds 3 --batch-size "$batch" \
     >"$runs/$name.out" 2>"$runs/$name.err"; then
     status=failed
     log "$name failed or timed out; see $runs/$name.{out,err}"
@@ -170,7 +171,7 @@ consume_main() {
   tsv="$out/consume-runs-$run_id.tsv"; : >"$tsv"
   local started=$SECONDS load_before size count topic round c fill_out fills=""
   load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
-  log "run $run_id (--consume): clients [$clients], sizes [$sizes] B, $records records at 100 B, $brokers broker(s), via the proxies at $client_bootstrap"
+  log "run $run_id (--consume): clients [$clients], sizes [$sizes] B, $records records at 100 B, $brokers broker(s), $partitions partitions, batch.size $batch_size B$(franz_batch_note), via the proxies at $client_bootstrap"
   for size in $sizes; do
     count="$(consume_count "$size")"
     topic="bench-$run_id-consume-$size"
@@ -204,7 +205,7 @@ consume_main() {
     echo "Fetch settings at each client's defaults; group protocol at each client's default: exactly KIP-848 (the broker has it),"
     echo "librdkafka, franz-go and Java classic (eager/cooperative join with the broker's group.initial.rebalance.delay.ms=0)."
     echo "The copiers run at their clients' producer and consumer defaults too (exactly: Java's, linger.ms=5; franz-go: linger 10 ms)"
-    echo "but for the batch size, $batch_size B for both, with the same transactions ($copy_commit_records records or $copy_commit_ms ms)."
+    echo "but for the batch size, $batch_size B for both$(franz_batch_note) (the fill's too), with the same transactions ($copy_commit_records records or $copy_commit_ms ms)."
     echo
     echo "Input:"
     echo
