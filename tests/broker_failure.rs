@@ -9,11 +9,11 @@
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use exactly::{Error, Producer, Record};
 use support::Cluster;
-use support::delivery::{Run, value_of};
+use support::delivery::{Outcome, Run, value_of};
 
 /// Generous bound for any one delivery future: delivery timeout plus request timeout plus
 /// slack. A future that takes longer is a stall (P9) and fails the test.
@@ -424,6 +424,129 @@ async fn requests_carry_every_ready_partition() {
         batches as u64 >= 2 * requests,
         "{batches} batches in {requests} requests: requests do not carry every ready partition"
     );
+}
+
+/// One send of [`many_partitions_are_served_evenly`]: its record number, when it was sent, and
+/// the task that awaits its future and says when it resolved.
+type TimedSend = (u64, Instant, tokio::task::JoinHandle<(Instant, Outcome)>);
+
+/// Sends record `n` to `partition` and starts awaiting its future, noting the time of each.
+async fn timed_send(producer: &Producer, topic: &str, n: u64, partition: i32) -> TimedSend {
+    let sent_at = Instant::now();
+    let future = producer
+        .send(Record::to(topic).value(value_of(n)).partition(partition))
+        .await
+        .expect("send");
+    let resolved = tokio::spawn(async move {
+        let outcome = match tokio::time::timeout(RESOLVE_LIMIT, future).await {
+            Err(_) => panic!("the delivery future of record {n} did not resolve in time"),
+            Ok(Ok(meta)) => Outcome::Acked(meta),
+            Ok(Err(e)) if e.is_indeterminate() => Outcome::Indeterminate(e),
+            Ok(Err(e)) => Outcome::Failed(e),
+        };
+        (Instant::now(), outcome)
+    });
+    (n, sent_at, resolved)
+}
+
+/// A thousand partitions on one broker, with Java's batching (16 KiB, `linger.ms` 5): no
+/// partition waits behind the others. A record to every partition at once is acknowledged
+/// for all of them within a bound of the first acknowledgement, and under a paced load the
+/// broker sustains, no record waits more than a few linger intervals and request times
+/// (requests carry the ready batch of every partition of the broker; one capped at one
+/// batch, or a linger timer per partition, let records wait tens of seconds at this count).
+/// Every record once, in order (kcat).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_partitions_are_served_evenly() {
+    const PARTITIONS: u64 = 1_000;
+    /// Records per partition in the paced phase, and the rate they are offered at.
+    const PACED_ROUNDS: u64 = 10;
+    const PACED_PER_SECOND: f64 = 10_000.0;
+    /// At most this many rounds warm the broker up.
+    const WARM_UP_ROUNDS: usize = 5;
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let topic = support::unique_topic("many-partitions");
+    cluster.create_topic(&topic, PARTITIONS as u32, 1, &[]);
+    let producer = producer(&cluster, &[("batch.size", "16384")]).await;
+
+    // The broker's first writes to a thousand new partitions take it seconds, whoever writes
+    // (franz-go's first run on a new topic waits as long): rounds a record to every
+    // partition, not measured, until one is acknowledged within a second.
+    let mut n = 0;
+    let mut warm = Vec::new();
+    for _ in 0..WARM_UP_ROUNDS {
+        let sent_at = Instant::now();
+        let mut round = Vec::new();
+        for p in 0..PARTITIONS {
+            round.push(timed_send(&producer, &topic, n, p as i32).await);
+            n += 1;
+        }
+        let mut took = Duration::ZERO;
+        for (n, _, resolved) in round {
+            let (at, outcome) = resolved.await.expect("the awaiting task");
+            took = took.max(at - sent_at);
+            warm.push((n, outcome));
+        }
+        if took < Duration::from_secs(1) {
+            break;
+        }
+    }
+
+    let first_measured = n;
+    let mut sends = Vec::new();
+    for p in 0..PARTITIONS {
+        sends.push(timed_send(&producer, &topic, n, p as i32).await);
+        n += 1;
+    }
+    let paced_from = Instant::now();
+    for i in 0..PARTITIONS * PACED_ROUNDS {
+        let due = Duration::from_secs_f64(i as f64 / PACED_PER_SECOND);
+        tokio::time::sleep_until((paced_from + due).into()).await;
+        sends.push(timed_send(&producer, &topic, n, (i % PARTITIONS) as i32).await);
+        n += 1;
+    }
+    let mut run = Run { outcomes: warm };
+    let mut burst_acks = Vec::new();
+    let mut paced_waits = Vec::new();
+    for (n, sent_at, resolved) in sends {
+        let (at, outcome) = resolved.await.expect("the awaiting task");
+        if n < first_measured + PARTITIONS {
+            burst_acks.push(at);
+        } else {
+            paced_waits.push(at - sent_at);
+        }
+        run.outcomes.push((n, outcome));
+    }
+    producer.close().await.unwrap();
+    assert_eq!(run.tally().0 as u64, n, "{:?}", run.errors().first());
+
+    let first = *burst_acks.iter().min().unwrap();
+    let last = *burst_acks.iter().max().unwrap();
+    paced_waits.sort();
+    let median = paced_waits[paced_waits.len() / 2];
+    let p99 = paced_waits[paced_waits.len() * 99 / 100];
+    let longest = *paced_waits.last().unwrap();
+    println!(
+        "{PARTITIONS} partitions: first acknowledgements within {:?} of each other; paced \
+         waits: median {median:?}, p99 {p99:?}, max {longest:?}",
+        last - first
+    );
+    assert!(
+        last - first <= Duration::from_secs(1),
+        "the last partition's first acknowledgement came {:?} after the first one's",
+        last - first
+    );
+    // A few linger intervals (5 ms) and request times (the median wait stands for one),
+    // with slack for a shared machine.
+    let bound = Duration::from_millis(20 * 5) + 4 * median + Duration::from_secs(1);
+    assert!(
+        longest <= bound,
+        "a record waited {longest:?} (median {median:?}, bound {bound:?})"
+    );
+    run.verify_log(&cluster, &topic);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
