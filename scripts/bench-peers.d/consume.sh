@@ -15,6 +15,20 @@ copy_commit_ms=1000
 # is Java's 16 KiB, which costs it CPU per record that franz-go does not spend), franz-go's at
 # least $franz_batch_size (the least kgo takes; the report says so when it differs).
 
+# OFFSETS (one per partition) as they are up to 12 partitions, else their least, largest and sum:
+# a report line per partition is no use at a thousand.
+offsets_summary() {
+  local -a offsets
+  read -r -a offsets <<<"$1"
+  if [ "${#offsets[@]}" -le 12 ]; then
+    echo "$1"
+  else
+    printf '%s\n' "${offsets[@]}" | awk '
+      NR == 1 || $1 < min { min = $1 } NR == 1 || $1 > max { max = $1 } { sum += $1 }
+      END { printf "from %d to %d over %d partitions (%d in all)", min, max, NR, sum }'
+  fi
+}
+
 # The committed records of the input at record size $1: --records at 100 B, a quarter of it
 # from 1 KiB on (the producer benchmark's calibration sizes, in the same ratio).
 consume_count() {
@@ -181,7 +195,7 @@ consume_main() {
       --transactions "$consume_transactions" --aborted "$consume_aborted" --partitions "$partitions" \
       --producer-props bootstrap.servers="$client_bootstrap" transactional.id="bench-$run_id-fill-$size" \
       linger.ms=5 batch.size="$batch_size" buffer.memory="$buffer_memory")" || die "filling $topic failed"
-    fills+="- $size B: $fill_out; end offsets $(end_offsets "$topic") (records, aborted records and transaction markers)"$'\n'
+    fills+="- $size B: $fill_out; end offsets $(offsets_summary "$(end_offsets "$topic")") (records, aborted records and transaction markers)"$'\n'
     for round in 1 2; do
       for c in $(order "$round"); do consume_run "$round" "$c" "$size" "$topic" "$count"; done
     done

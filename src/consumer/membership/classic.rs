@@ -571,6 +571,11 @@ impl ClassicMember {
         self.owned.iter().cloned().collect()
     }
 
+    /// Whether `partition` is owned (being revoked or not).
+    pub fn owns(&self, partition: &TopicPartition) -> bool {
+        self.owned.contains(partition)
+    }
+
     /// The partitions to fetch: the owned ones not being revoked. A cooperative member
     /// keeps fetching them through a rebalance (KIP-429); an eager one owns nothing then.
     pub fn fetchable(&self) -> Vec<TopicPartition> {

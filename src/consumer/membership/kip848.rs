@@ -481,6 +481,11 @@ impl ConsumerMember {
         self.owned.keys().cloned().collect()
     }
 
+    /// Whether `partition` is owned (being revoked or not).
+    pub fn owns(&self, partition: &TopicPartition) -> bool {
+        self.owned.contains_key(partition)
+    }
+
     /// The partitions owned and not being revoked (none while a refused commit left it
     /// unknown whether they are still owned).
     pub fn fetchable(&self) -> Vec<TopicPartition> {

@@ -4,6 +4,8 @@
 //! accepts for a group without active members (the Java consumer's "simple consumer" commit
 //! with `assign`).
 
+use std::collections::BTreeSet;
+
 use crate::types::ConsumerGroupMetadata;
 use crate::types::TopicPartition;
 
@@ -12,21 +14,29 @@ use crate::types::TopicPartition;
 pub struct ManualAssignment {
     group_id: String,
     partitions: Vec<TopicPartition>,
+    /// `partitions` sorted, for [`ManualAssignment::owns`].
+    sorted: Vec<TopicPartition>,
 }
 
 impl ManualAssignment {
     /// `partitions` (deduplicated, in order), committing to `group_id` (empty: no group).
     pub fn new(group_id: String, partitions: &[TopicPartition]) -> Self {
-        let mut unique: Vec<TopicPartition> = Vec::with_capacity(partitions.len());
-        for tp in partitions {
-            if !unique.contains(tp) {
-                unique.push(tp.clone());
-            }
-        }
+        let mut seen: BTreeSet<&TopicPartition> = BTreeSet::new();
+        let unique: Vec<TopicPartition> = partitions
+            .iter()
+            .filter(|tp| seen.insert(*tp))
+            .cloned()
+            .collect();
         Self {
             group_id,
             partitions: unique,
+            sorted: seen.into_iter().cloned().collect(),
         }
+    }
+
+    /// Whether `partition` is assigned.
+    pub fn owns(&self, partition: &TopicPartition) -> bool {
+        self.sorted.binary_search(partition).is_ok()
     }
 
     /// The assigned partitions.
@@ -49,6 +59,7 @@ mod tests {
         let tp = |p| TopicPartition::new("t", p);
         let manual = ManualAssignment::new("g".into(), &[tp(1), tp(0), tp(1)]);
         assert_eq!(manual.partitions(), &[tp(1), tp(0)]);
+        assert!(manual.owns(&tp(0)) && manual.owns(&tp(1)) && !manual.owns(&tp(2)));
         let meta = manual.group_metadata();
         assert_eq!(meta.generation_id, -1);
         assert!(meta.member_id.is_empty());

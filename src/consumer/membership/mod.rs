@@ -182,6 +182,15 @@ impl Membership {
         }
     }
 
+    /// Whether `partition` is owned now (see [`Membership::owned`]).
+    pub fn owns(&self, partition: &TopicPartition) -> bool {
+        match self {
+            Membership::Consumer(m) => m.owns(partition),
+            Membership::Classic(m) => m.owns(partition),
+            Membership::Manual(m) => m.owns(partition),
+        }
+    }
+
     /// Partitions that may be fetched: owned and not being revoked.
     pub fn fetchable(&self) -> Vec<TopicPartition> {
         match self {

@@ -126,18 +126,12 @@ impl ConsumerState {
     /// Drops what is buffered for partitions this member no longer owns, at once: a fenced
     /// member delivers nothing more of them (the partitions may be another member's already).
     pub(super) fn drop_unowned(&mut self) {
-        let mut owned = self.membership.owned();
-        owned.sort_unstable();
-        // At almost every poll nothing is to drop: a check without a set of every partition
+        // At almost every poll nothing is to drop: a check that copies no partition
         // (`consumed` only ever holds partitions the fetcher holds).
-        if self
-            .fetcher
-            .partitions()
-            .all(|tp| owned.binary_search(tp).is_ok())
-        {
+        if self.fetcher.partitions().all(|tp| self.membership.owns(tp)) {
             return;
         }
-        let owned: HashSet<TopicPartition> = owned.into_iter().collect();
+        let owned: HashSet<TopicPartition> = self.membership.owned().into_iter().collect();
         self.fetcher.retain(&owned);
         self.consumed.retain(|tp, _| owned.contains(tp));
     }
