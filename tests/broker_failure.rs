@@ -438,12 +438,7 @@ async fn timed_send(producer: &Producer, topic: &str, n: u64, partition: i32) ->
         .await
         .expect("send");
     let resolved = tokio::spawn(async move {
-        let outcome = match tokio::time::timeout(RESOLVE_LIMIT, future).await {
-            Err(_) => panic!("the delivery future of record {n} did not resolve in time"),
-            Ok(Ok(meta)) => Outcome::Acked(meta),
-            Ok(Err(e)) if e.is_indeterminate() => Outcome::Indeterminate(e),
-            Ok(Err(e)) => Outcome::Failed(e),
-        };
+        let outcome = support::delivery::resolve(n, future, RESOLVE_LIMIT).await;
         (Instant::now(), outcome)
     });
     (n, sent_at, resolved)

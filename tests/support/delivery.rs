@@ -26,6 +26,16 @@ pub struct Run {
     pub outcomes: Vec<(u64, Outcome)>,
 }
 
+/// How the delivery future of record `n` resolved; it must within `limit` (P6, P9).
+pub async fn resolve(n: u64, future: DeliveryFuture, limit: Duration) -> Outcome {
+    match tokio::time::timeout(limit, future).await {
+        Err(_) => panic!("the delivery future of record {n} did not resolve within {limit:?}"),
+        Ok(Ok(meta)) => Outcome::Acked(meta),
+        Ok(Err(e)) if e.is_indeterminate() => Outcome::Indeterminate(e),
+        Ok(Err(e)) => Outcome::Failed(e),
+    }
+}
+
 /// The value of record `n`: its number, padded so every value has the same size.
 pub fn value_of(n: u64) -> String {
     format!("rec-{n:010}")
@@ -64,14 +74,7 @@ impl Run {
         for (n, sent) in futures {
             let outcome = match sent {
                 Err(e) => Outcome::Failed(e),
-                Ok(future) => match tokio::time::timeout(limit, future).await {
-                    Err(_) => {
-                        panic!("the delivery future of record {n} did not resolve within {limit:?}")
-                    }
-                    Ok(Ok(meta)) => Outcome::Acked(meta),
-                    Ok(Err(e)) if e.is_indeterminate() => Outcome::Indeterminate(e),
-                    Ok(Err(e)) => Outcome::Failed(e),
-                },
+                Ok(future) => resolve(n, future, limit).await,
             };
             self.outcomes.push((n, outcome));
         }

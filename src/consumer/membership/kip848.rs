@@ -461,11 +461,10 @@ impl ConsumerMember {
             if let Some(name) = view.topic_name(id) {
                 let tp = TopicPartition::new(name, *partition);
                 self.owned.insert(tp.clone(), *id);
+                self.owned_ids.insert((*id, *partition));
                 added.push(tp);
             }
         }
-        self.owned_ids
-            .extend(added.iter().map(|tp| (self.owned[tp], tp.partition)));
         (!added.is_empty()).then_some(MembershipEvent::Assigned(added))
     }
 
