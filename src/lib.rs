@@ -133,13 +133,13 @@ pub use net::secret::Secret;
 #[cfg(feature = "aws-msk-iam")]
 #[cfg_attr(docsrs, doc(cfg(feature = "aws-msk-iam")))]
 pub use net::security::{AwsCredentials, AwsCredentialsProvider};
+pub use net::security::{
+    KerberosLogin, Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, StoreType,
+    TlsConfig, TokenEndpointLogin,
+};
 #[cfg(feature = "sasl-oauthbearer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub use net::security::{OAuthBearerToken, OAuthBearerTokenProvider};
-pub use net::security::{
-    Pem, SaslConfig, SaslMechanism, SecurityConfig, SecurityProtocol, StoreType, TlsConfig,
-    TokenEndpointLogin,
-};
 pub use observe::semconv::DURATION_BUCKETS_SECONDS;
 pub use producer::config::CompressionConfig;
 pub use producer::config::{Acks, ProducerBuilder, ProducerConfig};

@@ -1,7 +1,8 @@
 //! TLS and SASL against the test bed's security listeners (`scripts/testbed`): SSL,
 //! SSL with client certificates required, SASL_SSL (PLAIN, SCRAM-SHA-256/512) and
 //! SASL_PLAINTEXT with OAUTHBEARER (Kafka's unsecured validator, and its JWT validator with the
-//! test bed's identity provider, KIP-768), each behind its own Toxiproxy proxy. Every produce test
+//! test bed's identity provider, KIP-768) and with GSSAPI (the test bed's Kerberos KDC), each
+//! behind its own Toxiproxy proxy. Every produce test
 //! reads the topic back with kcat (librdkafka) over the same listener, with the same kind of
 //! credentials, and checks exactly-once delivery in order (`support::delivery`).
 //!
@@ -39,6 +40,9 @@ struct Bed {
     oauth: String,
     /// The OAUTHBEARER listener that checks RS256 JWTs of the test bed's identity provider.
     oidc: String,
+    /// The GSSAPI (Kerberos) listener.
+    #[cfg_attr(not(feature = "gssapi"), allow(dead_code))]
+    gssapi: String,
     /// That provider's client-credentials token endpoint, and its client.
     token_url: String,
     oidc_client_id: String,
@@ -71,6 +75,7 @@ impl Bed {
                 sasl_ssl: var(&format!("KAFKA_SASL_SSL_BOOTSTRAP{suffix}"))?,
                 oauth: var(&format!("KAFKA_OAUTH_BOOTSTRAP{suffix}"))?,
                 oidc: var(&format!("KAFKA_OIDC_BOOTSTRAP{suffix}"))?,
+                gssapi: var(&format!("KAFKA_GSSAPI_BOOTSTRAP{suffix}"))?,
                 token_url: var("KAFKA_OIDC_TOKEN_URL")?,
                 oidc_client_id: var("KAFKA_OIDC_CLIENT_ID")?,
                 oidc_client_secret: var("KAFKA_OIDC_CLIENT_SECRET")?,
@@ -529,6 +534,33 @@ async fn produce_over_oauthbearer() {
     assert!(*calls.lock().unwrap() >= 1, "the token provider was asked");
 }
 
+/// One transaction of 100 records valued `<prefix>-<i>`, committed or aborted; every delivery
+/// future resolves (a commit's successfully).
+async fn transaction(producer: &Producer, topic: &str, prefix: &str, commit: bool) {
+    producer.begin_transaction().unwrap();
+    let mut futures = Vec::new();
+    for i in 0..100 {
+        let record = Record::to(topic)
+            .key(format!("k{i}"))
+            .value(format!("{prefix}-{i}"));
+        futures.push(producer.send(record).await.unwrap());
+    }
+    if commit {
+        producer.commit_transaction().await.unwrap();
+        for f in futures {
+            tokio::time::timeout(RESOLVE_LIMIT, f)
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    } else {
+        producer.abort_transaction().await.unwrap();
+        for f in futures {
+            let _ = tokio::time::timeout(RESOLVE_LIMIT, f).await.unwrap();
+        }
+    }
+}
+
 async fn transaction_over_sasl_ssl(cluster: Option<Cluster>) {
     let (cluster, bed) = bed!(cluster);
     let _shared = cluster.shared();
@@ -542,28 +574,7 @@ async fn transaction_over_sasl_ssl(cluster: Option<Cluster>) {
     let producer = Producer::from_properties(props).await.unwrap();
     producer.init_transactions().await.unwrap();
     for (prefix, commit) in [("committed", true), ("aborted", false)] {
-        producer.begin_transaction().unwrap();
-        let mut futures = Vec::new();
-        for i in 0..100 {
-            let record = Record::to(&topic)
-                .key(format!("k{i}"))
-                .value(format!("{prefix}-{i}"));
-            futures.push(producer.send(record).await.unwrap());
-        }
-        if commit {
-            producer.commit_transaction().await.unwrap();
-            for f in futures {
-                tokio::time::timeout(RESOLVE_LIMIT, f)
-                    .await
-                    .unwrap()
-                    .unwrap();
-            }
-        } else {
-            producer.abort_transaction().await.unwrap();
-            for f in futures {
-                let _ = tokio::time::timeout(RESOLVE_LIMIT, f).await.unwrap();
-            }
-        }
+        transaction(&producer, &topic, prefix, commit).await;
     }
     producer.close().await.unwrap();
     let listener = Listener::SaslSsl;
@@ -1111,6 +1122,7 @@ ssl.truststore.location={ca}
         sasl_ssl: "pkc-00000.us-east-2.aws.confluent.cloud:9092".into(),
         oauth: String::new(),
         oidc: String::new(),
+        gssapi: String::new(),
         token_url: String::new(),
         oidc_client_id: String::new(),
         oidc_client_secret: String::new(),
@@ -1488,5 +1500,193 @@ ssl.truststore.location={ca}
     );
     for names in ["AWS_MSK_IAM", "UNSUPPORTED_SASL_MECHANISM", "PLAIN"] {
         assert!(error.contains(names), "{names} is in {error}");
+    }
+}
+
+/// SASL/GSSAPI (Kerberos) against the test bed's KDC and its GSSAPI listener (the brokers are
+/// `kafka/127.0.0.1@EXACTLY.TEST`); the process's Kerberos environment (`KRB5_CONFIG`,
+/// `KRB5_CLIENT_KTNAME`, `KRB5CCNAME`) is what `scripts/testbed up` exports.
+#[cfg(feature = "gssapi")]
+mod gssapi {
+    use super::*;
+
+    /// The GSSAPI listener and the Kerberos names of the test bed.
+    struct Kerberos {
+        bootstrap: String,
+        principal: String,
+        unknown_principal: String,
+        client_keytab: String,
+    }
+
+    impl Kerberos {
+        fn of(bed: &Bed) -> Kerberos {
+            let var = |name: &str| {
+                std::env::var(name).unwrap_or_else(|_| {
+                    panic!("{name} is not set; eval \"$(scripts/testbed up)\" exports it")
+                })
+            };
+            Kerberos {
+                bootstrap: bed.gssapi.clone(),
+                principal: var("KAFKA_KERBEROS_PRINCIPAL"),
+                unknown_principal: var("KAFKA_KERBEROS_UNKNOWN_PRINCIPAL"),
+                client_keytab: var("KRB5_CLIENT_KTNAME"),
+            }
+        }
+
+        /// A Java client's `client.properties` for a Kerberos cluster: the JAAS line names the
+        /// keytab and the principal.
+        fn properties(&self, principal: &str) -> Vec<(String, String)> {
+            load_file(&format!(
+                r#"bootstrap.servers={bootstrap}
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=GSSAPI
+sasl.kerberos.service.name=kafka
+sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required \
+    useKeyTab=true storeKey=true keyTab="{keytab}" principal="{principal}";
+request.timeout.ms=3000
+"#,
+                bootstrap = self.bootstrap,
+                keytab = self.client_keytab,
+            ))
+        }
+    }
+
+    /// Transactions over Kerberos for longer than the listener's `connections.max.reauth.ms`
+    /// (10 s, so connections re-authenticate, KIP-368, mid-run): three committed, one aborted.
+    /// kcat reads the log over the plaintext listener (read_committed: the commits only), and
+    /// a consumer logging in with Kerberos reads the same.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gssapi_produce_and_consume() {
+        let (cluster, bed) = bed!(Cluster::single());
+        let _shared = cluster.shared();
+        let kerberos = Kerberos::of(&bed);
+        let topic = support::unique_topic("gssapi");
+        cluster.create_topic(&topic, 3, 1, &[]);
+        let mut properties = kerberos.properties(&kerberos.principal);
+        properties.push((
+            "transactional.id".into(),
+            support::unique_topic("gssapi-txn"),
+        ));
+        let started = Instant::now();
+        let producer = Producer::from_properties(properties).await.unwrap();
+        producer.init_transactions().await.unwrap();
+        let mut expected = Vec::new();
+        for (round, commit) in [(0, true), (1, false), (2, true), (3, true)] {
+            let prefix = format!("round{round}");
+            if commit {
+                expected.extend((0..100).map(|i| format!("{prefix}-{i}")));
+            }
+            transaction(&producer, &topic, &prefix, commit).await;
+            tokio::time::sleep(Duration::from_secs(4)).await;
+        }
+        producer.close().await.unwrap();
+        assert!(
+            started.elapsed() > Duration::from_secs(10),
+            "the run outlasts connections.max.reauth.ms"
+        );
+        expected.sort();
+        let mut committed = cluster.read_values(&topic, Isolation::ReadCommitted);
+        committed.sort();
+        assert_eq!(
+            committed, expected,
+            "kcat (read_committed) sees the commits only"
+        );
+
+        // The consumer names no principal or keytab (librdkafka's way): it logs in as the
+        // client keytab's principal.
+        let group = support::unique_topic("gssapi-group");
+        let mut consumer = exactly::Consumer::from_properties([
+            ("bootstrap.servers", kerberos.bootstrap.as_str()),
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanisms", "GSSAPI"),
+            ("group.id", group.as_str()),
+            ("auto.offset.reset", "earliest"),
+            ("isolation.level", "read_committed"),
+        ])
+        .await
+        .unwrap();
+        consumer.subscribe([topic.as_str()]).unwrap();
+        let mut values = Vec::new();
+        let end = Instant::now() + Duration::from_secs(60);
+        while values.len() < expected.len() && Instant::now() < end {
+            if let Some(exactly::ConsumerEvent::Records(records)) = consumer
+                .poll_timeout(Duration::from_millis(500))
+                .await
+                .unwrap()
+            {
+                values.extend(
+                    records
+                        .into_iter()
+                        .map(|r| String::from_utf8(r.value.expect("a value").to_vec()).unwrap()),
+                );
+            }
+        }
+        consumer.close().await.unwrap();
+        values.sort();
+        assert_eq!(
+            values, expected,
+            "the Kerberos consumer reads the commits once"
+        );
+    }
+
+    /// A principal no keytab or ticket cache holds, or a service the KDC does not know, is a
+    /// fatal authentication error naming the cause within 5 s, not a reconnect loop.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gssapi_wrong_principal_or_service_is_fatal() {
+        let (cluster, bed) = bed!(Cluster::single());
+        let _shared = cluster.shared();
+        let kerberos = Kerberos::of(&bed);
+        let topic = support::unique_topic("gssapi-wrong");
+        cluster.create_topic(&topic, 1, 1, &[]);
+        let mut wrong_service = kerberos.properties(&kerberos.principal);
+        wrong_service.push(("sasl.kerberos.service.name".into(), "nokafka".into()));
+        for (case, properties, names) in [
+            (
+                "principal",
+                kerberos.properties(&kerberos.unknown_principal),
+                kerberos.unknown_principal.as_str(),
+            ),
+            ("service", wrong_service, "nokafka@127.0.0.1"),
+        ] {
+            let producer = Producer::from_properties(properties).await.unwrap();
+            let error = format!(
+                "{:?}",
+                expect_fatal(producer, &topic, is_authentication).await
+            );
+            eprintln!("{case}: {error}");
+            for text in ["GSSAPI", names] {
+                assert!(error.contains(text), "{case}: {text} is in {error}");
+            }
+        }
+    }
+
+    /// A keytab that does not exist, or one the GSSAPI library would not read (not the file
+    /// `KRB5_CLIENT_KTNAME` names), is refused when the client is built, with the line to set.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gssapi_missing_keytab_is_fatal() {
+        let (_cluster, bed) = bed!(Cluster::single());
+        let kerberos = Kerberos::of(&bed);
+        let other_keytab = std::path::Path::new(&kerberos.client_keytab)
+            .with_file_name("broker.keytab")
+            .display()
+            .to_string();
+        for (keytab, names) in [
+            ("/nonexistent/client.keytab".to_owned(), "does not exist"),
+            (other_keytab, "KRB5_CLIENT_KTNAME="),
+        ] {
+            let mut properties = kerberos.properties(&kerberos.principal);
+            properties.push(("sasl.kerberos.keytab".into(), keytab.clone()));
+            let error = match Producer::from_properties(properties).await {
+                Err(error) => error,
+                Ok(_) => panic!("a producer was built with the keytab {keytab}"),
+            };
+            match &error {
+                Error::Config { setting, reason } => {
+                    assert_eq!(setting, "sasl.kerberos.keytab");
+                    assert!(reason.contains(names), "{reason}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }

@@ -120,9 +120,9 @@ pub(crate) fn check_bootstrap_servers(setting: &str, servers: &[String]) -> Resu
     Ok(())
 }
 
-/// The host of `host:port`, without the brackets of an IPv6 address: the name TLS checks and
-/// AWS_MSK_IAM signs for.
-#[cfg(any(feature = "tls", feature = "aws-msk-iam"))]
+/// The host of `host:port`, without the brackets of an IPv6 address: the name TLS checks,
+/// AWS_MSK_IAM signs for and GSSAPI names the broker's principal with.
+#[cfg(any(feature = "tls", feature = "aws-msk-iam", feature = "gssapi"))]
 pub(crate) fn host_of(address: &str) -> &str {
     let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
     host.strip_prefix('[')

@@ -13,13 +13,14 @@ use std::str::FromStr;
 
 use super::jaas;
 use super::properties::config_error;
-use super::sasl::token_endpoint;
+use super::sasl::{kerberos_login, token_endpoint};
 use super::secret::Secret;
 use crate::error::Error;
 
 #[cfg(feature = "aws-msk-iam")]
 #[cfg_attr(docsrs, doc(cfg(feature = "aws-msk-iam")))]
 pub use super::sasl::aws_msk_iam::{AwsCredentials, AwsCredentialsProvider};
+pub use super::sasl::kerberos_login::KerberosLogin;
 #[cfg(feature = "sasl-oauthbearer")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sasl-oauthbearer")))]
 pub use super::sasl::oauthbearer::{OAuthBearerToken, OAuthBearerTokenProvider};
@@ -203,6 +204,9 @@ pub enum SaslMechanism {
     /// `AWS_MSK_IAM`: Amazon MSK's IAM access control, a SigV4-signed payload (crate feature
     /// `aws-msk-iam`).
     AwsMskIam,
+    /// `GSSAPI` (RFC 4752): Kerberos V5 through the system's GSSAPI library (crate feature
+    /// `gssapi`).
+    Gssapi,
 }
 
 impl SaslMechanism {
@@ -214,6 +218,7 @@ impl SaslMechanism {
             SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
             SaslMechanism::OAuthBearer => "OAUTHBEARER",
             SaslMechanism::AwsMskIam => "AWS_MSK_IAM",
+            SaslMechanism::Gssapi => "GSSAPI",
         }
     }
 }
@@ -228,11 +233,12 @@ impl FromStr for SaslMechanism {
             "SCRAM-SHA-512" => Ok(SaslMechanism::ScramSha512),
             "OAUTHBEARER" => Ok(SaslMechanism::OAuthBearer),
             "AWS_MSK_IAM" => Ok(SaslMechanism::AwsMskIam),
+            "GSSAPI" => Ok(SaslMechanism::Gssapi),
             other => Err(config_error(
                 SASL_MECHANISM,
                 format!(
                     "{other:?} is not supported; expected PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, \
-                     OAUTHBEARER or AWS_MSK_IAM"
+                     OAUTHBEARER, AWS_MSK_IAM or GSSAPI"
                 ),
             )),
         }
@@ -243,8 +249,8 @@ impl FromStr for SaslMechanism {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct SaslConfig {
-    /// The mechanism; required with a SASL protocol (Java's default, GSSAPI, is not
-    /// implemented).
+    /// The mechanism; required with a SASL protocol (Java's default is GSSAPI; here it is
+    /// named, so that a file without it fails clearly in a build without the `gssapi` feature).
     pub mechanism: Option<SaslMechanism>,
     /// The user (PLAIN, SCRAM): `sasl.username` or the JAAS `username` option.
     pub username: Option<String>,
@@ -264,6 +270,8 @@ pub struct SaslConfig {
     /// The shared credentials file's profile AWS_MSK_IAM signs with (JAAS `awsProfileName`);
     /// `None`: the environment, then `AWS_PROFILE` or `default`.
     pub aws_profile: Option<String>,
+    /// The GSSAPI (Kerberos) login: service name, principal, keytab.
+    pub kerberos: KerberosLogin,
 }
 
 /// `error` (a configuration error from a parser that names one property) naming `key`, the
@@ -361,6 +369,9 @@ impl SecurityConfig {
             key if token_endpoint::SETTINGS.contains(&key) => {
                 return self.sasl.token_endpoint.set(key, value);
             }
+            key if kerberos_login::SETTINGS.contains(&key) => {
+                return self.sasl.kerberos.set(key, value);
+            }
             // Only the security rows call this, each with its own name.
             _ => return Err(config_error(key, "not a security property")),
         }
@@ -417,11 +428,13 @@ impl SecurityConfig {
                 }
                 Ok(())
             }
+            // GSSAPI: Java's own Kerberos login module.
+            "Krb5LoginModule" => self.sasl.kerberos.set_jaas_options(entry.options.iter()),
             other => Err(config_error(
                 SASL_JAAS_CONFIG,
                 format!(
                     "login module {other} is not supported (PlainLoginModule, ScramLoginModule, \
-                     OAuthBearerLoginModule and IAMLoginModule are)"
+                     OAuthBearerLoginModule, IAMLoginModule and Krb5LoginModule are)"
                 ),
             )),
         }
@@ -509,7 +522,7 @@ impl SecurityConfig {
             return Err(config_error(
                 SASL_MECHANISM,
                 "is required with a SASL security.protocol (PLAIN, SCRAM-SHA-256, \
-                 SCRAM-SHA-512 or OAUTHBEARER)",
+                 SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM or GSSAPI)",
             ));
         };
         match mechanism {
@@ -534,6 +547,17 @@ impl SecurityConfig {
                         ),
                     ));
                 }
+            }
+            SaslMechanism::Gssapi => {
+                if !cfg!(feature = "gssapi") {
+                    return Err(config_error(
+                        SASL_MECHANISM,
+                        "GSSAPI needs the crate feature `gssapi` (it links the system's MIT \
+                         krb5 GSSAPI library)",
+                    ));
+                }
+                let variable = std::env::var(kerberos_login::CLIENT_KEYTAB_VARIABLE).ok();
+                self.sasl.kerberos.validate(variable.as_deref())?;
             }
             SaslMechanism::AwsMskIam => {
                 if !cfg!(feature = "aws-msk-iam") {
@@ -655,7 +679,13 @@ mod tests {
         assert!(
             matches!(config.validate(), Err(Error::Config { setting, .. }) if setting == SASL_JAAS_CONFIG)
         );
-        assert!(config.set("sasl.mechanism", "GSSAPI").is_err());
+        assert!(config.set("sasl.mechanism", "GSSAPI").is_ok());
+        assert_eq!(
+            config.validate().is_ok(),
+            cfg!(feature = "gssapi"),
+            "GSSAPI needs its feature and nothing else"
+        );
+        assert!(config.set("sasl.mechanism", "KERBEROS").is_err());
         assert_eq!(
             config.set("ssl.truststore.type", "JKS").is_ok(),
             cfg!(feature = "keystores")
@@ -672,7 +702,7 @@ mod tests {
             config
                 .set(
                     "sasl.jaas.config",
-                    "com.sun.security.auth.module.Krb5LoginModule required;"
+                    "com.example.auth.LdapLoginModule required;"
                 )
                 .is_err()
         );

@@ -18,7 +18,7 @@
 use tracing::debug;
 
 use super::properties::{list_entries, parse_bool, parse_number, parse_signed, unknown_property};
-use super::sasl::token_endpoint;
+use super::sasl::{kerberos_login, token_endpoint};
 use super::security::{self, SecurityConfig};
 use crate::error::Error;
 
@@ -635,7 +635,7 @@ pub(crate) const fn enable_metrics_push<C>(field: fn(&mut C) -> &mut bool) -> Se
 
 /// The `security.*`, `ssl.*` and `sasl.*` settings, every client's, in `field`. The README
 /// describes them in its Security section's table rather than in each client's.
-pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Setting<C>; 34] {
+pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Setting<C>; 37] {
     [
         security_row(
             security::SECURITY_PROTOCOL,
@@ -746,7 +746,7 @@ pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Se
             security::SASL_MECHANISM,
             "",
             "choice",
-            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM",
+            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM or GSSAPI",
             field,
         ),
         security_row(
@@ -760,7 +760,7 @@ pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Se
             security::SASL_JAAS_CONFIG,
             "",
             "JAAS",
-            "a PlainLoginModule or ScramLoginModule with username and password, an OAuthBearerLoginModule with clientId and clientSecret, or an IAMLoginModule",
+            "a PlainLoginModule or ScramLoginModule with username and password, an OAuthBearerLoginModule with clientId and clientSecret, an IAMLoginModule, or a Krb5LoginModule",
             field,
         ),
         security_row(
@@ -782,6 +782,27 @@ pub(crate) const fn security<C>(field: fn(&mut C) -> &mut SecurityConfig) -> [Se
             "",
             "password",
             "librdkafka's name for the JAAS password",
+            field,
+        ),
+        security_row(
+            kerberos_login::SASL_KERBEROS_SERVICE_NAME,
+            "",
+            "string",
+            "GSSAPI: the first part of the brokers' principals, <service>/<host>@REALM (unset: kafka)",
+            field,
+        ),
+        security_row(
+            kerberos_login::SASL_KERBEROS_PRINCIPAL,
+            "",
+            "string",
+            "GSSAPI: the client principal (default: the ticket cache's, else the client keytab's)",
+            field,
+        ),
+        security_row(
+            kerberos_login::SASL_KERBEROS_KEYTAB,
+            "",
+            "path",
+            "GSSAPI: the client keytab; must be the one KRB5_CLIENT_KTNAME names",
             field,
         ),
         security_row(

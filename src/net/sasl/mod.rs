@@ -10,6 +10,9 @@
 
 #[cfg(feature = "aws-msk-iam")]
 pub(crate) mod aws_msk_iam;
+#[cfg(feature = "gssapi")]
+pub(crate) mod gssapi;
+pub(crate) mod kerberos_login;
 #[cfg(feature = "sasl-oauthbearer")]
 pub(crate) mod oauthbearer;
 #[cfg(feature = "sasl-oauthbearer-oidc")]
@@ -126,8 +129,12 @@ pub(crate) async fn authenticate<T: SaslTransport>(
 async fn client_for(
     mechanism: SaslMechanism,
     config: &SaslConfig,
-    // Only AWS_MSK_IAM signs for the broker's host.
-    #[cfg_attr(not(feature = "aws-msk-iam"), allow(unused_variables))] broker: &str,
+    // AWS_MSK_IAM signs for the broker's host; GSSAPI names the broker's principal with it.
+    #[cfg_attr(
+        not(any(feature = "aws-msk-iam", feature = "gssapi")),
+        allow(unused_variables)
+    )]
+    broker: &str,
 ) -> Result<Box<dyn SaslClient>, String> {
     let credentials = || match (&config.username, &config.password) {
         (Some(user), Some(password)) => Ok((user.as_str(), password)),
@@ -174,6 +181,19 @@ async fn client_for(
                 broker,
                 &credentials,
             )?))
+        }
+        #[cfg(feature = "gssapi")]
+        SaslMechanism::Gssapi => {
+            // The principal is `<service>/<host>`, with the host as connected to (the address
+            // the broker advertises), as Java's and librdkafka's clients name it.
+            let login = config.kerberos.clone();
+            let host = crate::net::properties::host_of(broker).to_owned();
+            let client = tokio::task::spawn_blocking(move || {
+                gssapi::GssapiClient::start(login.service_name(), &host, login.principal.as_deref())
+            })
+            .await
+            .map_err(|e| format!("the Kerberos login stopped: {e}"))??;
+            Ok(Box::new(client))
         }
         #[allow(unreachable_patterns)] // reached when a mechanism's feature is off
         other => Err(format!(
