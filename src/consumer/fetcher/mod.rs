@@ -270,6 +270,22 @@ impl Fetcher {
             .filter_map(|(tp, s)| Some((tp, s.located()?)))
     }
 
+    /// A `poll` begins: each partition's position now is what the application has processed
+    /// (the polls before this one handed it out). Kept in each partition's state, so a poll
+    /// copies no partition's name and hashes nothing, however many partitions there are.
+    pub fn mark_processed(&mut self) {
+        for state in self.partitions.values_mut() {
+            state.processed = state.located();
+        }
+    }
+
+    /// The positions [`Fetcher::mark_processed`] marked, of the partitions still held.
+    pub fn processed(&self) -> impl Iterator<Item = (&TopicPartition, Position)> {
+        self.partitions
+            .iter()
+            .filter_map(|(tp, s)| Some((tp, s.processed?)))
+    }
+
     /// Fresh metadata: each partition's leader is asked again which replica to read (KIP-392;
     /// the Java consumer lets its choice expire after `metadata.max.age.ms`, the interval
     /// metadata is refreshed at), so a replica that moved or fell behind is not kept.

@@ -60,6 +60,9 @@ pub(super) struct PartitionState {
     /// answer, or the metadata is refreshed, whichever comes first; then the leader again,
     /// which names a replica anew.
     pub(super) read_replica: Option<BrokerId>,
+    /// The position when the latest `poll` began: what the polls before it handed out, which
+    /// the application has processed (what auto-commit commits).
+    pub(super) processed: Option<Position>,
 }
 
 impl PartitionState {
@@ -74,6 +77,7 @@ impl PartitionState {
             epoch: None,
             leader_epoch: None,
             read_replica: None,
+            processed: None,
         }
     }
 

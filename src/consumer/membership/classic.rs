@@ -571,9 +571,9 @@ impl ClassicMember {
         self.owned.iter().cloned().collect()
     }
 
-    /// Whether `partition` is owned (being revoked or not).
-    pub fn owns(&self, partition: &TopicPartition) -> bool {
-        self.owned.contains(partition)
+    /// The owned partitions, in order (being revoked or not).
+    pub fn owned_in_order(&self) -> impl Iterator<Item = &TopicPartition> {
+        self.owned.iter()
     }
 
     /// The partitions to fetch: the owned ones not being revoked. A cooperative member

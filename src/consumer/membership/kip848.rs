@@ -480,9 +480,9 @@ impl ConsumerMember {
         self.owned.keys().cloned().collect()
     }
 
-    /// Whether `partition` is owned (being revoked or not).
-    pub fn owns(&self, partition: &TopicPartition) -> bool {
-        self.owned.contains_key(partition)
+    /// The owned partitions, in order (being revoked or not).
+    pub fn owned_in_order(&self) -> impl Iterator<Item = &TopicPartition> {
+        self.owned.keys()
     }
 
     /// The partitions owned and not being revoked (none while a refused commit left it

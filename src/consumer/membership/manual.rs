@@ -14,7 +14,7 @@ use crate::types::TopicPartition;
 pub struct ManualAssignment {
     group_id: String,
     partitions: Vec<TopicPartition>,
-    /// `partitions` sorted, for [`ManualAssignment::owns`].
+    /// `partitions` sorted, for [`ManualAssignment::owned_in_order`].
     sorted: Vec<TopicPartition>,
 }
 
@@ -34,9 +34,9 @@ impl ManualAssignment {
         }
     }
 
-    /// Whether `partition` is assigned.
-    pub fn owns(&self, partition: &TopicPartition) -> bool {
-        self.sorted.binary_search(partition).is_ok()
+    /// The assigned partitions, in order.
+    pub fn owned_in_order(&self) -> impl Iterator<Item = &TopicPartition> {
+        self.sorted.iter()
     }
 
     /// The assigned partitions.
@@ -59,7 +59,7 @@ mod tests {
         let tp = |p| TopicPartition::new("t", p);
         let manual = ManualAssignment::new("g".into(), &[tp(1), tp(0), tp(1)]);
         assert_eq!(manual.partitions(), &[tp(1), tp(0)]);
-        assert!(manual.owns(&tp(0)) && manual.owns(&tp(1)) && !manual.owns(&tp(2)));
+        assert!(manual.owned_in_order().eq([tp(0), tp(1)].iter()));
         let meta = manual.group_metadata();
         assert_eq!(meta.generation_id, -1);
         assert!(meta.member_id.is_empty());

@@ -83,6 +83,18 @@ pub(crate) enum MembershipOrRecords {
 
 /// What the membership needs to know about topics: the partition count (classic leader's
 /// assignor) and the name of a topic id (KIP-848 assignments name topics by id).
+/// Whether every item of `sub` is in `sup`, both in ascending order: one walk of each.
+fn is_sorted_subset<'a, 'b>(
+    sub: impl Iterator<Item = &'a TopicPartition>,
+    sup: impl Iterator<Item = &'b TopicPartition>,
+) -> bool {
+    let mut sup = sup.peekable();
+    sub.into_iter().all(|tp| {
+        while sup.next_if(|s| *s < tp).is_some() {}
+        sup.next_if(|s| *s == tp).is_some()
+    })
+}
+
 pub trait TopicView {
     /// The number of partitions of `topic` (0 for a topic the broker says does not exist);
     /// `None` while its metadata has not arrived.
@@ -182,12 +194,14 @@ impl Membership {
         }
     }
 
-    /// Whether `partition` is owned now (see [`Membership::owned`]).
-    pub fn owns(&self, partition: &TopicPartition) -> bool {
+    /// Whether every partition of `sorted` (in partition order, as a map's keys are) is owned
+    /// now: one walk beside the owned ones, no look-up (a poll asks this of every partition
+    /// the fetcher holds). Partitions out of order make it `false`, never wrongly `true`.
+    pub fn owns_all<'a>(&self, sorted: impl Iterator<Item = &'a TopicPartition>) -> bool {
         match self {
-            Membership::Consumer(m) => m.owns(partition),
-            Membership::Classic(m) => m.owns(partition),
-            Membership::Manual(m) => m.owns(partition),
+            Membership::Consumer(m) => is_sorted_subset(sorted, m.owned_in_order()),
+            Membership::Classic(m) => is_sorted_subset(sorted, m.owned_in_order()),
+            Membership::Manual(m) => is_sorted_subset(sorted, m.owned_in_order()),
         }
     }
 
@@ -280,5 +294,28 @@ impl Membership {
             Membership::Classic(m) => m.leave().map(MembershipRequest::Leave),
             Membership::Manual(_) => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owns_all_walks_in_order_and_never_says_yes_wrongly() {
+        let tp = |p| TopicPartition::new("t", p);
+        let member = Membership::Manual(manual::ManualAssignment::new(
+            String::new(),
+            &[tp(4), tp(1), tp(2), tp(7)],
+        ));
+        assert!(member.owns_all([tp(1), tp(2), tp(7)].iter()));
+        assert!(member.owns_all([].iter()));
+        assert!(!member.owns_all([tp(1), tp(3)].iter()), "3 is not owned");
+        assert!(
+            !member.owns_all([tp(7), tp(8)].iter()),
+            "8 is past every owned one"
+        );
+        // Out of order: not proven owned (the caller then checks the slow way).
+        assert!(!member.owns_all([tp(2), tp(1)].iter()));
     }
 }

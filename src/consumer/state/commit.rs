@@ -3,7 +3,7 @@
 //! most a heartbeat interval), commits the coordinator refused because the member or its
 //! generation is gone (acted on at once), and `enable.auto.commit`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio::task::JoinSet;
@@ -106,7 +106,7 @@ impl ConsumerState {
             return;
         }
         self.auto_commit_at = now.saturating_add(self.config.auto_commit_interval_millis());
-        let offsets = self.offsets_to_auto_commit(&self.consumed);
+        let offsets = self.offsets_to_auto_commit(self.fetcher.processed());
         if offsets.is_empty() {
             return;
         }
@@ -130,13 +130,12 @@ impl ConsumerState {
 
     /// Of `positions`, those of owned partitions that differ from the last auto-commit, with
     /// their leader epochs (KIP-320).
-    fn offsets_to_auto_commit(
+    fn offsets_to_auto_commit<'a>(
         &self,
-        positions: &HashMap<TopicPartition, Position>,
+        positions: impl Iterator<Item = (&'a TopicPartition, Position)>,
     ) -> Vec<OffsetToCommit> {
         let owned: HashSet<TopicPartition> = self.membership.owned().into_iter().collect();
         let mut offsets: Vec<OffsetToCommit> = positions
-            .iter()
             .filter(|(tp, position)| {
                 owned.contains(*tp) && self.auto_committed.get(*tp) != Some(&position.offset)
             })
@@ -161,12 +160,7 @@ impl ConsumerState {
         if !closing && !revoking {
             return None;
         }
-        let positions: HashMap<TopicPartition, Position> = self
-            .fetcher
-            .positions()
-            .map(|(tp, position)| (tp.clone(), position))
-            .collect();
-        let offsets = self.offsets_to_auto_commit(&positions);
+        let offsets = self.offsets_to_auto_commit(self.fetcher.positions());
         (!offsets.is_empty()).then_some(offsets)
     }
 

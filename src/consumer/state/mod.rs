@@ -29,7 +29,7 @@ use tracing::debug;
 
 use super::config::ConsumerConfig;
 use super::fetch_session::Fetched;
-use super::fetcher::{Asked, FetchConfig, Fetcher, Position};
+use super::fetcher::{Asked, FetchConfig, Fetcher};
 use super::membership::classic::{ClassicMember, ClassicMemberConfig};
 use super::membership::kip848::{ConsumerMember, ConsumerMemberConfig};
 use super::membership::manual::ManualAssignment;
@@ -162,10 +162,9 @@ pub(crate) struct ConsumerState {
     /// `metadata.max.age.ms`), and `subscription` holds the topics it matched.
     pattern: Option<TopicPattern>,
     metadata_refresh_at: Option<Millis>,
-    /// Auto-commit: the positions at the start of the latest `poll` (what earlier polls
-    /// handed out), the offsets last committed, when the next commit is due, whether one is
-    /// in flight.
-    consumed: HashMap<TopicPartition, Position>,
+    /// Auto-commit: the offsets last committed, when the next commit is due, whether one is
+    /// in flight (what it commits, the positions at the start of the latest `poll`, the
+    /// fetcher keeps: [`Fetcher::processed`]).
     auto_committed: HashMap<TopicPartition, i64>,
     auto_commit_at: Millis,
     auto_commit_in_flight: bool,
@@ -300,7 +299,6 @@ impl ConsumerState {
             subscription: Vec::new(),
             pattern: None,
             metadata_refresh_at: None,
-            consumed: HashMap::new(),
             auto_committed: HashMap::new(),
             auto_commit_at,
             auto_commit_in_flight: false,
@@ -407,7 +405,6 @@ impl ConsumerState {
             self.errors.push(e);
         }
         self.membership = Membership::Manual(manual);
-        self.consumed.retain(|tp, _| kept.contains(tp));
         self.metadata_stale = true;
         Ok(())
     }

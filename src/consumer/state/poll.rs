@@ -36,12 +36,7 @@ impl ConsumerState {
         self.membership.on_poll(now);
         self.drop_unowned();
         if self.config.enable_auto_commit {
-            // What the polls before this one handed out, the application has processed.
-            self.consumed = self
-                .fetcher
-                .positions()
-                .map(|(tp, position)| (tp.clone(), position))
-                .collect();
+            self.fetcher.mark_processed();
         }
         self.left_for_poll_timeout = false;
         self.polled_once = true;
@@ -116,9 +111,9 @@ impl ConsumerState {
                     .filter(|tp| !lost.contains(tp))
                     .cloned()
                     .collect();
+                // A lost partition's offsets must not be committed: its processed position
+                // goes with it.
                 self.fetcher.retain(&kept);
-                // A lost partition's offsets must not be committed.
-                self.consumed.retain(|tp, _| kept.contains(tp));
             }
         }
     }
@@ -126,14 +121,13 @@ impl ConsumerState {
     /// Drops what is buffered for partitions this member no longer owns, at once: a fenced
     /// member delivers nothing more of them (the partitions may be another member's already).
     pub(super) fn drop_unowned(&mut self) {
-        // At almost every poll nothing is to drop: a check that copies no partition
-        // (`consumed` only ever holds partitions the fetcher holds).
-        if self.fetcher.partitions().all(|tp| self.membership.owns(tp)) {
+        // At almost every poll nothing is to drop: a check that copies and looks up no
+        // partition (the fetcher's are in order).
+        if self.membership.owns_all(self.fetcher.partitions()) {
             return;
         }
         let owned: HashSet<TopicPartition> = self.membership.owned().into_iter().collect();
         self.fetcher.retain(&owned);
-        self.consumed.retain(|tp, _| owned.contains(tp));
     }
 
     /// `max.poll.interval.ms` is the application's processing budget (KIP-62): a member that
