@@ -65,6 +65,19 @@ mod tests {
         }
     }
 
+    /// The jitter spreads both ways around the doubled delay (KIP-580's ±20%), over the whole
+    /// range and not onto one value, so that clients that failed together retry apart.
+    #[test]
+    fn jitter_spreads_both_ways_around_the_delay() {
+        let mut backoff = RetryBackoff::new(1_000, 1_000, 11);
+        let delays: Vec<Millis> = (0..200).map(|_| backoff.delay(1)).collect();
+        let (low, high) = (delays.iter().min().unwrap(), delays.iter().max().unwrap());
+        assert!(
+            *low < 900 && *high > 1_100,
+            "delays from {low} to {high} ms"
+        );
+    }
+
     #[test]
     fn the_same_seed_gives_the_same_delays() {
         let mut a = RetryBackoff::new(10, 10_000, 3);

@@ -632,6 +632,32 @@ fn v1_abort_waits_for_add_partitions_and_ends_a_transaction_it_may_have_opened()
     assert_finished_ok(&mut h, abort);
 }
 
+/// Transactions v1: an AddPartitionsToTxn whose connection failed is sent again to the
+/// coordinator looked up anew, but only after `retry.backoff.ms` (KIP-580), not in a loop
+/// against a coordinator that just dropped the connection.
+#[test]
+fn v1_a_failed_add_partitions_waits_the_retry_backoff_before_it_is_sent_again() {
+    let mut h = transactional_harness();
+    init(&mut h, false);
+    h.engine.begin_transaction(h.now).unwrap();
+    h.send(0);
+    let Some((add, TxnRequest::AddPartitions { .. })) = coordinator_request_now(&mut h) else {
+        panic!("AddPartitionsToTxn expected")
+    };
+    h.fail(add, true);
+    let failed_at = h.now;
+    let backoff = h.engine.config().retry_backoff_ms;
+    let mut sent_again_at = None;
+    for _ in 0..2 * backoff {
+        if let Some((_, TxnRequest::AddPartitions { .. })) = coordinator_request_now(&mut h) {
+            sent_again_at = Some(h.now);
+            break;
+        }
+        h.now += 1;
+    }
+    assert_eq!(sent_again_at, Some(failed_at + backoff));
+}
+
 #[test]
 fn kip_588_a_transaction_the_coordinator_timed_out_is_abortable_and_recovers() {
     let mut h = transactional_harness();
