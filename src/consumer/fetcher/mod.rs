@@ -567,9 +567,10 @@ impl Fetcher {
                 // it FENCED_LEADER_EPOCH (our metadata is stale), instead of records.
                 current_leader_epoch: self.leader_epoch(tp),
                 fetch_offset: *offset,
-                last_fetched_epoch: -1,
-                log_start_offset: -1,
                 partition_max_bytes: self.config.partition_max_bytes,
+                // The rest is the schema's default: no last fetched epoch, and log start
+                // offset -1, which is what a consumer sends (only followers send theirs,
+                // KIP-107).
                 ..FetchPartition::default()
             });
         }

@@ -446,6 +446,23 @@ fn lag_is_the_log_end_less_the_position_as_records_are_handed_out() {
     }
 }
 
+/// `caught_up` (what the copy loop's commit-when-caught-up waits for) holds only once every
+/// owned partition's records are handed out and its position is the log's end, and never
+/// for a consumer that owns nothing.
+#[test]
+fn caught_up_means_every_owned_partition_is_read_to_its_end() {
+    let mut f = fetcher_of(10);
+    assert!(!f.caught_up(), "owns nothing");
+    f.assigned(&[tp(0)], true);
+    answer_committed(&mut f, vec![(tp(0), Some(0))]);
+    assert!(!f.caught_up(), "no fetch answer yet: the end is unknown");
+    let fetched = f.to_fetch(&[tp(0)]);
+    f.apply_fetch(BROKER, answers(&[(0, Some(batch(0, 3)), 3)]), fetched);
+    assert!(!f.caught_up(), "records fetched but not handed out");
+    assert_eq!(f.take_records(&[tp(0)], usize::MAX).unwrap().len(), 3);
+    assert!(f.caught_up(), "position 3 at the log's end 3");
+}
+
 #[test]
 fn stale_answers_and_errors_never_move_the_position() {
     let mut f = fetcher(OffsetReset::Latest);

@@ -99,15 +99,13 @@ impl GssapiClient {
             .context
             .unwrap(offer)
             .map_err(|e| format!("the broker's security-layer offer does not unwrap: {e}"))?;
-        let [layers, ..] = offer[..] else {
-            return Err("the broker's security-layer offer is empty".into());
-        };
-        if offer.len() != 4 {
+        // RFC 4752 §3.1: the layers offered (one octet), then the maximum message size (three).
+        let [layers, _, _, _] = offer[..] else {
             return Err(format!(
                 "the broker's security-layer offer is {} bytes, not 4",
                 offer.len()
             ));
-        }
+        };
         if layers & NO_SECURITY_LAYER == 0 {
             return Err(format!(
                 "the broker requires a GSSAPI security layer (offer {layers:#04x}); only \
