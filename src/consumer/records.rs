@@ -413,13 +413,16 @@ mod tests {
     #[test]
     fn read_committed_skips_aborted_transactions_and_markers() {
         // 0-1 committed txn of pid 1, 2 commit marker, 3-4 aborted txn of pid 2, 5 abort
-        // marker, 6 plain record.
+        // marker, 6 plain record, 7 committed txn of pid 2 (its abort marker ended the
+        // aborted one: what pid 2 writes next is read), 8 commit marker.
         let bytes = log(&[
             batch(0, &["a", "b"], Some(1)),
             marker(2, 1, true),
             batch(3, &["x", "y"], Some(2)),
             marker(5, 2, false),
             batch(6, &["c"], None),
+            batch(7, &["z"], Some(2)),
+            marker(8, 2, true),
         ]);
         let aborted = [AbortedTransaction {
             producer_id: 2,
@@ -432,20 +435,60 @@ mod tests {
             &bytes,
             0,
             IsolationLevel::ReadCommitted,
-            7,
+            9,
             Some(&aborted),
         )
         .unwrap();
         assert_eq!(
             values(&committed),
-            vec![(0, "a".into()), (1, "b".into()), (6, "c".into())]
+            vec![
+                (0, "a".into()),
+                (1, "b".into()),
+                (6, "c".into()),
+                (7, "z".into())
+            ]
         );
-        assert_eq!(committed.next_offset, 7);
+        assert_eq!(committed.next_offset, 9);
         let all = read_uncommitted(&bytes, 0);
-        assert_eq!(all.records.len(), 5, "markers are never records");
+        assert_eq!(all.records.len(), 6, "markers are never records");
         // From the middle: records before the fetch offset are dropped.
         let from = read_uncommitted(&bytes, 4);
-        assert_eq!(values(&from), vec![(4, "y".into()), (6, "c".into())]);
+        assert_eq!(
+            values(&from),
+            vec![(4, "y".into()), (6, "c".into()), (7, "z".into())]
+        );
+    }
+
+    /// A batch whose last records compaction removed keeps its last offset delta (the v2
+    /// batch format keeps a batch's offset range through compaction, KIP-98): the position
+    /// after its records is past that range, not after its last record.
+    #[test]
+    fn a_batch_compacted_at_its_end_is_read_past_its_last_offset() {
+        let mut compacted = BytesMut::from(&batch(0, &["a", "b"], None)[..]);
+        // Offsets 2 and 3 compacted away: last offset delta 3, then the CRC over attributes on.
+        compacted[23..27].copy_from_slice(&3i32.to_be_bytes());
+        let crc = crc32c::crc32c(&compacted[21..]);
+        compacted[17..21].copy_from_slice(&crc.to_be_bytes());
+        let bytes = log(&[compacted.freeze(), batch(4, &["c"], None)]);
+        let topic: Arc<str> = Arc::from("t");
+        let mut reader = PartitionReader::new(
+            &topic,
+            0,
+            bytes,
+            0,
+            IsolationLevel::ReadUncommitted,
+            -1,
+            None,
+        );
+        assert_eq!(reader.next_batch().unwrap().unwrap().len(), 2);
+        assert_eq!(
+            reader.next_offset(),
+            4,
+            "past the compacted offsets 2 and 3"
+        );
+        assert_eq!(reader.next_batch().unwrap().unwrap()[0].offset, 4);
+        assert_eq!(reader.next_batch().unwrap(), None);
+        assert_eq!(reader.next_offset(), 5);
     }
 
     #[test]

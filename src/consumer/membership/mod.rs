@@ -318,4 +318,20 @@ mod tests {
         // Out of order: not proven owned (the caller then checks the slow way).
         assert!(!member.owns_all([tp(2), tp(1)].iter()));
     }
+
+    /// A manual assignment is all owned and all fetchable, in the order given, and never
+    /// joins, heartbeats or leaves a group.
+    #[test]
+    fn a_manual_assignment_owns_and_fetches_what_it_was_given() {
+        let tp = |p| TopicPartition::new("t", p);
+        let mut member = Membership::Manual(manual::ManualAssignment::new(
+            String::new(),
+            &[tp(4), tp(1)],
+        ));
+        assert_eq!(member.owned(), vec![tp(4), tp(1)]);
+        assert_eq!(member.fetchable(), vec![tp(4), tp(1)]);
+        assert!(!member.in_group() && !member.joining());
+        assert_eq!(member.next_deadline(), None);
+        assert!(member.leave().is_none());
+    }
 }

@@ -281,3 +281,19 @@ fn every_record_that_passed_the_gate_is_in_the_flush_that_follows_its_closing() 
         assert!(!acc.has_pending(), "nothing appended after the gate closed");
     }
 }
+
+/// The partitions are walked in partition order whatever order their first records came in,
+/// so a simulation seed replays the same drains.
+#[test]
+fn partitions_are_walked_in_partition_order() {
+    let acc = Accumulator::new(config());
+    let partition = |p| TopicPartition::new("t", p);
+    for p in [2, 0, 3, 1] {
+        acc.append(&partition(p), 1, None, Some(b"v"), &[], 0)
+            .unwrap();
+    }
+    assert_eq!(
+        acc.lingered_partitions(5),
+        (0..4).map(partition).collect::<Vec<_>>()
+    );
+}
