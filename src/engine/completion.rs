@@ -200,4 +200,27 @@ mod tests {
         assert_eq!(resolved(6), (None, 1));
         assert!(c.outcome().is_none());
     }
+
+    /// `poll_record` (what a record's future polls) follows the same split as
+    /// `record_outcome`: each record is answered by the part that holds it.
+    #[test]
+    fn a_polled_record_of_a_split_batch_is_answered_by_its_part() {
+        let c = BatchCompletion::new(TopicPartition::new("t", 0));
+        let (first, second) = c.split(2).expect("pending");
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(c.poll_record(0, &mut cx).is_pending());
+        first.complete(Ok(BatchAck {
+            base_offset: 10,
+            log_append_time: -1,
+        }));
+        second.complete(Err(Error::Closed));
+        let mut polled = |index| match c.poll_record(index, &mut cx) {
+            Poll::Ready((outcome, local)) => (outcome.ok().map(|a| a.base_offset), local),
+            Poll::Pending => panic!("record {index} pending"),
+        };
+        assert_eq!(polled(0), (Some(10), 0));
+        assert_eq!(polled(1), (Some(10), 1));
+        assert_eq!(polled(2), (None, 0));
+        assert_eq!(polled(3), (None, 1));
+    }
 }

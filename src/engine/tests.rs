@@ -193,6 +193,61 @@ fn sequences_are_taken_at_dispatch_and_contiguous() {
     assert_eq!(h.engine.counters().records_acked, 1);
 }
 
+/// A one-record batch the broker refuses as too large cannot be split: it fails as any
+/// rejection does, with the broker's own words.
+#[test]
+fn a_single_record_too_large_fails_with_the_brokers_message() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    let record = h.send(0);
+    let sent = produces(&h.poll());
+    let refusal = PartitionResponse {
+        partition: TopicPartition::new(T0, 0),
+        error: ErrorCode::MESSAGE_TOO_LARGE,
+        base_offset: -1,
+        log_append_time: -1,
+        log_start_offset: 0,
+        message: Some("the record is too large".into()),
+    };
+    h.engine.handle(
+        Event::ProduceResponse {
+            request: sent[0].0,
+            partitions: vec![refusal],
+            throttle_ms: 0,
+        },
+        h.now,
+        &h.acc,
+    );
+    let outcome = record.outcome().expect("resolved");
+    let Err(Error::Broker { code, message }) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(code, ErrorCode::MESSAGE_TOO_LARGE);
+    assert_eq!(message.as_deref(), Some("the record is too large"));
+}
+
+/// A partition without a leader asks for metadata at once, and again only once
+/// `metadata_refresh_backoff_ms` has passed, however often it is wanted in between.
+#[test]
+fn metadata_is_asked_for_again_only_after_its_backoff() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    h.now = 1_000;
+    let leaderless = vec![(TopicPartition::new(T0, 0), None)];
+    h.engine.handle(Event::Leaders(leaderless), h.now, &h.acc);
+    h.send(0);
+    let refreshes = |actions: Vec<Action>| {
+        actions
+            .iter()
+            .filter(|a| matches!(a, Action::RefreshMetadata))
+            .count()
+    };
+    assert_eq!(refreshes(h.poll()), 1);
+    let backoff = h.engine.config().metadata_refresh_backoff_ms;
+    assert_eq!(refreshes(h.advance(backoff - 1)), 0);
+    assert_eq!(refreshes(h.advance(1)), 1);
+}
+
 #[test]
 fn a_request_never_written_consumes_no_sequence() {
     let mut h = Harness::new();
