@@ -159,10 +159,90 @@ impl BatchSpans {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+    use tracing_subscriber::registry::LookupSpan;
+
     use super::*;
 
     fn indexes(spans: &BatchSpans) -> Vec<i32> {
         spans.records.iter().map(|(index, _)| *index).collect()
+    }
+
+    /// What the spans told a subscriber: `(span, field, value)` for each value recorded after
+    /// the span opened, and `(span, span it follows from)` for each link, by span name.
+    #[derive(Clone, Default)]
+    struct Told {
+        recorded: Arc<Mutex<Vec<(String, String, String)>>>,
+        links: Arc<Mutex<Vec<(String, String)>>>,
+    }
+
+    struct FieldValues<'a>(&'a str, &'a Mutex<Vec<(String, String, String)>>);
+
+    impl Visit for FieldValues<'_> {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            let told = (
+                self.0.to_owned(),
+                field.name().to_owned(),
+                format!("{value:?}"),
+            );
+            self.1.lock().unwrap().push(told);
+        }
+    }
+
+    impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Told {
+        fn on_new_span(&self, _: &Attributes<'_>, _: &Id, _: Context<'_, S>) {}
+
+        fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+            let name = ctx.span(id).map(|s| s.name()).unwrap_or_default();
+            values.record(&mut FieldValues(name, &self.recorded));
+        }
+
+        fn on_follows_from(&self, id: &Id, follows: &Id, ctx: Context<'_, S>) {
+            let name = |id| {
+                ctx.span(id)
+                    .map(|s| s.name().to_owned())
+                    .unwrap_or_default()
+            };
+            self.links.lock().unwrap().push((name(id), name(follows)));
+        }
+    }
+
+    /// Without a `create` span of its own, a record's batch links to the application's span
+    /// the record was sent under; with one, to that. On success each `create` span records
+    /// its record's offset: the batch's base offset plus the record's index.
+    #[test]
+    fn a_batch_links_to_its_records_and_each_records_its_offset() {
+        let told = Told::default();
+        let subscriber = tracing_subscriber::registry().with(told.clone());
+        let _default = tracing::subscriber::set_default(subscriber);
+        let mut spans = BatchSpans::open(&TopicPartition::new("t", 0));
+        let application = tracing::info_span!("application");
+        application.in_scope(|| spans.appended(0, &Span::none()));
+        let create = tracing::trace_span!("create", messaging.kafka.offset = tracing::field::Empty);
+        spans.appended(1, &create);
+        spans.resolved(&Ok(super::super::completion::BatchAck {
+            base_offset: 40,
+            log_append_time: -1,
+        }));
+        let links = told.links.lock().unwrap().clone();
+        let link = |to: &str| ("kafka.batch".to_owned(), to.to_owned());
+        assert_eq!(links, [link("application"), link("create")]);
+        let recorded = told.recorded.lock().unwrap().clone();
+        let offset = |span: &str, at: &str| {
+            (
+                span.to_owned(),
+                "messaging.kafka.offset".to_owned(),
+                at.to_owned(),
+            )
+        };
+        assert_eq!(
+            recorded,
+            [offset("kafka.batch", "40"), offset("create", "41")]
+        );
     }
 
     #[test]
