@@ -81,12 +81,19 @@ impl PartitionState {
         }
     }
 
+    /// The offset of the next record to hand out: the first buffered one's, else where the
+    /// next fetch starts. No answer stands undecoded behind an empty buffer (the buffer is
+    /// refilled whenever it empties, by `take_into` and as an answer arrives, and an answer
+    /// with nothing left to deliver is dropped there), so the offset is past every answer
+    /// read; a decoded answer's filtered records and markers are behind it.
     pub(super) fn position(&self) -> Option<i64> {
-        match (self.buffered.front(), self.readers.front(), self.offset) {
-            (Some(r), _, _) => Some(r.offset),
-            // Past the batches decoded so far: what lies between was filtered or a marker.
-            (None, Some(reader), _) => Some(reader.next_offset()),
-            (None, None, Offset::Ready(o) | Offset::Validate(o)) => Some(o),
+        debug_assert!(
+            !self.buffered.is_empty() || self.readers.is_empty(),
+            "an answer waits undecoded behind an empty buffer"
+        );
+        match (self.buffered.front(), self.offset) {
+            (Some(r), _) => Some(r.offset),
+            (None, Offset::Ready(o) | Offset::Validate(o)) => Some(o),
             _ => None,
         }
     }

@@ -101,6 +101,15 @@ fn a_member_is_built_from_its_config_alone() {
     ));
 }
 
+/// A member subscribed to nothing does not join: there is nothing to be assigned.
+#[test]
+fn a_member_without_a_subscription_sends_nothing() {
+    let mut m = ClassicMember::new(config(None, AssignmentStrategy::Range));
+    assert!(m.poll_request(0, &View).is_none());
+    m.subscribe(Vec::new());
+    assert!(m.poll_request(1_000, &View).is_none());
+}
+
 /// An eager `range` member of group `g` subscribed to `t` (session 6 s, rebalance 30 s,
 /// heartbeat interval 500 ms).
 fn subscribed_member() -> ClassicMember {

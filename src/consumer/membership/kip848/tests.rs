@@ -34,6 +34,12 @@ fn a_member_is_built_from_its_config_alone() {
     assert_eq!(join.instance_id.as_deref(), Some("host-1"));
     assert_eq!(join.rebalance_timeout_ms, 120_000);
     assert_eq!(join.server_assignor.as_deref(), Some("range"));
+    // A static member leaves with epoch -2, keeping its partitions until its session
+    // expires (KIP-848's ConsumerGroupHeartbeat schema).
+    m.on_response(answer(1, None), 0, &View).unwrap();
+    let leave = m.leave().expect("a member in the group leaves");
+    assert_eq!(leave.member_epoch, -2);
+    assert_eq!(leave.instance_id.as_deref(), Some("host-1"));
 }
 
 fn member() -> ConsumerMember {
@@ -292,9 +298,9 @@ fn a_failed_request_is_retried_with_the_same_changes() {
     m.on_request_failed(now, 100);
     let again = m.poll_request(now).unwrap();
     assert_eq!(wire_owned(&again), Some(vec![0]), "the ack is sent again");
-    // Leaving: epoch -1.
+    // Leaving: epoch -1 (KIP-848's ConsumerGroupHeartbeat schema).
     m.on_response(answer(1, None), now, &View).unwrap();
-    assert_eq!(m.leave().unwrap().member_epoch, LEAVE_EPOCH);
+    assert_eq!(m.leave().unwrap().member_epoch, -1);
     assert!(m.leave().is_none());
 }
 
