@@ -316,6 +316,30 @@ fn member_owning(now: Millis, partitions: Vec<i32>) -> ConsumerMember {
     m
 }
 
+/// A coordinator that moved or is loading is not an error for the application: the member
+/// keeps its partitions and heartbeats again after a short wait (the consumer looks the
+/// coordinator up again meanwhile).
+#[test]
+fn a_coordinator_that_moved_is_heartbeated_again_after_a_wait() {
+    for code in [
+        ErrorCode::NOT_COORDINATOR,
+        ErrorCode::COORDINATOR_NOT_AVAILABLE,
+        ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
+    ] {
+        let now: Millis = 0;
+        let mut m = member_owning(now, vec![0]);
+        m.poll_request(now + 500).expect("a heartbeat");
+        let moved = ConsumerGroupHeartbeatResponse {
+            error_code: code.0,
+            ..Default::default()
+        };
+        assert!(m.on_response(moved, now + 500, &View).is_ok(), "{code}");
+        assert_eq!(m.owned(), vec![tp(0)], "{code}");
+        assert!(m.poll_request(now + 599).is_none(), "{code}");
+        assert!(m.poll_request(now + 600).is_some(), "{code}");
+    }
+}
+
 #[test]
 fn a_member_past_its_poll_budget_leaves_and_rejoins_at_the_next_poll() {
     let now: Millis = 0;
