@@ -80,7 +80,12 @@ fn init(h: &mut Harness, v2: bool) {
 fn calls_in_the_wrong_state_send_nothing() {
     let mut h = transactional_harness();
     assert!(h.engine.begin_transaction(h.now).is_err());
-    assert!(h.engine.start_call(TxnCall::Commit, 0).is_err());
+    // Named as what it is: a call in the wrong state (not "abort needed").
+    let commit = h.engine.start_call(TxnCall::Commit, 0);
+    assert!(
+        matches!(&commit, Err(Error::InvalidState(why)) if why.contains("in state")),
+        "{commit:?}"
+    );
     assert!(h.engine.check_send().is_err());
     assert!(
         h.poll().is_empty(),
@@ -119,6 +124,35 @@ fn v1_adds_a_partition_before_its_first_batch() {
     );
     let sent = produces(&h.poll());
     assert_eq!(sent[0].1, vec![(0, 7, 0, 0)]);
+    assert!(
+        !h.engine.transactions_v2(),
+        "the coordinator did not finalize v2"
+    );
+}
+
+/// A coordinator request answered is no longer awaited (no wake-up for its timeout), and an
+/// answer or a failure for a request the engine does not await (never sent, or already given
+/// up) changes nothing: no call ends, no state moves.
+#[test]
+fn answers_to_requests_not_awaited_are_ignored() {
+    let mut h = transactional_harness();
+    init(&mut h, true);
+    assert!(h.engine.transactions_v2());
+    assert_eq!(h.engine.next_wakeup(h.now, &h.acc), None);
+    h.engine.begin_transaction(h.now).unwrap();
+    let commit = h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+    let stranger = RequestId::MAX;
+    let ended = TxnResponse::EndTxn {
+        error: ErrorCode::NONE,
+        identity: None,
+    };
+    answer_txn(&mut h, stranger, ended);
+    h.fail(stranger, true);
+    assert!(
+        h.engine.take_finished_calls().is_empty(),
+        "{commit:?} goes on"
+    );
+    assert_ne!(h.engine.transaction_state(), Some(&TxnState::Ready));
 }
 
 #[test]
