@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::engine::transaction::{TxnCall, TxnRequest, TxnResponse, TxnState};
-use crate::types::{ConsumerGroupMetadata, OffsetToCommit};
+use crate::types::{ConsumerGroupMetadata, CoordinatorKey, OffsetToCommit};
 
 fn transactional_harness() -> Harness {
     let mut h = Harness::new();
@@ -553,6 +553,62 @@ fn a_lost_txn_offset_commit_looks_the_group_coordinator_up_again() {
             .collect::<Vec<_>>(),
         vec![2],
         "sent to the coordinator found again"
+    );
+}
+
+/// The group coordinator found for one group is not taken for another: offsets of a second
+/// group in the same transaction go to the coordinator looked up for that group.
+#[test]
+fn offsets_of_another_group_go_to_its_own_coordinator() {
+    let mut h = transactional_harness();
+    init(&mut h, false);
+    h.engine.begin_transaction(h.now).unwrap();
+    let mut looked_up = Vec::new();
+    for (group_id, coordinator) in [("g", 1), ("h", 2)] {
+        let group = ConsumerGroupMetadata::new(group_id, 3, "m-1", None);
+        let offsets = vec![OffsetToCommit::new(TopicPartition::new("in", 0), 5)];
+        let call = h
+            .engine
+            .start_call(TxnCall::SendOffsets { offsets, group }, h.now)
+            .unwrap();
+        let Some((request, TxnRequest::AddOffsets { .. })) = coordinator_request_now(&mut h) else {
+            panic!("AddOffsetsToTxn first");
+        };
+        answer_txn(&mut h, request, TxnResponse::AddOffsets(ErrorCode::NONE));
+        let mut committed_to = None;
+        for _ in 0..3 {
+            for action in h.poll() {
+                match action {
+                    Action::FindCoordinator { request, key } => {
+                        looked_up.push(key);
+                        answer_txn(&mut h, request, TxnResponse::Coordinator(coordinator));
+                    }
+                    Action::Coordinator {
+                        request,
+                        broker,
+                        body: TxnRequest::TxnOffsetCommit { .. },
+                    } => {
+                        committed_to = Some(broker);
+                        let done = vec![(TopicPartition::new("in", 0), ErrorCode::NONE)];
+                        answer_txn(&mut h, request, TxnResponse::TxnOffsetCommit(done));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert_eq!(committed_to, Some(coordinator), "group {group_id}");
+        let finished = h.engine.take_finished_calls();
+        assert!(
+            matches!(finished.as_slice(), [(id, Ok(()))] if *id == call),
+            "{finished:?}"
+        );
+    }
+    assert_eq!(
+        looked_up,
+        [
+            CoordinatorKey::Group("g".into()),
+            CoordinatorKey::Group("h".into())
+        ]
     );
 }
 
