@@ -633,16 +633,21 @@ impl Engine {
         }
     }
 
-    /// Fails batches whose `delivery.timeout.ms` has passed. A batch still in flight waits for
-    /// its request to be answered or to time out, so that its outcome is as precise as it can
-    /// be. Failing a batch that went out leaves a hole in the sequence: epoch bump (P5).
+    /// Fails batches whose `delivery.timeout.ms` has passed or whose `retries` are spent. A
+    /// batch still in flight waits for its request to be answered or to time out, so that its
+    /// outcome is as precise as it can be. Failing a batch that went out leaves a hole in the
+    /// sequence: epoch bump (P5).
     fn expire_batches(&mut self, now: Millis, acc: &Accumulator) {
         let timeout = self.config.delivery_timeout_ms;
         let retries = self.config.retries;
         let mut broken = false;
         for (tp, state) in self.partitions.iter_mut() {
+            // A batch refused as certainly not written gave its sequences back and waits at the
+            // front of the queue to be stamped again (`unstamp_unwritten_tail`): its attempts
+            // count there too, or `retries` would never end it. The queue is in creation
+            // order behind it, so the first batch in time stops the walk.
             while let Some(batch) = state.queued.front() {
-                if batch.created_ms + timeout > now {
+                if batch.created_ms + timeout > now && batch.attempts <= retries {
                     break;
                 }
                 let batch = state.queued.pop_front().expect("front exists");

@@ -248,6 +248,44 @@ fn metadata_is_asked_for_again_only_after_its_backoff() {
     assert_eq!(refreshes(h.advance(1)), 1);
 }
 
+/// `retries` bounds the attempts: a batch refused retriably on its first attempt and on each
+/// retry fails once its retries are spent, long before its delivery timeout, whether the
+/// refusals say it is not in the log (re-stamped for each retry) or that it may be (retried
+/// under its sequence, P5).
+#[test]
+fn a_batch_fails_once_its_retries_are_spent() {
+    for refusal in [
+        ErrorCode::NOT_ENOUGH_REPLICAS,
+        ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ] {
+        let mut h = Harness::new();
+        let mut config = h.engine.config().clone();
+        config.retries = 2;
+        config.delivery_timeout_ms = 60_000;
+        h.engine = Engine::new(config, 7);
+        let leaders = vec![(TopicPartition::new(T0, 0), Some(1))];
+        h.engine.handle(Event::Leaders(leaders), 0, &h.acc);
+        h.give_identity(1, 0);
+        let record = h.send(0);
+        for attempt in 1..=3 {
+            let sent = produces(&h.advance(10));
+            assert_eq!(sent.len(), 1, "{refusal}: attempt {attempt}");
+            assert!(record.outcome().is_none(), "{refusal}: attempt {attempt}");
+            h.answer(sent[0].0, &[(0, refusal, -1)]);
+        }
+        assert!(
+            produces(&h.advance(10)).is_empty(),
+            "{refusal}: no fourth attempt"
+        );
+        let outcome = record.outcome().expect("failed after its retries");
+        assert!(
+            matches!(outcome, Err(Error::DeliveryTimeout { .. })),
+            "{refusal}: {outcome:?}"
+        );
+        assert!(h.now < 1_000, "{refusal}: well before the delivery timeout");
+    }
+}
+
 #[test]
 fn a_request_never_written_consumes_no_sequence() {
     let mut h = Harness::new();
@@ -529,6 +567,85 @@ fn in_flight_slots_are_per_broker_with_one_batch_per_partition_per_request() {
     assert!(produces(&h.poll()).is_empty(), "no slot is free");
 }
 
+/// A broker with every in-flight slot taken (by another partition's backlog) holds a new
+/// partition's lingered batch open too: it keeps taking records instead of closing into a
+/// queue of small batches.
+#[test]
+fn a_full_broker_holds_every_partitions_lingered_batch_open() {
+    let mut h = Harness::new();
+    backlog_behind_acknowledged_opener(&mut h, &[0], 7);
+    assert_eq!(produces(&h.poll()).len(), 5, "broker 1 is full");
+    let a = h.send(1);
+    assert!(produces(&h.advance(1)).is_empty());
+    let b = h.send(1);
+    assert!(produces(&h.advance(1)).is_empty());
+    assert!(Arc::ptr_eq(&a, &b), "one batch took both records");
+}
+
+/// `max.in.flight` holds per partition too: a partition whose leader moved with its
+/// pipeline full sends nothing to the new leader until its requests to the old one end,
+/// though the new leader has every slot free.
+#[test]
+fn a_partitions_full_pipeline_holds_it_after_its_leader_moved() {
+    let mut h = Harness::new();
+    backlog_behind_acknowledged_opener(&mut h, &[0], 7);
+    let sent = produces(&h.poll());
+    assert_eq!(sent.len(), 5);
+    h.engine.handle(
+        Event::Leaders(vec![(TopicPartition::new(T0, 0), Some(2))]),
+        h.now,
+        &h.acc,
+    );
+    assert!(produces(&h.poll()).is_empty(), "five still in flight");
+}
+
+/// When a slot frees for a partition's queued batch, the request leaving for that broker
+/// takes the open batches of its other partitions with room, lingered or not.
+#[test]
+fn a_queued_batch_leaving_takes_the_brokers_open_batches_along() {
+    let mut h = Harness::new();
+    h.acc = Accumulator::new(AccumulatorConfig {
+        batch_size: 16 * 1024,
+        linger_ms: 5,
+        buffer_memory: 1 << 20,
+        max_request_size: 1 << 20,
+        transactional: false,
+        compression: crate::protocol::record_batch::Compression::None,
+    });
+    h.give_identity(1, 0);
+    h.send(0);
+    h.send(1);
+    let openers = produces(&h.advance(5));
+    assert_eq!(openers.len(), 1);
+    h.answer(
+        openers[0].0,
+        &[(0, ErrorCode::NONE, 0), (1, ErrorCode::NONE, 0)],
+    );
+    // Two of these do not fit in one 16 KiB batch: six full batches, a seventh open.
+    let large = [0u8; 9_000];
+    for _ in 0..7 {
+        h.acc
+            .append(
+                &TopicPartition::new(T0, 0),
+                0,
+                None,
+                Some(&large),
+                &[],
+                h.now,
+            )
+            .expect("append");
+    }
+    let sent = produces(&h.poll());
+    assert_eq!(sent.len(), 5, "broker 1 is full, a sixth batch queued");
+    h.send(1);
+    h.answer(sent[0].0, &[(0, ErrorCode::NONE, 1)]);
+    assert_eq!(
+        batch_records(&h.poll()),
+        vec![vec![(0, 1), (1, 1)]],
+        "partition 1's open batch joins the queued one"
+    );
+}
+
 #[test]
 fn nothing_goes_to_a_throttled_broker_until_the_throttle_time_passed() {
     let mut h = Harness::new();
@@ -565,6 +682,51 @@ fn nothing_goes_to_a_throttled_broker_until_the_throttle_time_passed() {
     );
     let throttle = h.engine.metrics().produce_throttle_time_ms;
     assert_eq!((throttle.count, throttle.max), (1, 500));
+}
+
+/// Once a throttle has passed, the broker is an ordinary one again: a request leaving for it
+/// takes every partition with room, as before the throttle.
+#[test]
+fn a_request_after_a_throttle_takes_every_partition_with_room() {
+    let mut h = Harness::new();
+    h.acc = Accumulator::new(AccumulatorConfig {
+        batch_size: 16 * 1024,
+        linger_ms: 5,
+        buffer_memory: 1 << 20,
+        max_request_size: 1 << 20,
+        transactional: false,
+        compression: crate::protocol::record_batch::Compression::None,
+    });
+    h.give_identity(1, 0);
+    h.send(0);
+    h.send(1);
+    let openers = produces(&h.advance(5));
+    let acknowledged = |p| PartitionResponse {
+        partition: TopicPartition::new(T0, p),
+        error: ErrorCode::NONE,
+        base_offset: 0,
+        log_append_time: -1,
+        log_start_offset: 0,
+        message: None,
+    };
+    h.engine.handle(
+        Event::ProduceResponse {
+            request: openers[0].0,
+            partitions: vec![acknowledged(0), acknowledged(1)],
+            throttle_ms: 100,
+        },
+        h.now,
+        &h.acc,
+    );
+    h.now += 100;
+    h.send(0);
+    h.now += 3;
+    h.send(1);
+    assert_eq!(
+        batch_records(&h.advance(2)),
+        vec![vec![(0, 1), (1, 1)]],
+        "partition 0 lingered; partition 1 joins its request"
+    );
 }
 
 /// Records per batch of each Produce action, by partition.

@@ -48,7 +48,8 @@ fn offsets(records: &[(Arc<BatchCompletion>, i32)]) -> Vec<Option<i64>> {
 #[test]
 fn a_batch_rejected_as_too_large_is_split_and_keeps_its_sequences() {
     let mut h = Harness::new();
-    h.give_identity(1, 0);
+    // Producer id 0 is an id like any other (only a negative one means "none").
+    h.give_identity(0, 0);
     let records = send_records(&mut h, 5);
     let sent = sent_batches(&h.poll());
     assert_eq!(sent, vec![(sent[0].0, 0, 5)]);
