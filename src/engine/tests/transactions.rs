@@ -155,6 +155,48 @@ fn answers_to_requests_not_awaited_are_ignored() {
     assert_ne!(h.engine.transaction_state(), Some(&TxnState::Ready));
 }
 
+/// The engine wakes for a commit's retry though another of the manager's times (here the
+/// last AddPartitionsToTxn retry time, reached in this very millisecond) is not in the future.
+#[test]
+fn a_commit_retry_is_woken_for_beside_a_time_already_reached() {
+    let mut h = transactional_harness();
+    init(&mut h, false);
+    h.engine.begin_transaction(h.now).unwrap();
+    h.send(0);
+    let Some((add, TxnRequest::AddPartitions { .. })) = coordinator_request_now(&mut h) else {
+        panic!("AddPartitionsToTxn expected")
+    };
+    h.fail(add, true);
+    // Sent again once retry.backoff.ms (10) passed, and answered in the same millisecond.
+    h.now += 10;
+    let Some((add, TxnRequest::AddPartitions { partitions, .. })) = coordinator_request_now(&mut h)
+    else {
+        panic!("AddPartitionsToTxn sent again")
+    };
+    let added = partitions
+        .into_iter()
+        .map(|tp| (tp, ErrorCode::NONE))
+        .collect();
+    answer_txn(&mut h, add, TxnResponse::AddPartitions(added));
+    let sent = produces(&h.poll());
+    h.answer(sent[0].0, &[(0, ErrorCode::NONE, 0)]);
+    h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+    let Some((end, TxnRequest::EndTxn { .. })) = coordinator_request_now(&mut h) else {
+        panic!("EndTxn expected")
+    };
+    let loading = TxnResponse::EndTxn {
+        error: ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
+        identity: None,
+    };
+    answer_txn(&mut h, end, loading);
+    let wake = h.engine.next_wakeup(h.now, &h.acc);
+    assert!(
+        wake.is_some_and(|t| (h.now + 8..=h.now + 12).contains(&t)),
+        "woken at {wake:?} for the retry after {} ms",
+        h.now
+    );
+}
+
 #[test]
 fn fenced_during_commit_ends_the_call_with_a_fatal_error() {
     let mut h = transactional_harness();
@@ -553,6 +595,49 @@ fn a_lost_txn_offset_commit_looks_the_group_coordinator_up_again() {
             .collect::<Vec<_>>(),
         vec![2],
         "sent to the coordinator found again"
+    );
+}
+
+/// A TxnOffsetCommit answered NOT_COORDINATOR looks the group coordinator up again after the
+/// retry backoff (KIP-580), not at once.
+#[test]
+fn offsets_refused_by_a_moved_coordinator_wait_the_backoff() {
+    let mut h = transactional_harness();
+    init(&mut h, false);
+    h.engine.begin_transaction(h.now).unwrap();
+    let group = ConsumerGroupMetadata::new("g", 3, "m-1", None);
+    let offsets = vec![OffsetToCommit::new(TopicPartition::new("in", 0), 5)];
+    h.engine
+        .start_call(TxnCall::SendOffsets { offsets, group }, h.now)
+        .unwrap();
+    let Some((request, TxnRequest::AddOffsets { .. })) = coordinator_request_now(&mut h) else {
+        panic!("AddOffsetsToTxn first");
+    };
+    answer_txn(&mut h, request, TxnResponse::AddOffsets(ErrorCode::NONE));
+    let Some((request, TxnRequest::TxnOffsetCommit { .. })) = coordinator_request_now(&mut h)
+    else {
+        panic!("TxnOffsetCommit next");
+    };
+    let moved = vec![(TopicPartition::new("in", 0), ErrorCode::NOT_COORDINATOR)];
+    answer_txn(&mut h, request, TxnResponse::TxnOffsetCommit(moved));
+    let refused_at = h.now;
+    let mut looked_up_at = None;
+    for _ in 0..50 {
+        let lookup = h
+            .poll()
+            .iter()
+            .any(|a| matches!(a, Action::FindCoordinator { .. }));
+        if lookup {
+            looked_up_at = Some(h.now);
+            break;
+        }
+        h.now += 1;
+    }
+    let waited = looked_up_at.expect("looked up again") - refused_at;
+    // retry.backoff.ms 10 with ±20% jitter.
+    assert!(
+        (8..=12).contains(&waited),
+        "looked up again after {waited} ms"
     );
 }
 

@@ -61,6 +61,10 @@ pub(super) struct World {
     hold_blocked: bool,
     /// The calls the coordinator does not answer: they wait, then time out.
     unreachable: Vec<Call>,
+    /// The call the coordinator answers PRODUCER_FENCED (another producer took the
+    /// transactional id); the producer is fatally failed from then on (`fenced`).
+    pub(super) fence_at: Option<Call>,
+    fenced: bool,
     /// A commit applied leaves its records' deliveries pending until this is cleared.
     pub(super) deliveries_held: bool,
     held: Vec<(Arc<BatchCompletion>, i64)>,
@@ -96,6 +100,8 @@ impl World {
             send_blocked: false,
             hold_blocked: false,
             unreachable: Vec::new(),
+            fence_at: None,
+            fenced: false,
             deliveries_held: false,
             held: Vec::new(),
             state: TxnState::Ready,
@@ -384,7 +390,14 @@ impl Drop for InProgress<'_> {
 
 impl FakeSink {
     async fn call(&self, call: Call, offsets: Vec<OffsetToCommit>) -> Result<()> {
-        self.0.borrow_mut().check(call)?;
+        {
+            let mut world = self.0.borrow_mut();
+            world.fenced |= world.fence_at == Some(call);
+            if world.fenced {
+                return Err(Error::broker(crate::ErrorCode::PRODUCER_FENCED));
+            }
+            world.check(call)?;
+        }
         let mut progress = InProgress {
             world: &self.0,
             call: Some(call),

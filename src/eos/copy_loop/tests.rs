@@ -314,6 +314,26 @@ fn offsets_timing_out_are_sent_again_at_each_step() {
 /// The way out the loop's errors once named, taken anyway: the loop's commit timed out, and
 /// its user called commit on the producer by hand, which took the outcome. The loop finds its
 /// own commit landed (its offsets were in it) and reports it: nothing lost, nothing twice.
+/// A commit refused because another producer took the transactional id ends the step with
+/// that fatal error: the loop neither aborts (the producer can no longer) nor reads on.
+#[test]
+fn a_fenced_commit_is_the_steps_fatal_error() {
+    let (world, mut copier) = setup();
+    world.borrow_mut().fence_at = Some(Call::Commit);
+    let mut outcome = Ok(None);
+    for _ in 0..10 {
+        outcome = run(copier.step());
+        if outcome.is_err() {
+            break;
+        }
+    }
+    let error = outcome.expect_err("the commit was fenced");
+    assert!(error.is_fatal(), "{error}");
+    assert_eq!(error.code(), Some(crate::ErrorCode::PRODUCER_FENCED));
+    assert_eq!(world.borrow().commits, 0);
+    assert!(world.borrow().destination.values().all(Vec::is_empty));
+}
+
 #[test]
 fn a_commit_finished_by_hand_is_reported_once() {
     let (world, mut copier) = setup();
