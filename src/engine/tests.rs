@@ -44,6 +44,16 @@ impl Harness {
         h
     }
 
+    /// [`Harness::new`], with batches that linger `linger_ms` before they close.
+    fn lingering(linger_ms: Millis) -> Self {
+        let mut h = Self::new();
+        h.acc = Accumulator::new(AccumulatorConfig {
+            linger_ms,
+            ..h.acc.config().clone()
+        });
+        h
+    }
+
     fn send(&mut self, partition: i32) -> Arc<BatchCompletion> {
         let tp = TopicPartition::new(T0, partition);
         self.acc
@@ -603,15 +613,7 @@ fn a_partitions_full_pipeline_holds_it_after_its_leader_moved() {
 /// takes the open batches of its other partitions with room, lingered or not.
 #[test]
 fn a_queued_batch_leaving_takes_the_brokers_open_batches_along() {
-    let mut h = Harness::new();
-    h.acc = Accumulator::new(AccumulatorConfig {
-        batch_size: 16 * 1024,
-        linger_ms: 5,
-        buffer_memory: 1 << 20,
-        max_request_size: 1 << 20,
-        transactional: false,
-        compression: crate::protocol::record_batch::Compression::None,
-    });
+    let mut h = Harness::lingering(5);
     h.give_identity(1, 0);
     h.send(0);
     h.send(1);
@@ -688,15 +690,7 @@ fn nothing_goes_to_a_throttled_broker_until_the_throttle_time_passed() {
 /// takes every partition with room, as before the throttle.
 #[test]
 fn a_request_after_a_throttle_takes_every_partition_with_room() {
-    let mut h = Harness::new();
-    h.acc = Accumulator::new(AccumulatorConfig {
-        batch_size: 16 * 1024,
-        linger_ms: 5,
-        buffer_memory: 1 << 20,
-        max_request_size: 1 << 20,
-        transactional: false,
-        compression: crate::protocol::record_batch::Compression::None,
-    });
+    let mut h = Harness::lingering(5);
     h.give_identity(1, 0);
     h.send(0);
     h.send(1);
@@ -771,15 +765,7 @@ fn a_lingered_batch_keeps_taking_records_while_its_pipeline_is_busy() {
 
 #[test]
 fn a_request_leaving_for_a_broker_takes_every_partition_with_room() {
-    let mut h = Harness::new();
-    h.acc = Accumulator::new(AccumulatorConfig {
-        batch_size: 16 * 1024,
-        linger_ms: 5,
-        buffer_memory: 1 << 20,
-        max_request_size: 1 << 20,
-        transactional: false,
-        compression: crate::protocol::record_batch::Compression::None,
-    });
+    let mut h = Harness::lingering(5);
     let other = TopicPartition::new("u", 0);
     let mut leaders: Vec<_> = (0..3)
         .map(|p| (TopicPartition::new(T0, p), Some(1)))

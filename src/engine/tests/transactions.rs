@@ -76,6 +76,15 @@ fn init(h: &mut Harness, v2: bool) {
     assert_finished_ok(h, call);
 }
 
+/// A transactional producer initialised against a transactions-v1 coordinator, inside a
+/// transaction.
+fn v1_in_transaction() -> Harness {
+    let mut h = transactional_harness();
+    init(&mut h, false);
+    h.engine.begin_transaction(h.now).unwrap();
+    h
+}
+
 #[test]
 fn calls_in_the_wrong_state_send_nothing() {
     let mut h = transactional_harness();
@@ -99,9 +108,7 @@ fn calls_in_the_wrong_state_send_nothing() {
 
 #[test]
 fn v1_adds_a_partition_before_its_first_batch() {
-    let mut h = transactional_harness();
-    init(&mut h, false);
-    h.engine.begin_transaction(h.now).unwrap();
+    let mut h = v1_in_transaction();
     h.send(0);
     let actions = h.poll();
     assert!(
@@ -159,9 +166,7 @@ fn answers_to_requests_not_awaited_are_ignored() {
 /// last AddPartitionsToTxn retry time, reached in this very millisecond) is not in the future.
 #[test]
 fn a_commit_retry_is_woken_for_beside_a_time_already_reached() {
-    let mut h = transactional_harness();
-    init(&mut h, false);
-    h.engine.begin_transaction(h.now).unwrap();
+    let mut h = v1_in_transaction();
     h.send(0);
     let Some((add, TxnRequest::AddPartitions { .. })) = coordinator_request_now(&mut h) else {
         panic!("AddPartitionsToTxn expected")
@@ -423,9 +428,7 @@ fn an_end_txn_error_that_leaves_the_transaction_abortable_says_so() {
 /// transaction (same epoch, the next sequence). Found by the simulation's copy loop.
 #[test]
 fn v1_abort_bumps_the_epoch_when_a_batch_expires_while_it_drains() {
-    let mut h = transactional_harness();
-    init(&mut h, false);
-    h.engine.begin_transaction(h.now).unwrap();
+    let mut h = v1_in_transaction();
     let record = h.send(0);
     let actions = h.poll();
     let Some(Action::Coordinator { request, .. }) = actions.first() else {
@@ -536,24 +539,30 @@ fn send_offsets_losing_add_offsets(h: &mut Harness) {
     assert_eq!(h.engine.transaction_state(), Some(&TxnState::InTransaction));
 }
 
+/// Starts `send_offsets_to_transaction` for offset 5 of `in`-0 in group `group_id` and answers
+/// its AddOffsetsToTxn (transactions v1); returns the call.
+fn send_offsets_past_add_offsets(h: &mut Harness, group_id: &str) -> CallId {
+    let group = ConsumerGroupMetadata::new(group_id, 3, "m-1", None);
+    let offsets = vec![OffsetToCommit::new(TopicPartition::new("in", 0), 5)];
+    let call = h
+        .engine
+        .start_call(TxnCall::SendOffsets { offsets, group }, h.now)
+        .unwrap();
+    let Some((request, TxnRequest::AddOffsets { .. })) = coordinator_request_now(h) else {
+        panic!("AddOffsetsToTxn first");
+    };
+    answer_txn(h, request, TxnResponse::AddOffsets(ErrorCode::NONE));
+    call
+}
+
 /// A TxnOffsetCommit whose answer is lost (its group coordinator died) is sent again to the
 /// group coordinator looked up anew, not to the same broker until max.block.ms. Found against
 /// a real cluster: the copy loop's offsets went to a killed broker for three minutes while
 /// its group had moved to another.
 #[test]
 fn a_lost_txn_offset_commit_looks_the_group_coordinator_up_again() {
-    let mut h = transactional_harness();
-    init(&mut h, false);
-    h.engine.begin_transaction(h.now).unwrap();
-    let group = ConsumerGroupMetadata::new("g", 3, "m-1", None);
-    let offsets = vec![OffsetToCommit::new(TopicPartition::new("in", 0), 5)];
-    h.engine
-        .start_call(TxnCall::SendOffsets { offsets, group }, h.now)
-        .unwrap();
-    let Some((request, TxnRequest::AddOffsets { .. })) = coordinator_request_now(&mut h) else {
-        panic!("AddOffsetsToTxn first");
-    };
-    answer_txn(&mut h, request, TxnResponse::AddOffsets(ErrorCode::NONE));
+    let mut h = v1_in_transaction();
+    send_offsets_past_add_offsets(&mut h, "g");
     let brokers_asked = |actions: Vec<Action>, h: &mut Harness, answer: BrokerId| {
         let mut commits = Vec::new();
         for action in actions {
@@ -602,18 +611,8 @@ fn a_lost_txn_offset_commit_looks_the_group_coordinator_up_again() {
 /// retry backoff (KIP-580), not at once.
 #[test]
 fn offsets_refused_by_a_moved_coordinator_wait_the_backoff() {
-    let mut h = transactional_harness();
-    init(&mut h, false);
-    h.engine.begin_transaction(h.now).unwrap();
-    let group = ConsumerGroupMetadata::new("g", 3, "m-1", None);
-    let offsets = vec![OffsetToCommit::new(TopicPartition::new("in", 0), 5)];
-    h.engine
-        .start_call(TxnCall::SendOffsets { offsets, group }, h.now)
-        .unwrap();
-    let Some((request, TxnRequest::AddOffsets { .. })) = coordinator_request_now(&mut h) else {
-        panic!("AddOffsetsToTxn first");
-    };
-    answer_txn(&mut h, request, TxnResponse::AddOffsets(ErrorCode::NONE));
+    let mut h = v1_in_transaction();
+    send_offsets_past_add_offsets(&mut h, "g");
     let Some((request, TxnRequest::TxnOffsetCommit { .. })) = coordinator_request_now(&mut h)
     else {
         panic!("TxnOffsetCommit next");
@@ -645,21 +644,10 @@ fn offsets_refused_by_a_moved_coordinator_wait_the_backoff() {
 /// group in the same transaction go to the coordinator looked up for that group.
 #[test]
 fn offsets_of_another_group_go_to_its_own_coordinator() {
-    let mut h = transactional_harness();
-    init(&mut h, false);
-    h.engine.begin_transaction(h.now).unwrap();
+    let mut h = v1_in_transaction();
     let mut looked_up = Vec::new();
     for (group_id, coordinator) in [("g", 1), ("h", 2)] {
-        let group = ConsumerGroupMetadata::new(group_id, 3, "m-1", None);
-        let offsets = vec![OffsetToCommit::new(TopicPartition::new("in", 0), 5)];
-        let call = h
-            .engine
-            .start_call(TxnCall::SendOffsets { offsets, group }, h.now)
-            .unwrap();
-        let Some((request, TxnRequest::AddOffsets { .. })) = coordinator_request_now(&mut h) else {
-            panic!("AddOffsetsToTxn first");
-        };
-        answer_txn(&mut h, request, TxnResponse::AddOffsets(ErrorCode::NONE));
+        let call = send_offsets_past_add_offsets(&mut h, group_id);
         let mut committed_to = None;
         for _ in 0..3 {
             for action in h.poll() {
@@ -773,9 +761,7 @@ fn v1_abort_after_a_lost_add_offsets_that_never_landed_is_not_an_error() {
 /// answer is then lost counts as "the transaction may be open": EndTxn(ABORT) is sent.
 #[test]
 fn v1_abort_waits_for_add_partitions_and_ends_a_transaction_it_may_have_opened() {
-    let mut h = transactional_harness();
-    init(&mut h, false);
-    h.engine.begin_transaction(h.now).unwrap();
+    let mut h = v1_in_transaction();
     let record = h.send(0);
     let actions = h.poll();
     let Some(Action::Coordinator {
@@ -812,9 +798,7 @@ fn v1_abort_waits_for_add_partitions_and_ends_a_transaction_it_may_have_opened()
 /// against a coordinator that just dropped the connection.
 #[test]
 fn v1_a_failed_add_partitions_waits_the_retry_backoff_before_it_is_sent_again() {
-    let mut h = transactional_harness();
-    init(&mut h, false);
-    h.engine.begin_transaction(h.now).unwrap();
+    let mut h = v1_in_transaction();
     h.send(0);
     let Some((add, TxnRequest::AddPartitions { .. })) = coordinator_request_now(&mut h) else {
         panic!("AddPartitionsToTxn expected")
@@ -835,9 +819,7 @@ fn v1_a_failed_add_partitions_waits_the_retry_backoff_before_it_is_sent_again() 
 
 #[test]
 fn kip_588_a_transaction_the_coordinator_timed_out_is_abortable_and_recovers() {
-    let mut h = transactional_harness();
-    init(&mut h, false);
-    h.engine.begin_transaction(h.now).unwrap();
+    let mut h = v1_in_transaction();
     h.send(0);
     let actions = h.poll();
     let Some(Action::Coordinator { request, .. }) = actions.first() else {
