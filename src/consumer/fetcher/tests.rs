@@ -731,7 +731,12 @@ fn fetches_go_in_a_session_naming_only_what_moved() {
         (0, 0),
         "opens a session"
     );
-    assert_eq!(full.topics[0].partitions.len(), 3);
+    let opened: Vec<(i32, i64)> = full.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition, p.fetch_offset))
+        .collect();
+    assert_eq!(opened, [(0, 0), (1, 5), (2, 7)], "each at its position");
     let mut response = answer(0, ErrorCode::NONE, Some(batch(0, 3)));
     response.session_id = 42;
     f.apply_fetch(BROKER, response, fetched);
