@@ -459,6 +459,46 @@ mod tests {
         );
     }
 
+    /// A batch that fails its CRC stops the reader with an error, and the fetch starts again
+    /// right after what was read before it: past a marker, and past an aborted transaction's
+    /// batch, never back at a record already handed out.
+    #[test]
+    fn a_corrupt_batch_is_fetched_again_from_past_what_was_read() {
+        let corrupt = |base| {
+            let mut bytes = BytesMut::from(&batch(base, &["c"], None)[..]);
+            let last = bytes.len() - 1;
+            bytes[last] ^= 0xff;
+            bytes.freeze()
+        };
+        let aborted = [AbortedTransaction {
+            producer_id: 2,
+            first_offset: 3,
+        }];
+        let topic: Arc<str> = Arc::from("t");
+        let fetch_again_from = |parts: &[Bytes]| {
+            let mut reader = PartitionReader::new(
+                &topic,
+                0,
+                log(parts),
+                0,
+                IsolationLevel::ReadCommitted,
+                10,
+                Some(&aborted),
+            );
+            assert_eq!(reader.next_batch().unwrap().unwrap().len(), 2);
+            assert!(reader.next_batch().is_err(), "the CRC fails");
+            reader.next_offset()
+        };
+        let committed = [batch(0, &["a", "b"], Some(1)), marker(2, 1, true)];
+        let after_committed = |tail: &[Bytes]| [&committed[..], tail].concat();
+        assert_eq!(fetch_again_from(&after_committed(&[corrupt(3)])), 3);
+        let aborted_batch = batch(3, &["x"], Some(2));
+        assert_eq!(
+            fetch_again_from(&after_committed(&[aborted_batch, corrupt(4)])),
+            4
+        );
+    }
+
     /// A batch whose last records compaction removed keeps its last offset delta (the v2
     /// batch format keeps a batch's offset range through compaction, KIP-98): the position
     /// after its records is past that range, not after its last record.
