@@ -339,6 +339,17 @@ mod tests {
         })
     }
 
+    /// A reader of partition 0 of `t` over `bytes`, fetched from offset 0.
+    fn reader_of_t0(
+        bytes: Bytes,
+        isolation: IsolationLevel,
+        last_stable_offset: i64,
+        aborted: Option<&[AbortedTransaction]>,
+    ) -> PartitionReader {
+        let topic: Arc<str> = Arc::from("t");
+        PartitionReader::new(&topic, 0, bytes, 0, isolation, last_stable_offset, aborted)
+    }
+
     fn batch(base_offset: i64, values: &[&str], producer: Option<i64>) -> Bytes {
         let mut b = BatchBuilder::new(1000, 256);
         for v in values {
@@ -474,17 +485,9 @@ mod tests {
             producer_id: 2,
             first_offset: 3,
         }];
-        let topic: Arc<str> = Arc::from("t");
         let fetch_again_from = |parts: &[Bytes]| {
-            let mut reader = PartitionReader::new(
-                &topic,
-                0,
-                log(parts),
-                0,
-                IsolationLevel::ReadCommitted,
-                10,
-                Some(&aborted),
-            );
+            let committed_only = IsolationLevel::ReadCommitted;
+            let mut reader = reader_of_t0(log(parts), committed_only, 10, Some(&aborted));
             assert_eq!(reader.next_batch().unwrap().unwrap().len(), 2);
             assert!(reader.next_batch().is_err(), "the CRC fails");
             reader.next_offset()
@@ -510,16 +513,7 @@ mod tests {
         let crc = crc32c::crc32c(&compacted[21..]);
         compacted[17..21].copy_from_slice(&crc.to_be_bytes());
         let bytes = log(&[compacted.freeze(), batch(4, &["c"], None)]);
-        let topic: Arc<str> = Arc::from("t");
-        let mut reader = PartitionReader::new(
-            &topic,
-            0,
-            bytes,
-            0,
-            IsolationLevel::ReadUncommitted,
-            -1,
-            None,
-        );
+        let mut reader = reader_of_t0(bytes, IsolationLevel::ReadUncommitted, -1, None);
         assert_eq!(reader.next_batch().unwrap().unwrap().len(), 2);
         assert_eq!(
             reader.next_offset(),
