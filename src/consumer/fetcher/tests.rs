@@ -317,6 +317,33 @@ fn a_poll_with_less_room_than_partitions_serves_them_a_run_at_a_time() {
 }
 
 #[test]
+fn shares_are_cut_among_the_partitions_holding_records_only() {
+    // 100 records a poll, two of four partitions holding records: halves of 50 (runs of 32
+    // would be the crowded case, which counting the two empty ones would wrongly make it).
+    let mut f = fetcher_of(100);
+    let all = four_with_backlog(&mut f, &[200, 0, 200, 0]);
+    let taken = f.take_records(&all, usize::MAX).unwrap();
+    let counts: Vec<(i32, usize)> = by_partition(&taken)
+        .into_iter()
+        .map(|(p, offsets)| (p, offsets.len()))
+        .collect();
+    assert_eq!(counts, vec![(0, 50), (2, 50)]);
+}
+
+#[test]
+fn shares_of_exactly_a_run_are_not_crowded() {
+    // 64 records a poll between two: shares of 32, the crowded run's length but not shorter,
+    // so the next poll starts one partition on, as uncrowded polls do.
+    let mut f = fetcher_of(64);
+    let all = [tp(0), tp(1)];
+    with_backlog(&mut f, &all, &[200, 200]);
+    let firsts: Vec<i32> = (0..3)
+        .map(|_| f.take_records(&all, usize::MAX).unwrap()[0].partition)
+        .collect();
+    assert_eq!(firsts, vec![0, 1, 0]);
+}
+
+#[test]
 fn fetchable_lists_in_any_order_are_served_alike() {
     // The membership hands its partitions sorted, a manual assignment in the user's order,
     // and either may name partitions the fetcher no longer holds: the same partitions are
@@ -501,6 +528,42 @@ fn stale_answers_and_errors_never_move_the_position() {
         f.reset_request(&listing).topics[0].partitions[0].timestamp,
         -1
     );
+}
+
+#[test]
+fn an_answer_is_stale_once_its_request_or_its_offset_is_past() {
+    let mut f = fetcher(OffsetReset::Latest);
+    f.assigned(&[tp(0)], true);
+    answer_committed(&mut f, vec![(tp(0), Some(5))]);
+    let all = [tp(0)];
+    // A seek to the very offset in flight still makes the answer stale: the seek's own fetch
+    // brings the records.
+    let fetched = f.to_fetch(&all);
+    f.seek(&tp(0), 5).unwrap();
+    f.apply_fetch(
+        BROKER,
+        answer(0, ErrorCode::NONE, Some(batch(5, 2))),
+        fetched,
+    );
+    assert!(f.take_records(&all, usize::MAX).is_none());
+    assert_eq!(f.position(&tp(0)), Some(5));
+    // The same request answered twice (under the same token): the second answer starts
+    // where the first did, behind the position it moved, and is dropped.
+    let fetched = f.to_fetch(&all);
+    for _ in 0..2 {
+        f.apply_fetch(
+            BROKER,
+            answer(0, ErrorCode::NONE, Some(batch(5, 2))),
+            fetched.clone(),
+        );
+    }
+    let offsets: Vec<i64> = f
+        .take_records(&all, usize::MAX)
+        .unwrap()
+        .iter()
+        .map(|r| r.offset)
+        .collect();
+    assert_eq!(offsets, vec![5, 6]);
 }
 
 #[test]
