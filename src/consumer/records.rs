@@ -525,6 +525,53 @@ mod tests {
         assert_eq!(reader.next_offset(), 5);
     }
 
+    /// A producer's committed transaction, then its aborted one, in one answer: the abort
+    /// hides records from the aborted transaction's first offset on, none before it.
+    #[test]
+    fn an_aborted_transaction_hides_nothing_before_its_first_offset() {
+        let bytes = log(&[
+            batch(0, &["a", "b"], Some(2)),
+            marker(2, 2, true),
+            batch(3, &["x", "y"], Some(2)),
+            marker(5, 2, false),
+        ]);
+        let aborted = [AbortedTransaction {
+            producer_id: 2,
+            first_offset: 3,
+        }];
+        let topic: Arc<str> = Arc::from("t");
+        let r = partition_records(
+            &topic,
+            0,
+            &bytes,
+            0,
+            IsolationLevel::ReadCommitted,
+            6,
+            Some(&aborted),
+        )
+        .unwrap();
+        assert_eq!(values(&r), vec![(0, "a".into()), (1, "b".into())]);
+        assert_eq!(r.next_offset, 6);
+    }
+
+    /// Fetched from a batch's last record: that record is read, and the answer ends past it.
+    #[test]
+    fn an_answer_fetched_from_a_batch_s_last_record_ends_past_it() {
+        let bytes = batch(0, &["a", "b", "c"], None);
+        let topic: Arc<str> = Arc::from("t");
+        let reader = PartitionReader::new(
+            &topic,
+            0,
+            bytes.clone(),
+            2,
+            IsolationLevel::ReadUncommitted,
+            -1,
+            None,
+        );
+        assert_eq!(reader.end(), 3);
+        assert_eq!(values(&read_uncommitted(&bytes, 2)), vec![(2, "c".into())]);
+    }
+
     #[test]
     fn nothing_at_or_past_the_last_stable_offset() {
         let bytes = log(&[batch(0, &["a"], None), batch(1, &["open"], Some(9))]);

@@ -763,3 +763,25 @@ fn an_eager_member_heartbeats_until_it_hands_revoked_partitions_back() {
         Some(MembershipRequest::Join(_))
     ));
 }
+
+/// The consumer's driver speaks to a member through `Membership`: each call reaches the
+/// classic member behind it (the poll that rejoins, the next deadline, the interval).
+#[test]
+fn the_membership_hands_each_call_to_its_classic_member() {
+    use crate::consumer::membership::Membership;
+    let now: Millis = 0;
+    let mut m = Membership::Classic(assigned_follower(now, &[0, 1]));
+    assert_eq!(m.heartbeat_interval_ms(), 500);
+    assert_eq!(m.next_deadline(), Some(now + 500), "the first heartbeat");
+    assert!(m.leave_until_next_poll().is_some());
+    let later = now + 1_000;
+    assert!(m.poll_request(later, &View).is_none());
+    m.on_poll(later);
+    assert!(
+        matches!(
+            m.poll_request(later, &View),
+            Some(MembershipRequest::Join(_))
+        ),
+        "the next poll rejoins"
+    );
+}
