@@ -297,3 +297,20 @@ fn partitions_are_walked_in_partition_order() {
         (0..4).map(partition).collect::<Vec<_>>()
     );
 }
+
+/// Java's estimator steps (`CompressionRatioEstimator`): a worse ratio is followed at once and
+/// by at least 0.05, a better one by at most 0.005, and the estimate never passes 1.
+#[test]
+fn the_ratio_estimate_follows_a_worse_ratio_at_once_and_a_better_one_slowly() {
+    let close =
+        |r: RatioEstimate, want: f64| assert!((r.0 - want).abs() < 1e-9, "{} != {want}", r.0);
+    let mut r = RatioEstimate(0.5);
+    r.observe(0.51);
+    close(r, 0.55);
+    r.observe(0.9);
+    close(r, 0.9);
+    r.observe(0.1);
+    close(r, 0.895);
+    r.observe(2.0);
+    close(r, 1.0);
+}
