@@ -314,3 +314,35 @@ fn the_ratio_estimate_follows_a_worse_ratio_at_once_and_a_better_one_slowly() {
     r.observe(2.0);
     close(r, 1.0);
 }
+
+/// What a closed batch teaches its topic's estimate is its compressed body per byte of
+/// records (the batch header, never compressed, left out of both): from an estimate far
+/// better than the batch did, the estimate goes to the observed ratio at once.
+#[cfg(feature = "lz4")]
+#[test]
+fn a_closed_batch_teaches_its_topic_its_body_per_record_byte() {
+    let acc = Accumulator::new(AccumulatorConfig {
+        batch_size: 4096,
+        buffer_memory: 1 << 30,
+        max_request_size: 1 << 20,
+        compression: Compression::Lz4,
+        ..config()
+    });
+    acc.ratios
+        .lock()
+        .unwrap()
+        .insert(Arc::clone(&tp().topic), RatioEstimate(0.001));
+    for i in 0..50u32 {
+        let value = format!(r#"{{"user":"user-{i}","action":"click","n":{}}}"#, i * 7919);
+        acc.append(&tp(), 1, None, Some(value.as_bytes()), &[], 0)
+            .unwrap();
+    }
+    let closed = acc.take_all().closed;
+    assert_eq!(closed.len(), 1);
+    let batch = &closed[0].batch;
+    let observed = (batch.size_in_bytes() - RECORD_BATCH_HEADER_LEN) as f64
+        / (batch.uncompressed_size_in_bytes() - RECORD_BATCH_HEADER_LEN) as f64;
+    assert!(observed > 0.051, "lz4 keeps more than that: {observed}");
+    let learned = acc.ratios.lock().unwrap()[&tp().topic].0;
+    assert!((learned - observed).abs() < 1e-9, "{learned} != {observed}");
+}
