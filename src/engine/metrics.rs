@@ -270,6 +270,51 @@ mod tests {
     }
 
     #[test]
+    fn only_a_throttle_is_observed_and_only_known_addresses_are_given() {
+        let mut m = DeliveryMetrics::default();
+        assert_eq!(m.address_of(1), None);
+        m.broker_address(1, "127.0.0.1:9092");
+        assert_eq!(m.address_of(1), Some("127.0.0.1:9092"));
+        assert_eq!(m.address_of(2), None);
+        m.answered(1, 5, 10, 0);
+        assert_eq!(
+            m.produce_throttle_time_ms.count, 0,
+            "no throttle: nothing observed"
+        );
+        m.answered(1, 5, 10, 30);
+        let throttle = &m.produce_throttle_time_ms;
+        assert_eq!((throttle.count, throttle.max), (1, 30));
+    }
+
+    /// The broker's throttle series (KIP-219) holds the throttles the broker imposed, no zeros.
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn only_an_imposed_throttle_is_published() {
+        use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            let mut m = DeliveryMetrics::default();
+            m.observe_as("c");
+            m.answered(1, 5, 10, 0);
+            m.answered(1, 5, 10, 30);
+        });
+        let throttles: Vec<f64> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| key.key().name() == "kafka.producer.produce-throttle-time")
+            .flat_map(|(.., value)| match value {
+                DebugValue::Histogram(values) => {
+                    values.into_iter().map(|v| v.into_inner()).collect()
+                }
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(throttles, vec![30.0]);
+    }
+
+    #[test]
     fn ack_rate_covers_the_last_thirty_seconds() {
         let mut m = DeliveryMetrics::default();
         let tp = TopicPartition::new("t", 0);

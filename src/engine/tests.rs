@@ -564,8 +564,13 @@ fn one_poll_fills_every_free_in_flight_slot() {
 fn in_flight_slots_are_per_broker_with_one_batch_per_partition_per_request() {
     let mut h = Harness::new();
     backlog_behind_acknowledged_opener(&mut h, &[0, 1, 2], 6);
+    assert!(h.engine.in_flight_per_broker().is_empty());
     let sent = produces(&h.poll());
     assert_eq!(sent.len(), 5, "at most max.in.flight requests to broker 1");
+    assert_eq!(
+        h.engine.in_flight_per_broker(),
+        std::collections::BTreeMap::from([(1, 5)])
+    );
     for (_, stamps) in &sent {
         let partitions: Vec<i32> = stamps.iter().map(|s| s.0).collect();
         assert_eq!(
