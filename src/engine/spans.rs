@@ -245,6 +245,34 @@ mod tests {
         );
     }
 
+    /// Each stamping (the first, and again after an epoch bump: P2) records on the batch's
+    /// span the identity it goes out under.
+    #[test]
+    fn a_stamped_batch_records_its_identity() {
+        let told = Told::default();
+        let subscriber = tracing_subscriber::registry().with(told.clone());
+        let _default = tracing::subscriber::set_default(subscriber);
+        let tp = TopicPartition::new("t", 0);
+        let mut spans = BatchSpans::open(&tp);
+        let mut builder = crate::protocol::record_batch::BatchBuilder::new(1000, 256);
+        builder.append(0, None, Some(b"v"), &[]);
+        let mut batch = builder.seal(false);
+        batch.stamp(9, 2, 5);
+        spans.stamped(&tp, &batch);
+        let recorded = told.recorded.lock().unwrap().clone();
+        let field =
+            |name: &str, value: &str| ("kafka.batch".to_owned(), name.to_owned(), value.to_owned());
+        assert_eq!(
+            recorded,
+            [
+                field("messaging.batch.message_count", "1"),
+                field("exactly.producer_id", "9"),
+                field("exactly.producer_epoch", "2"),
+                field("exactly.base_sequence", "5"),
+            ]
+        );
+    }
+
     #[test]
     fn a_split_hands_each_part_its_records_at_their_new_indexes() {
         // Any subscriber enables the spans (the registry keeps every one).

@@ -691,6 +691,42 @@ fn nothing_goes_to_a_throttled_broker_until_the_throttle_time_passed() {
     assert_eq!((throttle.count, throttle.max), (1, 500));
 }
 
+/// A batch held back by a throttle that outlasts its delivery timeout wakes the driver at
+/// its delivery deadline, where it fails, not at the throttle's end.
+#[test]
+fn a_held_batch_wakes_the_driver_at_its_delivery_deadline() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    h.send(0);
+    let opener = produces(&h.poll());
+    // KIP-219: the answer asks for 5 s of silence, past delivery.timeout.ms (1 s).
+    h.engine.handle(
+        Event::ProduceResponse {
+            request: opener[0].0,
+            partitions: vec![PartitionResponse {
+                partition: TopicPartition::new(T0, 0),
+                error: ErrorCode::NONE,
+                base_offset: 0,
+                log_append_time: -1,
+                log_start_offset: 0,
+                message: None,
+            }],
+            throttle_ms: 5_000,
+        },
+        h.now,
+        &h.acc,
+    );
+    h.now += 100;
+    let held = h.send(0);
+    assert!(produces(&h.poll()).is_empty(), "throttled");
+    assert_eq!(h.engine.next_wakeup(h.now, &h.acc), Some(100 + 1_000));
+    h.advance(1_000);
+    assert!(
+        matches!(held.outcome(), Some(Err(_))),
+        "failed at its deadline"
+    );
+}
+
 /// Once a throttle has passed, the broker is an ordinary one again: a request leaving for it
 /// takes every partition with room, as before the throttle.
 #[test]
