@@ -214,15 +214,20 @@ fn acks_0_counts_every_batch_written_with_an_unknown_offset() {
     ];
     let (partitions, throttle) = decode_produce(&[], 9, &batches, false).unwrap();
     assert_eq!(throttle, 0);
+    // Offsets, append time and log start all unknown (-1, the schema's "none"), as no
+    // answer came.
     let got: Vec<_> = partitions
         .iter()
-        .map(|p| (p.partition.clone(), p.error, p.base_offset))
+        .map(|p| {
+            let unknown = (p.base_offset, p.log_append_time, p.log_start_offset);
+            (p.partition.clone(), p.error, unknown, p.message.clone())
+        })
         .collect();
     assert_eq!(
         got,
         vec![
-            (tp("a", 0), ErrorCode::NONE, -1),
-            (tp("b", 3), ErrorCode::NONE, -1)
+            (tp("a", 0), ErrorCode::NONE, (-1, -1, -1), None),
+            (tp("b", 3), ErrorCode::NONE, (-1, -1, -1), None)
         ]
     );
 }

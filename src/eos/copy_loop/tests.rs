@@ -345,6 +345,19 @@ fn a_commit_finished_by_hand_is_reported_once() {
     finish_exactly_once(&world, &mut copier, Some(first), 0);
 }
 
+/// `CopyLoop::commit` finishes a commit a step left without an outcome and reports its
+/// transaction; with nothing open after that, it reports none.
+#[test]
+fn commit_finishes_a_commit_left_without_outcome() {
+    let (world, mut copier) = setup();
+    steps_wait_for(&world, &mut copier, Call::Commit, 1);
+    let first = run(copier.commit())
+        .expect("committed")
+        .expect("the transaction the step left");
+    assert!(run(copier.commit()).expect("nothing to end").is_none());
+    finish_exactly_once(&world, &mut copier, Some(first), 0);
+}
+
 /// The loop's transaction, whose offsets could not be sent, committed by hand: its output is
 /// visible and its offsets are not. The loop notices and rewinds instead of committing
 /// offsets past input it no longer holds: every record is in the destination (some twice,
@@ -397,6 +410,7 @@ fn caught_up_commit_time(early: bool) -> u64 {
         .expect("the step commits")
         .expect("a transaction");
     assert_eq!(committed.records_in(), 40);
+    assert_eq!(committed.records_out(), 40, "one copy each");
     assert_exactly_once(&world, &[committed]);
     world.borrow().now
 }
@@ -417,8 +431,10 @@ fn a_caught_up_source_commits_before_the_interval() {
 #[test]
 fn a_caught_up_source_holds_the_transaction_when_told_to() {
     let now = caught_up_commit_time(false);
+    // The 40 records take 8 polls of 1 ms: the wait for more is what is left of the
+    // interval, so the commit comes at its end, not a wait's length past it.
     assert!(
-        now >= 1_000,
-        "committed at {now} ms, before the 1 s interval"
+        (1_000..1_008).contains(&now),
+        "committed at {now} ms, not at the end of the 1 s interval"
     );
 }
