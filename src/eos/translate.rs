@@ -315,6 +315,25 @@ mod tests {
         assert_eq!(t.translate(&src(), 4, &dst()), Some(3));
     }
 
+    /// Forgetting below an offset of one source leaves another source's copies to the same
+    /// destination as they were.
+    #[test]
+    fn forgetting_one_source_keeps_the_others() {
+        let other = TopicPartition::new("in", 1);
+        let mut t = OffsetTranslator::new();
+        t.record(&txn(0, 4, &[(0, &[0]), (1, &[1]), (3, &[2])]));
+        let mut from_other = txn(0, 2, &[(0, &[10]), (1, &[11])]);
+        for copy in &mut from_other.copies {
+            copy.source.partition = other.clone();
+        }
+        from_other.consumed[0].partition = other.clone();
+        t.record(&from_other);
+        t.forget_before(&src(), 2);
+        assert_eq!(t.translate(&other, 0, &dst()), Some(10));
+        assert_eq!(t.translate(&other, 1, &dst()), Some(11));
+        assert_eq!(t.translate(&src(), 3, &dst()), Some(2));
+    }
+
     #[test]
     fn stretches_merge() {
         let mut spans = BTreeMap::new();

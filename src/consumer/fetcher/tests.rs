@@ -995,6 +995,19 @@ fn seek_to_end_then_to_beginning_counts_though_its_answer_comes_first() {
     assert_eq!(f.to_fetch(&[tp(0)])[0].2, 0);
 }
 
+/// A lookup answered without error but without an offset (-1: none known yet, as for a
+/// timestamp past the last record) sets no position; it is asked again.
+#[test]
+fn a_listed_answer_without_an_offset_is_asked_again() {
+    let mut f = fetcher(OffsetReset::Earliest);
+    f.assigned(&[tp(0)], false);
+    let asked = f.awaiting_reset(&HashSet::new());
+    let followup = f.apply_listed(listed(-1, ErrorCode::NONE), &asked);
+    assert!(followup.retry && followup.errors.is_empty());
+    assert_eq!(f.position(&tp(0)), None);
+    assert_eq!(partitions(f.awaiting_reset(&HashSet::new())), vec![tp(0)]);
+}
+
 #[test]
 fn seek_to_beginning_then_to_end_counts_though_its_answer_comes_last() {
     let mut f = fetcher(OffsetReset::Earliest);
