@@ -1302,6 +1302,30 @@ fn a_log_truncated_under_the_position_is_reported_and_never_read_past() {
     );
 }
 
+/// Either half of the answer undefined (UNDEFINED_EPOCH or UNDEFINED_EPOCH_OFFSET, -1) means
+/// the leader knows no such epoch, as the Java consumer reads it: reset per
+/// auto.offset.reset, never a divergence at the other half's value.
+#[test]
+fn a_half_undefined_epoch_end_is_no_epoch_known() {
+    for (epoch, end_offset) in [(-1, 2), (3, -1)] {
+        let (mut f, asked) = validating_after_a_leader_change(OffsetReset::Earliest);
+        let followup = f.apply_validated(epoch_end(ErrorCode::NONE, epoch, end_offset), &asked);
+        assert!(
+            matches!(
+                &followup.errors[..],
+                [Error::LogTruncation {
+                    divergent_offset: None,
+                    reset: true,
+                    ..
+                }]
+            ),
+            "({epoch}, {end_offset}): {:?}",
+            followup.errors
+        );
+        assert_eq!(partitions(f.awaiting_reset(&HashSet::new())), vec![tp(0)]);
+    }
+}
+
 #[test]
 fn validation_answers_that_are_stale_or_failed_move_nothing() {
     let (mut f, asked) = validating_after_a_leader_change(OffsetReset::None);
