@@ -785,3 +785,78 @@ fn the_membership_hands_each_call_to_its_classic_member() {
         "the next poll rejoins"
     );
 }
+
+/// A member owns all of a set of partitions only if each is among its owned ones: the
+/// fetcher asks this before handing records out (ARCHITECTURE.md M1: no record of a
+/// partition the member no longer owns).
+#[test]
+fn the_membership_owns_what_was_assigned_and_nothing_else() {
+    use crate::consumer::membership::Membership;
+    let m = Membership::Classic(assigned_follower(0, &[0, 2]));
+    assert!(m.owns_all([tp(0), tp(2)].iter()));
+    assert!(m.owns_all([tp(2)].iter()));
+    assert!(!m.owns_all([tp(0), tp(1)].iter()));
+    assert!(!m.owns_all([tp(3)].iter()));
+}
+
+/// One request at a time: while one is in flight no other is sent, whatever is due.
+#[test]
+fn no_request_is_sent_while_one_is_in_flight() {
+    let mut m = assigned_follower(0, &[0]);
+    assert!(m.poll_request(500, &View).is_some(), "the heartbeat due");
+    assert!(m.poll_request(500, &View).is_none());
+    assert!(m.poll_request(10_000, &View).is_none());
+}
+
+/// A SyncGroup refused because the group is rebalancing (or its coordinator moved) rejoins
+/// after a short wait; any other error is the application's to see.
+#[test]
+fn a_refused_sync_rejoins_after_a_wait_and_a_fatal_one_surfaces() {
+    let now: Millis = 0;
+    let refused = |code: ErrorCode| {
+        MembershipResponse::Sync(SyncGroupResponse {
+            error_code: code.0,
+            ..Default::default()
+        })
+    };
+    let mut m = subscribed_member();
+    m.poll_request(now, &View).unwrap();
+    m.on_response(
+        MembershipResponse::Join(join_response("m2", "m1", &[])),
+        now,
+    )
+    .unwrap();
+    m.poll_request(now, &View).unwrap();
+    m.on_response(refused(ErrorCode::REBALANCE_IN_PROGRESS), now)
+        .unwrap();
+    assert!(
+        m.poll_request(now + REBALANCE_RETRY_MS - 1, &View)
+            .is_none()
+    );
+    assert!(matches!(
+        m.poll_request(now + REBALANCE_RETRY_MS, &View),
+        Some(MembershipRequest::Join(_))
+    ));
+    m.on_response(
+        MembershipResponse::Join(join_response("m2", "m1", &[])),
+        now,
+    )
+    .unwrap();
+    m.poll_request(now, &View).unwrap();
+    assert!(
+        m.on_response(refused(ErrorCode::GROUP_AUTHORIZATION_FAILED), now)
+            .is_err()
+    );
+}
+
+/// LeaveGroup goes once, and only from a member the coordinator knows (one with a member id);
+/// a member that left sends nothing more, its heartbeats due or not.
+#[test]
+fn a_member_leaves_once_and_only_once_joined() {
+    let mut unjoined = subscribed_member();
+    assert!(unjoined.leave().is_none(), "no member id yet");
+    let mut m = assigned_follower(0, &[0]);
+    assert!(m.leave().is_some());
+    assert!(m.leave().is_none(), "left already");
+    assert!(m.poll_request(10_000, &View).is_none());
+}

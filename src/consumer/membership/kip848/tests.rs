@@ -486,3 +486,56 @@ fn a_failed_request_of_the_old_membership_does_not_block_the_rejoin() {
         Some(MembershipEvent::Assigned(vec![tp(0)]))
     );
 }
+
+/// A member that has subscribed to nothing and is not in the group has nothing to say to the
+/// coordinator: it sends no heartbeat (joining with an empty subscription would put a member
+/// in the group that can be assigned nothing).
+#[test]
+fn a_member_subscribed_to_nothing_sends_nothing() {
+    let mut m = ConsumerMember::new(ConsumerMemberConfig {
+        group_id: "g".into(),
+        member_id: "m-1".into(),
+        instance_id: None,
+        rebalance_timeout_ms: 30_000,
+        server_assignor: None,
+    });
+    assert!(m.poll_request(0).is_none());
+    assert!(m.poll_request(60_000).is_none());
+}
+
+/// The coordinator's interval replaces the member's only when it gives one: an answer with
+/// `heartbeat_interval_ms` 0 (or negative) keeps the last, instead of heartbeating at once
+/// and without end.
+#[test]
+fn an_answer_without_a_heartbeat_interval_keeps_the_last_one() {
+    let now: Millis = 0;
+    let mut m = member_owning(now, vec![0]);
+    m.poll_request(now + 500)
+        .expect("a heartbeat at the interval the answers gave");
+    let silent = ConsumerGroupHeartbeatResponse {
+        heartbeat_interval_ms: 0,
+        ..answer(1, None)
+    };
+    m.on_response(silent, now + 500, &View).unwrap();
+    assert!(m.poll_request(now + 500).is_none());
+    assert!(m.poll_request(now + 999).is_none());
+    assert!(m.poll_request(now + 1000).is_some());
+}
+
+/// As with topic names: a regex changed while the heartbeat carrying the previous one is in
+/// flight is not taken as sent by that heartbeat's answer.
+#[test]
+#[cfg(feature = "pattern-subscription")]
+fn a_regex_changed_while_the_heartbeat_carrying_the_old_one_flies_is_sent_again() {
+    let now: Millis = 0;
+    let mut m = member_owning(now, vec![0]);
+    m.subscribe_regex("t.*".into());
+    let carrying = m.poll_request(now).expect("the regex goes out");
+    assert_eq!(carrying.subscribed_topic_regex.as_deref(), Some("t.*"));
+    m.subscribe_regex("u.*".into());
+    m.on_response(answer(1, None), now, &View).unwrap();
+    let again = m
+        .poll_request(now)
+        .expect("the newer regex is not taken as sent");
+    assert_eq!(again.subscribed_topic_regex.as_deref(), Some("u.*"));
+}
