@@ -614,6 +614,49 @@ fn a_partitions_full_pipeline_holds_it_after_its_leader_moved() {
     assert!(produces(&h.poll()).is_empty(), "five still in flight");
 }
 
+/// `max.in.flight` holds per broker as well as per partition: a full batch of a partition
+/// with nothing in flight waits while its broker has five requests out for another one.
+#[test]
+fn a_brokers_full_pipeline_holds_every_partition_it_leads() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    h.send(0);
+    h.send(1);
+    let openers = produces(&h.poll());
+    assert_eq!(openers.len(), 1);
+    h.answer(
+        openers[0].0,
+        &[(0, ErrorCode::NONE, 0), (1, ErrorCode::NONE, 0)],
+    );
+    let mut five = Vec::new();
+    for _ in 0..5 {
+        h.send(0);
+        let sent = produces(&h.poll());
+        assert_eq!(sent.len(), 1);
+        five.push(sent[0].0);
+    }
+    // Two of these do not fit in one 16 KiB batch: partition 1's first batch is full.
+    for _ in 0..2 {
+        h.acc
+            .append(
+                &TopicPartition::new(T0, 1),
+                0,
+                None,
+                Some(&[0u8; 9_000]),
+                &[],
+                h.now,
+            )
+            .expect("append");
+    }
+    assert!(produces(&h.poll()).is_empty(), "broker 1 is full");
+    h.answer(five[0], &[(0, ErrorCode::NONE, 1)]);
+    assert_eq!(
+        batch_records(&h.poll()),
+        vec![vec![(1, 1)]],
+        "partition 1's full batch takes the freed slot"
+    );
+}
+
 /// When a slot frees for a partition's queued batch, the request leaving for that broker
 /// takes the open batches of its other partitions with room, lingered or not.
 #[test]
@@ -689,6 +732,39 @@ fn nothing_goes_to_a_throttled_broker_until_the_throttle_time_passed() {
     );
     let throttle = h.engine.metrics().produce_throttle_time_ms;
     assert_eq!((throttle.count, throttle.max), (1, 500));
+}
+
+/// A retry is held by a throttle too: a batch refused with a retriable error in an answer
+/// that asks for silence goes again once both its backoff and the throttle have passed.
+#[test]
+fn a_retry_waits_out_the_throttle_of_the_answer_that_refused_it() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    h.send(0);
+    let sent = produces(&h.poll());
+    assert_eq!(sent.len(), 1);
+    // KIP-219: 500 ms of silence, and the batch refused with a retriable error.
+    h.engine.handle(
+        Event::ProduceResponse {
+            request: sent[0].0,
+            partitions: vec![PartitionResponse {
+                partition: TopicPartition::new(T0, 0),
+                error: ErrorCode::NOT_ENOUGH_REPLICAS,
+                base_offset: -1,
+                log_append_time: -1,
+                log_start_offset: 0,
+                message: None,
+            }],
+            throttle_ms: 500,
+        },
+        h.now,
+        &h.acc,
+    );
+    assert!(
+        produces(&h.advance(100)).is_empty(),
+        "backoff passed, throttle not"
+    );
+    assert_eq!(produces(&h.advance(400)).len(), 1, "the retry");
 }
 
 /// A batch held back by a throttle that outlasts its delivery timeout wakes the driver at

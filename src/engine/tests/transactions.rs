@@ -252,6 +252,11 @@ fn v2_takes_the_new_epoch_from_end_txn_and_restarts_sequences() {
         },
     );
     assert_eq!(h.engine.take_finished_calls().len(), 1);
+    let metrics = h.engine.metrics();
+    assert_eq!(
+        (metrics.transactions_committed, metrics.transactions_aborted),
+        (1, 0)
+    );
     h.engine.begin_transaction(h.now).unwrap();
     h.send(1);
     let next = produces(&h.poll());
@@ -390,6 +395,11 @@ fn the_ledger_numbers_transactions_and_keeps_how_the_last_ended() {
         (ledger.state, ledger.begun, ledger.last_ended),
         (TxnState::Ready, 1, Some((1, false)))
     );
+    let metrics = h.engine.metrics();
+    assert_eq!(
+        (metrics.transactions_committed, metrics.transactions_aborted),
+        (0, 1)
+    );
 }
 
 #[test]
@@ -419,6 +429,46 @@ fn an_end_txn_error_that_leaves_the_transaction_abortable_says_so() {
     );
     assert!(error.is_abortable(), "{error}");
     assert_eq!(error.code(), Some(ErrorCode::INVALID_TXN_STATE));
+    // Committing again is refused with what made the transaction abortable; any other call
+    // but an abort is refused as a call in the wrong state.
+    let again = h.engine.start_call(TxnCall::Commit, h.now);
+    assert!(
+        matches!(&again, Err(e) if e.code() == Some(ErrorCode::INVALID_TXN_STATE)),
+        "{again:?}"
+    );
+    let init = h.engine.start_call(TxnCall::Init, h.now);
+    assert!(
+        matches!(&init, Err(Error::InvalidState(why)) if why.contains("in state")),
+        "{init:?}"
+    );
+}
+
+/// An answer of the wrong kind for the step (a coordinator bug, or a confused connection)
+/// is not taken as progress: the step is sent again after the retry backoff.
+#[test]
+fn an_unexpected_coordinator_answer_retries_the_step_after_the_backoff() {
+    let mut h = transactional_harness();
+    h.engine.start_call(TxnCall::Init, h.now).unwrap();
+    let find = h.poll();
+    let Some(Action::FindCoordinator { request, .. }) = find.first() else {
+        panic!("{find:?}")
+    };
+    answer_txn(
+        &mut h,
+        *request,
+        TxnResponse::EndTxn {
+            error: ErrorCode::NONE,
+            identity: None,
+        },
+    );
+    assert!(h.poll().is_empty(), "not at once");
+    // The backoff: 10 ms, give or take a fifth.
+    assert!(h.advance(7).is_empty(), "not before the backoff");
+    let again = h.advance(5);
+    assert!(
+        matches!(again.first(), Some(Action::FindCoordinator { .. })),
+        "{again:?}"
+    );
 }
 
 /// Transactions v1: a batch whose request is still out when the abort starts, and which
@@ -733,6 +783,7 @@ fn v1_abort_after_a_lost_add_offsets_answer_sends_end_txn() {
     };
     answer_txn(&mut h, request, ended);
     assert_finished_ok(&mut h, abort);
+    assert_eq!(h.engine.metrics().transactions_aborted, 1);
     // The next transaction starts clean: with nothing in it, its commit needs no EndTxn.
     h.engine.begin_transaction(h.now).unwrap();
     let commit = h.engine.start_call(TxnCall::Commit, h.now).unwrap();
