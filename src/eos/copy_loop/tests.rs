@@ -201,6 +201,33 @@ fn dropped_while_polling_loses_nothing() {
     finish_exactly_once(&world, &mut copier, None, 0);
 }
 
+/// A step dropped while it waits for more records, its transaction open with a poll's records
+/// copied into it (nothing being copied), leaves that transaction to the next step, which goes
+/// on with it: nothing is aborted.
+#[test]
+fn dropped_polling_with_its_transaction_open_goes_on_with_it() {
+    let world = World::new(2, 20, 5);
+    let mut copy = mirror(Rc::clone(&world));
+    let (blocking, armed) = (Rc::clone(&world), std::cell::Cell::new(true));
+    // The first record copied holds the step's next poll.
+    let transform: Transform = Box::new(move |record| {
+        if armed.replace(false) {
+            blocking.borrow_mut().hold(Waiting::Poll, true);
+        }
+        copy(record)
+    });
+    let mut copier = CopyLoop::new(
+        FakeSource(Rc::clone(&world)),
+        FakeSink(Rc::clone(&world)),
+        transform,
+    )
+    .commit_every(6, Duration::from_millis(100));
+    drop_step_at(&world, &mut copier, Waiting::Poll);
+    world.borrow_mut().hold(Waiting::Poll, false);
+    assert!(matches!(&copier.stage, Stage::Open(open) if !open.copies.is_empty()));
+    finish_exactly_once(&world, &mut copier, None, 0);
+}
+
 #[test]
 fn dropped_in_the_transform_aborts_and_rewinds() {
     let (world, mut copier) = setup();
