@@ -25,6 +25,11 @@
 //! decimal, so that a reader of the topic can count distinct records and duplicates
 //! (`scripts/bench-peers` does, for every client).
 //!
+//! `--outcomes FILE` writes one line per record as its outcome is known: `INDEX ok`,
+//! `INDEX failed REASON`, or `INDEX indeterminate REASON` when the error says the record may
+//! have been written ([`exactly::Error::is_indeterminate`]); each line is written through at
+//! once, so a run killed as hung keeps what it had reported (`scripts/chaos-peers` reads it).
+//!
 //! `--runtime current` runs everything on a `current_thread` runtime instead of the default
 //! multi-thread one.
 //!
@@ -34,8 +39,11 @@
 //! reads the same shape from the broker).
 
 use std::collections::VecDeque;
+use std::fs::File;
 use std::future::Future;
+use std::io::Write;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -58,6 +66,7 @@ struct Args {
     throughput: f64,
     payload_file: Option<String>,
     unique_values: bool,
+    outcomes: Option<String>,
     print_metrics: bool,
     props: Vec<(String, String)>,
 }
@@ -66,7 +75,7 @@ fn usage(problem: &str) -> ! {
     eprintln!("perf: {problem}");
     eprintln!(
         "usage: perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
-         [--payload-file F] [--unique-values] [--print-metrics] [--mode channel|loop|spawned] [--tasks N] [--runtime multi|current] \
+         [--payload-file F] [--unique-values] [--outcomes FILE] [--print-metrics] [--mode channel|loop|spawned] [--tasks N] [--runtime multi|current] \
          --producer-props k=v [k=v ...]"
     );
     std::process::exit(2)
@@ -83,6 +92,7 @@ fn parse_args() -> Args {
         throughput: -1.0,
         payload_file: None,
         unique_values: false,
+        outcomes: None,
         print_metrics: false,
         props: Vec::new(),
     };
@@ -105,6 +115,7 @@ fn parse_args() -> Args {
             }
             "--payload-file" => args.payload_file = Some(value()),
             "--unique-values" => args.unique_values = true,
+            "--outcomes" => args.outcomes = Some(value()),
             "--print-metrics" => args.print_metrics = true,
             "--mode" => {
                 args.mode = match value().as_str() {
@@ -145,15 +156,45 @@ struct Stats {
     latencies_ms: Vec<u32>,
     bytes: u64,
     errors: u64,
+    /// `--outcomes`, shared by the spawned tasks' stats (each line is one `write`).
+    outcomes: Option<Arc<File>>,
 }
 
+/// A record whose outcome is not yet taken in: its index, send time, size and future.
+type Outstanding = (u64, Instant, u64, DeliveryFuture);
+
 impl Stats {
+    fn new(outcomes: &Option<Arc<File>>) -> Stats {
+        Stats {
+            outcomes: outcomes.clone(),
+            ..Stats::default()
+        }
+    }
+
     fn record(
         &mut self,
+        index: u64,
         sent_at: Instant,
         size: u64,
         outcome: exactly::Result<exactly::RecordMetadata>,
     ) {
+        if let Some(file) = &self.outcomes {
+            let line = match &outcome {
+                Ok(_) => format!("{index} ok\n"),
+                Err(e) => format!(
+                    "{index} {} {}\n",
+                    if e.is_indeterminate() {
+                        "indeterminate"
+                    } else {
+                        "failed"
+                    },
+                    e.to_string().replace('\n', " ")
+                ),
+            };
+            if let Err(e) = (&**file).write_all(line.as_bytes()) {
+                usage(&format!("--outcomes: {e}"));
+            }
+        }
         match outcome {
             Ok(_) => {
                 self.latencies_ms.push(sent_at.elapsed().as_millis() as u32);
@@ -243,21 +284,21 @@ async fn pace(args: &Args, start: Instant, i: u64) {
 /// Awaits `futures` in order, adding each outcome to `stats`.
 /// Takes in the futures at the front that are already resolved, without waiting (the loop's
 /// "check what is done" step; acknowledgements arrive roughly in send order).
-fn take_finished(stats: &mut Stats, outstanding: &mut VecDeque<(Instant, u64, DeliveryFuture)>) {
+fn take_finished(stats: &mut Stats, outstanding: &mut VecDeque<Outstanding>) {
     let mut cx = Context::from_waker(Waker::noop());
-    while let Some((_, _, future)) = outstanding.front_mut() {
+    while let Some((_, _, _, future)) = outstanding.front_mut() {
         let Poll::Ready(outcome) = Pin::new(future).poll(&mut cx) else {
             break;
         };
-        if let Some((sent_at, size, _)) = outstanding.pop_front() {
-            stats.record(sent_at, size, outcome);
+        if let Some((index, sent_at, size, _)) = outstanding.pop_front() {
+            stats.record(index, sent_at, size, outcome);
         }
     }
 }
 
-async fn collect(stats: &mut Stats, futures: Vec<(Instant, u64, DeliveryFuture)>) {
-    for (sent_at, size, future) in futures {
-        stats.record(sent_at, size, future.await);
+async fn collect(stats: &mut Stats, futures: Vec<Outstanding>) {
+    for (index, sent_at, size, future) in futures {
+        stats.record(index, sent_at, size, future.await);
     }
 }
 
@@ -277,8 +318,11 @@ async fn run(args: Args) -> exactly::Result<()> {
     if payloads.is_empty() {
         usage("--payload-file has no lines");
     }
+    let outcomes = args.outcomes.as_ref().map(|path| {
+        Arc::new(File::create(path).unwrap_or_else(|e| usage(&format!("--outcomes {path}: {e}"))))
+    });
     let start = Instant::now();
-    let mut stats = Stats::default();
+    let mut stats = Stats::new(&outcomes);
     match args.mode {
         Mode::Loop => {
             // At most buffer.memory / record size futures outstanding, as the peers' loops
@@ -296,26 +340,27 @@ async fn run(args: Args) -> exactly::Result<()> {
                 let payload = payload(&args, &payloads, i);
                 let record = Record::to(&args.topic).value(payload.clone());
                 outstanding.push_back((
+                    i,
                     Instant::now(),
                     payload.len() as u64,
                     producer.send(record).await?,
                 ));
                 take_finished(&mut stats, &mut outstanding);
                 while outstanding.len() >= window {
-                    if let Some((sent_at, size, future)) = outstanding.pop_front() {
-                        stats.record(sent_at, size, future.await);
+                    if let Some((index, sent_at, size, future)) = outstanding.pop_front() {
+                        stats.record(index, sent_at, size, future.await);
                     }
                 }
             }
             collect(&mut stats, outstanding.into()).await;
         }
         Mode::Channel => {
-            let (tx, mut rx) =
-                tokio::sync::mpsc::channel::<(Instant, u64, DeliveryFuture)>(1 << 16);
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<Outstanding>(1 << 16);
+            let collector_stats = Stats::new(&outcomes);
             let collector = tokio::spawn(async move {
-                let mut stats = Stats::default();
-                while let Some((sent_at, size, future)) = rx.recv().await {
-                    stats.record(sent_at, size, future.await);
+                let mut stats = collector_stats;
+                while let Some((index, sent_at, size, future)) = rx.recv().await {
+                    stats.record(index, sent_at, size, future.await);
                 }
                 stats
             });
@@ -326,7 +371,7 @@ async fn run(args: Args) -> exactly::Result<()> {
                 let record = Record::to(&args.topic).value(payload.clone());
                 let future = producer.send(record).await?;
                 if tx
-                    .send((sent_at, payload.len() as u64, future))
+                    .send((i, sent_at, payload.len() as u64, future))
                     .await
                     .is_err()
                 {
@@ -343,15 +388,15 @@ async fn run(args: Args) -> exactly::Result<()> {
                 .map(|task| {
                     let (args, payloads, producer) =
                         (args.clone(), payloads.clone(), producer.clone());
+                    let mut stats = Stats::new(&outcomes);
                     tokio::spawn(async move {
-                        let mut stats = Stats::default();
                         let mut window = Vec::new();
                         for i in (task..args.num_records).step_by(args.tasks as usize) {
                             pace(&args, start, i).await;
                             let payload = payload(&args, &payloads, i);
                             let record = Record::to(&args.topic).value(payload.clone());
                             let future = producer.send(record).await?;
-                            window.push((Instant::now(), payload.len() as u64, future));
+                            window.push((i, Instant::now(), payload.len() as u64, future));
                             // Await in windows, as a request handler would.
                             if window.len() == 10_000 {
                                 collect(&mut stats, std::mem::take(&mut window)).await;

@@ -4,7 +4,7 @@
 // copier, GroupTransactSession: see copy.go).
 //
 //	franz-perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
-//	    [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]
+//	    [--payload-file F] [--unique-values] [--outcomes FILE] --producer-props k=v [k=v ...]
 //
 // Same flags, same measurement and same summary line as examples/perf.rs (which copies Kafka's
 // ProducerPerformance):
@@ -15,7 +15,11 @@
 //   - --throughput R paces record i to start + i/R (sleeping when ahead); -1 means as fast as
 //     the producer accepts records (Produce blocks while the buffer is full);
 //   - latency = the time from just before Produce to the record's promise, truncated to whole
-//     milliseconds; percentiles are the sorted latency at index floor((n-1)*p).
+//     milliseconds; percentiles are the sorted latency at index floor((n-1)*p);
+//   - --outcomes FILE (with --unique-values) writes one line per record as its promise runs,
+//     "INDEX ok" or "INDEX failed REASON", written through at once so that a run killed as hung
+//     keeps what it had reported (scripts/chaos-peers reads it; kgo has no way to say a failed
+//     record may have been written, so there is no "indeterminate").
 //
 // --producer-props takes the Java producer's names and maps each to its kgo option (see
 // producerOptions); a name without a mapping is an error rather than silently ignored.
@@ -45,13 +49,14 @@ type args struct {
 	throughput  float64
 	payloadFile string
 	unique      bool
+	outcomes    string
 	props       map[string]string
 }
 
 func usage(problem string) {
 	fmt.Fprintf(os.Stderr, "franz-perf: %s\n", problem)
 	fmt.Fprintln(os.Stderr, "usage: franz-perf --topic T --num-records N --record-size BYTES "+
-		"--throughput RECORDS_PER_SEC|-1 [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]")
+		"--throughput RECORDS_PER_SEC|-1 [--payload-file F] [--unique-values] [--outcomes FILE] --producer-props k=v [k=v ...]")
 	os.Exit(2)
 }
 
@@ -92,6 +97,8 @@ func parseArgs() args {
 			a.throughput, err = strconv.ParseFloat(value, 64)
 		case "--payload-file":
 			a.payloadFile = value
+		case "--outcomes":
+			a.outcomes = value
 		default:
 			usage("unknown flag " + flag)
 		}
@@ -101,6 +108,9 @@ func parseArgs() args {
 	}
 	if a.topic == "" || a.numRecords <= 0 {
 		usage("--topic and --num-records are required")
+	}
+	if a.outcomes != "" && !a.unique {
+		usage("--outcomes needs --unique-values (a record's index is read from its value)")
 	}
 	return a
 }
@@ -202,6 +212,21 @@ type stats struct {
 	errors      int64
 	firstError  error
 	pending     sync.WaitGroup
+	outcomes    *os.File // --outcomes, unbuffered
+}
+
+// report writes record r's outcome line to --outcomes, if given: its index (the value's first
+// 12 bytes) and "ok" or "failed REASON".
+func (s *stats) report(r *kgo.Record, err error) {
+	if s.outcomes == nil {
+		return
+	}
+	index := r.Value[:min(len(r.Value), 12)]
+	if err != nil {
+		fmt.Fprintf(s.outcomes, "%s failed %s\n", index, strings.ReplaceAll(err.Error(), "\n", " "))
+	} else {
+		fmt.Fprintf(s.outcomes, "%s ok\n", index)
+	}
 }
 
 func (s *stats) print(elapsed time.Duration) {
@@ -277,7 +302,13 @@ func main() {
 	s := &stats{latenciesMs: make([]uint32, 0, a.numRecords)}
 	// One promise for every record: the send time travels in the record's own Timestamp
 	// (which Produce would otherwise set to time.Now itself), so no closure per record.
+	if a.outcomes != "" {
+		if s.outcomes, err = os.Create(a.outcomes); err != nil {
+			usage("--outcomes: " + err.Error())
+		}
+	}
 	promise := func(r *kgo.Record, err error) {
+		s.report(r, err)
 		if err != nil {
 			if s.errors == 0 {
 				s.firstError = err

@@ -5,15 +5,21 @@
  * full) with perf's values, which ProducerPerformance cannot make unique.
  *
  *   JavaPerf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
- *       [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]
+ *       [--payload-file F] [--unique-values] [--outcomes FILE] --producer-props k=v [k=v ...]
  *
  * - values: BYTES 'x' bytes, or the file's lines in turn; with --unique-values record i's value
  *   is a copy whose first 12 bytes are i in zero-padded decimal;
  * - --throughput R paces record i to start + i/R (sleeping when ahead); -1 means as fast as the
  *   producer accepts records;
  * - latency = the time from just before send to the record's callback, truncated to whole
- *   milliseconds; percentiles are the sorted latency at index floor((n-1)*p).
+ *   milliseconds; percentiles are the sorted latency at index floor((n-1)*p);
+ * - --outcomes FILE writes one line per record as its callback runs, "INDEX ok" or
+ *   "INDEX failed REASON", flushed at once so that a run killed as hung keeps what it had
+ *   reported (scripts/chaos-peers reads it; the Java producer's exceptions do not say whether
+ *   a failed record may have been written, so there is no "indeterminate").
  */
+import java.io.FileOutputStream;
+import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
@@ -32,7 +38,7 @@ public final class JavaPerf {
     private static void usage(String problem) {
         System.err.println("JavaPerf: " + problem);
         System.err.println("usage: JavaPerf --topic T --num-records N --record-size BYTES "
-                + "--throughput RECORDS_PER_SEC|-1 [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]");
+                + "--throughput RECORDS_PER_SEC|-1 [--payload-file F] [--unique-values] [--outcomes FILE] --producer-props k=v [k=v ...]");
         System.exit(2);
     }
 
@@ -43,12 +49,18 @@ public final class JavaPerf {
         long bytes;
         long errors;
         final AtomicReference<Exception> firstError = new AtomicReference<>();
+        final PrintStream outcomes; // --outcomes, or null
 
-        Stats(int n) {
+        Stats(int n, PrintStream outcomes) {
             latenciesMs = new int[n];
+            this.outcomes = outcomes;
         }
 
-        void record(long sentAtNanos, int size, Exception error) {
+        void record(int index, long sentAtNanos, int size, Exception error) {
+            if (outcomes != null) {
+                if (error == null) outcomes.println(index + " ok");
+                else outcomes.println(index + " failed " + String.valueOf(error).replace('\n', ' '));
+            }
             if (error != null) {
                 errors++;
                 firstError.compareAndSet(null, error);
@@ -80,7 +92,7 @@ public final class JavaPerf {
     }
 
     public static void main(String[] argv) throws Exception {
-        String topic = null, payloadFile = null;
+        String topic = null, payloadFile = null, outcomesFile = null;
         int numRecords = 0, recordSize = 100;
         double throughput = -1;
         boolean unique = false;
@@ -108,6 +120,7 @@ public final class JavaPerf {
                 case "--record-size": recordSize = Integer.parseInt(value); break;
                 case "--throughput": throughput = Double.parseDouble(value); break;
                 case "--payload-file": payloadFile = value; break;
+                case "--outcomes": outcomesFile = value; break;
                 default: usage("unknown flag " + flag);
             }
         }
@@ -126,7 +139,10 @@ public final class JavaPerf {
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
 
-        Stats stats = new Stats(numRecords);
+        // Autoflush: every line is written as it is printed.
+        PrintStream outcomes = outcomesFile == null ? null
+                : new PrintStream(new FileOutputStream(outcomesFile), true, StandardCharsets.UTF_8);
+        Stats stats = new Stats(numRecords, outcomes);
         long elapsed;
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
             long start = System.nanoTime();
@@ -145,7 +161,8 @@ public final class JavaPerf {
                 }
                 long sentAt = System.nanoTime();
                 int size = value.length;
-                producer.send(new ProducerRecord<>(topic, value), (metadata, error) -> stats.record(sentAt, size, error));
+                int index = i;
+                producer.send(new ProducerRecord<>(topic, value), (metadata, error) -> stats.record(index, sentAt, size, error));
             }
             producer.flush();
             elapsed = System.nanoTime() - start;

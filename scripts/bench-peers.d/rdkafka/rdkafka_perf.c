@@ -3,7 +3,7 @@
  * scripts/bench-peers compares the clients and not the benchmark programs.
  *
  *   rdkafka_perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
- *       [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]
+ *       [--payload-file F] [--unique-values] [--outcomes FILE] --producer-props k=v [k=v ...]
  *
  * Same flags, same measurement and same summary line as examples/perf.rs (which copies
  * Kafka's ProducerPerformance):
@@ -16,7 +16,12 @@
  *   skipping); -1 means as fast as the producer accepts records;
  * - latency = the time from just before the produce call to the delivery report of that
  *   record, truncated to whole milliseconds; percentiles are the sorted latency at index
- *   floor((n-1)*p).
+ *   floor((n-1)*p);
+ * - --outcomes FILE (with --unique-values) writes one line per record from its delivery report,
+ *   "INDEX ok", "INDEX failed REASON" or, when rd_kafka_message_status() says the failed
+ *   record is RD_KAFKA_MSG_STATUS_POSSIBLY_PERSISTED, "INDEX indeterminate REASON"; each line
+ *   is flushed at once so that a run killed as hung keeps what it had reported
+ *   (scripts/chaos-peers reads it).
  *
  * --producer-props are librdkafka properties (librdkafka accepts most of the Java names:
  * bootstrap.servers, acks, linger.ms, batch.size, enable.idempotence, compression.type), except
@@ -38,6 +43,7 @@ struct args {
         double throughput;
         const char *payload_file;
         int unique_values;
+        const char *outcomes;
 };
 
 /* Latencies and totals in the shape ProducerPerformance prints; filled by the delivery report
@@ -48,6 +54,7 @@ struct stats {
         uint64_t errors;
         uint64_t bytes;
         rd_kafka_resp_err_t first_error;
+        FILE *outcomes; /* --outcomes, line-buffered, or NULL */
 };
 
 static struct stats stats;
@@ -56,7 +63,7 @@ static void usage(const char *problem) {
         fprintf(stderr, "rdkafka_perf: %s\n", problem);
         fprintf(stderr,
                 "usage: rdkafka_perf --topic T --num-records N --record-size BYTES "
-                "--throughput RECORDS_PER_SEC|-1 [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]\n");
+                "--throughput RECORDS_PER_SEC|-1 [--payload-file F] [--unique-values] [--outcomes FILE] --producer-props k=v [k=v ...]\n");
         exit(2);
 }
 
@@ -100,7 +107,7 @@ static void set_prop(rd_kafka_conf_t *conf, const char *key, const char *value) 
 
 static void parse_args(int argc, char **argv, struct args *args, rd_kafka_conf_t *conf) {
         *args = (struct args){.topic = NULL, .num_records = 0, .record_size = 100, .throughput = -1,
-                              .payload_file = NULL, .unique_values = 0};
+                              .payload_file = NULL, .unique_values = 0, .outcomes = NULL};
         for (int i = 1; i < argc; i++) {
                 const char *flag = argv[i];
                 if (!strcmp(flag, "--unique-values")) {
@@ -131,17 +138,36 @@ static void parse_args(int argc, char **argv, struct args *args, rd_kafka_conf_t
                         args->throughput = strtod(value, NULL);
                 else if (!strcmp(flag, "--payload-file"))
                         args->payload_file = value;
+                else if (!strcmp(flag, "--outcomes"))
+                        args->outcomes = value;
                 else
                         usage("unknown flag");
         }
         if (!args->topic || args->num_records == 0)
                 usage("--topic and --num-records are required");
+        if (args->outcomes && !args->unique_values)
+                usage("--outcomes needs --unique-values (a record's index is read from its value)");
+}
+
+/* Writes the record's outcome line to --outcomes: its index (the value's first 12 bytes). */
+static void report_outcome(const rd_kafka_message_t *msg) {
+        int digits = msg->len < 12 ? (int)msg->len : 12;
+        if (!msg->err)
+                fprintf(stats.outcomes, "%.*s ok\n", digits, (const char *)msg->payload);
+        else
+                fprintf(stats.outcomes, "%.*s %s %s\n", digits, (const char *)msg->payload,
+                        rd_kafka_message_status(msg) == RD_KAFKA_MSG_STATUS_POSSIBLY_PERSISTED
+                                ? "indeterminate"
+                                : "failed",
+                        rd_kafka_err2str(msg->err));
 }
 
 /* The send time travels with the record as its opaque pointer, so no per-record table. */
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque) {
         (void)rk;
         (void)opaque;
+        if (stats.outcomes)
+                report_outcome(msg);
         if (msg->err) {
                 if (!stats.errors++)
                         stats.first_error = msg->err;
@@ -184,6 +210,13 @@ int main(int argc, char **argv) {
         rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
 
         stats.latencies_ms = malloc(args.num_records * sizeof(uint32_t));
+        if (args.outcomes) {
+                if (!(stats.outcomes = fopen(args.outcomes, "w"))) {
+                        fprintf(stderr, "rdkafka_perf: cannot write %s: %s\n", args.outcomes, strerror(errno));
+                        return 2;
+                }
+                setvbuf(stats.outcomes, NULL, _IOLBF, 0);
+        }
         char *payload = NULL;
         size_t payload_len = 0;
         if (args.payload_file) {

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! PEER-perf --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
-//!     [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]
+//!     [--payload-file F] [--unique-values] [--outcomes FILE] --producer-props k=v [k=v ...]
 //! ```
 //!
 //! - values: BYTES 'x' bytes, or with --payload-file the file's lines in turn; with
@@ -16,9 +16,15 @@
 //!   memory stays bounded; at most buffer.memory / record size futures are outstanding, which
 //!   is what a 32 MiB buffer holds (a client whose send never waits is held to that too);
 //! - latency = the time from just before the send to the future's completion, truncated to
-//!   whole milliseconds; percentiles are the sorted latency at index floor((n-1)*p).
+//!   whole milliseconds; percentiles are the sorted latency at index floor((n-1)*p);
+//! - --outcomes FILE writes one line per record as its future completes, "INDEX ok" or
+//!   "INDEX failed REASON", each written through at once so that a run killed as hung keeps
+//!   what it had reported (scripts/chaos-peers reads it). None of the peers' futures says
+//!   whether a failed record may have been written, so there is no "indeterminate".
 
+use std::fs::File;
 use std::future::Future;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -42,6 +48,8 @@ pub struct Args {
     pub payload_file: Option<String>,
     /// Record i's value starts with i (see [`SEQUENCE_DIGITS`]).
     pub unique_values: bool,
+    /// `--outcomes`: where each record's outcome line goes.
+    pub outcomes: Option<String>,
     /// `--producer-props`, in order.
     pub props: Vec<(String, String)>,
 }
@@ -51,7 +59,7 @@ pub fn usage(program: &str, problem: &str) -> ! {
     eprintln!("{program}: {problem}");
     eprintln!(
         "usage: {program} --topic T --num-records N --record-size BYTES --throughput RECORDS_PER_SEC|-1 \
-         [--payload-file F] [--unique-values] --producer-props k=v [k=v ...]"
+         [--payload-file F] [--unique-values] [--outcomes FILE] --producer-props k=v [k=v ...]"
     );
     std::process::exit(2)
 }
@@ -66,6 +74,7 @@ impl Args {
             throughput: -1.0,
             payload_file: None,
             unique_values: false,
+            outcomes: None,
             props: Vec::new(),
         };
         let mut it = std::env::args().skip(1).peekable();
@@ -93,6 +102,7 @@ impl Args {
                 }
                 "--payload-file" => args.payload_file = Some(value()),
                 "--unique-values" => args.unique_values = true,
+                "--outcomes" => args.outcomes = Some(value()),
                 "--producer-props" => {
                     while let Some(kv) = it.next_if(|a| !a.starts_with("--")) {
                         let (k, v) = kv
@@ -195,10 +205,21 @@ pub struct Stats {
     bytes: u64,
     errors: u64,
     first_error: Option<String>,
+    outcomes: Option<File>,
 }
 
 impl Stats {
-    fn record(&mut self, (sent_at, size, outcome): (Instant, usize, Result<(), String>)) {
+    fn record(&mut self, (index, sent_at, size, outcome): (u64, Instant, usize, Result<(), String>)) {
+        if let Some(file) = &mut self.outcomes {
+            let line = match &outcome {
+                Ok(()) => format!("{index} ok\n"),
+                Err(e) => format!("{index} failed {}\n", e.replace('\n', " ")),
+            };
+            if let Err(e) = file.write_all(line.as_bytes()) {
+                eprintln!("--outcomes: {e}");
+                std::process::exit(1);
+            }
+        }
         match outcome {
             Ok(()) => {
                 self.latencies_ms.push(sent_at.elapsed().as_millis() as u32);
@@ -262,7 +283,12 @@ where
         .and_then(|v| v.parse().ok())
         .unwrap_or(32 << 20);
     let window = (buffer_memory / values.max_len()).max(1);
-    let mut stats = Stats::default();
+    let mut stats = Stats {
+        outcomes: args.outcomes.as_ref().map(|path| {
+            File::create(path).unwrap_or_else(|e| usage("peer-perf", &format!("--outcomes {path}: {e}")))
+        }),
+        ..Stats::default()
+    };
     let mut pending = FuturesUnordered::new();
     let start = Instant::now();
     'records: for i in 0..args.num_records {
@@ -297,7 +323,7 @@ where
                 }
             }
         };
-        pending.push(ack.map(move |outcome| (sent_at, size, outcome)));
+        pending.push(ack.map(move |outcome| (i, sent_at, size, outcome)));
         while let Some(Some(done)) = pending.next().now_or_never() {
             stats.record(done);
         }
