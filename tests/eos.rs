@@ -790,6 +790,44 @@ async fn kafka_12468_translation_is_conservative() {
     assert!(naive_wrong > 0, "the data did not exercise MM2's failure");
 }
 
+/// A copier whose source has nothing more commits what it copied without waiting out its
+/// commit interval (`commit_when_caught_up`, on by default): with an interval of 60 s and a
+/// record bound it never reaches, 600 records are committed within seconds of their copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caught_up_copier_commits_before_its_interval() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let records = 600;
+    let (source, destination, group) = copy_topics(&cluster, "eos-caught-up-commit", PARTITIONS);
+    fill(&cluster, &source, records).await;
+    let consumer = consumer(&cluster, &group, &source).await;
+    let id = support::unique_topic("eos-caught-up-copier");
+    let producer = transactional(&cluster, &id, &[]).await;
+    let mut copier = CopyLoop::new(consumer, producer, mirror(&destination, &id))
+        .commit_every(1_000_000, Duration::from_secs(60));
+    let mut copied = 0;
+    let began = Instant::now();
+    let deadline = began + Duration::from_secs(120);
+    while copied < records {
+        assert!(Instant::now() < deadline, "{copied} of {records} committed");
+        if let Some(txn) = copier.step().await.expect("step") {
+            copied += txn.records_in();
+        }
+    }
+    // The group join and the copy take a few seconds, the linger once caught up a tenth of the
+    // interval (6 s); waiting out the interval would take 60.
+    let took = began.elapsed();
+    assert!(
+        took < Duration::from_secs(30),
+        "committed after {took:?}: the loop waited for its interval"
+    );
+    copier.close().await.expect("close");
+    assert_eq!(copied, records);
+    assert_exactly_once(&cluster, &source, &destination);
+}
+
 /// Aborted input is copied again, never skipped: every 700th transform call produces a record
 /// the producer refuses (an invalid topic name), so the loop aborts the transaction and seeks
 /// back to where it began; the destination still holds every record exactly once.
