@@ -91,6 +91,16 @@ impl Harness {
     }
 
     fn answer(&mut self, request: RequestId, answers: &[(i32, ErrorCode, i64)]) {
+        self.answer_throttled(request, answers, 0);
+    }
+
+    /// [`Harness::answer`], the answer asking for `throttle_ms` of silence (KIP-219).
+    fn answer_throttled(
+        &mut self,
+        request: RequestId,
+        answers: &[(i32, ErrorCode, i64)],
+        throttle_ms: Millis,
+    ) {
         let partitions = answers
             .iter()
             .map(|&(p, error, base_offset)| PartitionResponse {
@@ -106,7 +116,7 @@ impl Harness {
             Event::ProduceResponse {
                 request,
                 partitions,
-                throttle_ms: 0,
+                throttle_ms,
             },
             self.now,
             &self.acc,
@@ -703,22 +713,7 @@ fn nothing_goes_to_a_throttled_broker_until_the_throttle_time_passed() {
     let sent = produces(&h.poll());
     assert_eq!(sent.len(), 3);
     // KIP-219: the broker answers at once and asks for 500 ms of silence.
-    h.engine.handle(
-        Event::ProduceResponse {
-            request: sent[0].0,
-            partitions: vec![PartitionResponse {
-                partition: TopicPartition::new(T0, 0),
-                error: ErrorCode::NONE,
-                base_offset: 1,
-                log_append_time: -1,
-                log_start_offset: 0,
-                message: None,
-            }],
-            throttle_ms: 500,
-        },
-        h.now,
-        &h.acc,
-    );
+    h.answer_throttled(sent[0].0, &[(0, ErrorCode::NONE, 1)], 500);
     h.answer(sent[1].0, &[(0, ErrorCode::NONE, 2)]);
     h.answer(sent[2].0, &[(0, ErrorCode::NONE, 3)]);
     h.send(0);
@@ -744,22 +739,7 @@ fn a_retry_waits_out_the_throttle_of_the_answer_that_refused_it() {
     let sent = produces(&h.poll());
     assert_eq!(sent.len(), 1);
     // KIP-219: 500 ms of silence, and the batch refused with a retriable error.
-    h.engine.handle(
-        Event::ProduceResponse {
-            request: sent[0].0,
-            partitions: vec![PartitionResponse {
-                partition: TopicPartition::new(T0, 0),
-                error: ErrorCode::NOT_ENOUGH_REPLICAS,
-                base_offset: -1,
-                log_append_time: -1,
-                log_start_offset: 0,
-                message: None,
-            }],
-            throttle_ms: 500,
-        },
-        h.now,
-        &h.acc,
-    );
+    h.answer_throttled(sent[0].0, &[(0, ErrorCode::NOT_ENOUGH_REPLICAS, -1)], 500);
     assert!(
         produces(&h.advance(100)).is_empty(),
         "backoff passed, throttle not"
@@ -776,22 +756,7 @@ fn a_held_batch_wakes_the_driver_at_its_delivery_deadline() {
     h.send(0);
     let opener = produces(&h.poll());
     // KIP-219: the answer asks for 5 s of silence, past delivery.timeout.ms (1 s).
-    h.engine.handle(
-        Event::ProduceResponse {
-            request: opener[0].0,
-            partitions: vec![PartitionResponse {
-                partition: TopicPartition::new(T0, 0),
-                error: ErrorCode::NONE,
-                base_offset: 0,
-                log_append_time: -1,
-                log_start_offset: 0,
-                message: None,
-            }],
-            throttle_ms: 5_000,
-        },
-        h.now,
-        &h.acc,
-    );
+    h.answer_throttled(opener[0].0, &[(0, ErrorCode::NONE, 0)], 5_000);
     h.now += 100;
     let held = h.send(0);
     assert!(produces(&h.poll()).is_empty(), "throttled");
@@ -812,22 +777,10 @@ fn a_request_after_a_throttle_takes_every_partition_with_room() {
     h.send(0);
     h.send(1);
     let openers = produces(&h.advance(5));
-    let acknowledged = |p| PartitionResponse {
-        partition: TopicPartition::new(T0, p),
-        error: ErrorCode::NONE,
-        base_offset: 0,
-        log_append_time: -1,
-        log_start_offset: 0,
-        message: None,
-    };
-    h.engine.handle(
-        Event::ProduceResponse {
-            request: openers[0].0,
-            partitions: vec![acknowledged(0), acknowledged(1)],
-            throttle_ms: 100,
-        },
-        h.now,
-        &h.acc,
+    h.answer_throttled(
+        openers[0].0,
+        &[(0, ErrorCode::NONE, 0), (1, ErrorCode::NONE, 0)],
+        100,
     );
     h.now += 100;
     h.send(0);

@@ -118,17 +118,19 @@ fn subscribed_member() -> ClassicMember {
     m
 }
 
+/// A follower's JoinGroup answered at `at` (as `m2`, led by `m1`), and its SyncGroup sent.
+fn join_answered(m: &mut ClassicMember, at: Millis) {
+    m.on_response(MembershipResponse::Join(join_response("m2", "m1", &[])), at)
+        .unwrap();
+    m.poll_request(at, &View).unwrap();
+}
+
 /// A follower (`m2`, led by `m1`) that joined at `now` and was given `partitions` of `t`,
 /// its Assigned event taken.
 fn assigned_follower(now: Millis, partitions: &[i32]) -> ClassicMember {
     let mut m = subscribed_member();
     m.poll_request(now, &View).unwrap();
-    m.on_response(
-        MembershipResponse::Join(join_response("m2", "m1", &[])),
-        now,
-    )
-    .unwrap();
-    m.poll_request(now, &View).unwrap();
+    join_answered(&mut m, now);
     let mut parts = BTreeMap::new();
     parts.insert("t".to_owned(), partitions.to_vec());
     m.on_response(
@@ -377,9 +379,7 @@ fn cooperative_member_owning(parts: &[i32], now: Millis) -> ClassicMember {
 
 /// A follower's JoinGroup answered (led by `m1`), then its SyncGroup with `partitions`.
 fn join_and_sync(m: &mut ClassicMember, at: Millis, partitions: &[i32]) {
-    m.on_response(MembershipResponse::Join(join_response("m2", "m1", &[])), at)
-        .unwrap();
-    m.poll_request(at, &View).unwrap();
+    join_answered(m, at);
     m.on_response(sync_with(partitions), at).unwrap();
 }
 
@@ -821,12 +821,7 @@ fn a_refused_sync_rejoins_after_a_wait_and_a_fatal_one_surfaces() {
     };
     let mut m = subscribed_member();
     m.poll_request(now, &View).unwrap();
-    m.on_response(
-        MembershipResponse::Join(join_response("m2", "m1", &[])),
-        now,
-    )
-    .unwrap();
-    m.poll_request(now, &View).unwrap();
+    join_answered(&mut m, now);
     m.on_response(refused(ErrorCode::REBALANCE_IN_PROGRESS), now)
         .unwrap();
     assert!(
@@ -837,12 +832,7 @@ fn a_refused_sync_rejoins_after_a_wait_and_a_fatal_one_surfaces() {
         m.poll_request(now + REBALANCE_RETRY_MS, &View),
         Some(MembershipRequest::Join(_))
     ));
-    m.on_response(
-        MembershipResponse::Join(join_response("m2", "m1", &[])),
-        now,
-    )
-    .unwrap();
-    m.poll_request(now, &View).unwrap();
+    join_answered(&mut m, now);
     assert!(
         m.on_response(refused(ErrorCode::GROUP_AUTHORIZATION_FAILED), now)
             .is_err()

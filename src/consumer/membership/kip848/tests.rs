@@ -42,14 +42,19 @@ fn a_member_is_built_from_its_config_alone() {
     assert_eq!(leave.instance_id.as_deref(), Some("host-1"));
 }
 
-fn member() -> ConsumerMember {
-    let mut m = ConsumerMember::new(ConsumerMemberConfig {
+/// Member `m-1` of group `g`, subscribed to nothing yet.
+fn unsubscribed_member() -> ConsumerMember {
+    ConsumerMember::new(ConsumerMemberConfig {
         group_id: "g".into(),
         member_id: "m-1".into(),
         instance_id: None,
         rebalance_timeout_ms: 30_000,
         server_assignor: None,
-    });
+    })
+}
+
+fn member() -> ConsumerMember {
+    let mut m = unsubscribed_member();
     m.subscribe(vec!["t".into()]);
     m
 }
@@ -492,13 +497,7 @@ fn a_failed_request_of_the_old_membership_does_not_block_the_rejoin() {
 /// in the group that can be assigned nothing).
 #[test]
 fn a_member_subscribed_to_nothing_sends_nothing() {
-    let mut m = ConsumerMember::new(ConsumerMemberConfig {
-        group_id: "g".into(),
-        member_id: "m-1".into(),
-        instance_id: None,
-        rebalance_timeout_ms: 30_000,
-        server_assignor: None,
-    });
+    let mut m = unsubscribed_member();
     assert!(m.poll_request(0).is_none());
     assert!(m.poll_request(60_000).is_none());
 }
