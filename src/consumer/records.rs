@@ -596,4 +596,22 @@ mod tests {
         let r = read_uncommitted(&cut, 0);
         assert_eq!(r.next_offset, 1);
     }
+
+    /// A last stable offset inside a batch stops the read there: the records before it are
+    /// delivered and the next fetch starts at the first one not delivered.
+    #[test]
+    fn a_last_stable_offset_inside_a_batch_stops_the_read_there() {
+        let bytes = log(&[batch(0, &["a", "b", "c", "d"], None)]);
+        let mut reader = reader_of_t0(bytes, IsolationLevel::ReadCommitted, 2, Some(&[]));
+        let read = reader.next_batch().unwrap().expect("the stable records");
+        let offsets: Vec<i64> = read.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, vec![0, 1]);
+        assert_eq!(
+            reader.next_offset(),
+            2,
+            "right after the batch, not only at the end"
+        );
+        assert_eq!(reader.next_batch().unwrap(), None);
+        assert_eq!(reader.next_offset(), 2);
+    }
 }

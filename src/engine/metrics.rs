@@ -326,5 +326,13 @@ mod tests {
         assert_eq!(m.record_send_rate(50_000), 0.0);
         m.acked(50_000, &tp, 60, 1, 0);
         assert_eq!(m.record_send_rate(50_500), 2.0);
+        // Each second has its own bucket, the window sliding over them: 15 s later both the
+        // 50th second's and the 65th's count; 20 s after that only the 65th's.
+        m.acked(65_000, &tp, 30, 1, 0);
+        assert_eq!(m.record_send_rate(65_500), 3.0);
+        assert_eq!(m.record_send_rate(85_500), 1.0);
+        // Hours on, the window still slides.
+        m.acked(7_200_000, &tp, 90, 1, 0);
+        assert_eq!(m.record_send_rate(7_200_500), 3.0);
     }
 }

@@ -787,16 +787,17 @@ fn the_membership_hands_each_call_to_its_classic_member() {
 }
 
 /// A member owns all of a set of partitions only if each is among its owned ones: the
-/// fetcher asks this before handing records out (ARCHITECTURE.md M1: no record of a
-/// partition the member no longer owns).
+/// fetcher asks this before handing records out (ARCHITECTURE.md M3: nothing of a partition
+/// the member no longer owns is delivered); it leaves with its member's LeaveGroup.
 #[test]
-fn the_membership_owns_what_was_assigned_and_nothing_else() {
+fn the_membership_owns_what_was_assigned_and_leaves_through_its_member() {
     use crate::consumer::membership::Membership;
-    let m = Membership::Classic(assigned_follower(0, &[0, 2]));
+    let mut m = Membership::Classic(assigned_follower(0, &[0, 2]));
     assert!(m.owns_all([tp(0), tp(2)].iter()));
     assert!(m.owns_all([tp(2)].iter()));
     assert!(!m.owns_all([tp(0), tp(1)].iter()));
     assert!(!m.owns_all([tp(3)].iter()));
+    assert!(matches!(m.leave(), Some(MembershipRequest::Leave(_))));
 }
 
 /// One request at a time: while one is in flight no other is sent, whatever is due.
