@@ -314,6 +314,38 @@ mod tests {
         assert_eq!(throttles, vec![30.0]);
     }
 
+    /// Failed records are counted in `messaging.client.sent.messages` under their error type
+    /// (the OpenTelemetry messaging conventions' `error.type`).
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn failed_records_are_counted_with_their_error_type() {
+        use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            let mut m = DeliveryMetrics::default();
+            m.observe_as("c");
+            m.failed(&TopicPartition::new("t", 0), 3, "timeout");
+        });
+        let failed: Vec<u64> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| {
+                key.key().name() == "messaging.client.sent.messages"
+                    && key
+                        .key()
+                        .labels()
+                        .any(|l| l.key() == "error.type" && l.value() == "timeout")
+            })
+            .filter_map(|(.., value)| match value {
+                DebugValue::Counter(n) => Some(n),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(failed, vec![3]);
+    }
+
     #[test]
     fn ack_rate_covers_the_last_thirty_seconds() {
         let mut m = DeliveryMetrics::default();
