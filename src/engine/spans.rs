@@ -245,6 +245,23 @@ mod tests {
         );
     }
 
+    /// A batch acknowledged without offsets (a duplicate the broker answered without them, or
+    /// acks=0) records none: written, at offsets it was not told.
+    #[test]
+    fn a_batch_acknowledged_without_offsets_records_none() {
+        let told = Told::default();
+        let subscriber = tracing_subscriber::registry().with(told.clone());
+        let _default = tracing::subscriber::set_default(subscriber);
+        let mut spans = BatchSpans::open(&TopicPartition::new("t", 0));
+        let create = tracing::trace_span!("create", messaging.kafka.offset = tracing::field::Empty);
+        spans.appended(0, &create);
+        spans.resolved(&Ok(super::super::completion::BatchAck {
+            base_offset: -1,
+            log_append_time: -1,
+        }));
+        assert!(told.recorded.lock().unwrap().is_empty());
+    }
+
     /// Each stamping (the first, and again after an epoch bump: P2) records on the batch's
     /// span the identity it goes out under.
     #[test]

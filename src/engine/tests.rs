@@ -246,6 +246,53 @@ fn a_single_record_too_large_fails_with_the_brokers_message() {
     assert_eq!(message.as_deref(), Some("the record is too large"));
 }
 
+/// A Produce request that failed on its connection asks for metadata (the leader may have
+/// moved with the broker).
+#[test]
+fn a_failed_request_asks_for_metadata() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    h.send(0);
+    let sent = produces(&h.poll());
+    h.fail(sent[0].0, false);
+    assert!(
+        h.poll()
+            .iter()
+            .any(|a| matches!(a, Action::RefreshMetadata))
+    );
+}
+
+/// A fatal InitProducerId answer (here: not authorized on the cluster) fails the producer
+/// and its records at once; it is not asked again.
+#[test]
+fn a_fatal_producer_id_answer_fails_the_producer() {
+    let mut h = Harness::new();
+    let pending = h.send(0);
+    let actions = h.poll();
+    let Some(request) = actions.iter().find_map(|a| match a {
+        Action::InitProducerId { request } => Some(*request),
+        _ => None,
+    }) else {
+        panic!("{actions:?}")
+    };
+    h.engine.handle(
+        Event::ProducerId {
+            request,
+            result: Err(Error::broker(ErrorCode::CLUSTER_AUTHORIZATION_FAILED)),
+        },
+        h.now,
+        &h.acc,
+    );
+    let later = h.advance(1_000);
+    assert!(
+        !later
+            .iter()
+            .any(|a| matches!(a, Action::InitProducerId { .. })),
+        "{later:?}"
+    );
+    assert!(matches!(pending.outcome(), Some(Err(e)) if e.is_fatal()));
+}
+
 /// A partition without a leader asks for metadata at once, and again only once
 /// `metadata_refresh_backoff_ms` has passed, however often it is wanted in between.
 #[test]
@@ -768,6 +815,26 @@ fn a_held_batch_wakes_the_driver_at_its_delivery_deadline() {
     );
 }
 
+/// A batch in flight wakes the driver at its delivery deadline when that comes before its
+/// request's timeout.
+#[test]
+fn a_batch_in_flight_wakes_the_driver_at_its_delivery_deadline() {
+    let mut h = Harness::new();
+    let mut config = h.engine.config().clone();
+    config.request_timeout_ms = 5_000;
+    h.engine = Engine::new(config, 7);
+    h.engine.handle(
+        Event::Leaders(vec![(TopicPartition::new(T0, 0), Some(1))]),
+        0,
+        &h.acc,
+    );
+    h.give_identity(1, 0);
+    h.now = 100;
+    h.send(0);
+    assert_eq!(produces(&h.poll()).len(), 1);
+    assert_eq!(h.engine.next_wakeup(h.now, &h.acc), Some(100 + 1_000));
+}
+
 /// Once a throttle has passed, the broker is an ordinary one again: a request leaving for it
 /// takes every partition with room, as before the throttle.
 #[test]
@@ -1003,5 +1070,12 @@ fn a_purge_fails_a_batch_being_sealed_and_it_is_never_sent() {
     }
     h.acc.put_sealed(to_seal.seal());
     assert!(produces(&h.advance(10)).is_empty(), "nothing left to send");
+    // Counted per purge: the records failed before are not counted again.
+    let third = append(&h);
+    assert_eq!(h.engine.purge(&h.acc), 1);
+    assert!(matches!(
+        third.completion.outcome(),
+        Some(Err(Error::Purged))
+    ));
     assert_eq!(h.acc.buffered_bytes(), 0, "the memory came back once");
 }
