@@ -201,14 +201,12 @@ fn dropped_while_polling_loses_nothing() {
     finish_exactly_once(&world, &mut copier, None, 0);
 }
 
-/// A step dropped while it waits for more records, its transaction open with a poll's records
-/// copied into it (nothing being copied), leaves that transaction to the next step, which goes
-/// on with it: nothing is aborted.
-#[test]
-fn dropped_polling_with_its_transaction_open_goes_on_with_it() {
-    let world = World::new(2, 20, 5);
-    let mut copy = mirror(Rc::clone(&world));
-    let (blocking, armed) = (Rc::clone(&world), std::cell::Cell::new(true));
+/// A copier (two partitions of 20 records, 5 a poll, a commit every 6) whose step was
+/// dropped while it waited for more records, its transaction open with a poll's records
+/// copied into it (nothing being copied).
+fn copier_with_an_open_transaction(world: &Rc<RefCell<World>>) -> Copier {
+    let mut copy = mirror(Rc::clone(world));
+    let (blocking, armed) = (Rc::clone(world), std::cell::Cell::new(true));
     // The first record copied holds the step's next poll.
     let transform: Transform = Box::new(move |record| {
         if armed.replace(false) {
@@ -217,15 +215,41 @@ fn dropped_polling_with_its_transaction_open_goes_on_with_it() {
         copy(record)
     });
     let mut copier = CopyLoop::new(
-        FakeSource(Rc::clone(&world)),
-        FakeSink(Rc::clone(&world)),
+        FakeSource(Rc::clone(world)),
+        FakeSink(Rc::clone(world)),
         transform,
     )
     .commit_every(6, Duration::from_millis(100));
-    drop_step_at(&world, &mut copier, Waiting::Poll);
+    drop_step_at(world, &mut copier, Waiting::Poll);
     world.borrow_mut().hold(Waiting::Poll, false);
     assert!(matches!(&copier.stage, Stage::Open(open) if !open.copies.is_empty()));
+    copier
+}
+
+/// Such a transaction is left to the next step, which goes on with it: nothing is aborted.
+#[test]
+fn dropped_polling_with_its_transaction_open_goes_on_with_it() {
+    let world = World::new(2, 20, 5);
+    let mut copier = copier_with_an_open_transaction(&world);
     finish_exactly_once(&world, &mut copier, None, 0);
+}
+
+/// `CopyLoop::commit` commits the open transaction at once, and with none open does nothing.
+#[test]
+fn commit_ends_the_open_transaction_now() {
+    let world = World::new(2, 20, 5);
+    let mut copier = copier_with_an_open_transaction(&world);
+    let committed = run(copier.commit()).expect("commit").expect("committed");
+    assert_eq!(committed.records_in(), 5);
+    assert_eq!(world.borrow().commits, 1);
+    assert!(run(copier.commit()).expect("nothing to commit").is_none());
+    assert_eq!(world.borrow().commits, 1);
+    let shown = format!("{copier:?}");
+    assert!(
+        shown.starts_with("CopyLoop") && shown.contains("commit_records: 6"),
+        "{shown}"
+    );
+    finish_exactly_once(&world, &mut copier, Some(committed), 0);
 }
 
 #[test]
