@@ -67,6 +67,10 @@ pub(super) struct World {
     fenced: bool,
     /// A commit applied leaves its records' deliveries pending until this is cleared.
     pub(super) deliveries_held: bool,
+    /// The next poll finds this partition's log truncated at this offset (KIP-320): the
+    /// consumer moves there by itself (`auto.offset.reset` set) and the poll fails with
+    /// `Error::LogTruncation`. The fake's log after it holds the same records.
+    pub(super) truncate: Option<(i32, i64)>,
     held: Vec<(Arc<BatchCompletion>, i64)>,
     // ---- the producer ----
     state: TxnState,
@@ -103,6 +107,7 @@ impl World {
             fence_at: None,
             fenced: false,
             deliveries_held: false,
+            truncate: None,
             held: Vec::new(),
             state: TxnState::Ready,
             begun: 0,
@@ -284,6 +289,15 @@ impl CopySource for FakeSource {
     async fn poll_timeout(&mut self, timeout: Duration) -> Result<Option<ConsumerEvent>> {
         unless_blocked(&self.0, Waiting::Poll, |w| w.poll_blocked).await;
         let mut world = self.0.borrow_mut();
+        if let Some((partition, divergent)) = world.truncate.take() {
+            let position = world.positions.insert(partition, divergent).unwrap_or(0);
+            return Err(Error::LogTruncation {
+                partition: TopicPartition::new(SOURCE, partition),
+                offset: position,
+                divergent_offset: Some(divergent),
+                reset: true,
+            });
+        }
         let mut records = Vec::new();
         let topic: Arc<str> = Arc::from(SOURCE);
         for p in 0..world.source.len() as i32 {

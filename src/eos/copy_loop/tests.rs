@@ -234,6 +234,25 @@ fn dropped_polling_with_its_transaction_open_goes_on_with_it() {
     finish_exactly_once(&world, &mut copier, None, 0);
 }
 
+/// A source log truncated below the position (an unclean leader election, KIP-320) aborts
+/// the open transaction and rewinds the partition to where the transaction began reading it,
+/// before the divergent offset the consumer moved to: nothing is skipped.
+#[test]
+fn a_truncated_source_rewinds_to_where_the_transaction_began() {
+    let world = World::new(2, 20, 5);
+    let mut copier = copier_with_an_open_transaction(&world);
+    // The open transaction copied offsets 0..5 of partition 0; the log diverges at 3.
+    world.borrow_mut().truncate = Some((0, 3));
+    let error = run(copier.step()).expect_err("the truncation is the step's error");
+    assert!(matches!(error, Error::LogTruncation { .. }), "{error}");
+    assert_eq!(
+        world.borrow().positions[&0],
+        0,
+        "rewound below the divergent offset"
+    );
+    finish_exactly_once(&world, &mut copier, None, 1);
+}
+
 /// `CopyLoop::commit` commits the open transaction at once, and with none open does nothing.
 #[test]
 fn commit_ends_the_open_transaction_now() {
