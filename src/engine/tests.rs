@@ -714,6 +714,70 @@ fn a_brokers_full_pipeline_holds_every_partition_it_leads() {
     );
 }
 
+/// A partition whose full pipeline holds it after its leader moved sends nothing to the new
+/// leader, so it does not make the new leader's other partitions close their batches early
+/// to go along: those still linger.
+#[test]
+fn a_held_partition_does_not_close_its_new_leaders_batches_early() {
+    let mut h = Harness::lingering(5);
+    h.give_identity(1, 0);
+    h.send(0);
+    let opener = produces(&h.advance(5));
+    h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
+    // Two of these do not fit in one 16 KiB batch: six full batches, a seventh open.
+    for _ in 0..7 {
+        h.acc
+            .append(
+                &TopicPartition::new(T0, 0),
+                0,
+                None,
+                Some(&[0u8; 9_000]),
+                &[],
+                h.now,
+            )
+            .expect("append");
+    }
+    assert_eq!(
+        produces(&h.poll()).len(),
+        5,
+        "partition 0's pipeline is full"
+    );
+    let moved = vec![
+        (TopicPartition::new(T0, 0), Some(2)),
+        (TopicPartition::new(T0, 1), Some(2)),
+    ];
+    h.engine.handle(Event::Leaders(moved), h.now, &h.acc);
+    h.send(1);
+    assert!(produces(&h.advance(1)).is_empty(), "partition 1 lingers");
+}
+
+/// `produce.request.max.bytes` bounds what a request adds to its first batch: a batch larger
+/// than the bound still goes, alone.
+#[test]
+fn a_batch_larger_than_the_request_bound_goes_alone() {
+    let mut h = Harness::new();
+    let mut config = h.engine.config().clone();
+    config.produce_request_max_bytes = 1_000;
+    h.engine = Engine::new(config, 7);
+    h.engine.handle(
+        Event::Leaders(vec![(TopicPartition::new(T0, 0), Some(1))]),
+        0,
+        &h.acc,
+    );
+    h.give_identity(1, 0);
+    h.acc
+        .append(
+            &TopicPartition::new(T0, 0),
+            0,
+            None,
+            Some(&[0u8; 9_000]),
+            &[],
+            h.now,
+        )
+        .expect("append");
+    assert_eq!(produces(&h.poll()).len(), 1);
+}
+
 /// When a slot frees for a partition's queued batch, the request leaving for that broker
 /// takes the open batches of its other partitions with room, lingered or not.
 #[test]
