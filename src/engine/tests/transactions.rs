@@ -868,6 +868,24 @@ fn v1_a_failed_add_partitions_waits_the_retry_backoff_before_it_is_sent_again() 
     assert_eq!(sent_again_at, Some(failed_at + backoff));
 }
 
+/// Transactions v1: an AddPartitionsToTxn refused with CONCURRENT_TRANSACTIONS (the previous
+/// transaction still completing) is retried 20 ms later: the driver is woken then.
+#[test]
+fn v1_a_concurrent_transactions_refusal_wakes_the_driver_20_ms_later() {
+    let mut h = v1_in_transaction();
+    h.send(0);
+    let Some((add, TxnRequest::AddPartitions { .. })) = coordinator_request_now(&mut h) else {
+        panic!("AddPartitionsToTxn expected")
+    };
+    h.now = 1_000;
+    let refused = vec![(
+        TopicPartition::new(T0, 0),
+        ErrorCode::CONCURRENT_TRANSACTIONS,
+    )];
+    answer_txn(&mut h, add, TxnResponse::AddPartitions(refused));
+    assert_eq!(h.engine.next_wakeup(h.now, &h.acc), Some(1_020));
+}
+
 #[test]
 fn kip_588_a_transaction_the_coordinator_timed_out_is_abortable_and_recovers() {
     let mut h = v1_in_transaction();
