@@ -54,6 +54,35 @@ impl Harness {
         h
     }
 
+    /// [`Harness::new`] with its engine's settings changed by `change` (partitions 0–2 led
+    /// by broker 1 again).
+    fn configured(change: impl FnOnce(&mut EngineConfig)) -> Self {
+        let mut h = Self::new();
+        let mut config = h.engine.config().clone();
+        change(&mut config);
+        h.engine = Engine::new(config, 7);
+        let leaders = (0..3)
+            .map(|p| (TopicPartition::new(T0, p), Some(1)))
+            .collect();
+        h.engine.handle(Event::Leaders(leaders), 0, &h.acc);
+        h
+    }
+
+    /// Appends a record of 9,000 bytes to `partition`: two of them do not fit in one 16 KiB
+    /// batch, so the second closes the first as full.
+    fn send_large(&mut self, partition: i32) {
+        self.acc
+            .append(
+                &TopicPartition::new(T0, partition),
+                0,
+                None,
+                Some(&[0u8; 9_000]),
+                &[],
+                self.now,
+            )
+            .expect("append");
+    }
+
     fn send(&mut self, partition: i32) -> Arc<BatchCompletion> {
         let tp = TopicPartition::new(T0, partition);
         self.acc
@@ -574,19 +603,9 @@ fn backlog_behind_acknowledged_opener(h: &mut Harness, partitions: &[i32], batch
     }
     let openers = produces(&h.poll());
     // Two of these do not fit in one 16 KiB batch.
-    let large = [0u8; 9_000];
     for _ in 0..=batches {
         for &p in partitions {
-            h.acc
-                .append(
-                    &TopicPartition::new(T0, p),
-                    0,
-                    None,
-                    Some(&large),
-                    &[],
-                    h.now,
-                )
-                .expect("append");
+            h.send_large(p);
         }
         assert!(produces(&h.poll()).is_empty(), "openers go alone");
     }
@@ -694,16 +713,7 @@ fn a_brokers_full_pipeline_holds_every_partition_it_leads() {
     }
     // Two of these do not fit in one 16 KiB batch: partition 1's first batch is full.
     for _ in 0..2 {
-        h.acc
-            .append(
-                &TopicPartition::new(T0, 1),
-                0,
-                None,
-                Some(&[0u8; 9_000]),
-                &[],
-                h.now,
-            )
-            .expect("append");
+        h.send_large(1);
     }
     assert!(produces(&h.poll()).is_empty(), "broker 1 is full");
     h.answer(five[0], &[(0, ErrorCode::NONE, 1)]);
@@ -726,16 +736,7 @@ fn a_held_partition_does_not_close_its_new_leaders_batches_early() {
     h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
     // Two of these do not fit in one 16 KiB batch: six full batches, a seventh open.
     for _ in 0..7 {
-        h.acc
-            .append(
-                &TopicPartition::new(T0, 0),
-                0,
-                None,
-                Some(&[0u8; 9_000]),
-                &[],
-                h.now,
-            )
-            .expect("append");
+        h.send_large(0);
     }
     assert_eq!(
         produces(&h.poll()).len(),
@@ -755,26 +756,9 @@ fn a_held_partition_does_not_close_its_new_leaders_batches_early() {
 /// than the bound still goes, alone.
 #[test]
 fn a_batch_larger_than_the_request_bound_goes_alone() {
-    let mut h = Harness::new();
-    let mut config = h.engine.config().clone();
-    config.produce_request_max_bytes = 1_000;
-    h.engine = Engine::new(config, 7);
-    h.engine.handle(
-        Event::Leaders(vec![(TopicPartition::new(T0, 0), Some(1))]),
-        0,
-        &h.acc,
-    );
+    let mut h = Harness::configured(|c| c.produce_request_max_bytes = 1_000);
     h.give_identity(1, 0);
-    h.acc
-        .append(
-            &TopicPartition::new(T0, 0),
-            0,
-            None,
-            Some(&[0u8; 9_000]),
-            &[],
-            h.now,
-        )
-        .expect("append");
+    h.send_large(0);
     assert_eq!(produces(&h.poll()).len(), 1);
 }
 
@@ -793,18 +777,8 @@ fn a_queued_batch_leaving_takes_the_brokers_open_batches_along() {
         &[(0, ErrorCode::NONE, 0), (1, ErrorCode::NONE, 0)],
     );
     // Two of these do not fit in one 16 KiB batch: six full batches, a seventh open.
-    let large = [0u8; 9_000];
     for _ in 0..7 {
-        h.acc
-            .append(
-                &TopicPartition::new(T0, 0),
-                0,
-                None,
-                Some(&large),
-                &[],
-                h.now,
-            )
-            .expect("append");
+        h.send_large(0);
     }
     let sent = produces(&h.poll());
     assert_eq!(sent.len(), 5, "broker 1 is full, a sixth batch queued");
@@ -883,15 +857,7 @@ fn a_held_batch_wakes_the_driver_at_its_delivery_deadline() {
 /// request's timeout.
 #[test]
 fn a_batch_in_flight_wakes_the_driver_at_its_delivery_deadline() {
-    let mut h = Harness::new();
-    let mut config = h.engine.config().clone();
-    config.request_timeout_ms = 5_000;
-    h.engine = Engine::new(config, 7);
-    h.engine.handle(
-        Event::Leaders(vec![(TopicPartition::new(T0, 0), Some(1))]),
-        0,
-        &h.acc,
-    );
+    let mut h = Harness::configured(|c| c.request_timeout_ms = 5_000);
     h.give_identity(1, 0);
     h.now = 100;
     h.send(0);
