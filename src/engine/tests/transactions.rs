@@ -6,19 +6,19 @@ use crate::engine::transaction::{TxnCall, TxnRequest, TxnResponse, TxnState};
 use crate::types::{ConsumerGroupMetadata, CoordinatorKey, OffsetToCommit};
 
 fn transactional_harness() -> Harness {
-    let mut h = Harness::new();
-    let mut config = h.engine.config().clone();
-    config.transaction = Some(TransactionConfig {
-        transactional_id: "t-1".into(),
-        timeout_ms: 60_000,
-        call_timeout_ms: 10_000,
-    });
-    h.engine = Engine::new(config, 3);
-    let leaders = (0..3)
-        .map(|p| (TopicPartition::new(T0, p), Some(1)))
-        .collect();
-    h.engine.handle(Event::Leaders(leaders), 0, &h.acc);
-    h
+    transactional_harness_with(|_| {})
+}
+
+/// [`transactional_harness`] with its engine's settings changed by `change`.
+fn transactional_harness_with(change: impl FnOnce(&mut EngineConfig)) -> Harness {
+    Harness::configured(|config| {
+        config.transaction = Some(TransactionConfig {
+            transactional_id: "t-1".into(),
+            timeout_ms: 60_000,
+            call_timeout_ms: 10_000,
+        });
+        change(config);
+    })
 }
 
 fn answer_txn(h: &mut Harness, request: RequestId, response: TxnResponse) {
@@ -931,5 +931,94 @@ fn kip_588_a_transaction_the_coordinator_timed_out_is_abortable_and_recovers() {
         })
     );
     answer_init_producer_id(&mut h, *request, 2, false);
+    assert_finished_ok(&mut h, abort);
+}
+
+/// A transactional producer (transactions v2) inside a transaction whose batches linger a
+/// minute, with one record of partition 0 waiting in its open batch.
+fn lingering_record_in_transaction() -> Harness {
+    let mut h = transactional_harness();
+    h.acc = Accumulator::new(AccumulatorConfig {
+        linger_ms: 60_000,
+        ..h.acc.config().clone()
+    });
+    init(&mut h, true);
+    h.engine.begin_transaction(h.now).unwrap();
+    h.send(0);
+    assert!(produces(&h.poll()).is_empty(), "the batch lingers");
+    h
+}
+
+/// `commit_transaction` sends what lingers at once instead of waiting out `linger.ms`, as
+/// `flush` does; adding offsets to the transaction is no reason to close a batch early.
+#[test]
+fn a_commit_sends_lingering_batches_at_once_and_adding_offsets_does_not() {
+    let mut h = lingering_record_in_transaction();
+    h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+    assert_eq!(produces(&h.poll()).len(), 1, "the commit flushes");
+
+    let mut h = lingering_record_in_transaction();
+    let group = ConsumerGroupMetadata::new("g", 3, "m-1", None);
+    let offsets = vec![OffsetToCommit::new(TopicPartition::new("in", 0), 5)];
+    h.engine
+        .start_call(TxnCall::SendOffsets { offsets, group }, h.now)
+        .unwrap();
+    assert!(produces(&h.poll()).is_empty(), "the batch still lingers");
+}
+
+/// A call whose deadline (`max.block.ms`) comes before its request's `request.timeout.ms`
+/// wakes the driver at the deadline and ends there, not when the request times out (P9).
+#[test]
+fn a_call_ends_at_its_deadline_before_its_requests_timeout() {
+    let mut h = transactional_harness_with(|config| config.request_timeout_ms = 30_000);
+    let commit = commit_one_record(&mut h, true);
+    let deadline = h.now + 10_000;
+    let Some((_, TxnRequest::EndTxn { .. })) = coordinator_request_now(&mut h) else {
+        panic!("EndTxn expected")
+    };
+    assert_eq!(h.engine.next_wakeup(h.now, &h.acc), Some(deadline));
+    h.now = deadline;
+    h.poll();
+    let finished = h.engine.take_finished_calls();
+    assert!(
+        matches!(finished.as_slice(), [(id, Err(Error::Timeout(_)))] if *id == commit),
+        "{finished:?}"
+    );
+}
+
+/// KIP-588, seen by a commit: an EndTxn refused for its epoch after the transaction outlived
+/// `transaction.timeout.ms` means the coordinator aborted it. The commit fails abortable,
+/// not fatal, and the abort re-initialises with the producer's current identity.
+#[test]
+fn kip_588_a_commit_refused_for_its_epoch_after_the_timeout_is_abortable() {
+    let mut h = transactional_harness();
+    init(&mut h, true);
+    h.engine.begin_transaction(h.now).unwrap();
+    h.send(0);
+    let sent = produces(&h.poll());
+    h.answer(sent[0].0, &[(0, ErrorCode::NONE, 0)]);
+    h.now += 61_000;
+    let commit = h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+    let Some((end, TxnRequest::EndTxn { .. })) = coordinator_request_now(&mut h) else {
+        panic!("EndTxn expected")
+    };
+    let refused = TxnResponse::EndTxn {
+        error: ErrorCode::INVALID_PRODUCER_EPOCH,
+        identity: None,
+    };
+    answer_txn(&mut h, end, refused);
+    let finished = h.engine.take_finished_calls();
+    let [(id, Err(error))] = finished.as_slice() else {
+        panic!("{finished:?}")
+    };
+    assert_eq!(*id, commit);
+    assert!(error.is_abortable() && !error.is_fatal(), "{error}");
+    let abort = h.engine.start_call(TxnCall::Abort, h.now).unwrap();
+    let Some((init, TxnRequest::InitProducerId { current: Some(_) })) =
+        coordinator_request_now(&mut h)
+    else {
+        panic!("InitProducerId with the current identity expected")
+    };
+    answer_init_producer_id(&mut h, init, 2, true);
     assert_finished_ok(&mut h, abort);
 }

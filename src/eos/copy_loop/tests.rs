@@ -165,6 +165,18 @@ fn finish_exactly_once(
         copier.counters().transactions_committed,
         world.borrow().commits
     );
+    let counted = |of: fn(&CommittedTransaction) -> usize| -> u64 {
+        reports.iter().map(|t| of(t) as u64).sum()
+    };
+    let counters = copier.counters();
+    assert_eq!(
+        (counters.records_in, counters.records_out),
+        (
+            counted(CommittedTransaction::records_in),
+            counted(CommittedTransaction::records_out)
+        ),
+        "the counters add up the committed transactions"
+    );
 }
 
 /// With `call` unreachable, `steps` steps fail with a retriable error, and after the first
