@@ -354,13 +354,10 @@ fn a_batch_fails_once_its_retries_are_spent() {
         ErrorCode::NOT_ENOUGH_REPLICAS,
         ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     ] {
-        let mut h = Harness::new();
-        let mut config = h.engine.config().clone();
-        config.retries = 2;
-        config.delivery_timeout_ms = 60_000;
-        h.engine = Engine::new(config, 7);
-        let leaders = vec![(TopicPartition::new(T0, 0), Some(1))];
-        h.engine.handle(Event::Leaders(leaders), 0, &h.acc);
+        let mut h = Harness::configured(|config| {
+            config.retries = 2;
+            config.delivery_timeout_ms = 60_000;
+        });
         h.give_identity(1, 0);
         let record = h.send(0);
         for attempt in 1..=3 {
@@ -981,10 +978,7 @@ fn a_request_leaving_for_a_broker_takes_every_partition_with_room() {
 fn a_request_carries_batches_up_to_the_request_cap_not_max_request_size() {
     let big = vec![7u8; 400_000];
     let run = |request_cap: usize| {
-        let mut h = Harness::new();
-        let mut config = h.engine.config().clone();
-        config.produce_request_max_bytes = request_cap;
-        h.engine = Engine::new(config, 7);
+        let mut h = Harness::configured(|config| config.produce_request_max_bytes = request_cap);
         h.acc = Accumulator::new(AccumulatorConfig {
             batch_size: 500_000,
             linger_ms: 0,
@@ -1029,12 +1023,7 @@ fn a_request_carries_batches_up_to_the_request_cap_not_max_request_size() {
 
 #[test]
 fn without_idempotence_batches_carry_no_identity_and_nothing_waits_for_one() {
-    let mut h = Harness::new();
-    let mut config = h.engine.config().clone();
-    config.idempotent = false;
-    h.engine = Engine::new(config, 5);
-    let leaders = vec![(TopicPartition::new(T0, 0), Some(1))];
-    h.engine.handle(Event::Leaders(leaders), 0, &h.acc);
+    let mut h = Harness::configured(|config| config.idempotent = false);
     let mut sent = Vec::new();
     for _ in 0..3 {
         h.send(0);
