@@ -2,9 +2,9 @@
 //! (ListOffsets), and the validation of a position after a leader change (OffsetForLeaderEpoch,
 //! KIP-320): the requests for the partitions waiting on each, and what their answers change.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::partition::Offset;
+use super::partition::{Offset, PartitionState};
 use super::{Asked, Fetcher, Followup, by_topic, no_offset_error};
 use crate::consumer::offsets::PartitionCommitted;
 use crate::error::Error;
@@ -120,7 +120,7 @@ impl Fetcher {
         let topics = by_topic(queries.into_iter().map(|(tp, timestamp)| {
             let partition = ListOffsetsPartition::default()
                 .with_partition_index(tp.partition)
-                .with_current_leader_epoch(self.leader_epoch(tp))
+                .with_current_leader_epoch(current_leader_epoch(&self.partitions, tp))
                 .with_timestamp(timestamp);
             (&*tp.topic, partition)
         }));
@@ -137,14 +137,6 @@ impl Fetcher {
                     .collect(),
             )
             .with_timeout_ms(self.config.list_timeout_ms)
-    }
-
-    /// The leader epoch a request for `tp` carries: the one known, else -1 (no check).
-    pub(super) fn leader_epoch(&self, tp: &TopicPartition) -> i32 {
-        self.partitions
-            .get(tp)
-            .and_then(|s| s.leader_epoch)
-            .unwrap_or(-1)
     }
 
     /// The answer to a [`Fetcher::reset_request`] for `asked`.
@@ -295,4 +287,15 @@ impl Fetcher {
         followup.retry |= !unanswered.is_empty();
         followup
     }
+}
+
+/// The leader epoch a request for `tp` carries (KIP-320): the one known, else -1 (no check).
+pub(super) fn current_leader_epoch(
+    partitions: &BTreeMap<TopicPartition, PartitionState>,
+    tp: &TopicPartition,
+) -> i32 {
+    partitions
+        .get(tp)
+        .and_then(|s| s.leader_epoch)
+        .unwrap_or(-1)
 }

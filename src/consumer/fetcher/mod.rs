@@ -39,6 +39,7 @@ pub(crate) const LATEST_TIMESTAMP: i64 = -1;
 mod lookups;
 mod partition;
 
+use lookups::current_leader_epoch;
 use partition::{Offset, PartitionState, readable_end};
 
 /// A position: the next offset to deliver, and the leader epoch of the log there when known
@@ -552,20 +553,16 @@ impl Fetcher {
     /// goes to [`Fetcher::apply_fetch`], or [`Fetcher::fetch_failed`] if none came.
     pub fn fetch_request(&mut self, broker: BrokerId, fetched: &[Fetched]) -> FetchRequest {
         let partitions = &self.partitions;
-        let leader_epoch = |tp: &TopicPartition| {
-            partitions
-                .get(tp)
-                .and_then(|s| s.leader_epoch)
-                .unwrap_or(-1)
-        };
-        let session = self.sessions.next_fetch(broker, fetched, leader_epoch);
+        let session = self
+            .sessions
+            .next_fetch(broker, fetched, |tp| current_leader_epoch(partitions, tp));
         let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
         for (tp, _, offset) in session.named.iter().filter_map(|&i| fetched.get(i)) {
             topics.entry(&tp.topic).or_default().push(FetchPartition {
                 partition: tp.partition,
                 // KIP-320: a leader behind this epoch answers UNKNOWN_LEADER_EPOCH, one past
                 // it FENCED_LEADER_EPOCH (our metadata is stale), instead of records.
-                current_leader_epoch: self.leader_epoch(tp),
+                current_leader_epoch: current_leader_epoch(&self.partitions, tp),
                 fetch_offset: *offset,
                 partition_max_bytes: self.config.partition_max_bytes,
                 // The rest is the schema's default: no last fetched epoch, and log start

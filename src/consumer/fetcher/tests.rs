@@ -331,6 +331,22 @@ fn shares_are_cut_among_the_partitions_holding_records_only() {
 }
 
 #[test]
+fn room_a_share_leaves_goes_to_a_partition_served_before() {
+    // 100 records a poll, partition 0 with 200 and partition 1 with 10: halves of 50, of
+    // which partition 1 fills 10; the 40 left go back to partition 0 in the second round.
+    let mut f = fetcher_of(100);
+    let all = four_with_backlog(&mut f, &[200, 10, 0, 0]);
+    let taken = f.take_records(&all, usize::MAX).unwrap();
+    let shares = by_partition(&taken);
+    assert_eq!(
+        shares[&0],
+        (0..90).collect::<Vec<i64>>(),
+        "a full poll, in order"
+    );
+    assert_eq!(shares[&1], (0..10).collect::<Vec<i64>>());
+}
+
+#[test]
 fn shares_of_exactly_a_run_are_not_crowded() {
     // 64 records a poll between two: shares of 32, the crowded run's length but not shorter,
     // so the next poll starts one partition on, as uncrowded polls do.
@@ -800,6 +816,13 @@ fn fetches_go_in_a_session_naming_only_what_moved() {
         .map(|p| (p.partition, p.fetch_offset))
         .collect();
     assert_eq!(opened, [(0, 0), (1, 5), (2, 7)], "each at its position");
+    assert!(
+        full.topics[0]
+            .partitions
+            .iter()
+            .all(|p| p.current_leader_epoch == -1),
+        "no leader epoch known yet: none checked (KIP-320)"
+    );
     let mut response = answer(0, ErrorCode::NONE, Some(batch(0, 3)));
     response.session_id = 42;
     f.apply_fetch(BROKER, response, fetched);
