@@ -195,11 +195,8 @@ impl PartitionReader {
     /// up (or the rest is past the last stable offset: fetched again later).
     pub fn next_batch(&mut self) -> Result<Option<Vec<ConsumerRecord>>, DecodeError> {
         while let Some(at) = self.at {
-            if at > self.bytes.len() {
-                self.at = None;
-                break;
-            }
-            // Keys and values stay slices of the fetched buffer: no copy per batch.
+            // Keys and values stay slices of the fetched buffer: no copy per batch. `at` never
+            // passes the end: it moves on by a batch `decode_shared_batch` found whole.
             let rest = self.bytes.slice(at..);
             let Some((batch, len)) = decode_shared_batch(&rest)? else {
                 self.at = None;

@@ -296,6 +296,24 @@ mod tests {
         assert_eq!(t.translate(&src(), 5, &dst()), Some(7));
     }
 
+    /// A copy without a reported offset leaves a hole in its own consumed stretch only: two
+    /// stretches of one transaction, the hole in the second, leave what lies between them
+    /// unknown.
+    #[test]
+    fn a_hole_stays_in_its_own_stretch() {
+        let mut t = OffsetTranslator::new();
+        let mut two = txn(0, 2, &[(0, &[0]), (1, &[1]), (5, &[7]), (6, &[-1])]);
+        two.consumed.push(ConsumedRange {
+            partition: src(),
+            from: 5,
+            next: 7,
+        });
+        t.record(&two);
+        for upstream in 2..5 {
+            assert_eq!(t.translate(&src(), upstream, &dst()), Some(2), "{upstream}");
+        }
+    }
+
     #[test]
     fn a_copy_without_a_reported_offset_is_not_trusted() {
         let mut t = OffsetTranslator::new();
@@ -310,6 +328,7 @@ mod tests {
         let mut t = OffsetTranslator::new();
         t.record(&txn(0, 4, &[(0, &[0]), (1, &[1]), (3, &[2])]));
         t.forget_before(&src(), 2);
+        assert_eq!(t.translate(&src(), 0, &dst()), None, "forgotten");
         assert_eq!(t.translate(&src(), 2, &dst()), Some(2));
         assert_eq!(t.translate(&src(), 3, &dst()), Some(2));
         assert_eq!(t.translate(&src(), 4, &dst()), Some(3));

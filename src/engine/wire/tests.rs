@@ -621,6 +621,19 @@ fn txn_offset_commit_carries_the_group_member_and_is_capped_under_v1() {
             "v{version}"
         );
     }
+    // Any one of the member's fields makes it a member's commit.
+    let mut generation = no_member.clone();
+    generation.generation_id = 3;
+    let mut member_id = no_member.clone();
+    member_id.member_id = s("m-1");
+    let mut instance = no_member.clone();
+    instance.group_instance_id = Some(s("i-1"));
+    for member in [generation, member_id, instance] {
+        assert!(
+            txn_offset_commit_at(member.clone(), 2).is_err(),
+            "{member:?}"
+        );
+    }
     let answer = TxnOffsetCommitResponse {
         throttle_time_ms: 0,
         topics: vec![TopicPartitionErrors {

@@ -270,6 +270,11 @@ fn a_truncated_source_rewinds_to_where_the_transaction_began() {
 fn commit_ends_the_open_transaction_now() {
     let world = World::new(2, 20, 5);
     let mut copier = copier_with_an_open_transaction(&world);
+    let open = format!("{copier:?}");
+    assert!(
+        open.contains("stage: Open {") && open.contains("records: 5"),
+        "{open}"
+    );
     let committed = run(copier.commit()).expect("commit").expect("committed");
     assert_eq!(committed.records_in(), 5);
     assert_eq!(world.borrow().commits, 1);
