@@ -496,6 +496,56 @@ fn a_batch_rejected_for_good_makes_later_batches_restamp_after_a_bump() {
     assert_eq!(offset_of(&later), Some(5));
 }
 
+/// OUT_OF_ORDER_SEQUENCE_NUMBER on the next batch the broker should expect, with nothing
+/// unresolved before it: the broker's sequence and ours diverged, so the producer takes a new
+/// epoch and the batch goes again from sequence 0 (KIP-360).
+#[test]
+fn out_of_order_on_the_next_expected_batch_bumps_the_epoch() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    h.send(0);
+    let opener = produces(&h.poll());
+    h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
+    let record = h.send(0);
+    let sent = produces(&h.poll());
+    h.answer(
+        sent[0].0,
+        &[(0, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, -1)],
+    );
+    let again = produces(&h.advance(20));
+    assert_eq!(h.engine.counters().epoch_bumps, 1);
+    assert_eq!(again[0].1, vec![(0, 1, 1, 0)], "epoch 1, sequence 0");
+    h.answer(again[0].0, &[(0, ErrorCode::NONE, 1)]);
+    assert_eq!(offset_of(&record), Some(1));
+}
+
+/// A batch to retry waits until its partition has nothing in flight: sent beside a later
+/// batch still unanswered, the two could land out of order.
+#[test]
+fn a_retry_waits_for_its_partitions_batches_in_flight() {
+    let mut h = Harness::new();
+    h.give_identity(1, 0);
+    h.send(0);
+    let opener = produces(&h.poll());
+    h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
+    h.send(0);
+    let a = produces(&h.poll());
+    h.send(0);
+    let b = produces(&h.poll());
+    h.answer(a[0].0, &[(0, ErrorCode::NOT_LEADER_OR_FOLLOWER, -1)]);
+    h.engine.handle(
+        Event::Leaders(vec![(TopicPartition::new(T0, 0), Some(1))]),
+        h.now,
+        &h.acc,
+    );
+    assert!(
+        produces(&h.advance(20)).is_empty(),
+        "the second is in flight"
+    );
+    h.answer(b[0].0, &[(0, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]);
+    assert_eq!(produces(&h.advance(20)).len(), 2, "both again, in order");
+}
+
 #[test]
 fn out_of_order_behind_an_earlier_retry_is_not_data_loss() {
     let mut h = Harness::new();

@@ -851,3 +851,16 @@ fn a_member_leaves_once_and_only_once_joined() {
     assert!(m.leave().is_none(), "left already");
     assert!(m.poll_request(10_000, &View).is_none());
 }
+
+/// A heartbeat refused because the coordinator moved or is loading is sent again after a
+/// short wait, not at once (and not only at the next interval).
+#[test]
+fn a_heartbeat_to_a_moved_coordinator_goes_again_after_a_short_wait() {
+    let mut m = assigned_follower(0, &[0]);
+    heartbeat_answered(&mut m, 3_000, ErrorCode::NOT_COORDINATOR);
+    assert!(m.poll_request(3_000, &View).is_none(), "not at once");
+    assert!(matches!(
+        m.poll_request(3_000 + REBALANCE_RETRY_MS, &View),
+        Some(MembershipRequest::Heartbeat(_))
+    ));
+}

@@ -538,3 +538,44 @@ fn a_regex_changed_while_the_heartbeat_carrying_the_old_one_flies_is_sent_again(
         .expect("the newer regex is not taken as sent");
     assert_eq!(again.subscribed_topic_regex.as_deref(), Some("u.*"));
 }
+
+/// A member that left the group (`close`) sends no heartbeat after its leave, however long
+/// it waits.
+#[test]
+fn a_member_that_left_sends_nothing_more() {
+    let now: Millis = 0;
+    let mut m = member_owning(now, vec![0]);
+    m.leave().expect("a leaving heartbeat");
+    assert!(m.poll_request(now + 60_000).is_none());
+}
+
+/// The member id the coordinator answers with is the member's from then on (a coordinator
+/// that names members itself, as before KIP-1082); an answer naming none, or an empty one,
+/// keeps the id the member had.
+#[test]
+fn the_coordinators_member_id_is_taken_and_an_empty_one_ignored() {
+    let now: Millis = 0;
+    let mut m = member();
+    m.poll_request(now).unwrap();
+    let mut named = answer(1, Some(vec![0]));
+    named.member_id = Some("m-2".into());
+    m.on_response(named, now, &View).unwrap();
+    assert_eq!(m.group_metadata().member_id, "m-2");
+    let request = m.poll_request(now + 500).expect("the next heartbeat");
+    assert_eq!(request.member_id.as_str(), "m-2");
+    let mut unnamed = answer(1, None);
+    unnamed.member_id = Some("".into());
+    m.on_response(unnamed, now + 500, &View).unwrap();
+    assert_eq!(m.group_metadata().member_id, "m-2");
+}
+
+/// The driver is woken for the next heartbeat at the interval the coordinator gave, and not
+/// while one is in flight (its answer sets the next).
+#[test]
+fn the_next_heartbeat_is_due_an_interval_after_the_last_answer() {
+    let now: Millis = 1_000;
+    let mut m = member_owning(now, vec![0]);
+    assert_eq!(m.next_deadline(), Some(now + 500));
+    m.poll_request(now + 500).expect("the heartbeat");
+    assert_eq!(m.next_deadline(), None, "in flight");
+}
