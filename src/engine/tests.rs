@@ -421,6 +421,7 @@ fn lost_ack_is_retried_with_the_same_identity_and_resolved_once() {
     assert_eq!(offset_of(&c), Some(42));
     assert_eq!(h.engine.counters().records_acked, 1);
     assert_eq!(h.engine.counters().batch_retries, 1);
+    assert_eq!(h.engine.metrics().records_retried, 1);
 }
 
 #[test]

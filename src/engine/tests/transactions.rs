@@ -984,6 +984,9 @@ fn a_call_ends_at_its_deadline_before_its_requests_timeout() {
         matches!(finished.as_slice(), [(id, Err(Error::Timeout(_)))] if *id == commit),
         "{finished:?}"
     );
+    // Called again (T1), the commit has a deadline of its own.
+    h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+    assert_eq!(h.engine.next_wakeup(h.now, &h.acc), Some(deadline + 10_000));
 }
 
 /// KIP-588, seen by a commit: an EndTxn refused for its epoch after the transaction outlived
