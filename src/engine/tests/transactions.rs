@@ -605,6 +605,26 @@ fn send_offsets_past_add_offsets(h: &mut Harness, group_id: &str) -> CallId {
     call
 }
 
+/// Offsets refused because the member's generation is gone end the call with that error
+/// at once: the zombie's offsets are not retried (T3), and the transaction is left to abort.
+#[test]
+fn offsets_refused_for_a_stale_generation_end_the_call() {
+    let mut h = v1_in_transaction();
+    let call = send_offsets_past_add_offsets(&mut h, "g");
+    let Some((request, TxnRequest::TxnOffsetCommit { .. })) = coordinator_request_now(&mut h)
+    else {
+        panic!("TxnOffsetCommit next");
+    };
+    let stale = vec![(TopicPartition::new("in", 0), ErrorCode::ILLEGAL_GENERATION)];
+    answer_txn(&mut h, request, TxnResponse::TxnOffsetCommit(stale));
+    let finished = h.engine.take_finished_calls();
+    let [(id, Err(error))] = finished.as_slice() else {
+        panic!("{finished:?}")
+    };
+    assert_eq!(*id, call);
+    assert_eq!(error.code(), Some(ErrorCode::ILLEGAL_GENERATION));
+}
+
 /// A TxnOffsetCommit whose answer is lost (its group coordinator died) is sent again to the
 /// group coordinator looked up anew, not to the same broker until max.block.ms. Found against
 /// a real cluster: the copy loop's offsets went to a killed broker for three minutes while
@@ -1024,4 +1044,39 @@ fn kip_588_a_commit_refused_for_its_epoch_after_the_timeout_is_abortable() {
     };
     answer_init_producer_id(&mut h, init, 2, true);
     assert_finished_ok(&mut h, abort);
+}
+
+/// An EndTxn retried after a lost answer and refused with a retriable error is retried
+/// again, as any EndTxn: only INVALID_TXN_STATE after a lost answer leaves the outcome unknown.
+/// Then INVALID_TXN_STATE: the transaction is no longer open, and which way it ended is not
+/// said, so the commit fails fatally instead of claiming it committed (T4).
+#[test]
+fn an_end_txn_retried_after_a_lost_answer_takes_retriable_errors_as_any_other() {
+    let mut h = transactional_harness();
+    let commit = commit_one_record(&mut h, true);
+    let end = next_end_txn(&mut h);
+    h.fail(end, true);
+    let end = next_end_txn(&mut h);
+    let loading = TxnResponse::EndTxn {
+        error: ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
+        identity: None,
+    };
+    answer_txn(&mut h, end, loading);
+    assert!(h.engine.take_finished_calls().is_empty(), "retried");
+    let end = next_end_txn(&mut h);
+    let closed = TxnResponse::EndTxn {
+        error: ErrorCode::INVALID_TXN_STATE,
+        identity: None,
+    };
+    answer_txn(&mut h, end, closed);
+    let finished = h.engine.take_finished_calls();
+    let [(id, Err(error))] = finished.as_slice() else {
+        panic!("{finished:?}")
+    };
+    assert_eq!(*id, commit);
+    let report = crate::error::ErrorChain(error).to_string();
+    assert!(
+        error.is_fatal() && report.contains("lost answer"),
+        "{report}"
+    );
 }
