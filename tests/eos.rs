@@ -828,6 +828,53 @@ async fn a_caught_up_copier_commits_before_its_interval() {
     assert_exactly_once(&cluster, &source, &destination);
 }
 
+/// `close` commits the transaction still open, with its offsets, and returns it: a copier
+/// that never commits on its own (no record bound, an hour's interval, no early commit when
+/// caught up) copies 300 records into one open transaction, and after `close` every one is in
+/// the destination once and the group's offsets are at the source's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_commits_the_open_transaction() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let records = 300;
+    let (source, destination, group) = copy_topics(&cluster, "eos-close", PARTITIONS);
+    fill(&cluster, &source, records).await;
+    let consumer = consumer(&cluster, &group, &source).await;
+    let id = support::unique_topic("eos-close-copier");
+    let producer = transactional(&cluster, &id, &[]).await;
+    // The source offsets transformed at least once.
+    let read = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let seen = Arc::clone(&read);
+    let mut copy = mirror(&destination, &id);
+    let transform: Transform = Box::new(move |r: ConsumerRecord| {
+        seen.lock().unwrap().insert((r.partition, r.offset));
+        copy(r)
+    });
+    let mut copier = CopyLoop::new(consumer, producer, transform)
+        .commit_every(usize::MAX, Duration::from_secs(3600))
+        .commit_when_caught_up(false);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while read.lock().unwrap().len() < records {
+        assert!(Instant::now() < deadline, "not every record read in 60 s");
+        // Dropping a step that waits for records loses nothing (cancel safety).
+        let _ = tokio::time::timeout(Duration::from_millis(500), copier.step()).await;
+    }
+    // Once more, so that a step dropped while it sent (its transaction aborted and rewound)
+    // has copied everything again.
+    let _ = tokio::time::timeout(Duration::from_secs(2), copier.step()).await;
+    assert_eq!(copier.counters().transactions_committed, 0);
+    let last = copier
+        .close()
+        .await
+        .expect("close commits")
+        .expect("the open transaction, committed");
+    assert_eq!(last.records_in(), records);
+    assert_exactly_once(&cluster, &source, &destination);
+    wait_until_committed(&cluster, &group, &source, Duration::from_secs(5)).await;
+}
+
 /// Aborted input is copied again, never skipped: every 700th transform call produces a record
 /// the producer refuses (an invalid topic name), so the loop aborts the transaction and seeks
 /// back to where it began; the destination still holds every record exactly once.

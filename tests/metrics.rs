@@ -340,7 +340,8 @@ fn series_key(key: &metrics::Key) -> SeriesKey {
     (key.name().to_owned(), labels)
 }
 
-/// A gauge of the debugging recorder that also remembers the value last set.
+/// A gauge of the debugging recorder that also remembers the value last set: NaN until the
+/// first change, so that a gauge never set is not read as a level of 0.
 struct LastSet {
     inner: metrics::Gauge,
     bits: std::sync::atomic::AtomicU64,
@@ -349,11 +350,11 @@ struct LastSet {
 impl metrics::GaugeFn for LastSet {
     fn increment(&self, value: f64) {
         self.inner.increment(value);
-        self.remember(self.value() + value);
+        self.remember(self.level() + value);
     }
     fn decrement(&self, value: f64) {
         self.inner.decrement(value);
-        self.remember(self.value() - value);
+        self.remember(self.level() - value);
     }
     fn set(&self, value: f64) {
         self.inner.set(value);
@@ -364,6 +365,11 @@ impl metrics::GaugeFn for LastSet {
 impl LastSet {
     fn value(&self) -> f64 {
         f64::from_bits(self.bits.load(std::sync::atomic::Ordering::SeqCst))
+    }
+    /// The level a change starts from: 0 before the first.
+    fn level(&self) -> f64 {
+        let value = self.value();
+        if value.is_nan() { 0.0 } else { value }
     }
     fn remember(&self, value: f64) {
         self.bits
@@ -414,7 +420,7 @@ impl metrics::Recorder for Recorder {
         let gauge = gauges.entry(series_key(key)).or_insert_with(|| {
             std::sync::Arc::new(LastSet {
                 inner: self.debugging.register_gauge(key, meta),
-                bits: std::sync::atomic::AtomicU64::new(0f64.to_bits()),
+                bits: std::sync::atomic::AtomicU64::new(f64::NAN.to_bits()),
             })
         });
         metrics::Gauge::from_arc(std::sync::Arc::clone(gauge))
