@@ -1495,3 +1495,25 @@ fn a_partition_is_read_from_the_replica_the_leader_names_until_it_fails() {
         assert_eq!(from_leader(&f), Some(vec![(0, 12)]));
     }
 }
+
+/// What a poll marks processed (for auto-commit) is each partition's position when the poll
+/// began: records handed out since are not processed until the next poll begins.
+#[test]
+fn a_poll_marks_the_positions_it_began_at_processed() {
+    let mut f = fetcher_of(10);
+    let all = four_with_backlog(&mut f, &[30, 0, 0, 0]);
+    assert_eq!(f.processed().count(), 0, "nothing marked yet");
+    f.take_records(&all, usize::MAX).unwrap();
+    f.mark_processed();
+    let processed = |f: &Fetcher| -> Vec<(i32, i64)> {
+        f.processed()
+            .map(|(tp, p)| (tp.partition, p.offset))
+            .filter(|(p, _)| *p == 0)
+            .collect()
+    };
+    assert_eq!(processed(&f), vec![(0, 10)]);
+    f.take_records(&all, usize::MAX).unwrap();
+    assert_eq!(processed(&f), vec![(0, 10)], "handed out, not yet processed");
+    f.mark_processed();
+    assert_eq!(processed(&f), vec![(0, 20)]);
+}
