@@ -1513,7 +1513,11 @@ fn a_poll_marks_the_positions_it_began_at_processed() {
     };
     assert_eq!(processed(&f), vec![(0, 10)]);
     f.take_records(&all, usize::MAX).unwrap();
-    assert_eq!(processed(&f), vec![(0, 10)], "handed out, not yet processed");
+    assert_eq!(
+        processed(&f),
+        vec![(0, 10)],
+        "handed out, not yet processed"
+    );
     f.mark_processed();
     assert_eq!(processed(&f), vec![(0, 20)]);
 }

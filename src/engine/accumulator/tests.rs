@@ -346,3 +346,29 @@ fn a_closed_batch_teaches_its_topic_its_body_per_record_byte() {
     let learned = acc.ratios.lock().unwrap()[&tp().topic].0;
     assert!((learned - observed).abs() < 1e-9, "{learned} != {observed}");
 }
+
+/// A record exactly as large as `buffer.memory` (in its own batch) is taken; one byte less of
+/// buffer and it is refused as too large for it, at once, not left waiting for space.
+#[test]
+fn a_record_as_large_as_buffer_memory_fits() {
+    let value = [0u8; 400];
+    let alone = RECORD_BATCH_HEADER_LEN
+        + BatchBuilder::record_size_alone(BatchBuilder::record_fixed_len(None, Some(&value), &[]));
+    let sized = |buffer_memory| {
+        Accumulator::new(AccumulatorConfig {
+            buffer_memory,
+            max_request_size: 10_000,
+            ..config()
+        })
+    };
+    sized(alone)
+        .append(&tp(), 1, None, Some(&value), &[], 0)
+        .expect("fits exactly");
+    assert!(matches!(
+        sized(alone - 1).append(&tp(), 1, None, Some(&value), &[], 0),
+        Err(AppendError::TooLarge {
+            setting: "buffer.memory",
+            ..
+        })
+    ));
+}

@@ -786,6 +786,29 @@ fn the_membership_hands_each_call_to_its_classic_member() {
     );
 }
 
+/// A failed request reaches the member through the `Membership` enum: it is sent again after
+/// the backoff. Only a code that says the member or its generation is gone is acted on as a
+/// refused commit; a manual assignment has no membership to act on.
+#[test]
+fn the_membership_hands_failures_and_refusals_to_its_member() {
+    use crate::consumer::membership::{Membership, manual::ManualAssignment};
+    let mut m = Membership::Classic(assigned_follower(0, &[0]));
+    assert!(matches!(
+        m.poll_request(500, &View),
+        Some(MembershipRequest::Heartbeat(_))
+    ));
+    m.on_request_failed(600, 100);
+    assert!(m.poll_request(650, &View).is_none(), "the backoff first");
+    assert!(matches!(
+        m.poll_request(700, &View),
+        Some(MembershipRequest::Heartbeat(_))
+    ));
+    assert!(!m.commit_refused(ErrorCode::NOT_COORDINATOR, 700));
+    assert!(m.commit_refused(ErrorCode::UNKNOWN_MEMBER_ID, 700));
+    let mut manual = Membership::Manual(ManualAssignment::new("g".into(), &[tp(0)]));
+    assert!(!manual.commit_refused(ErrorCode::UNKNOWN_MEMBER_ID, 700));
+}
+
 /// A member owns all of a set of partitions only if each is among its owned ones: the
 /// fetcher asks this before handing records out (ARCHITECTURE.md M3: nothing of a partition
 /// the member no longer owns is delivered); it leaves with its member's LeaveGroup.
