@@ -1097,7 +1097,17 @@ async fn copy_loop_publishes_its_counters() {
 
     let group = support::unique_topic("copy-group");
     let client_id = support::unique_topic("copy-consumer");
-    let consumer = group_consumer(&cluster, &group, &source, &client_id).await;
+    // 50 records a poll: the first transaction (100 records) commits with 200 still behind.
+    let consumer = support::members::consumer_with(
+        &cluster,
+        &group,
+        GroupProtocol::Consumer,
+        OffsetReset::Earliest,
+        IsolationLevel::ReadCommitted,
+        &source,
+        &[("client.id", &client_id), ("max.poll.records", "50")],
+    )
+    .await;
     let sink = support::transactional_producer_with(
         &cluster,
         &[("transactional.id", &support::unique_topic("copy-txn"))],
@@ -1114,10 +1124,19 @@ async fn copy_loop_publishes_its_counters() {
     })
     .commit_every(100, Duration::from_millis(200));
     let deadline = Instant::now() + Duration::from_secs(90);
+    let mut first_lag = None;
     while copier.counters().records_in < RECORDS {
         assert!(Instant::now() < deadline, "{:?}", copier.counters());
         copier.step().await.unwrap();
+        if first_lag.is_none() && copier.counters().transactions_committed == 1 {
+            let series = observed.of(&client_id);
+            first_lag = Some(named(&series, "exactly.copy_loop.source.lag")[0].1.clone());
+        }
     }
+    assert!(
+        matches!(first_lag, Some(Seen::Gauge(lag)) if lag > 0.0 && lag < RECORDS as f64),
+        "the first commit left records behind: {first_lag:?}"
+    );
     let counters = copier.counters();
     copier.close().await.unwrap();
 
