@@ -59,6 +59,11 @@ impl ConsumerRecord {
     pub fn topic_partition(&self) -> TopicPartition {
         TopicPartition::new(Arc::clone(&self.topic), self.partition)
     }
+
+    /// Whether the record is of `partition` (compared in place: no name is copied).
+    pub(crate) fn is_of(&self, partition: &TopicPartition) -> bool {
+        self.partition == partition.partition && *self.topic == *partition.topic
+    }
 }
 
 /// One fetched partition's answer, decoded a batch at a time as records are taken: a Fetch
@@ -297,6 +302,24 @@ mod tests {
 
     use super::*;
     use crate::protocol::record_batch::{BatchBuilder, ControlRecord, encode_control_batch};
+
+    #[test]
+    fn a_record_is_of_its_own_topic_and_partition_only() {
+        let record = ConsumerRecord {
+            topic: Arc::from("a"),
+            partition: 1,
+            offset: 0,
+            timestamp: 0,
+            timestamp_type: crate::TimestampType::CreateTime,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            leader_epoch: None,
+        };
+        assert!(record.is_of(&TopicPartition::new("a", 1)));
+        assert!(!record.is_of(&TopicPartition::new("a", 0)));
+        assert!(!record.is_of(&TopicPartition::new("b", 1)));
+    }
 
     /// The records of one fetched partition, and where the next fetch starts.
     #[derive(Debug, Default)]

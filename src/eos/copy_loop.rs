@@ -455,9 +455,9 @@ where
         let mut run: Option<(TopicPartition, Option<i64>)> = None;
         let mut waiting: VecDeque<ConsumerRecord> = VecDeque::with_capacity(records.len());
         for record in records {
-            let same_run = run.as_ref().is_some_and(|(partition, _)| {
-                partition.partition == record.partition && *partition.topic == *record.topic
-            });
+            let same_run = run
+                .as_ref()
+                .is_some_and(|(partition, _)| record.is_of(partition));
             if !same_run {
                 let partition = record.topic_partition();
                 let done = committed.get(&partition).copied();

@@ -5,7 +5,7 @@
 //! a test wants it; the simulation and tests/eos.rs run the same cases against the real engine
 //! and the real broker.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::pin;
@@ -14,7 +14,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::CopyLoop;
-use super::fake::{Call, FakeSink, FakeSource, Transform, Waiting, World, mirror};
+use super::fake::{Call, DESTINATION, FakeSink, FakeSource, Transform, Waiting, World, mirror};
 use crate::Error;
 use crate::eos::CommittedTransaction;
 use crate::eos::endpoints::CopySink;
@@ -524,4 +524,44 @@ fn a_caught_up_source_holds_the_transaction_when_told_to() {
         (1_000..1_008).contains(&now),
         "committed at {now} ms, not at the end of the 1 s interval"
     );
+}
+
+/// At most `transform_concurrency` transforms run at once (each here waits one turn before it
+/// finishes, so a poll's five records would all run together without the bound).
+#[test]
+fn transforms_run_at_most_the_concurrency_at_once() {
+    let world = World::new(2, 20, 5);
+    let (running, most) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
+    let (counted, highest) = (Rc::clone(&running), Rc::clone(&most));
+    let transform: Transform = Box::new(move |record: crate::ConsumerRecord| {
+        let (running, most) = (Rc::clone(&counted), Rc::clone(&highest));
+        Box::pin(async move {
+            running.set(running.get() + 1);
+            most.set(most.get().max(running.get()));
+            let mut waited = false;
+            std::future::poll_fn(|context| {
+                if std::mem::replace(&mut waited, true) {
+                    return Poll::Ready(());
+                }
+                context.waker().wake_by_ref();
+                Poll::Pending
+            })
+            .await;
+            running.set(running.get() - 1);
+            vec![
+                crate::Record::to(DESTINATION)
+                    .partition(record.partition)
+                    .value(record.value.unwrap_or_default()),
+            ]
+        })
+    });
+    let mut copier = CopyLoop::new(
+        FakeSource(Rc::clone(&world)),
+        FakeSink(Rc::clone(&world)),
+        transform,
+    )
+    .commit_every(6, Duration::from_millis(100))
+    .transform_concurrency(3);
+    finish_exactly_once(&world, &mut copier, None, 0);
+    assert_eq!(most.get(), 3);
 }
