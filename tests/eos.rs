@@ -828,10 +828,59 @@ async fn a_caught_up_copier_commits_before_its_interval() {
     assert_exactly_once(&cluster, &source, &destination);
 }
 
+/// A copier of a fresh topic of `records` records that never commits on its own (no record
+/// bound, an hour's interval, no early commit when caught up); the count of its transform
+/// calls; its source, destination and group.
+async fn holding_copier(
+    cluster: &Cluster,
+    prefix: &str,
+    records: usize,
+) -> (
+    CopyLoop<Transform>,
+    Arc<AtomicUsize>,
+    (String, String, String),
+) {
+    let (source, destination, group) = copy_topics(cluster, prefix, PARTITIONS);
+    fill(cluster, &source, records).await;
+    let consumer = consumer(cluster, &group, &source).await;
+    let id = support::unique_topic(prefix);
+    let producer = transactional(cluster, &id, &[]).await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let mut copy = mirror(&destination, &id);
+    let transform: Transform = Box::new(move |r: ConsumerRecord| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        copy(r)
+    });
+    let copier = CopyLoop::new(consumer, producer, transform)
+        .commit_every(usize::MAX, Duration::from_secs(3600))
+        .commit_when_caught_up(false);
+    (copier, calls, (source, destination, group))
+}
+
+/// Steps `copier` (each step dropped after 500 ms: dropping a step that waits for records
+/// loses nothing) until its transform ran `want` times, then once more, so that a step
+/// dropped while it sent (its transaction aborted and rewound) has copied everything again.
+async fn step_until_transformed(
+    copier: &mut CopyLoop<Transform>,
+    calls: &AtomicUsize,
+    want: usize,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while calls.load(Ordering::Relaxed) < want {
+        assert!(
+            Instant::now() < deadline,
+            "{want} transforms not reached in 60 s"
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(500), copier.step()).await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), copier.step()).await;
+}
+
 /// `close` commits the transaction still open, with its offsets, and returns it: a copier
-/// that never commits on its own (no record bound, an hour's interval, no early commit when
-/// caught up) copies 300 records into one open transaction, and after `close` every one is in
-/// the destination once and the group's offsets are at the source's end.
+/// that never commits on its own copies 300 records into one open transaction, and after
+/// `close` every one is in the destination once and the group's offsets are at the source's
+/// end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_commits_the_open_transaction() {
     let Some(cluster) = Cluster::single() else {
@@ -839,31 +888,9 @@ async fn close_commits_the_open_transaction() {
     };
     let _shared = cluster.shared();
     let records = 300;
-    let (source, destination, group) = copy_topics(&cluster, "eos-close", PARTITIONS);
-    fill(&cluster, &source, records).await;
-    let consumer = consumer(&cluster, &group, &source).await;
-    let id = support::unique_topic("eos-close-copier");
-    let producer = transactional(&cluster, &id, &[]).await;
-    // The source offsets transformed at least once.
-    let read = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
-    let seen = Arc::clone(&read);
-    let mut copy = mirror(&destination, &id);
-    let transform: Transform = Box::new(move |r: ConsumerRecord| {
-        seen.lock().unwrap().insert((r.partition, r.offset));
-        copy(r)
-    });
-    let mut copier = CopyLoop::new(consumer, producer, transform)
-        .commit_every(usize::MAX, Duration::from_secs(3600))
-        .commit_when_caught_up(false);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while read.lock().unwrap().len() < records {
-        assert!(Instant::now() < deadline, "not every record read in 60 s");
-        // Dropping a step that waits for records loses nothing (cancel safety).
-        let _ = tokio::time::timeout(Duration::from_millis(500), copier.step()).await;
-    }
-    // Once more, so that a step dropped while it sent (its transaction aborted and rewound)
-    // has copied everything again.
-    let _ = tokio::time::timeout(Duration::from_secs(2), copier.step()).await;
+    let (mut copier, calls, (source, destination, group)) =
+        holding_copier(&cluster, "eos-close", records).await;
+    step_until_transformed(&mut copier, &calls, records).await;
     assert_eq!(copier.counters().transactions_committed, 0);
     let last = copier
         .close()
@@ -873,6 +900,36 @@ async fn close_commits_the_open_transaction() {
     assert_eq!(last.records_in(), records);
     assert_exactly_once(&cluster, &source, &destination);
     wait_until_committed(&cluster, &group, &source, Duration::from_secs(5)).await;
+}
+
+/// The copy loop's transaction aborted on its producer behind its back is noticed by the next
+/// step from the producer's transaction ledger: the step says so, the loop rewinds, and the
+/// input is copied again, every record once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_aborted_behind_the_loops_back_is_noticed() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let records = 300;
+    let (mut copier, calls, (source, destination, _)) =
+        holding_copier(&cluster, "eos-behind", records).await;
+    step_until_transformed(&mut copier, &calls, records).await;
+    copier
+        .producer()
+        .abort_transaction()
+        .await
+        .expect("aborted behind the loop's back");
+    let noticed = tokio::time::timeout(Duration::from_secs(30), copier.step())
+        .await
+        .expect("the step returns")
+        .expect_err("noticed");
+    assert!(noticed.to_string().contains("behind its back"), "{noticed}");
+    let copied_before = calls.load(Ordering::Relaxed);
+    step_until_transformed(&mut copier, &calls, copied_before + records).await;
+    let last = copier.close().await.expect("close commits");
+    assert_eq!(last.map(|t| t.records_in()), Some(records));
+    assert_exactly_once(&cluster, &source, &destination);
 }
 
 /// Aborted input is copied again, never skipped: every 700th transform call produces a record
