@@ -1521,3 +1521,23 @@ fn a_poll_marks_the_positions_it_began_at_processed() {
     f.mark_processed();
     assert_eq!(processed(&f), vec![(0, 20)]);
 }
+
+/// A partition whose answer still holds undecoded batches holds records, though the batch
+/// decoded before was handed out to its last record: the next poll decodes the next batch.
+#[test]
+fn an_answer_read_to_a_batch_end_still_holds_records() {
+    let mut f = fetcher_of(5);
+    let all = [tp(0)];
+    f.assigned(&all, true);
+    answer_committed(&mut f, vec![(tp(0), Some(0))]);
+    let fetched = f.to_fetch(&all);
+    let two_batches = [batch(0, 5), batch(5, 5)].concat();
+    let parts = [(0, Some(Bytes::from(two_batches)), 10)];
+    f.apply_fetch(BROKER, answers(&parts), fetched);
+    assert_eq!(f.take_records(&all, usize::MAX).unwrap().len(), 5);
+    let next = f.take_records(&all, usize::MAX).expect("the second batch");
+    assert_eq!(
+        next.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        vec![5, 6, 7, 8, 9]
+    );
+}

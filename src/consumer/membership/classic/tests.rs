@@ -887,3 +887,20 @@ fn a_heartbeat_to_a_moved_coordinator_goes_again_after_a_short_wait() {
         Some(MembershipRequest::Heartbeat(_))
     ));
 }
+
+/// Each strategy joins under its own protocol name (KIP-429's "cooperative-sticky", the
+/// eager "range"), which the coordinator matches against the other members'.
+#[test]
+fn each_strategy_joins_under_its_protocol_name() {
+    for (strategy, name) in [
+        (AssignmentStrategy::Range, "range"),
+        (AssignmentStrategy::CooperativeSticky, "cooperative-sticky"),
+    ] {
+        let Some(MembershipRequest::Join(join)) = member_with(strategy).poll_request(0, &View)
+        else {
+            panic!("a join first");
+        };
+        let names: Vec<&str> = join.protocols.iter().map(|p| &*p.name).collect();
+        assert_eq!(names, vec![name]);
+    }
+}
