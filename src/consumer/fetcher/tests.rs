@@ -1541,3 +1541,34 @@ fn an_answer_read_to_a_batch_end_still_holds_records() {
         vec![5, 6, 7, 8, 9]
     );
 }
+
+/// Every change of position makes the answers to earlier requests stale for good: after a
+/// seek to the offset in flight, and a corrupt batch in the seek's own answer that has the
+/// partition fetched again from there, the answer to the request made before the seek is
+/// still stale (its records are fetched again, under the newest request).
+#[test]
+fn an_answer_from_before_a_seek_stays_stale_after_a_refetch() {
+    let mut f = fetcher(OffsetReset::Earliest);
+    f.assigned(&[tp(0)], true);
+    answer_committed(&mut f, vec![(tp(0), Some(0))]);
+    let all = [tp(0)];
+    let before_seek = f.to_fetch(&all);
+    f.seek(&tp(0), 0).unwrap();
+    let after_seek = f.to_fetch(&all);
+    let mut corrupt = BytesMut::from(&batch(0, 2)[..]);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    let refused = f.apply_fetch(
+        BROKER,
+        answer(0, ErrorCode::NONE, Some(corrupt.freeze())),
+        after_seek,
+    );
+    assert!(!refused.errors.is_empty(), "fetched again from 0");
+    f.apply_fetch(
+        BROKER,
+        answer(0, ErrorCode::NONE, Some(batch(0, 5))),
+        before_seek,
+    );
+    assert!(f.take_records(&all, usize::MAX).is_none());
+    assert_eq!(f.position(&tp(0)), Some(0));
+}
