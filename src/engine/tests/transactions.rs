@@ -1004,9 +1004,17 @@ fn a_call_ends_at_its_deadline_before_its_requests_timeout() {
         matches!(finished.as_slice(), [(id, Err(Error::Timeout(_)))] if *id == commit),
         "{finished:?}"
     );
-    // Called again (T1), the commit has a deadline of its own.
-    h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+    // Called again (T1), the commit has a deadline and an id of its own.
+    let again = h.engine.start_call(TxnCall::Commit, h.now).unwrap();
     assert_eq!(h.engine.next_wakeup(h.now, &h.acc), Some(deadline + 10_000));
+    h.now = deadline + 10_000;
+    h.poll();
+    h.engine.take_finished_calls();
+    let third = h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+    assert!(
+        commit != again && again != third && commit != third,
+        "{commit:?} {again:?} {third:?}"
+    );
 }
 
 /// KIP-588, seen by a commit: an EndTxn refused for its epoch after the transaction outlived
@@ -1078,5 +1086,24 @@ fn an_end_txn_retried_after_a_lost_answer_takes_retriable_errors_as_any_other() 
     assert!(
         error.is_fatal() && report.contains("lost answer"),
         "{report}"
+    );
+}
+
+/// Under transactions v2 the offsets need no AddOffsetsToTxn (KIP-890: the TxnOffsetCommit
+/// adds the group's offsets partition to the transaction itself).
+#[test]
+fn v2_offsets_go_without_add_offsets() {
+    let mut h = transactional_harness();
+    init(&mut h, true);
+    h.engine.begin_transaction(h.now).unwrap();
+    let group = ConsumerGroupMetadata::new("g", 3, "m-1", None);
+    let offsets = vec![OffsetToCommit::new(TopicPartition::new("in", 0), 5)];
+    h.engine
+        .start_call(TxnCall::SendOffsets { offsets, group }, h.now)
+        .unwrap();
+    let first = coordinator_request_now(&mut h);
+    assert!(
+        matches!(first, Some((_, TxnRequest::TxnOffsetCommit { .. }))),
+        "{first:?}"
     );
 }

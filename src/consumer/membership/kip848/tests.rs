@@ -258,6 +258,10 @@ fn fenced_member_loses_everything_and_rejoins_with_epoch_zero() {
 #[test]
 fn unknown_topic_ids_wait_for_metadata_and_fatal_errors_surface() {
     let now: Millis = 0;
+    assert!(
+        !member_owning(now, vec![0]).unknown_topic_ids(&View),
+        "every topic id of the assignment known"
+    );
     let mut m = member();
     m.poll_request(now).unwrap();
     let mut r = answer(1, None);
