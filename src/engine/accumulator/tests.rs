@@ -347,28 +347,34 @@ fn a_closed_batch_teaches_its_topic_its_body_per_record_byte() {
     assert!((learned - observed).abs() < 1e-9, "{learned} != {observed}");
 }
 
-/// A record exactly as large as `buffer.memory` (in its own batch) is taken; one byte less of
-/// buffer and it is refused as too large for it, at once, not left waiting for space.
+/// A record whose batch is exactly as large as `max.request.size`, or as `buffer.memory`, is
+/// taken; one byte less of either and it is refused as too large for it, at once, not left
+/// waiting for space.
 #[test]
-fn a_record_as_large_as_buffer_memory_fits() {
+fn a_record_as_large_as_either_bound_fits() {
     let value = [0u8; 400];
     let alone = RECORD_BATCH_HEADER_LEN
         + BatchBuilder::record_size_alone(BatchBuilder::record_fixed_len(None, Some(&value), &[]));
-    let sized = |buffer_memory| {
-        Accumulator::new(AccumulatorConfig {
-            buffer_memory,
-            max_request_size: 10_000,
-            ..config()
-        })
-    };
-    sized(alone)
-        .append(&tp(), 1, None, Some(&value), &[], 0)
-        .expect("fits exactly");
-    assert!(matches!(
-        sized(alone - 1).append(&tp(), 1, None, Some(&value), &[], 0),
-        Err(AppendError::TooLarge {
-            setting: "buffer.memory",
-            ..
-        })
-    ));
+    let bounds: [(&str, fn(usize) -> (usize, usize)); 2] = [
+        ("max.request.size", |bound| (bound, 10_000)),
+        ("buffer.memory", |bound| (10_000, bound)),
+    ];
+    for (bounded, limits) in bounds {
+        let sized = |bound| {
+            let (max_request_size, buffer_memory) = limits(bound);
+            Accumulator::new(AccumulatorConfig {
+                max_request_size,
+                buffer_memory,
+                ..config()
+            })
+        };
+        sized(alone)
+            .append(&tp(), 1, None, Some(&value), &[], 0)
+            .unwrap_or_else(|e| panic!("{bounded}: fits exactly, not {e:?}"));
+        let refused = sized(alone - 1).append(&tp(), 1, None, Some(&value), &[], 0);
+        assert!(
+            matches!(refused, Err(AppendError::TooLarge { setting, .. }) if setting == bounded),
+            "{bounded}: {refused:?}"
+        );
+    }
 }
