@@ -355,7 +355,9 @@ fn a_record_as_large_as_either_bound_fits() {
     let value = [0u8; 400];
     let alone = RECORD_BATCH_HEADER_LEN
         + BatchBuilder::record_size_alone(BatchBuilder::record_fixed_len(None, Some(&value), &[]));
-    let bounds: [(&str, fn(usize) -> (usize, usize)); 2] = [
+    // (max.request.size, buffer.memory) with `bound` for the one under test.
+    type Limits = fn(usize) -> (usize, usize);
+    let bounds: [(&str, Limits); 2] = [
         ("max.request.size", |bound| (bound, 10_000)),
         ("buffer.memory", |bound| (10_000, bound)),
     ];
