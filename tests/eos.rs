@@ -1440,65 +1440,25 @@ async fn recovers_after_commit_timeout(cluster: Cluster) {
         ("commit", "commit_transaction"),
         ("offsets", "send_offsets_to_transaction"),
     ] {
-        proxy.add_toxic(
-            "slow_answers",
-            "latency",
-            "downstream",
-            r#"{"latency":150}"#,
-        );
-        until_state(
-            &watched,
-            exactly::TxnState::Committing,
-            Duration::from_secs(30),
-        )
-        .await;
-        if phase == "offsets" {
-            // The next transaction, just opened: its offsets are at least one slowed round
-            // trip away.
-            until_state(
-                &watched,
-                exactly::TxnState::InTransaction,
-                Duration::from_secs(30),
-            )
-            .await;
-        }
-        // The (only) broker's link, the transaction coordinator's, cut for `CUT`. (The
-        // latency goes while no connection is open: removed from a proxy being disabled,
-        // Toxiproxy may not answer.)
-        proxy.set_enabled(false);
-        let cut = Instant::now();
-        tokio::time::sleep(CUT).await;
-        proxy.remove_toxic("slow_answers");
-        proxy.set_enabled(true);
-        let restored = Instant::now();
-        copier.until_commits(3, Duration::from_secs(120)).await;
-        let during = copier.errors_since(cut);
-        assert!(
-            during
+        // The latency places the cut before the answers of the call aimed at, but on a loaded
+        // machine the state seen and the cut can drift apart by more than 150 ms and the cut
+        // lands on a neighbouring call: the loop must recover either way (checked on every
+        // attempt), and the phase is tried again, up to three times, until it hit its call.
+        let mut missed = Vec::new();
+        loop {
+            let during = cut_the_coordinator(&copier, &watched, &proxy, phase).await;
+            if during
                 .iter()
-                .any(|(_, e)| e.contains(call) && e.contains("no outcome yet")),
-            "{phase}: no step waited for {call} during the cut: {during:?}"
-        );
-        for (_, e) in &during {
+                .any(|(_, e)| e.contains(call) && e.contains("no outcome yet"))
+            {
+                break;
+            }
+            missed.push(during);
             assert!(
-                !e.contains("call commit_transaction") && !e.contains("call abort_transaction"),
-                "{phase}: an error sends the user to the producer: {e}"
+                missed.len() < 3,
+                "{phase}: no step waited for {call} during any of three cuts: {missed:?}"
             );
         }
-        let resolved = copier
-            .first_commit_after(restored)
-            .expect("a commit after the link is back");
-        let after = copier.errors_since(resolved);
-        assert!(
-            after.is_empty(),
-            "{phase}: steps failed after the first commit: {after:?}"
-        );
-        eprintln!(
-            "{phase}: {} steps failed in {:?} from the cut; first commit {:?} after the link was back",
-            during.len(),
-            resolved - cut,
-            resolved - restored
-        );
     }
 
     feeding.store(true, Ordering::Relaxed);
@@ -1509,6 +1469,73 @@ async fn recovers_after_commit_timeout(cluster: Cluster) {
     // Every committed transaction was reported once, the ones resolved after a cut included.
     assert_eq!(copied, 2_000 + fed, "records reported copied");
     assert_exactly_once(&cluster, &source, &destination);
+}
+
+/// One cut of [`recovers_after_commit_timeout`]: latency on the coordinator's answers, then,
+/// once the producer is seen committing (and, for `phase` "offsets", in the transaction after
+/// it), its link cut for [`CUT`]. Checks that no step's error sends the user to the producer
+/// and that no step fails after the first commit once the link is back; returns the errors
+/// of the steps from the cut on.
+async fn cut_the_coordinator(
+    copier: &LoggedCopier,
+    watched: &exactly::Producer,
+    proxy: &support::Proxy,
+    phase: &str,
+) -> Vec<(Duration, String)> {
+    proxy.add_toxic(
+        "slow_answers",
+        "latency",
+        "downstream",
+        r#"{"latency":150}"#,
+    );
+    until_state(
+        watched,
+        exactly::TxnState::Committing,
+        Duration::from_secs(30),
+    )
+    .await;
+    if phase == "offsets" {
+        // The next transaction, just opened: its offsets are at least one slowed round trip
+        // away.
+        until_state(
+            watched,
+            exactly::TxnState::InTransaction,
+            Duration::from_secs(30),
+        )
+        .await;
+    }
+    // The (only) broker's link, the transaction coordinator's, cut for `CUT`. (The latency
+    // goes while no connection is open: removed from a proxy being disabled, Toxiproxy may not
+    // answer.)
+    proxy.set_enabled(false);
+    let cut = Instant::now();
+    tokio::time::sleep(CUT).await;
+    proxy.remove_toxic("slow_answers");
+    proxy.set_enabled(true);
+    let restored = Instant::now();
+    copier.until_commits(3, Duration::from_secs(120)).await;
+    let during = copier.errors_since(cut);
+    for (_, e) in &during {
+        assert!(
+            !e.contains("call commit_transaction") && !e.contains("call abort_transaction"),
+            "{phase}: an error sends the user to the producer: {e}"
+        );
+    }
+    let resolved = copier
+        .first_commit_after(restored)
+        .expect("a commit after the link is back");
+    let after = copier.errors_since(resolved);
+    assert!(
+        after.is_empty(),
+        "{phase}: steps failed after the first commit: {after:?}"
+    );
+    eprintln!(
+        "{phase}: {} steps failed in {:?} from the cut; first commit {:?} after the link was back",
+        during.len(),
+        resolved - cut,
+        resolved - restored
+    );
+    during
 }
 
 /// [`recovers_after_commit_timeout`] on transactions v2.

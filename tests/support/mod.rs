@@ -132,11 +132,19 @@ impl Cluster {
         let bootstrap =
             std::env::var(format!("KAFKA_BOOTSTRAP{suffix}")).unwrap_or_else(|_| default.join(","));
         let first = bootstrap.split(',').next().unwrap_or_default().to_owned();
-        let reachable = first
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next())
-            .is_some_and(|addr| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok());
+        // Probed under the cluster's shared lock: a test holding it exclusively may have cut
+        // the very proxy this connects to, and a broker cut on purpose is not a missing one
+        // (a test starting mid-cut once failed CI with "no broker answers").
+        let reachable = {
+            let _no_cut = lock.read().unwrap_or_else(|e| e.into_inner());
+            first
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .is_some_and(|addr| {
+                    TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
+                })
+        };
         if !reachable {
             let how = match (brokers, txn_version) {
                 (3, _) => "scripts/testbed up --brokers 3",
