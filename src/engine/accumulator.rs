@@ -264,6 +264,13 @@ impl PartitionSlot {
     pub fn partition(&self) -> &TopicPartition {
         &self.partition
     }
+
+    /// Whether the partition has a batch open for more records. A batch closes once another
+    /// record of its last one's size would not fit, so `false` means the next record starts a
+    /// batch: the sticky partitioner's cue that a switch costs no half-full batch (KIP-480).
+    pub fn has_open_batch(&self) -> bool {
+        self.lock().open.is_some()
+    }
 }
 
 /// The partitions the accumulator has seen: looked up by every `send`, added to rarely.
@@ -577,9 +584,7 @@ impl Accumulator {
         let mut to_seal = Vec::new();
         let fits_open = queue.open.as_ref().map(|open| {
             let added = open.builder.record_size_with(timestamp, fixed_len);
-            let fits = open.expected_size(added) <= self.config.batch_size
-                && open.builder.size_in_bytes() + added <= self.config.max_request_size;
-            (fits, added)
+            (self.has_room(open, added), added)
         });
         let added = match fits_open {
             Some((true, added)) => added,
@@ -605,12 +610,17 @@ impl Accumulator {
                 })
             }
         };
+        let records_before = open.builder.records_len();
         let index = open
             .builder
             .append_with(timestamp, fixed_len, key, value, headers);
         open.spans.appended(index, record_span);
         let completion = Arc::clone(&open.completion);
-        if open.expected_size(0) >= self.config.batch_size {
+        // Closed as soon as another record of this one's size would not fit, not at the next
+        // record: a full batch is ready at once, and a partition without an open batch tells
+        // the sticky partitioner that it is at a batch boundary (`PartitionSlot::has_open_batch`).
+        let record_len = open.builder.records_len() - records_before;
+        if !self.has_room(open, record_len) {
             to_seal.extend(self.close(slot, &mut queue, defer_seal));
             wake_engine = true;
         }
@@ -620,6 +630,13 @@ impl Accumulator {
             wake_engine,
             to_seal,
         })
+    }
+
+    /// Whether `open` takes `added` more bytes of records within `batch.size` (as compressed,
+    /// by the estimate) and `max.request.size` (uncompressed).
+    fn has_room(&self, open: &OpenBatch, added: usize) -> bool {
+        open.expected_size(added) <= self.config.batch_size
+            && open.builder.size_in_bytes() + added <= self.config.max_request_size
     }
 
     /// Expected compressed bytes per record byte for a new batch of `topic` (`None`: exactly

@@ -640,10 +640,9 @@ fn a_retry_that_never_left_does_not_erase_an_earlier_lost_ack() {
 }
 
 /// Queues `batches` full batches on each of `partitions` behind an acknowledged opener, so
-/// the next poll may pipeline (KAFKA-15591 sends the first batch of an identity alone). While
-/// the opener is in flight a lingered batch stays open and takes more records, so each
-/// batch here is closed by the next record not fitting in it; the last record's batch stays
-/// open behind them.
+/// the next poll may pipeline (KAFKA-15591 sends the first batch of an identity alone). Each
+/// batch here is closed by its one large record (another would not fit); one more small
+/// record's batch stays open behind them.
 fn backlog_behind_acknowledged_opener(h: &mut Harness, partitions: &[i32], batches: usize) {
     h.give_identity(1, 0);
     for &p in partitions {
@@ -651,11 +650,14 @@ fn backlog_behind_acknowledged_opener(h: &mut Harness, partitions: &[i32], batch
     }
     let openers = produces(&h.poll());
     // Two of these do not fit in one 16 KiB batch.
-    for _ in 0..=batches {
+    for _ in 0..batches {
         for &p in partitions {
             h.send_large(p);
         }
         assert!(produces(&h.poll()).is_empty(), "openers go alone");
+    }
+    for &p in partitions {
+        h.send(p);
     }
     assert!(h.acc.has_pending(), "the last batch is still open");
     for (request, stamps) in openers {

@@ -437,7 +437,12 @@ impl Producer {
                 .sticky
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .partition_record(partitions, record.value.as_ref().map_or(0, Bytes::len)),
+                .partition_record(
+                    partitions,
+                    record.value.as_ref().map_or(0, Bytes::len),
+                    // Below the count: chosen by the partitioner.
+                    |partition| route.slots[partition as usize].has_open_batch(),
+                ),
         };
         let timestamp = record.timestamp.unwrap_or_else(now_epoch_ms);
         // In range: checked above, or chosen below the count.

@@ -62,12 +62,19 @@ pub fn partition_for_key(key: &[u8], num_partitions: i32) -> i32 {
 /// The sticky partitioner for one topic's keyless records (KIP-480, as refined by KIP-794).
 ///
 /// It keeps one partition and gives it every keyless record until `batch.size` bytes have
-/// been appended to it (Java's `BuiltInPartitioner.updatePartitionInfo`), then moves on to
-/// another partition chosen at random. Unlike Java's uniform sticky partitioner, which picks
-/// among all partitions and may pick the same one again, the next partition is never the one
-/// just left when there is more than one (as KIP-480's `StickyPartitionCache` did), so a
-/// switch always spreads load. Java also weighs the choice by broker queue sizes (KIP-794
-/// adaptive partitioning); this one picks uniformly.
+/// been appended to it (Java's `BuiltInPartitioner.updatePartitionInfo`), and then until the
+/// partition's open batch is full, so that it moves on at a batch boundary: leaving after
+/// exactly `batch.size` bytes of values would leave a tail of a few records in a batch of its
+/// own (the records' overhead makes a batch fill before `batch.size` bytes of values), which
+/// at a thousand partitions ships alone, since the partition's next turn is far away. Java
+/// holds the switch the same way while the partition's last batch is not full, and moves on
+/// regardless at twice `batch.size`, as this one does.
+///
+/// The next partition is chosen at random. Unlike Java's uniform sticky partitioner, which
+/// picks among all partitions and may pick the same one again, it is never the one just left
+/// when there is more than one (as KIP-480's `StickyPartitionCache` did), so a switch always
+/// spreads load. Java also weighs the choice by broker queue sizes (KIP-794 adaptive
+/// partitioning); this one picks uniformly.
 ///
 /// One per topic, kept in the topic's route by `send`, so a keyless record's partition takes
 /// no lookup by topic name. The random choices come from an RNG seeded at construction, so a
@@ -103,24 +110,35 @@ impl StickyPartitioner {
     }
 
     /// The partition for the next keyless record of the topic, which has `num_partitions`
-    /// partitions (at least 1; a non-positive count gives partition 0).
-    ///
-    /// A new partition is chosen on the first record, after `batch_size` bytes went to the
-    /// current one, and when the current one is no longer below `num_partitions`.
+    /// partitions (at least 1; a non-positive count gives partition 0), at a batch boundary.
     #[cfg(test)]
     pub fn partition(&mut self, num_partitions: i32) -> i32 {
-        self.partition_record(num_partitions, 0)
+        self.partition_record(num_partitions, 0, |_| false)
     }
 
     /// The partition for the next keyless record of `bytes` (see [`StickyPartitioner`]),
     /// counted at once. A record that then fails to append still counts: that only brings
     /// the next switch a little earlier.
-    pub fn partition_record(&mut self, num_partitions: i32, bytes: usize) -> i32 {
+    ///
+    /// A new partition is chosen on the first record, when the current one is no longer below
+    /// `num_partitions`, after `batch.size` bytes went to the current one if
+    /// `has_open_batch(current)` says it has no batch open for more records, and after twice
+    /// `batch.size` bytes in any case. `has_open_batch` is asked only past `batch.size` bytes,
+    /// so the per-record path does not take the partition's lock twice.
+    pub fn partition_record(
+        &mut self,
+        num_partitions: i32,
+        bytes: usize,
+        has_open_batch: impl FnOnce(i32) -> bool,
+    ) -> i32 {
         let num_partitions = num_partitions.max(1);
         // `Some(previous)`: a new partition is due, other than `previous` if that is set.
         let due = match &self.choice {
             Some(current) if current.partition < num_partitions => {
-                (current.appended_bytes >= self.batch_size).then_some(Some(current.partition))
+                let appended = current.appended_bytes;
+                let due = appended >= self.batch_size.saturating_mul(2)
+                    || appended >= self.batch_size && !has_open_batch(current.partition);
+                due.then_some(Some(current.partition))
             }
             // The first record, or the partition is gone: any partition.
             _ => Some(None),
@@ -297,6 +315,38 @@ mod tests {
         let second = partitioner.partition(8);
         assert_ne!(second, first, "100 bytes: switched");
         assert_eq!(partitioner.partition(8), second, "and sticks again");
+    }
+
+    #[test]
+    fn past_batch_size_waits_for_the_open_batch_to_fill_up_to_twice_batch_size() {
+        let mut partitioner = StickyPartitioner::new(100, 7);
+        let first = partitioner.partition_record(8, 100, |_| unreachable!("not past 100 bytes"));
+        let mut asked = Vec::new();
+        for _ in 0..9 {
+            let open = |partition| {
+                asked.push(partition);
+                true
+            };
+            assert_eq!(partitioner.partition_record(8, 10, open), first);
+        }
+        assert_eq!(
+            asked, [first; 9],
+            "asked about the current partition each time"
+        );
+        // 190 bytes: a batch still open keeps the partition...
+        assert_eq!(partitioner.partition_record(8, 0, |_| true), first);
+        // ...and one full (or sent) moves on.
+        let second = partitioner.partition_record(8, 10, |_| false);
+        assert_ne!(second, first);
+        // Twice batch.size moves on even while the batch is open.
+        partitioner.record_appended(189);
+        assert_eq!(
+            partitioner.partition_record(8, 0, |_| true),
+            second,
+            "199 bytes"
+        );
+        partitioner.record_appended(1);
+        assert_ne!(partitioner.partition_record(8, 0, |_| true), second);
     }
 
     #[test]

@@ -16,17 +16,27 @@ fn tp() -> TopicPartition {
 }
 
 #[test]
-fn records_share_a_batch_until_it_is_full() {
+fn records_share_a_batch_closed_once_another_like_the_last_would_not_fit() {
     let acc = Accumulator::new(config());
+    let slot = acc.topic_slots(&Arc::from("t"), 1).remove(0);
+    // 200 bytes a batch: the 61-byte header, then 58 bytes a record of 50, 18 of 10.
     let a = acc.append(&tp(), 1, None, Some(&[0; 50]), &[], 0).unwrap();
-    let b = acc.append(&tp(), 1, None, Some(&[0; 50]), &[], 0).unwrap();
-    assert!(a.wake_engine && !b.wake_engine);
-    assert!(Arc::ptr_eq(&a.completion, &b.completion));
-    assert_eq!((a.index, b.index), (0, 1));
+    let b = acc.append(&tp(), 1, None, Some(&[0; 10]), &[], 0).unwrap();
+    assert!(a.wake_engine, "a opened the batch");
+    assert!(
+        !b.wake_engine && slot.has_open_batch(),
+        "another 18 bytes fit: still open"
+    );
     let c = acc.append(&tp(), 1, None, Some(&[0; 50]), &[], 0).unwrap();
-    assert!(c.wake_engine, "the third record does not fit in 200 bytes");
-    assert!(!Arc::ptr_eq(&a.completion, &c.completion));
+    assert!(Arc::ptr_eq(&a.completion, &b.completion) && Arc::ptr_eq(&a.completion, &c.completion));
+    assert_eq!((a.index, b.index, c.index), (0, 1, 2));
+    // 195 bytes: another record of 50 would not fit, so the batch is full now, not at the
+    // next record.
+    assert!(c.wake_engine && !slot.has_open_batch());
     assert_eq!(acc.take_ready(false, |_| false).len(), 1);
+    let d = acc.append(&tp(), 1, None, Some(&[0; 50]), &[], 0).unwrap();
+    assert!(d.wake_engine && !Arc::ptr_eq(&a.completion, &d.completion));
+    assert!(slot.has_open_batch());
 }
 
 #[test]

@@ -219,6 +219,9 @@ fn a_dropped_pool_still_finishes_the_batch_a_worker_holds() {
     wait_until("the held batch finished", || {
         finished.load(Ordering::SeqCst) == handed
     });
+    // Each batch handed over closed at its last record; one more opens the next.
+    acc.append(&partition, 1, None, Some(&value(0)), &[], 0)
+        .unwrap();
     let ready = acc.take_ready(true, |_| false);
     assert_eq!(
         ready.iter().filter(|b| b.partition == partition).count(),
