@@ -201,6 +201,44 @@ mod tests {
         assert!(c.outcome().is_none());
     }
 
+    /// A record's future polled while its batch is pending is woken when the batch settles,
+    /// once per task however often it polled (one waker kept per task: a future polled by
+    /// each `select!` turn does not grow the list), and every task waiting is woken.
+    #[test]
+    fn a_pending_poll_is_woken_once_per_task_when_its_batch_settles() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::task::Wake;
+        struct CountingWaker(AtomicUsize);
+        impl Wake for CountingWaker {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let c = BatchCompletion::new(TopicPartition::new("t", 0));
+        let (one, other) = (
+            Arc::new(CountingWaker(AtomicUsize::new(0))),
+            Arc::new(CountingWaker(AtomicUsize::new(0))),
+        );
+        let (one_waker, other_waker) = (
+            Waker::from(Arc::clone(&one)),
+            Waker::from(Arc::clone(&other)),
+        );
+        for _ in 0..3 {
+            assert!(
+                c.poll_record(0, &mut Context::from_waker(&one_waker))
+                    .is_pending()
+            );
+        }
+        assert!(
+            c.poll_record(1, &mut Context::from_waker(&other_waker))
+                .is_pending()
+        );
+        assert_eq!(c.wakers.lock().unwrap().len(), 2, "one waker per task");
+        c.complete(Err(Error::Closed));
+        assert_eq!(one.0.load(Ordering::SeqCst), 1);
+        assert_eq!(other.0.load(Ordering::SeqCst), 1);
+    }
+
     /// `poll_record` (what a record's future polls) follows the same split as
     /// `record_outcome`: each record is answered by the part that holds it.
     #[test]

@@ -262,6 +262,37 @@ mod tests {
         assert!(told.recorded.lock().unwrap().is_empty());
     }
 
+    /// Each attempt's Produce request links to the records' `create` spans and the batch to
+    /// the request; a failed batch records the error's type on its span and its records'.
+    #[test]
+    fn a_sent_batch_links_its_request_and_a_failed_one_records_the_error_type() {
+        let told = Told::default();
+        let subscriber = tracing_subscriber::registry().with(told.clone());
+        let _default = tracing::subscriber::set_default(subscriber);
+        let mut spans = BatchSpans::open(&TopicPartition::new("t", 0));
+        let create = tracing::trace_span!("create", error.type = tracing::field::Empty);
+        spans.appended(0, &create);
+        let request = tracing::debug_span!("produce");
+        spans.sent_in(&request);
+        spans.sent_in(&Span::none());
+        let link = |from: &str, to: &str| (from.to_owned(), to.to_owned());
+        assert_eq!(
+            told.links.lock().unwrap().clone(),
+            [
+                link("kafka.batch", "create"),
+                link("produce", "create"),
+                link("kafka.batch", "produce"),
+            ]
+        );
+        spans.resolved(&Err(Error::Closed));
+        let kind = format!("{:?}", Error::Closed.type_name());
+        let error_type = |span: &str| (span.to_owned(), "error.type".to_owned(), kind.clone());
+        assert_eq!(
+            told.recorded.lock().unwrap().clone(),
+            [error_type("kafka.batch"), error_type("create")]
+        );
+    }
+
     /// Each stamping (the first, and again after an epoch bump: P2) records on the batch's
     /// span the identity it goes out under.
     #[test]

@@ -102,6 +102,11 @@ impl Harness {
 
     fn give_identity(&mut self, producer_id: i64, epoch: i16) {
         let actions = self.poll();
+        self.answer_identity(&actions, producer_id, epoch);
+    }
+
+    /// Answers the InitProducerId request among `actions` with the identity given.
+    fn answer_identity(&mut self, actions: &[Action], producer_id: i64, epoch: i16) {
         let request = actions
             .iter()
             .find_map(|a| match a {
@@ -359,6 +364,7 @@ fn a_batch_fails_once_its_retries_are_spent() {
             config.delivery_timeout_ms = 60_000;
         });
         h.give_identity(1, 0);
+        h.now = 100;
         let record = h.send(0);
         for attempt in 1..=3 {
             let sent = produces(&h.advance(10));
@@ -372,7 +378,11 @@ fn a_batch_fails_once_its_retries_are_spent() {
         );
         let outcome = record.outcome().expect("failed after its retries");
         assert!(
-            matches!(outcome, Err(Error::DeliveryTimeout { .. })),
+            // The broker may have appended before it failed (P5): that refusal leaves the
+            // record indeterminate.
+            matches!(outcome, Err(Error::DeliveryTimeout { elapsed_ms, indeterminate })
+                if elapsed_ms == h.now - 100
+                    && indeterminate == (refusal == ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND)),
             "{refusal}: {outcome:?}"
         );
         assert!(h.now < 1_000, "{refusal}: well before the delivery timeout");
@@ -495,6 +505,110 @@ fn a_batch_rejected_for_good_makes_later_batches_restamp_after_a_bump() {
     );
     h.answer(again[0].0, &[(0, ErrorCode::NONE, 5)]);
     assert_eq!(offset_of(&later), Some(5));
+}
+
+/// The simulation's end-of-run check (P6) counts a batch wherever the engine holds it:
+/// queued before it is stamped, and unacknowledged after.
+#[cfg(feature = "sim")]
+#[test]
+fn unresolved_batches_are_counted_queued_and_in_flight() {
+    let mut h = Harness::new();
+    h.send(0);
+    let actions = h.poll();
+    assert!(produces(&actions).is_empty(), "no identity yet");
+    assert_eq!(h.engine.unresolved_batches(), 1, "queued");
+    h.answer_identity(&actions, 1, 0);
+    let sent = produces(&h.poll());
+    assert_eq!(h.engine.unresolved_batches(), 1, "in flight");
+    h.answer(sent[0].0, &[(0, ErrorCode::NONE, 0)]);
+    assert_eq!(h.engine.unresolved_batches(), 0);
+}
+
+/// `flush` closes a lingering batch at once, and the flag ends once everything is resolved:
+/// the next batch lingers again.
+#[test]
+fn a_flush_sends_a_lingering_batch_at_once_until_idle() {
+    let mut h = Harness::lingering(10_000);
+    h.give_identity(1, 0);
+    let first = h.send(0);
+    assert!(produces(&h.poll()).is_empty(), "lingering");
+    h.engine.begin_flush();
+    let flushed = produces(&h.advance(1));
+    assert_eq!(
+        flushed.len(),
+        1,
+        "closed by the flush, 9,999 ms before its linger"
+    );
+    h.answer(flushed[0].0, &[(0, ErrorCode::NONE, 0)]);
+    assert_eq!(offset_of(&first), Some(0));
+    assert!(h.engine.is_idle(&h.acc));
+    h.poll();
+    h.send(0);
+    assert!(
+        produces(&h.advance(1)).is_empty(),
+        "the flush is over: lingering again"
+    );
+}
+
+/// A batch behind a gap whose own answer was then lost is still certainly not in the log (the
+/// broker refuses every sequence after the missing one), so the bump re-stamps it rather than
+/// failing it as indeterminate.
+#[test]
+fn a_batch_behind_a_gap_is_restamped_even_when_its_answer_was_lost() {
+    let mut h = Harness::configured(|c| c.max_in_flight = 5);
+    h.give_identity(1, 0);
+    h.send(0);
+    let opener = produces(&h.poll());
+    h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
+    let rejected = h.send(0);
+    let a = produces(&h.poll());
+    let later = h.send(0);
+    let b = produces(&h.poll());
+    assert_eq!(b[0].1, vec![(0, 1, 0, 2)]);
+    h.answer(a[0].0, &[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]);
+    assert!(rejected.outcome().is_some());
+    h.fail(b[0].0, true);
+    let again = produces(&h.advance(20));
+    assert_eq!(
+        again[0].1,
+        vec![(0, 1, 1, 0)],
+        "re-stamped under the new epoch"
+    );
+    assert!(later.outcome().is_none(), "not failed as indeterminate");
+    h.answer(again[0].0, &[(0, ErrorCode::NONE, 5)]);
+    assert_eq!(offset_of(&later), Some(5));
+}
+
+/// A batch behind a gap whose answer was lost and whose delivery timeout passed fails as
+/// certainly not written, not as indeterminate: the broker refuses every sequence after the
+/// missing one, so it cannot be in the log.
+#[test]
+fn an_expired_batch_behind_a_gap_is_not_indeterminate() {
+    let mut h = Harness::configured(|c| c.max_in_flight = 5);
+    h.give_identity(1, 0);
+    h.send(0);
+    let opener = produces(&h.poll());
+    h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
+    h.send(0);
+    let a = produces(&h.poll());
+    let later = h.send(0);
+    let b = produces(&h.poll());
+    // Both answers come as the delivery timeout (1 s) passes.
+    h.now = 1_000;
+    h.answer(a[0].0, &[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]);
+    h.fail(b[0].0, true);
+    h.poll();
+    let outcome = later.outcome().expect("expired");
+    assert!(
+        matches!(
+            outcome,
+            Err(Error::DeliveryTimeout {
+                elapsed_ms: 1_000,
+                indeterminate: false
+            })
+        ),
+        "{outcome:?}"
+    );
 }
 
 /// OUT_OF_ORDER_SEQUENCE_NUMBER on the next batch the broker should expect, with nothing

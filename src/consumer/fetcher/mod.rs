@@ -402,11 +402,9 @@ impl Fetcher {
                 if room == 0 {
                     break;
                 }
-                let Some(state) = self
-                    .partitions
-                    .get_mut(tp)
-                    .filter(|s| !s.paused && s.holds_records())
-                else {
+                // A partition the even round drained is visited again by the second one and
+                // takes nothing there (`take_into` stops at an empty buffer without answers).
+                let Some(state) = self.partitions.get_mut(tp) else {
                     continue;
                 };
                 let want = if crowded {

@@ -1572,3 +1572,14 @@ fn an_answer_from_before_a_seek_stays_stale_after_a_refetch() {
     assert!(f.take_records(&all, usize::MAX).is_none());
     assert_eq!(f.position(&tp(0)), Some(0));
 }
+
+/// Under read_committed the readable end is the last stable offset, or the high watermark
+/// when the broker gave none (-1: a Fetch version before KIP-98's field, or a partition it
+/// could not compute it for); read_uncommitted reads to the high watermark.
+#[test]
+fn the_readable_end_falls_back_to_the_high_watermark_without_a_last_stable_offset() {
+    use super::partition::readable_end;
+    assert_eq!(readable_end(IsolationLevel::ReadCommitted, 10, 7), 7);
+    assert_eq!(readable_end(IsolationLevel::ReadCommitted, 10, -1), 10);
+    assert_eq!(readable_end(IsolationLevel::ReadUncommitted, 10, 7), 10);
+}

@@ -39,6 +39,33 @@ fn records_share_a_batch_closed_once_another_like_the_last_would_not_fit() {
     assert!(slot.has_open_batch());
 }
 
+/// Uncompressed, a batch takes records up to `batch.size` exactly: the compressed-size
+/// estimate and its safety margin apply only to compressed batches.
+#[test]
+fn an_uncompressed_batch_fills_to_batch_size_exactly() {
+    let value = [0; 50];
+    let record =
+        BatchBuilder::record_size_alone(BatchBuilder::record_fixed_len(None, Some(&value), &[]));
+    let acc = Accumulator::new(AccumulatorConfig {
+        batch_size: RECORD_BATCH_HEADER_LEN + 2 * record,
+        ..config()
+    });
+    let slot = acc.topic_slots(&Arc::from("t"), 1).remove(0);
+    let a = acc.append(&tp(), 1, None, Some(&value), &[], 0).unwrap();
+    let b = acc.append(&tp(), 1, None, Some(&value), &[], 0).unwrap();
+    assert!(Arc::ptr_eq(&a.completion, &b.completion), "b fits exactly");
+    assert!(
+        b.wake_engine && !slot.has_open_batch(),
+        "and fills the batch"
+    );
+    let batches = acc.take_ready(false, |_| false);
+    assert_eq!(batches.len(), 1);
+    assert_eq!(
+        batches[0].batch.size_in_bytes(),
+        RECORD_BATCH_HEADER_LEN + 2 * record
+    );
+}
+
 #[test]
 fn the_engine_picks_which_open_batches_close_and_flush_closes_all() {
     let acc = Accumulator::new(config());

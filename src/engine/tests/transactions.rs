@@ -162,6 +162,20 @@ fn answers_to_requests_not_awaited_are_ignored() {
     assert_ne!(h.engine.transaction_state(), Some(&TxnState::Ready));
 }
 
+/// A coordinator request awaiting its answer wakes the engine at its `request.timeout.ms`
+/// (300 ms here), before the batch waiting for it expires (1 s), so an answer that never
+/// comes is given up on and the request sent again in time.
+#[test]
+fn a_coordinator_request_in_flight_wakes_the_engine_at_its_request_timeout() {
+    let mut h = v1_in_transaction();
+    h.now = 100;
+    h.send(0);
+    let Some((_, TxnRequest::AddPartitions { .. })) = coordinator_request_now(&mut h) else {
+        panic!("AddPartitionsToTxn expected")
+    };
+    assert_eq!(h.engine.next_wakeup(h.now, &h.acc), Some(100 + 300));
+}
+
 /// The engine wakes for a commit's retry though another of the manager's times (here the
 /// last AddPartitionsToTxn retry time, reached in this very millisecond) is not in the future.
 #[test]

@@ -771,6 +771,7 @@ fn the_membership_hands_each_call_to_its_classic_member() {
     use crate::consumer::membership::Membership;
     let now: Millis = 0;
     let mut m = Membership::Classic(assigned_follower(now, &[0, 1]));
+    assert!(m.in_group());
     assert_eq!(m.heartbeat_interval_ms(), 500);
     assert_eq!(m.next_deadline(), Some(now + 500), "the first heartbeat");
     assert!(m.leave_until_next_poll().is_some());
@@ -861,6 +862,53 @@ fn a_refused_sync_rejoins_after_a_wait_and_a_fatal_one_surfaces() {
         m.on_response(refused(ErrorCode::GROUP_AUTHORIZATION_FAILED), now)
             .is_err()
     );
+}
+
+/// A JoinGroup refused because the group is rebalancing or its coordinator moved is sent
+/// again after a short wait; any other error (not authorized, say) is the application's to
+/// see, not retried forever.
+#[test]
+fn a_refused_join_is_retried_after_a_wait_and_a_fatal_one_surfaces() {
+    let refused = |code: ErrorCode| {
+        MembershipResponse::Join(JoinGroupResponse {
+            error_code: code.0,
+            ..Default::default()
+        })
+    };
+    let mut m = subscribed_member();
+    m.poll_request(0, &View).unwrap();
+    m.on_response(refused(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS), 0)
+        .unwrap();
+    assert!(m.poll_request(REBALANCE_RETRY_MS - 1, &View).is_none());
+    assert!(matches!(
+        m.poll_request(REBALANCE_RETRY_MS, &View),
+        Some(MembershipRequest::Join(_))
+    ));
+    assert!(
+        m.on_response(
+            refused(ErrorCode::GROUP_AUTHORIZATION_FAILED),
+            REBALANCE_RETRY_MS
+        )
+        .is_err()
+    );
+}
+
+/// Generation 0 is a generation like any other (the "no generation" of a member outside the
+/// group is -1, as in Java's `Generation.NO_GENERATION`): a commit refused for an unknown
+/// member while the member holds it loses its partitions.
+#[test]
+fn a_refused_commit_acts_on_a_member_of_generation_zero() {
+    let mut m = subscribed_member();
+    m.poll_request(0, &View).unwrap();
+    m.on_response(
+        MembershipResponse::Join(JoinGroupResponse {
+            generation_id: 0,
+            ..join_response("m2", "m1", &[])
+        }),
+        0,
+    )
+    .unwrap();
+    assert!(m.commit_refused(ErrorCode::UNKNOWN_MEMBER_ID));
 }
 
 /// LeaveGroup goes once, and only from a member the coordinator knows (one with a member id);

@@ -111,6 +111,8 @@ fn join_assign_and_acknowledge() {
     // The new owned set is acknowledged at once, without the subscription.
     let ack = m.poll_request(now).unwrap();
     assert_eq!(ack.member_epoch, 1);
+    // Only the join carries the rebalance timeout; -1 is "unchanged" (KIP-848's schema).
+    assert_eq!(ack.rebalance_timeout_ms, -1);
     assert_eq!(wire_owned(&ack), Some(vec![0, 1]));
     assert_eq!(ack.subscribed_topic_names, None);
     m.on_response(answer(1, None), now, &View).unwrap();
@@ -124,6 +126,33 @@ fn join_assign_and_acknowledge() {
     m.on_response(answer(1, None), now + 500, &View).unwrap();
     let leave = m.leave().expect("a member in the group leaves");
     assert_eq!(lowest_version(&leave), 0);
+}
+
+/// The consumer's driver speaks to a KIP-848 member through `Membership`: it is a group
+/// membership (the driver heartbeats it in the background and revokes before committing), its
+/// heartbeat goes out and comes back through the enum, and the assignment reaches the user as
+/// an event.
+#[test]
+fn the_membership_hands_requests_answers_and_events_to_its_kip848_member() {
+    use crate::consumer::membership::{Membership, MembershipRequest, MembershipResponse};
+    let mut m = Membership::Consumer(member());
+    assert!(m.in_group());
+    let Some(MembershipRequest::ConsumerHeartbeat(join)) = m.poll_request(0, &View) else {
+        panic!("the join is a ConsumerGroupHeartbeat");
+    };
+    assert_eq!(join.member_epoch, 0);
+    m.on_response(
+        MembershipResponse::ConsumerHeartbeat(answer(1, Some(vec![2]))),
+        0,
+        &View,
+    )
+    .unwrap();
+    assert_eq!(
+        m.next_event(&View),
+        Some(MembershipEvent::Assigned(vec![tp(2)]))
+    );
+    assert_eq!(m.next_event(&View), None);
+    assert_eq!(m.owned(), vec![tp(2)]);
 }
 
 /// A heartbeat that lists the owned partitions is in flight when the member could take
@@ -582,4 +611,47 @@ fn the_next_heartbeat_is_due_an_interval_after_the_last_answer() {
     assert_eq!(m.next_deadline(), Some(now + 500));
     m.poll_request(now + 500).expect("the heartbeat");
     assert_eq!(m.next_deadline(), None, "in flight");
+}
+
+/// The owned partitions go out grouped by topic: one entry per topic id with its partitions,
+/// never one topic's partitions under another's id.
+#[test]
+fn owned_partitions_go_out_grouped_by_topic() {
+    struct TwoTopics;
+    impl TopicView for TwoTopics {
+        fn partition_count(&self, _topic: &str) -> Option<i32> {
+            Some(6)
+        }
+        fn topic_name(&self, topic_id: &[u8; 16]) -> Option<Arc<str>> {
+            match topic_id[0] {
+                1 => Some(Arc::from("t")),
+                2 => Some(Arc::from("u")),
+                _ => None,
+            }
+        }
+    }
+    const U: TopicId = [2; 16];
+    let mut m = unsubscribed_member();
+    m.subscribe(vec!["t".into(), "u".into()]);
+    m.poll_request(0).unwrap();
+    let mut assigned = answer(1, Some(vec![0, 1]));
+    if let Some(topics) = assigned.assignment.as_mut() {
+        topics.push(HeartbeatTopicPartitions {
+            topic_id: U,
+            partitions: vec![3],
+        });
+    }
+    m.on_response(assigned, 0, &TwoTopics).unwrap();
+    assert!(matches!(
+        m.next_event(&TwoTopics),
+        Some(MembershipEvent::Assigned(_))
+    ));
+    let ack = m.poll_request(0).unwrap();
+    let owned: Vec<([u8; 16], Vec<i32>)> = ack
+        .topic_partitions
+        .expect("the new owned set")
+        .iter()
+        .map(|t| (*t.topic_id.as_bytes(), t.partitions.clone()))
+        .collect();
+    assert_eq!(owned, vec![(T, vec![0, 1]), (U, vec![3])]);
 }
