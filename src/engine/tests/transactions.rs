@@ -176,6 +176,39 @@ fn a_coordinator_request_in_flight_wakes_the_engine_at_its_request_timeout() {
     assert_eq!(h.engine.next_wakeup(h.now, &h.acc), Some(100 + 300));
 }
 
+/// A coordinator call refused again and again waits longer each time: `retry.backoff.ms`
+/// doubling per attempt up to `retry.backoff.max.ms`, within the ±20% jitter (KIP-580).
+#[test]
+fn a_call_refused_again_backs_off_exponentially() {
+    let mut h = transactional_harness_with(|c| {
+        c.retry_backoff_ms = 100;
+        c.retry_backoff_max_ms = 1_000;
+    });
+    init(&mut h, true);
+    h.engine.begin_transaction(h.now).unwrap();
+    h.send(0);
+    let sent = produces(&h.poll());
+    h.answer(sent[0].0, &[(0, ErrorCode::NONE, 0)]);
+    h.engine.start_call(TxnCall::Commit, h.now).unwrap();
+    for base in [100, 200, 400, 800, 1_000] {
+        let Some((end, TxnRequest::EndTxn { .. })) = coordinator_request_now(&mut h) else {
+            panic!("EndTxn expected")
+        };
+        let loading = TxnResponse::EndTxn {
+            error: ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
+            identity: None,
+        };
+        answer_txn(&mut h, end, loading);
+        let wake = h.engine.next_wakeup(h.now, &h.acc).expect("a retry");
+        let delay = wake - h.now;
+        assert!(
+            (base - base / 5..=base + base / 5).contains(&delay),
+            "{delay} ms after attempt of base {base}"
+        );
+        h.now = wake;
+    }
+}
+
 /// The engine wakes for a commit's retry though another of the manager's times (here the
 /// last AddPartitionsToTxn retry time, reached in this very millisecond) is not in the future.
 #[test]
