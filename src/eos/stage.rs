@@ -280,6 +280,23 @@ mod tests {
         }
     }
 
+    /// Once the loop took over a transaction begun or ended behind its back (disowned), the
+    /// ledger no longer matches the loop's own transaction by design: the loop finishes what
+    /// the producer has open, so nothing the ledger says is news.
+    #[test]
+    fn a_disowned_ending_is_the_loops_to_finish() {
+        let mut disowned = ending_of(3, EndStep::Abort);
+        disowned.disowned = true;
+        let disowned = Stage::Ending(disowned);
+        for state in [TxnState::InTransaction, TxnState::Aborting, TxnState::Ready] {
+            assert_eq!(
+                inspect(&disowned, &ledger(state.clone(), 4, Some((3, true)))),
+                Finding::Expected,
+                "{state:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_transaction_begun_behind_the_loops_back_is_foreign() {
         assert_eq!(

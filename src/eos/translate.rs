@@ -334,6 +334,20 @@ mod tests {
         assert_eq!(t.translate(&src(), 4, &dst()), Some(3));
     }
 
+    /// A known stretch that runs across the offset forgotten below stays known from that
+    /// offset on, so the answers above it stay exact: here 2 and 3 were filtered out and the
+    /// second transaction's copy sits past the first one's commit marker (destination 2).
+    #[test]
+    fn forgetting_keeps_the_known_stretch_above_the_offset() {
+        let mut t = OffsetTranslator::new();
+        t.record(&txn(0, 2, &[(0, &[0]), (1, &[1])]));
+        t.record(&txn(2, 5, &[(4, &[3])]));
+        assert_eq!(t.translate(&src(), 3, &dst()), Some(3));
+        t.forget_before(&src(), 3);
+        assert_eq!(t.translate(&src(), 3, &dst()), Some(3), "still exact");
+        assert_eq!(t.translate(&src(), 4, &dst()), Some(3));
+    }
+
     /// Forgetting below an offset of one source leaves another source's copies to the same
     /// destination as they were.
     #[test]

@@ -1583,3 +1583,17 @@ fn the_readable_end_falls_back_to_the_high_watermark_without_a_last_stable_offse
     assert_eq!(readable_end(IsolationLevel::ReadCommitted, 10, -1), 10);
     assert_eq!(readable_end(IsolationLevel::ReadUncommitted, 10, 7), 10);
 }
+
+/// The owned partitions are listed in partition order, whatever order they were assigned in:
+/// the membership's `owns_all` walks them beside its own in one pass.
+#[test]
+fn the_owned_partitions_are_listed_in_order() {
+    let mut f = fetcher(OffsetReset::Earliest);
+    f.assigned(&[tp(3), tp(1), tp(2)], true);
+    assert_eq!(
+        f.partitions().cloned().collect::<Vec<_>>(),
+        [tp(1), tp(2), tp(3)]
+    );
+    f.retain(&[tp(3), tp(1)].into_iter().collect());
+    assert_eq!(f.partitions().cloned().collect::<Vec<_>>(), [tp(1), tp(3)]);
+}

@@ -342,6 +342,8 @@ fn the_ratio_estimate_follows_a_worse_ratio_at_once_and_a_better_one_slowly() {
     let close =
         |r: RatioEstimate, want: f64| assert!((r.0 - want).abs() < 1e-9, "{} != {want}", r.0);
     let mut r = RatioEstimate(0.5);
+    r.observe(0.5);
+    close(r, 0.5);
     r.observe(0.51);
     close(r, 0.55);
     r.observe(0.9);
@@ -416,4 +418,19 @@ fn a_record_as_large_as_either_bound_fits() {
             "{bounded}: {refused:?}"
         );
     }
+}
+
+/// Memory given back is counted as it goes back to the buffer: the producer's driver compares
+/// the count before and after the engine ran to know whether a `send` waiting for space may
+/// go on now.
+#[test]
+fn released_memory_is_counted() {
+    let acc = Accumulator::new(config());
+    acc.append(&tp(), 1, None, Some(&[0; 50]), &[], 0).unwrap();
+    let held = acc.buffered_bytes();
+    assert!(held > 0);
+    assert_eq!(acc.released_bytes(), 0);
+    acc.release(held);
+    assert_eq!(acc.buffered_bytes(), 0);
+    assert_eq!(acc.released_bytes(), held as u64);
 }

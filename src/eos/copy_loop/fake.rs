@@ -71,6 +71,9 @@ pub(super) struct World {
     /// consumer moves there by itself (`auto.offset.reset` set) and the poll fails with
     /// `Error::LogTruncation`. The fake's log after it holds the same records.
     pub(super) truncate: Option<(i32, i64)>,
+    /// The next `begin_transaction` fails with this error (a producer that cannot begin one
+    /// now), once.
+    pub(super) refuse_begin: Option<Error>,
     held: Vec<(Arc<BatchCompletion>, i64)>,
     // ---- the producer ----
     state: TxnState,
@@ -108,6 +111,7 @@ impl World {
             fenced: false,
             deliveries_held: false,
             truncate: None,
+            refuse_begin: None,
             held: Vec::new(),
             state: TxnState::Ready,
             begun: 0,
@@ -443,7 +447,11 @@ impl FakeSink {
 
 impl CopySink for FakeSink {
     fn begin_transaction(&self) -> Result<()> {
-        self.0.borrow_mut().begin()
+        let mut world = self.0.borrow_mut();
+        if let Some(refused) = world.refuse_begin.take() {
+            return Err(refused);
+        }
+        world.begin()
     }
 
     async fn send(&self, record: Record) -> Result<DeliveryFuture> {

@@ -265,6 +265,38 @@ fn a_truncated_source_rewinds_to_where_the_transaction_began() {
     finish_exactly_once(&world, &mut copier, None, 1);
 }
 
+/// A poll whose transaction could not begin is put back: the step fails with the
+/// producer's error and nothing of the poll is copied, so the next steps read it again and
+/// every record is copied once.
+#[test]
+fn a_poll_whose_transaction_could_not_begin_is_read_again() {
+    let (world, mut copier) = setup();
+    world.borrow_mut().refuse_begin = Some(Error::InvalidState("not now".into()));
+    let error = run(copier.step()).expect_err("begin refused");
+    assert!(matches!(error, Error::InvalidState(_)), "{error}");
+    assert_eq!(
+        world.borrow().positions.values().sum::<i64>(),
+        0,
+        "put back"
+    );
+    finish_exactly_once(&world, &mut copier, None, 0);
+}
+
+/// An abort refused because another producer took the transactional id ends the step with
+/// that fatal error, not with the error that made the loop abort: the application must learn
+/// that this copier is done, or it would step again into the same refusal.
+#[test]
+fn a_fenced_abort_is_the_steps_fatal_error() {
+    let world = World::new(2, 20, 5);
+    let mut copier = copier_with_an_open_transaction(&world);
+    world.borrow_mut().truncate = Some((0, 3));
+    world.borrow_mut().fence_at = Some(Call::Abort);
+    let error = run(copier.step()).expect_err("the abort was fenced");
+    assert!(error.is_fatal(), "{error}");
+    assert_eq!(error.code(), Some(crate::ErrorCode::PRODUCER_FENCED));
+    assert_eq!(world.borrow().aborts, 0);
+}
+
 /// `CopyLoop::commit` commits the open transaction at once, and with none open does nothing.
 #[test]
 fn commit_ends_the_open_transaction_now() {
