@@ -828,6 +828,46 @@ async fn a_caught_up_copier_commits_before_its_interval() {
     assert_exactly_once(&cluster, &source, &destination);
 }
 
+/// A copier whose source never runs dry within its commit interval still commits at the
+/// interval: with a record bound it never reaches and a transform taking a millisecond a
+/// record, 4,000 records take seconds to copy, and the first transaction ends after about a
+/// second with part of them, not after the backlog (the interval is measured on the
+/// consumer's clock, and only a poll that brings nothing would end it otherwise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_copier_commits_at_its_interval() {
+    let Some(cluster) = Cluster::single() else {
+        return;
+    };
+    let _shared = cluster.shared();
+    let records = 4_000;
+    let (source, destination, group) = copy_topics(&cluster, "eos-busy-interval", PARTITIONS);
+    fill(&cluster, &source, records).await;
+    let consumer = consumer(&cluster, &group, &source).await;
+    let id = support::unique_topic("eos-busy-copier");
+    let producer = transactional(&cluster, &id, &[]).await;
+    let mut copy = mirror(&destination, &id);
+    let slow: Transform = Box::new(move |r: ConsumerRecord| {
+        std::thread::sleep(Duration::from_millis(1));
+        copy(r)
+    });
+    let mut copier =
+        CopyLoop::new(consumer, producer, slow).commit_every(1_000_000, Duration::from_secs(1));
+    let mut transactions = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while transactions.iter().sum::<usize>() < records {
+        assert!(Instant::now() < deadline, "{transactions:?} of {records}");
+        if let Some(txn) = copier.step().await.expect("step") {
+            transactions.push(txn.records_in());
+        }
+    }
+    copier.close().await.expect("close");
+    assert!(
+        transactions.len() >= 2 && transactions[0] < records,
+        "one transaction per interval expected, got {transactions:?}"
+    );
+    assert_exactly_once(&cluster, &source, &destination);
+}
+
 /// A copier of a fresh topic of `records` records that never commits on its own (no record
 /// bound, an hour's interval, no early commit when caught up); the count of its transform
 /// calls; its source, destination and group.
