@@ -469,6 +469,30 @@ fn expired_unresolved_batch_bumps_epoch_and_resets_every_partition() {
     assert_eq!(next[0].1, vec![(1, 1, 1, 0)]);
 }
 
+/// Partition 0 of a producer with identity (1, 0): a first batch acknowledged (the broker
+/// holds state for it, so later batches may be pipelined, KAFKA-15591), then two batches in
+/// flight in requests of their own (sequences 1 and 2). Returns each one's completion and
+/// request.
+fn pipelined_after_an_opener(
+    h: &mut Harness,
+) -> (
+    Arc<BatchCompletion>,
+    RequestId,
+    Arc<BatchCompletion>,
+    RequestId,
+) {
+    h.send(0);
+    let opener = produces(&h.poll());
+    h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
+    let first = h.send(0);
+    let a = produces(&h.poll());
+    assert_eq!(a[0].1, vec![(0, 1, 0, 1)]);
+    let second = h.send(0);
+    let b = produces(&h.poll());
+    assert_eq!(b[0].1, vec![(0, 1, 0, 2)]);
+    (first, a[0].0, second, b[0].0)
+}
+
 #[test]
 fn a_batch_rejected_for_good_makes_later_batches_restamp_after_a_bump() {
     let mut h = Harness::new();
@@ -484,16 +508,9 @@ fn a_batch_rejected_for_good_makes_later_batches_restamp_after_a_bump() {
     h.give_identity(1, 0);
     // The broker acknowledged a first batch, so it holds state for this producer and later
     // batches may be pipelined (KAFKA-15591).
-    h.send(0);
-    let opener = produces(&h.poll());
-    h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
-    let rejected = h.send(0);
-    let a = produces(&h.poll());
-    let later = h.send(0);
-    let b = produces(&h.poll());
-    assert_eq!(b[0].1, vec![(0, 1, 0, 2)]);
-    h.answer(a[0].0, &[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]);
-    h.answer(b[0].0, &[(0, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]);
+    let (rejected, a, later, b) = pipelined_after_an_opener(&mut h);
+    h.answer(a, &[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]);
+    h.answer(b, &[(0, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]);
     let err = rejected.outcome().expect("resolved").unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::MESSAGE_TOO_LARGE));
     assert!(!err.is_indeterminate());
@@ -557,17 +574,10 @@ fn a_flush_sends_a_lingering_batch_at_once_until_idle() {
 fn a_batch_behind_a_gap_is_restamped_even_when_its_answer_was_lost() {
     let mut h = Harness::configured(|c| c.max_in_flight = 5);
     h.give_identity(1, 0);
-    h.send(0);
-    let opener = produces(&h.poll());
-    h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
-    let rejected = h.send(0);
-    let a = produces(&h.poll());
-    let later = h.send(0);
-    let b = produces(&h.poll());
-    assert_eq!(b[0].1, vec![(0, 1, 0, 2)]);
-    h.answer(a[0].0, &[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]);
+    let (rejected, a, later, b) = pipelined_after_an_opener(&mut h);
+    h.answer(a, &[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]);
     assert!(rejected.outcome().is_some());
-    h.fail(b[0].0, true);
+    h.fail(b, true);
     let again = produces(&h.advance(20));
     assert_eq!(
         again[0].1,
@@ -586,17 +596,11 @@ fn a_batch_behind_a_gap_is_restamped_even_when_its_answer_was_lost() {
 fn an_expired_batch_behind_a_gap_is_not_indeterminate() {
     let mut h = Harness::configured(|c| c.max_in_flight = 5);
     h.give_identity(1, 0);
-    h.send(0);
-    let opener = produces(&h.poll());
-    h.answer(opener[0].0, &[(0, ErrorCode::NONE, 0)]);
-    h.send(0);
-    let a = produces(&h.poll());
-    let later = h.send(0);
-    let b = produces(&h.poll());
+    let (_, a, later, b) = pipelined_after_an_opener(&mut h);
     // Both answers come as the delivery timeout (1 s) passes.
     h.now = 1_000;
-    h.answer(a[0].0, &[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]);
-    h.fail(b[0].0, true);
+    h.answer(a, &[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]);
+    h.fail(b, true);
     h.poll();
     let outcome = later.outcome().expect("expired");
     assert!(

@@ -191,14 +191,7 @@ fn a_call_refused_again_backs_off_exponentially() {
     h.answer(sent[0].0, &[(0, ErrorCode::NONE, 0)]);
     h.engine.start_call(TxnCall::Commit, h.now).unwrap();
     for base in [100, 200, 400, 800, 1_000] {
-        let Some((end, TxnRequest::EndTxn { .. })) = coordinator_request_now(&mut h) else {
-            panic!("EndTxn expected")
-        };
-        let loading = TxnResponse::EndTxn {
-            error: ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
-            identity: None,
-        };
-        answer_txn(&mut h, end, loading);
+        end_txn_answered_loading(&mut h);
         let wake = h.engine.next_wakeup(h.now, &h.acc).expect("a retry");
         let delay = wake - h.now;
         assert!(
@@ -233,14 +226,7 @@ fn a_commit_retry_is_woken_for_beside_a_time_already_reached() {
     let sent = produces(&h.poll());
     h.answer(sent[0].0, &[(0, ErrorCode::NONE, 0)]);
     h.engine.start_call(TxnCall::Commit, h.now).unwrap();
-    let Some((end, TxnRequest::EndTxn { .. })) = coordinator_request_now(&mut h) else {
-        panic!("EndTxn expected")
-    };
-    let loading = TxnResponse::EndTxn {
-        error: ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
-        identity: None,
-    };
-    answer_txn(&mut h, end, loading);
+    end_txn_answered_loading(&mut h);
     let wake = h.engine.next_wakeup(h.now, &h.acc);
     assert!(
         wake.is_some_and(|t| (h.now + 8..=h.now + 12).contains(&t)),
@@ -817,6 +803,19 @@ fn coordinator_request_now(h: &mut Harness) -> Option<(RequestId, TxnRequest)> {
         }
     }
     None
+}
+
+/// Takes the EndTxn the running commit sends now and answers it COORDINATOR_LOAD_IN_PROGRESS
+/// (retriable: the commit goes again after its backoff).
+fn end_txn_answered_loading(h: &mut Harness) {
+    let Some((end, TxnRequest::EndTxn { .. })) = coordinator_request_now(h) else {
+        panic!("EndTxn expected")
+    };
+    let loading = TxnResponse::EndTxn {
+        error: ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
+        identity: None,
+    };
+    answer_txn(h, end, loading);
 }
 
 /// Starts the abort and returns its EndTxn(ABORT), which must be sent at once.
